@@ -1,0 +1,156 @@
+"""The command line: ``python -m app <command>``. Each command is useful on its own."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import signal
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+from app import config, language, searxng
+from app.search import SearchError, Searxng
+
+EXIT_ERROR = 1
+
+
+@contextlib.contextmanager
+def searxng_url(settings: config.Settings) -> Iterator[str]:
+    """SEARXNG_URL when set, else an embedded SearXNG for the command's duration."""
+    if settings.searxng_url:
+        yield settings.searxng_url
+        return
+    with searxng.EmbeddedSearxng(settings.search_locale, settings=settings) as embedded:
+        yield embedded.url
+
+
+def cmd_search(args: argparse.Namespace, settings: config.Settings) -> int:
+    locale = config.check_locale(args.locale or settings.search_locale)
+
+    async def run(url: str) -> int:
+        async with Searxng(url) as client:
+            response = await client.search(
+                args.query, locale=locale, engines=args.engines, page=args.page
+            )
+        if args.json:
+            print(json.dumps([r.as_dict() for r in response.results], ensure_ascii=False, indent=2))
+        else:
+            for r in response.results:
+                print(f"{(r.publishedDate or '')[:10] or '----------'}  {r.title}\n  {r.url}")
+                print(f"  {r.content}\n")
+        for line in response.engine_errors:
+            print(f"error: engine failed: {line}", file=sys.stderr)
+        return EXIT_ERROR if response.engine_errors else 0
+
+    with searxng_url(settings) as url:
+        return asyncio.run(run(url))
+
+
+def default_locales(settings: config.Settings) -> str:
+    locale = settings.search_locale
+    if locale in ("all", "auto"):
+        raise config.ConfigError(
+            "give --locales (e.g. all,pl,pl-PL): SEARCH_LOCALE is not set to a language"
+        )
+    return ",".join(dict.fromkeys(["all", language.language_of(locale), locale]))
+
+
+def cmd_measure_locale(args: argparse.Namespace, settings: config.Settings) -> int:
+    locales = [
+        config.check_locale(item.strip())
+        for item in (args.locales or default_locales(settings)).split(",")
+        if item.strip()
+    ]
+    target = args.target or language.language_of(locales[-1])
+    if target in ("all", "auto"):
+        raise config.ConfigError("give --target: the last locale names no language")
+
+    async def run(url: str) -> list[language.LocaleRow]:
+        async with Searxng(url) as client:
+            return await language.measure(client, args.query, locales, target, args.top, args.engines)
+
+    with searxng_url(settings) as url:
+        rows = asyncio.run(run(url))
+    if args.json:
+        report = {"query": args.query, "target": target, "top": args.top, "rows": rows}
+        print(json.dumps(report, default=vars, ensure_ascii=False, indent=2))
+        return 0
+    print(f"Results in '{target}' among the top {args.top} for {args.query!r}:\n")
+    width = max(len("locale"), *(len(r.locale) for r in rows))
+    print(f"| {'locale':<{width}} | in '{target}' |")
+    print(f"|{'-' * (width + 2)}|{'-' * (len(target) + 8)}|")
+    for r in rows:
+        print(f"| {r.locale:<{width}} | {f'{r.in_target}/{r.total}':>{len(target) + 6}} |")
+    return 0
+
+
+def cmd_searxng(args: argparse.Namespace, settings: config.Settings) -> int:
+    locale = config.check_locale(args.locale or settings.search_locale)
+    with searxng.EmbeddedSearxng(locale, settings=settings, port=args.port) as embedded:
+        print(f"SearXNG with the {config.ENGINE_NAME} engine at {embedded.url} (locale {locale})")
+        print(f"use it with: SEARXNG_URL={embedded.url}   stop with Ctrl-C", flush=True)
+        signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+        with contextlib.suppress(KeyboardInterrupt):
+            embedded.process.wait()
+    return 0
+
+
+def cmd_searxng_settings(args: argparse.Namespace, settings: config.Settings) -> int:
+    path = searxng.write_settings(Path(args.directory), args.locale or settings.search_locale)
+    print(f"wrote {path} (default_lang {config.check_locale(args.locale or settings.search_locale)})")
+    return 0
+
+
+def parser() -> argparse.ArgumentParser:
+    top = argparse.ArgumentParser(prog="python -m app", description=__doc__)
+    commands = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    search = commands.add_parser("search", help="run a query through SearXNG and print results")
+    search.add_argument("query")
+    search.add_argument("--locale", help="e.g. pl-PL, pl, all (default: SEARCH_LOCALE)")
+    search.add_argument("--engines", help="comma list of SearXNG engine names")
+    search.add_argument("--page", type=int, default=1, help="result page, 1..10")
+    search.add_argument("--json", action="store_true", help="print a JSON list of results")
+    search.set_defaults(run=cmd_search)
+
+    measure = commands.add_parser(
+        "measure-locale", help="count results in a language, locale by locale"
+    )
+    measure.add_argument("query")
+    measure.add_argument("--locales", help="comma list (default: all,<lang>,SEARCH_LOCALE)")
+    measure.add_argument("--target", help="language to count (default: the last locale's)")
+    measure.add_argument("--top", type=int, default=20, help="results per locale (default 20)")
+    measure.add_argument("--engines", help="comma list of SearXNG engine names")
+    measure.add_argument("--json", action="store_true", help="print the measurement as JSON")
+    measure.set_defaults(run=cmd_measure_locale)
+
+    run = commands.add_parser("searxng", help="run the embedded SearXNG until Ctrl-C")
+    run.add_argument("--locale", help="default language (default: SEARCH_LOCALE)")
+    run.add_argument("--port", type=int, default=8888, help="loopback port (default 8888)")
+    run.set_defaults(run=cmd_searxng)
+
+    render = commands.add_parser(
+        "searxng-settings", help="write SearXNG's settings for SEARCH_LOCALE into a directory"
+    )
+    render.add_argument("directory")
+    render.add_argument("--locale", help="default language (default: SEARCH_LOCALE)")
+    render.set_defaults(run=cmd_searxng_settings)
+    return top
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    if getattr(args, "page", 1) not in range(1, 11):
+        print("error: --page must be between 1 and 10 (Brave serves ten pages)", file=sys.stderr)
+        return 2
+    if getattr(args, "top", 1) < 1:
+        print("error: --top must be at least 1", file=sys.stderr)
+        return 2
+    try:
+        return args.run(args, config.load())
+    except (config.ConfigError, SearchError, searxng.SearxngError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_ERROR

