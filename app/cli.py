@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import ipaddress
 import json
 import signal
 import sys
@@ -70,7 +71,9 @@ def cmd_measure_locale(args: argparse.Namespace, settings: config.Settings) -> i
 
     async def run(url: str) -> list[language.LocaleRow]:
         async with Searxng(url) as client:
-            return await language.measure(client, args.query, locales, target, args.top, args.engines)
+            return await language.measure(
+                client, args.query, locales, target, args.top, args.engines
+            )
 
     with searxng_url(settings) as url:
         rows = asyncio.run(run(url))
@@ -99,14 +102,43 @@ def cmd_searxng(args: argparse.Namespace, settings: config.Settings) -> int:
 
 
 def cmd_searxng_settings(args: argparse.Namespace, settings: config.Settings) -> int:
-    path = searxng.write_settings(Path(args.directory), args.locale or settings.search_locale)
-    print(f"wrote {path} (default_lang {config.check_locale(args.locale or settings.search_locale)})")
+    locale = config.check_locale(args.locale or settings.search_locale)
+    path = searxng.write_settings(Path(args.directory), locale)
+    print(f"wrote {path} (default_lang {locale})")
+    return 0
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def cmd_serve(args: argparse.Namespace, settings: config.Settings) -> int:
+    import uvicorn
+
+    from app.server import create_app
+
+    if not is_loopback(args.host) and not (settings.auth_token or settings.published_on_loopback):
+        raise config.ConfigError(
+            f"refusing to serve on {args.host} without AUTH_TOKEN: anyone on that network "
+            "could use your model and search; set AUTH_TOKEN or bind 127.0.0.1"
+        )
+    uvicorn.run(create_app(settings), host=args.host, port=args.port, log_level="info")
     return 0
 
 
 def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(prog="python -m app", description=__doc__)
     commands = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    serve = commands.add_parser("serve", help="run the chat service")
+    serve.add_argument("--host", default="127.0.0.1", help="address (default 127.0.0.1)")
+    serve.add_argument("--port", type=int, default=8080, help="port (default 8080)")
+    serve.set_defaults(run=cmd_serve)
 
     search = commands.add_parser("search", help="run a query through SearXNG and print results")
     search.add_argument("query")

@@ -33,6 +33,11 @@ class Settings:
     searxng_secret: str
     brave_api_key: str
     brave_api_url: str
+    auth_token: str
+    """Required to serve on an address other than loopback."""
+    published_on_loopback: bool
+    """Set by compose.yaml: the container binds all its interfaces, but Docker publishes
+    the port on 127.0.0.1 only, so no token is needed."""
 
 
 def check_locale(value: str) -> str:
@@ -55,4 +60,6 @@ def load(environ: dict[str, str] | None = None) -> Settings:
         searxng_secret=env.get("SEARXNG_SECRET", ""),
         brave_api_key=env.get("BRAVE_API_KEY", ""),
         brave_api_url=env.get("BRAVE_API_URL", ""),
+        auth_token=env.get("AUTH_TOKEN", ""),
+        published_on_loopback=env.get("PUBLISHED_ON_LOOPBACK", "") == "1",
     )

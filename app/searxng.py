@@ -178,7 +178,9 @@ class EmbeddedSearxng:
             except httpx.HTTPError:
                 pass
             time.sleep(0.2)
-        raise SearxngError(f"SearXNG did not answer /healthz in {self.start_timeout}s:\n{self.log()}")
+        raise SearxngError(
+            f"SearXNG did not answer /healthz in {self.start_timeout}s:\n{self.log()}"
+        )
 
     def log(self, tail: int = 3000) -> str:
         try:
