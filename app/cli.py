@@ -12,6 +12,8 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+from dotenv import load_dotenv
+
 from app import config, language, searxng
 from app.search import SearchError, Searxng
 
@@ -127,7 +129,9 @@ def cmd_serve(args: argparse.Namespace, settings: config.Settings) -> int:
             f"refusing to serve on {args.host} without AUTH_TOKEN: anyone on that network "
             "could use your model and search; set AUTH_TOKEN or bind 127.0.0.1"
         )
-    uvicorn.run(create_app(settings), host=args.host, port=args.port, log_level="info")
+    with searxng_url(settings) as url:
+        print(f"SearXNG: {url}; model server: {settings.llm_base_url}", flush=True)
+        uvicorn.run(create_app(settings, url), host=args.host, port=args.port, log_level="info")
     return 0
 
 
@@ -174,6 +178,7 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    load_dotenv(Path.cwd() / ".env")  # like Compose; the environment wins over the file
     args = parser().parse_args(argv)
     if getattr(args, "page", 1) not in range(1, 11):
         print("error: --page must be between 1 and 10 (Brave serves ten pages)", file=sys.stderr)

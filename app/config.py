@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from dataclasses import dataclass
@@ -23,6 +24,36 @@ class ConfigError(ValueError):
     """A setting has a value the stack cannot use; the message says which and why."""
 
 
+def integer(env: dict[str, str], name: str, default: int, minimum: int = 0) -> int:
+    raw = env.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ConfigError(f"{name} must be a whole number, not {raw!r}") from None
+    if value < minimum:
+        raise ConfigError(f"{name} must be at least {minimum}, not {value}")
+    return value
+
+
+def comma_list(raw: str) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(item.strip() for item in raw.split(",") if item.strip()))
+
+
+def model_params(raw: str) -> dict[str, dict]:
+    """MODEL_PARAMS: a JSON object of extra request parameters per model id."""
+    if not raw.strip():
+        return {}
+    try:
+        value = json.loads(raw)
+    except ValueError as exc:
+        raise ConfigError(f"MODEL_PARAMS is not valid JSON: {exc}") from None
+    if not isinstance(value, dict) or not all(isinstance(v, dict) for v in value.values()):
+        raise ConfigError('MODEL_PARAMS must map model ids to objects: {"id": {"temperature": 0}}')
+    return value
+
+
 @dataclass(frozen=True)
 class Settings:
     searxng_url: str
@@ -38,6 +69,23 @@ class Settings:
     published_on_loopback: bool
     """Set by compose.yaml: the container binds all its interfaces, but Docker publishes
     the port on 127.0.0.1 only, so no token is needed."""
+    llm_base_url: str
+    llm_api_key: str
+    models: tuple[str, ...]
+    default_model: str
+    summary_model: str
+    model_params: dict[str, dict]
+    data_dir: Path
+    context_budget_tokens: int
+    keep_recent_messages: int
+    max_completion_tokens: int
+    compress_max_tokens: int
+    web_search_max_uses: int
+    web_fetch_max_uses: int
+    max_tool_rounds: int
+    fetch_max_tokens: int
+    fetch_allow_hosts: frozenset[str]
+    """host:port pairs the fetcher may reach although private (the tests' page server)."""
 
 
 def check_locale(value: str) -> str:
@@ -53,6 +101,10 @@ def check_locale(value: str) -> str:
 
 def load(environ: dict[str, str] | None = None) -> Settings:
     env = os.environ if environ is None else environ
+    models = comma_list(env.get("MODELS", ""))
+    default_model = env.get("DEFAULT_MODEL", "").strip() or (models[0] if models else "")
+    if default_model and default_model not in models:
+        models = (default_model, *models)
     return Settings(
         searxng_url=env.get("SEARXNG_URL", "").strip().rstrip("/"),
         search_locale=check_locale(env.get("SEARCH_LOCALE", "").strip() or "all"),
@@ -62,4 +114,75 @@ def load(environ: dict[str, str] | None = None) -> Settings:
         brave_api_url=env.get("BRAVE_API_URL", ""),
         auth_token=env.get("AUTH_TOKEN", ""),
         published_on_loopback=env.get("PUBLISHED_ON_LOOPBACK", "") == "1",
+        llm_base_url=(env.get("LLM_BASE_URL", "").strip() or "http://127.0.0.1:11434/v1").rstrip(
+            "/"
+        ),
+        llm_api_key=env.get("LLM_API_KEY", ""),
+        models=models,
+        default_model=default_model,
+        summary_model=env.get("SUMMARY_MODEL", "").strip() or default_model,
+        model_params=model_params(env.get("MODEL_PARAMS", "")),
+        data_dir=Path(env.get("DATA_DIR", "").strip() or ROOT / "data"),
+        context_budget_tokens=integer(env, "CONTEXT_BUDGET_TOKENS", 102_400, 1_000),
+        keep_recent_messages=integer(env, "KEEP_RECENT_MESSAGES", 8, 2),
+        max_completion_tokens=integer(env, "MAX_COMPLETION_TOKENS", 4_096, 16),
+        compress_max_tokens=integer(env, "COMPRESS_MAX_TOKENS", 1_200, 100),
+        web_search_max_uses=integer(env, "WEB_SEARCH_MAX_USES", 3),
+        web_fetch_max_uses=integer(env, "WEB_FETCH_MAX_USES", 2),
+        max_tool_rounds=integer(env, "MAX_TOOL_ROUNDS", 6, 1),
+        fetch_max_tokens=integer(env, "FETCH_MAX_TOKENS", 12_000, 500),
+        fetch_allow_hosts=frozenset(comma_list(env.get("FETCH_ALLOW_HOSTS", ""))),
     )
+
+
+PRESETS_DIR = ROOT / "presets"
+
+# Per-conversation settings: their type, and what changing each one costs (the page's help).
+CONVERSATION_SETTINGS: dict[str, tuple[type, str]] = {
+    "model": (str, "Switching model drops the previous model's prompt cache: one cold turn."),
+    "system_prompt": (str, "Any edit invalidates the prompt cache from the first byte."),
+    "context_budget": (int, "Lower means earlier compression; never above the served window."),
+    "web_search": (bool, "Each search adds about 4,000 tokens of results to the turn."),
+    "web_fetch": (bool, "Each page read adds up to about 12,000 tokens to the turn."),
+    "search_max_uses": (int, "Searches allowed per answer; told to the model."),
+    "fetch_max_uses": (int, "Pages read per answer; told to the model."),
+    "tool_note": (str, "Its wording changes how many tools the model uses, so the cost."),
+    "compress_prompt": (str, "Decides what the summary keeps; must contain {transcript}."),
+    "search_locale": (str, "Language of results, e.g. pl-PL; the model may override per query."),
+    "search_engines": (str, "SearXNG engines for this conversation (empty: SearXNG's list)."),
+}
+LIMITS = {
+    "context_budget": (1_000, 10_000_000),
+    "search_max_uses": (0, 20),
+    "fetch_max_uses": (0, 20),
+}
+
+
+def presets() -> dict[str, str]:
+    """System-prompt presets: file name without .txt -> text."""
+    return {
+        p.stem: p.read_text(encoding="utf-8").strip() for p in sorted(PRESETS_DIR.glob("*.txt"))
+    }
+
+
+def check_conversation_settings(patch: object) -> dict[str, object]:
+    """A validated partial update of a conversation's settings, or a ConfigError."""
+    if not isinstance(patch, dict):
+        raise ConfigError("settings must be an object")
+    checked: dict[str, object] = {}
+    for name, value in patch.items():
+        if name not in CONVERSATION_SETTINGS:
+            raise ConfigError(f"unknown setting {name!r}")
+        kind = CONVERSATION_SETTINGS[name][0]
+        if type(value) is not kind:
+            raise ConfigError(f"{name} must be a {kind.__name__}")
+        if name in LIMITS and not LIMITS[name][0] <= value <= LIMITS[name][1]:
+            raise ConfigError(f"{name} must be between {LIMITS[name][0]} and {LIMITS[name][1]}")
+        checked[name] = value
+    if "compress_prompt" in checked and "{transcript}" not in checked["compress_prompt"]:
+        raise ConfigError(
+            "compress_prompt must contain {transcript}: without it nothing would be summarised"
+        )
+    if "search_locale" in checked:
+        checked["search_locale"] = check_locale(checked["search_locale"])
+    return checked

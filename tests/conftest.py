@@ -68,3 +68,83 @@ def run_cli(*args: str, searxng_url: str, **env: str) -> subprocess.CompletedPro
         env={**os.environ, "SEARXNG_URL": searxng_url, **env},
         timeout=120,
     )
+
+
+class ChatService:
+    """The chat service on a loopback port, in a thread, configured like a user would."""
+
+    def __init__(self, env: dict[str, str], searxng_url: str) -> None:
+        import threading
+
+        import uvicorn
+
+        from app import config
+        from app.searxng import free_port
+        from app.server import create_app
+
+        self.settings = config.load(env)
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        app = create_app(self.settings, searxng_url)
+        self.server = uvicorn.Server(
+            uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning")
+        )
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+
+    def start(self) -> ChatService:
+        import time
+
+        self.thread.start()
+        deadline = time.monotonic() + 20
+        while not self.server.started:
+            assert time.monotonic() < deadline, "the chat service did not start"
+            time.sleep(0.02)
+        return self
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout=10)
+
+
+@pytest.fixture(scope="session")
+def llm() -> Iterator:
+    from tests.fakes.llm_server import FakeLLM
+
+    with FakeLLM(models=["fake-model", "fake-small"]) as fake:
+        yield fake
+
+
+@pytest.fixture(scope="session")
+def pages() -> Iterator:
+    from tests.fakes.pages import PageServer
+
+    with PageServer() as server:
+        yield server
+
+
+def chat_env(llm, tmp_path: Path, pages=None, **extra: str) -> dict[str, str]:
+    from urllib.parse import urlsplit
+
+    env = {
+        **os.environ,
+        "LLM_BASE_URL": llm.api_base,
+        "MODELS": "fake-model,fake-small",
+        "DEFAULT_MODEL": "fake-model",
+        "SUMMARY_MODEL": "fake-small",
+        "DATA_DIR": str(tmp_path / "data"),
+        "SEARCH_LOCALE": "pl-PL",
+        "AUTH_TOKEN": "",
+    }
+    if pages is not None:
+        env["FETCH_ALLOW_HOSTS"] = urlsplit(pages.url).netloc
+    env.update(extra)
+    return env
+
+
+@pytest.fixture
+def chat(llm, pages, searxng, brave, tmp_path) -> Iterator[ChatService]:
+    """A chat service with its own data directory, on the shared fakes."""
+    llm.clear()
+    service = ChatService(chat_env(llm, tmp_path, pages), searxng.url).start()
+    yield service
+    service.stop()

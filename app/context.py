@@ -1,0 +1,197 @@
+"""What the model sees each turn, and keeping it within the budget.
+
+The budget rests on the server's own count (``usage.prompt_tokens`` of the previous
+request); only text the server has not seen yet is estimated, and rounded up: an
+over-estimate costs one cheap early compression, an under-estimate overflows.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass, field
+from datetime import date
+from typing import Any
+
+DEFAULT_COMPRESS_PROMPT = """You maintain the long-term context of a chat between a user and an \
+assistant. Below are the previous summary (may be empty) and the older part of the \
+conversation. Write:
+- "summary": ONE dense paragraph (at most 250 words) that replaces the previous summary and \
+absorbs it: topics, decisions, open questions, promises the assistant made.
+- "facts": durable facts about the user that stay true next week (preferences, setup, time \
+zone, languages), each a short sentence. Only facts not already in the memory below.
+
+Answer with JSON only: {"summary": "...", "facts": ["..."]}
+
+Memory already kept:
+{memory}
+
+Previous summary:
+{summary}
+
+Conversation to fold in:
+{transcript}
+"""
+
+MESSAGE_OVERHEAD_TOKENS = 8
+WORD = re.compile(r"\w+", re.UNICODE)
+LEADING_SUBJECT = re.compile(r"^(the user|user|they|he|she)\s+", re.I)
+
+
+class PromptError(ValueError):
+    """A compression prompt that could not summarise anything."""
+
+
+def estimate_tokens(text: str) -> int:
+    """A pessimistic count: about three bytes of UTF-8 per token, rounded up.
+
+    Real tokenizers give roughly four characters of English per token and fewer for
+    other scripts; erring high only triggers compression a turn early.
+    """
+    return math.ceil(len(text.encode("utf-8")) / 3) if text else 0
+
+
+def message_tokens(messages: list[dict[str, Any]]) -> int:
+    return sum(estimate_tokens(content_text(m)) + MESSAGE_OVERHEAD_TOKENS for m in messages)
+
+
+def content_text(message: dict[str, Any]) -> str:
+    text = message.get("content") or ""
+    if message.get("tool_calls"):
+        text += json.dumps(message["tool_calls"], ensure_ascii=False)
+    return text
+
+
+def projected_tokens(last_prompt_tokens: int, pending: str, completion_reserve: int) -> int:
+    """Size of the next request: measured + estimated new text + worst-case reply."""
+    return (
+        last_prompt_tokens + estimate_tokens(pending) + MESSAGE_OVERHEAD_TOKENS + completion_reserve
+    )
+
+
+def effective_budget(budget: int, served_window: int | None) -> int:
+    """The conversation's budget, never above the window the server really serves."""
+    return min(budget, served_window) if served_window else budget
+
+
+def check_compress_prompt(prompt: str) -> str:
+    if "{transcript}" not in prompt:
+        raise PromptError(
+            "the compression prompt must contain {transcript}: without it nothing is summarised"
+        )
+    return prompt
+
+
+def today_line(day: date) -> str:
+    """Day-granular on purpose: a finer time would change the prompt prefix every request
+    and defeat the server's prompt cache."""
+    return (
+        f"Today is {day.isoformat()} ({day.strftime('%A')}). Do not put a year in search "
+        "queries unless the user asked about that year."
+    )
+
+
+@dataclass
+class Layers:
+    """The system layers, most stable first so prefix caches hit."""
+
+    persona: str
+    memory: str
+    summary: str
+    today: str
+    tool_note: str
+
+    def system_text(self) -> str:
+        parts = [self.persona.strip()]
+        if self.memory.strip():
+            parts.append("What you know about the user (long-term memory):\n" + self.memory.strip())
+        if self.summary.strip():
+            parts.append("Summary of the earlier conversation:\n" + self.summary.strip())
+        parts.append(self.today)
+        if self.tool_note.strip():
+            parts.append(self.tool_note.strip())
+        return "\n\n".join(p for p in parts if p)
+
+
+def assemble(layers: Layers, history: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``[persona][memory][summary][date][tool note][history]`` as chat messages."""
+    return [{"role": "system", "content": layers.system_text()}, *history]
+
+
+def breakdown(layers: Layers, history: list[dict[str, Any]], tools_tokens: int) -> dict[str, int]:
+    """Estimated share of each part of the context, for the page's context bar."""
+    return {
+        "persona": estimate_tokens(layers.persona) + estimate_tokens(layers.today),
+        "memory": estimate_tokens(layers.memory),
+        "summary": estimate_tokens(layers.summary),
+        "tools": estimate_tokens(layers.tool_note) + tools_tokens,
+        "history": message_tokens(history),
+    }
+
+
+def transcript(messages: list[dict[str, Any]]) -> str:
+    return "\n\n".join(
+        f"{m['role'].upper()}: {m.get('content') or ''}" for m in messages if m.get("content")
+    )
+
+
+def compression_request(
+    prompt: str, memory: str, summary: str, messages: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    # Plain replacement, not str.format: an edited prompt may hold JSON braces.
+    text = (
+        check_compress_prompt(prompt)
+        .replace("{memory}", memory.strip() or "(empty)")
+        .replace("{summary}", summary.strip() or "(none)")
+        .replace("{transcript}", transcript(messages))
+    )
+    return [{"role": "user", "content": text}]
+
+
+@dataclass
+class Compressed:
+    summary: str
+    facts: list[str] = field(default_factory=list)
+
+
+def parse_compression(text: str) -> Compressed:
+    """The summary model's JSON, tolerating a code fence or prose around it."""
+    match = re.search(r"\{.*\}", text, re.S)
+    if not match:
+        raise ValueError("the summary model did not answer JSON")
+    data = json.loads(match.group(0))
+    summary = data.get("summary")
+    if not isinstance(summary, str) or not summary.strip():
+        raise ValueError("the summary model's JSON has no summary")
+    facts = [f.strip() for f in data.get("facts") or [] if isinstance(f, str) and f.strip()]
+    return Compressed(summary=summary.strip(), facts=facts)
+
+
+def fact_key(fact: str) -> frozenset[str]:
+    """Words of a fact without case, punctuation or a leading "The user"."""
+    text = LEADING_SUBJECT.sub("", fact.strip().lstrip("-* ").strip())
+    return frozenset(w.casefold() for w in WORD.findall(text))
+
+
+def near_duplicate(a: frozenset[str], b: frozenset[str]) -> bool:
+    if not a or not b:
+        return a == b
+    return len(a & b) / len(a | b) >= 0.8
+
+
+def merge_facts(memory: str, facts: list[str]) -> tuple[str, list[str]]:
+    """memory.md with the new facts appended as ``- fact`` lines, skipping exact and
+    near duplicates ("User prefers Python" vs "The user prefers Python.")."""
+    known = [fact_key(line) for line in memory.splitlines() if line.strip()]
+    added = []
+    for fact in facts:
+        key = fact_key(fact)
+        if not key or any(near_duplicate(key, other) for other in known):
+            continue
+        known.append(key)
+        added.append(fact.strip().lstrip("-* ").strip())
+    if not added:
+        return memory, []
+    text = memory if not memory or memory.endswith("\n") else memory + "\n"
+    return text + "".join(f"- {fact}\n" for fact in added), added

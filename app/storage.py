@@ -1,0 +1,143 @@
+"""Conversations on disk: one JSON file each under DATA_DIR, readable with cat.
+
+Writes are atomic (temp file, fsync, rename), so a crash leaves the old file or the
+new one, never half of one. A read-modify-write (`update`) never awaits, so on the
+server's event loop no other request can interleave with it; a whole turn, which does
+await, holds the conversation's lock, and a second turn on it is refused meanwhile.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import secrets
+import tempfile
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+ID = re.compile(r"^[a-z0-9][a-z0-9-]{5,63}$")
+
+
+class NotFound(LookupError):
+    """No conversation with that id."""
+
+
+class InvalidId(ValueError):
+    """Not a conversation id: refused before anything touches the disk."""
+
+
+def now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+def write_atomic(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as file:
+            file.write(text)
+            file.flush()
+            os.fsync(file.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+class Storage:
+    """Conversations, the memory file and the user's model list under one directory."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.conversations = root / "conversations"
+        self.memory_path = root / "memory.md"
+        self.models_path = root / "models.json"
+        self.locks: dict[str, asyncio.Lock] = {}
+
+    def path(self, conversation_id: str) -> Path:
+        if not isinstance(conversation_id, str) or not ID.match(conversation_id):
+            raise InvalidId(f"invalid conversation id: {conversation_id!r}")
+        return self.conversations / f"{conversation_id}.json"
+
+    def lock(self, conversation_id: str) -> asyncio.Lock:
+        self.path(conversation_id)
+        return self.locks.setdefault(conversation_id, asyncio.Lock())
+
+    def create(self, conversation: dict[str, Any]) -> dict[str, Any]:
+        conversation = {
+            "id": datetime.now(UTC).strftime("%Y%m%d-") + secrets.token_hex(5),
+            "created": now(),
+            "updated": now(),
+            **conversation,
+        }
+        self.save(conversation)
+        return conversation
+
+    def load(self, conversation_id: str) -> dict[str, Any]:
+        path = self.path(conversation_id)
+        try:
+            return json.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise NotFound(f"no conversation {conversation_id}") from None
+
+    def save(self, conversation: dict[str, Any]) -> None:
+        conversation["updated"] = now()
+        text = json.dumps(conversation, ensure_ascii=False, indent=1)
+        write_atomic(self.path(conversation["id"]), text)
+
+    def update(
+        self, conversation_id: str, change: Callable[[dict[str, Any]], Any]
+    ) -> dict[str, Any]:
+        """Apply change to the freshly read conversation and save it, without awaiting."""
+        conversation = self.load(conversation_id)
+        change(conversation)
+        self.save(conversation)
+        return conversation
+
+    def delete(self, conversation_id: str) -> None:
+        try:
+            self.path(conversation_id).unlink()
+        except FileNotFoundError:
+            raise NotFound(f"no conversation {conversation_id}") from None
+
+    def list(self, query: str = "") -> list[dict[str, Any]]:
+        """Newest first; with a query, those whose title or messages contain it."""
+        found = []
+        needle = query.casefold()
+        for path in self.conversations.glob("*.json"):
+            try:
+                conversation = json.loads(path.read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                continue
+            haystack = " ".join(
+                [conversation.get("title", "")]
+                + [str(m.get("content", "")) for m in conversation.get("messages", [])]
+            ).casefold()
+            if needle in haystack:
+                found.append(
+                    {k: conversation.get(k) for k in ("id", "title", "created", "updated")}
+                )
+        return sorted(found, key=lambda c: c["updated"] or "", reverse=True)
+
+    def read_memory(self) -> str:
+        try:
+            return self.memory_path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return ""
+
+    def write_memory(self, text: str) -> None:
+        write_atomic(self.memory_path, text)
+
+    def read_models(self) -> list[str]:
+        try:
+            models = json.loads(self.models_path.read_text(encoding="utf-8"))
+        except (FileNotFoundError, ValueError):
+            return []
+        return [m for m in models if isinstance(m, str)]
+
+    def write_models(self, models: list[str]) -> None:
+        write_atomic(self.models_path, json.dumps(models, ensure_ascii=False, indent=1))

@@ -1,0 +1,426 @@
+"""One chat turn, top to bottom: project, compress, assemble, stream with tools, record.
+
+`run_turn` is the whole pipeline; it yields the SSE events the page shows. Whatever
+ends the turn (a final answer, an error, the user's Stop cancelling it), `TurnRecord`
+persists the outcome exactly once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime
+from typing import Any
+
+from app import config, context
+from app.llm import LLMError, ModelClient, ToolCall, Usage, normalize_usage
+from app.search import Searxng
+from app.storage import Storage, now
+from app.tools import ToolRunner
+
+RECOVERY = {
+    "auth": "fix_settings",
+    "rate_limit": "retry_later",
+    "content_filter": "rewind",
+    "context_overflow": "compress_and_retry",
+    "network": "retry",
+    "upstream": "retry",
+    "tools_unsupported": "retry",
+}
+
+
+@dataclass
+class Services:
+    """What a turn needs from the outside, built once by the server."""
+
+    settings: config.Settings
+    storage: Storage
+    model: ModelClient
+    searxng: Searxng
+    windows: dict[str, int | None] = field(default_factory=dict)
+
+    async def served_window(self, model: str) -> int | None:
+        if model not in self.windows:
+            self.windows[model] = await self.model.served_window(model)
+        return self.windows[model]
+
+
+async def run_turn(services: Services, conversation_id: str, model: str) -> AsyncIterator[dict]:
+    """Answer the conversation's last user message. Yields SSE event dicts."""
+    conversation = services.storage.load(conversation_id)
+    chosen = conversation["settings"]
+    pending = conversation["messages"][-1]["content"]
+    record = TurnRecord(services, conversation_id, model, floor=context.estimate_tokens(pending))
+    runner = ToolRunner(
+        searxng=services.searxng,
+        settings=services.settings,
+        locale=chosen["search_locale"],
+        engines=chosen["search_engines"] or None,
+        searches_left=chosen["search_max_uses"] if chosen["web_search"] else 0,
+        fetches_left=chosen["fetch_max_uses"] if chosen["web_fetch"] else 0,
+    )
+    record.sources = runner.sources
+    try:
+        # 1. Project the next request's size from the last measured prompt.
+        window = await services.served_window(model)
+        budget = context.effective_budget(chosen["context_budget"], window)
+        projected = context.projected_tokens(
+            measured_base(conversation), pending, services.settings.max_completion_tokens
+        )
+        record.budget = {"limit": budget, "window": window, "projected": projected}
+
+        # 2. Compress when over budget: old turns into the summary, facts into memory.
+        keep = services.settings.keep_recent_messages
+        if projected > budget and len(unsummarised(conversation)) > keep:
+            async for event in compress(services, conversation, record):
+                yield event
+
+        # 3. Assemble [persona][memory][summary][date][tool note][history].
+        messages = assemble(services, conversation, runner, record)
+
+        # 4. Stream, running the tool loop until the model answers.
+        with_tools = bool(runner.declarations())
+        for round_number in range(services.settings.max_tool_rounds + 1):
+            if round_number == services.settings.max_tool_rounds:
+                runner.searches_left = runner.fetches_left = 0  # last round: answer now
+            payload = {
+                "model": model,
+                "messages": messages,
+                "max_tokens": services.settings.max_completion_tokens,
+                **services.settings.model_params.get(model, {}),
+            }
+            if with_tools and runner.declarations():
+                payload["tools"] = runner.declarations()
+            calls: list[ToolCall] = []
+            try:
+                async for event in services.model.stream(payload):
+                    if event.type == "delta":
+                        record.text += event.text
+                        yield {"type": "delta", "text": event.text}
+                    elif event.type == "reasoning":
+                        record.reasoning += event.text
+                        yield {"type": "reasoning", "text": event.text}
+                    elif event.type == "usage":
+                        record.add_usage(event.usage)
+                    elif event.type == "tool_calls":
+                        calls = event.tool_calls
+                    elif event.type == "finish" and event.text == "content_filter":
+                        raise LLMError("content_filter", "the model server filtered the answer")
+                    elif event.type == "finish" and event.text == "length":
+                        record.truncated = True
+            except LLMError as error:
+                if error.kind == "tools_unsupported" and "tools" in payload and not record.produced:
+                    with_tools = False
+                    notice = "this model rejected the web tools; answering without them"
+                    record.warnings.append(notice)
+                    yield {"type": "warning", "message": notice}
+                    continue
+                if error.kind == "context_overflow" and not record.produced and not record.forced:
+                    record.forced = True  # compress once and retry; a second overflow fails
+                    async for event in compress(services, conversation, record):
+                        yield event
+                    messages = assemble(services, conversation, runner, record)
+                    continue
+                raise
+            if not calls:
+                break
+            messages.append(assistant_tool_message(record.round_text(), calls))
+            for call in calls:
+                outcome = await runner.run(call)
+                record.activity.append(outcome.event)
+                yield outcome.event
+                if outcome.warning:
+                    record.warnings.append(outcome.warning)
+                    yield {"type": "warning", "message": outcome.warning}
+                messages.append({"role": "tool", "tool_call_id": call.id, "content": outcome.text})
+
+        # 5. Record the measured usage; it is step 1's input next turn.
+        record.status = "complete"
+        record.persist()
+        yield record.done_event()
+    except LLMError as error:
+        yield record.fail(error)
+    except (asyncio.CancelledError, GeneratorExit):
+        record.status = "interrupted"  # Stop: keep what came, marked
+        raise
+    finally:
+        record.persist()
+
+
+def measured_base(conversation: dict[str, Any]) -> int:
+    """The last measured prompt, or an estimate of the history when nothing was measured."""
+    measured = conversation.get("usage", {}).get("last_prompt_tokens")
+    return measured if measured else context.message_tokens(unsummarised(conversation)[:-1])
+
+
+def unsummarised(conversation: dict[str, Any]) -> list[dict[str, Any]]:
+    return conversation["messages"][conversation.get("summarized", 0) :]
+
+
+def model_history(conversation: dict[str, Any]) -> list[dict[str, str]]:
+    """What the model sees of the log: user and assistant text, never an empty turn
+    (an empty assistant message breaks the alternation some servers enforce)."""
+    return [
+        {"role": m["role"], "content": m["content"]}
+        for m in unsummarised(conversation)
+        if m["role"] in ("user", "assistant") and (m.get("content") or "").strip()
+    ]
+
+
+def assemble(
+    services: Services, conversation: dict[str, Any], runner: ToolRunner, record: TurnRecord
+) -> list[dict[str, Any]]:
+    """The request's messages, and the breakdown of what fills the context."""
+    history = model_history(conversation)
+    layers = context.Layers(
+        persona=conversation["settings"]["system_prompt"],
+        memory=services.storage.read_memory(),
+        summary=conversation.get("summary", ""),
+        today=context.today_line(date.today()),
+        tool_note=runner.note(conversation["settings"]["tool_note"])
+        if runner.declarations()
+        else "",
+    )
+    record.breakdown = context.breakdown(layers, history, tools_tokens=0)
+    return context.assemble(layers, history)
+
+
+def assistant_tool_message(text: str, calls: list[ToolCall]) -> dict[str, Any]:
+    return {
+        "role": "assistant",
+        "content": text or None,
+        "tool_calls": [
+            {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+            for c in calls
+        ],
+    }
+
+
+async def compress(
+    services: Services, conversation: dict[str, Any], record: TurnRecord
+) -> AsyncIterator[dict]:
+    """Fold all but the last N messages into the rolling summary and memory, in one call
+    to the summary model; on failure drop them unsummarised and say exactly what."""
+    keep = services.settings.keep_recent_messages
+    old = unsummarised(conversation)[:-keep]
+    if not old:
+        return
+    start = conversation.get("summarized", 0)
+    memory = services.storage.read_memory()
+    request = context.compression_request(
+        conversation["settings"]["compress_prompt"],
+        memory,
+        conversation.get("summary", ""),
+        old,
+    )
+    try:
+        text, usage = await services.model.complete(
+            {
+                "model": services.settings.summary_model or record.model,
+                "messages": request,
+                "max_tokens": services.settings.compress_max_tokens,
+            }
+        )
+        result = context.parse_compression(text)
+    except (LLMError, ValueError) as error:
+        record.dropped = (start, start + len(old))
+        conversation["summarized"] = start + len(old)
+        message = (
+            f"compression failed ({error}); dropped the {len(old)} oldest messages without a "
+            f"summary (from {preview(old[0])!r} to {preview(old[-1])!r}); answering anyway"
+        )
+        record.warnings.append(message)
+        yield {"type": "warning", "message": message}
+        return
+    new_memory, added = context.merge_facts(memory, result.facts)
+    if added:
+        services.storage.write_memory(new_memory)
+    record.summary = result.summary
+    record.summarized = start + len(old)
+    record.compression_usage = normalize_usage(usage)
+    conversation["summary"] = result.summary
+    conversation["summarized"] = start + len(old)
+    yield {
+        "type": "compression",
+        "messages": len(old),
+        "summary_tokens": context.estimate_tokens(result.summary),
+        "facts_added": added,
+    }
+
+
+def preview(message: dict[str, Any], length: int = 40) -> str:
+    text = " ".join((message.get("content") or "").split())
+    return text if len(text) <= length else text[: length - 1] + "…"
+
+
+@dataclass
+class TurnRecord:
+    """The turn's outcome, written to the conversation once whichever path ends it."""
+
+    services: Services
+    conversation_id: str
+    model: str
+    floor: int = 0
+    """The measured prompt is at least the new message's estimate."""
+    text: str = ""
+    reasoning: str = ""
+    activity: list[dict[str, Any]] = field(default_factory=list)
+    sources: list[dict[str, str]] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    usages: list[Usage] = field(default_factory=list)
+    first_prompt_tokens: int | None = None
+    compression_usage: Usage | None = None
+    summary: str | None = None
+    summarized: int | None = None
+    dropped: tuple[int, int] | None = None
+    status: str = "running"
+    error: dict[str, Any] | None = None
+    truncated: bool = False
+    forced: bool = False
+    rewound: bool = False
+    breakdown: dict[str, int] = field(default_factory=dict)
+    budget: dict[str, Any] = field(default_factory=dict)
+    persisted: bool = False
+    text_mark: int = 0
+
+    @property
+    def produced(self) -> bool:
+        return bool(self.text or self.reasoning or self.activity)
+
+    def round_text(self) -> str:
+        """Text streamed since the last tool round (it goes with that round's calls)."""
+        text, self.text_mark = self.text[self.text_mark :], len(self.text)
+        return text
+
+    def add_usage(self, raw: dict[str, Any] | None) -> None:
+        usage = normalize_usage(raw, floor_prompt_tokens=self.floor)
+        if usage:
+            self.usages.append(usage)
+            if self.first_prompt_tokens is None:
+                self.first_prompt_tokens = usage.prompt_tokens
+
+    def turn_usage(self) -> dict[str, Any]:
+        costs = [u.cost for u in self.usages if u.cost is not None]
+        return {
+            "prompt_tokens": sum(u.prompt_tokens for u in self.usages),
+            "completion_tokens": sum(u.completion_tokens for u in self.usages),
+            "cached_tokens": sum(u.cached_tokens for u in self.usages),
+            "cost": sum(costs) if costs else None,
+            "requests": len(self.usages),
+            "reported": bool(self.usages),
+        }
+
+    def fail(self, error: LLMError) -> dict[str, Any]:
+        """The error event; before any output the user's message leaves the log and goes
+        back to the input (a content filter always rewinds: the same text would fail)."""
+        self.status = "error"
+        restore = None
+        if error.kind == "content_filter" or not self.produced:
+            restore = self.rewind_user_message()
+        self.error = {
+            "type": "error",
+            "kind": error.kind,
+            "message": error.message,
+            "recovery": RECOVERY.get(error.kind, "retry"),
+            "retry_after": error.retry_after,
+            "restore": restore,
+        }
+        self.persist()
+        return self.error
+
+    def rewind_user_message(self) -> str | None:
+        restored: list[str] = []
+
+        def drop(conversation: dict[str, Any]) -> None:
+            messages = conversation["messages"]
+            while messages and messages[-1]["role"] == "assistant":
+                messages.pop()
+            if messages and messages[-1]["role"] == "user":
+                restored.append(messages.pop()["content"])
+
+        self.services.storage.update(self.conversation_id, drop)
+        self.rewound = True
+        return restored[0] if restored else None
+
+    def persist(self) -> None:
+        """Write the outcome once: the first path that gets here wins. It never awaits,
+        so it also runs to the end in a turn being cancelled by Stop."""
+        if self.persisted:
+            return
+        self.persisted = True
+        if self.status == "running":
+            self.status = "interrupted"
+        self.services.storage.update(self.conversation_id, self.apply)
+
+    def apply(self, conversation: dict[str, Any]) -> None:
+        if self.summary is not None:
+            conversation["summary"] = self.summary
+            conversation["summarized"] = self.summarized
+        elif self.dropped:
+            conversation["summarized"] = self.dropped[1]
+        totals = conversation.setdefault("totals", empty_totals())
+        for usage in self.usages + ([self.compression_usage] if self.compression_usage else []):
+            add_to_totals(totals, usage)
+        totals["turns_unreported"] += 0 if self.usages else 1
+        totals["searches"] += sum(1 for a in self.activity if a.get("type") == "search")
+        totals["fetches"] += sum(1 for a in self.activity if a.get("type") == "fetch")
+        if self.first_prompt_tokens is not None:
+            conversation.setdefault("usage", {})["last_prompt_tokens"] = (
+                self.first_prompt_tokens + context.estimate_tokens(self.text)
+            )
+        if self.rewound or not self.produced:
+            return  # no empty assistant turn is ever stored
+        conversation["messages"].append(
+            {
+                "role": "assistant",
+                "content": self.text,
+                "status": self.status,
+                "model": self.model,
+                "reasoning": self.reasoning,
+                "activity": self.activity,
+                "sources": self.sources,
+                "warnings": self.warnings,
+                "usage": self.turn_usage(),
+                "error": self.error,
+                "truncated": self.truncated,
+                "created": now(),
+            }
+        )
+
+    def done_event(self) -> dict[str, Any]:
+        return {
+            "type": "done",
+            "status": self.status,
+            "usage": self.turn_usage(),
+            "sources": self.sources,
+            "totals": self.services.storage.load(self.conversation_id).get("totals"),
+            "budget": {**self.budget, "used": self.first_prompt_tokens, "parts": self.breakdown},
+            "truncated": self.truncated,
+            "at": datetime.now(UTC).isoformat(timespec="seconds"),
+        }
+
+
+def empty_totals() -> dict[str, Any]:
+    return {
+        "prompt_tokens": 0,
+        "completion_tokens": 0,
+        "cached_tokens": 0,
+        "cost": 0.0,
+        "requests_with_cost": 0,
+        "requests_unreported_cost": 0,
+        "turns_unreported": 0,
+        "searches": 0,
+        "fetches": 0,
+    }
+
+
+def add_to_totals(totals: dict[str, Any], usage: Usage) -> None:
+    totals["prompt_tokens"] += usage.prompt_tokens
+    totals["completion_tokens"] += usage.completion_tokens
+    totals["cached_tokens"] += usage.cached_tokens
+    if usage.cost is None:
+        totals["requests_unreported_cost"] += 1
+    else:
+        totals["cost"] += usage.cost
+        totals["requests_with_cost"] += 1

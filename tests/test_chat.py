@@ -1,0 +1,292 @@
+"""Chat turns end to end: the real service on loopback, a real SearXNG with our engine and
+the fake Brave API, the loopback page server, and a scripted fake model server."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.fakes.llm_server import (
+    Reply,
+    ToolCall,
+    content_filtered,
+    invalid_api_key,
+    rate_limited,
+    server_error,
+)
+
+Events = list[dict[str, Any]]
+
+
+def new_conversation(chat, **settings: Any) -> str:
+    response = httpx.post(f"{chat.url}/api/conversations", json={"settings": settings})
+    assert response.status_code == 201, response.text
+    return response.json()["id"]
+
+
+def conversation(chat, conversation_id: str) -> dict[str, Any]:
+    return httpx.get(f"{chat.url}/api/conversations/{conversation_id}").json()
+
+
+def stream(
+    chat, path: str, body: dict | None = None, stop: Callable[[Events], bool] | None = None
+) -> Events:
+    """POST and read the SSE events; `stop` returning True hangs up, like the Stop button."""
+    events: Events = []
+    with httpx.Client(timeout=30) as client:
+        with client.stream("POST", f"{chat.url}{path}", json=body or {}) as response:
+            assert response.status_code == 200, response.read()
+            for line in response.iter_lines():
+                if line.startswith("data: "):
+                    events.append(json.loads(line[len("data: ") :]))
+                    if stop and stop(events):
+                        break
+    return events
+
+
+def send(chat, conversation_id: str, message: str, **body: Any) -> Events:
+    return stream(chat, f"/api/conversations/{conversation_id}/chat", {"message": message, **body})
+
+
+def types(events: Events) -> list[str]:
+    collapsed: list[str] = []
+    for event in events:
+        if not collapsed or collapsed[-1] != event["type"]:
+            collapsed.append(event["type"])
+    return collapsed
+
+
+def tool_names(request) -> list[str]:
+    return [tool["function"]["name"] for tool in request.body.get("tools", [])]
+
+
+def test_a_turn_that_searches_fetches_then_answers(chat, llm, brave, pages):
+    article = f"{pages.url}/article"
+    llm.script(
+        Reply(tool_calls=[ToolCall("web_search", {"query": "python asyncio"})]),
+        Reply(tool_calls=[ToolCall("web_fetch", {"url": article})]),
+        Reply(
+            text="Asyncio runs coroutines on an event loop [1].",
+            usage={"prompt_tokens": 900, "completion_tokens": 12},
+        ),
+    )
+    conversation_id = new_conversation(chat)
+    events = send(chat, conversation_id, "How does asyncio work?")
+
+    assert types(events) == ["search", "fetch", "delta", "done"]
+    search, fetch, done = events[0], events[1], events[-1]
+    assert search["query"] == "python asyncio" and search["results"]
+    assert fetch["url"] == article and fetch["chars"] > 0
+    # The locale of the conversation reached Brave.
+    assert brave.requests[-1].params["country"] == "PL"
+
+    second, third = llm.requests[1].body["messages"], llm.requests[2].body["messages"]
+    results = second[-1]
+    assert results["role"] == "tool"
+    assert results["tool_call_id"] == second[-2]["tool_calls"][0]["id"]
+    assert "Results for 'python asyncio'" in results["content"]
+    assert " — " in results["content"]  # dated results, content included
+    page_text = third[-1]["content"]
+    assert third[-1]["role"] == "tool" and fetch["title"] in page_text
+
+    assert done["status"] == "complete"
+    assert done["usage"]["completion_tokens"] >= 12
+    assert {s["url"] for s in done["sources"]} >= {article}
+    stored = conversation(chat, conversation_id)["messages"]
+    assert [m["role"] for m in stored] == ["user", "assistant"]
+    assert stored[1]["content"] == "Asyncio runs coroutines on an event loop [1]."
+    assert [a["type"] for a in stored[1]["activity"]] == ["search", "fetch"]
+
+
+def test_search_cap_withdraws_the_tool_and_the_model_answers(chat, llm, brave):
+    search = Reply(tool_calls=[ToolCall("web_search", {"query": "rust"})])
+    llm.script(
+        Reply(tool_calls=[ToolCall("web_search", {"query": "rust 1"})]),
+        Reply(tool_calls=[ToolCall("web_search", {"query": "rust 2"})]),
+        Reply(tool_calls=[ToolCall("web_search", {"query": "rust 3"})]),
+        search,
+        Reply(text="Here is what I found."),
+    )
+    conversation_id = new_conversation(chat)
+    events = send(chat, conversation_id, "Tell me about rust")
+
+    assert len([e for e in events if e["type"] == "search"]) == 3
+    assert len(brave.requests) == 3
+    assert "web_search" in tool_names(llm.requests[2])
+    assert "web_search" not in tool_names(llm.requests[3])
+    # The note told the model its allowance in plain words.
+    assert "search 3 more time(s)" in llm.requests[0].body["messages"][0]["content"]
+    assert events[-1]["type"] == "done"
+
+
+def test_identical_repeated_call_is_not_run_twice(chat, llm, brave):
+    call = ToolCall("web_search", {"query": "same thing"})
+    llm.script(
+        Reply(tool_calls=[call]),
+        Reply(tool_calls=[ToolCall("web_search", {"query": "same thing"})]),
+        Reply(text="Done."),
+    )
+    send(chat, new_conversation(chat), "question")
+    assert len(brave.requests) == 1
+    assert "repeated" in llm.requests[2].body["messages"][-1]["content"]
+
+
+def test_stop_closes_the_upstream_stream_and_keeps_the_partial_answer(chat, llm):
+    llm.script(Reply(text="word " * 400, split=5, chunk_delay=0.05), Reply(text="A fresh answer."))
+    conversation_id = new_conversation(chat)
+    started = time.monotonic()
+    events = send_until(chat, conversation_id, "Write a lot", deltas=3)
+    stopped = time.monotonic()
+    received = "".join(e["text"] for e in events if e["type"] == "delta")
+
+    hung_up = llm.wait_hung_up(timeout=5)
+    assert hung_up is not None, "the model server never saw the connection close"
+    assert hung_up - stopped < 1.0
+    assert not llm.requests[0].completed
+    assert stopped - started < 10
+
+    message = wait_for_assistant(chat, conversation_id)
+    assert message["status"] == "interrupted"
+    assert message["content"].startswith(received) and len(message["content"]) < len("word " * 400)
+    assert [m["role"] for m in conversation(chat, conversation_id)["messages"]] == [
+        "user",
+        "assistant",
+    ]
+
+    events = stream(chat, f"/api/conversations/{conversation_id}/regenerate")
+    assert events[-1]["type"] == "done"
+    messages = conversation(chat, conversation_id)["messages"]
+    assert [m["role"] for m in messages] == ["user", "assistant"]
+    assert messages[1]["content"] == "A fresh answer." and messages[1]["status"] == "complete"
+
+
+def send_until(chat, conversation_id: str, message: str, deltas: int) -> Events:
+    return stream(
+        chat,
+        f"/api/conversations/{conversation_id}/chat",
+        {"message": message},
+        stop=lambda events: sum(e["type"] == "delta" for e in events) >= deltas,
+    )
+
+
+def wait_for_assistant(chat, conversation_id: str) -> dict[str, Any]:
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        messages = conversation(chat, conversation_id)["messages"]
+        if messages and messages[-1]["role"] == "assistant":
+            return messages[-1]
+        time.sleep(0.05)
+    pytest.fail("the interrupted answer was never stored")
+
+
+@pytest.mark.parametrize(
+    ("reply", "kind", "recovery"),
+    [
+        (invalid_api_key(), "auth", "fix_settings"),
+        (rate_limited(retry_after=7), "rate_limit", "retry_later"),
+        (content_filtered(), "content_filter", "rewind"),
+        (server_error(500), "upstream", "retry"),
+    ],
+)
+def test_failure_before_any_output_returns_the_message(chat, llm, reply, kind, recovery):
+    llm.script(reply)
+    conversation_id = new_conversation(chat)
+    events = send(chat, conversation_id, "my carefully written question")
+    error = events[-1]
+    assert error["type"] == "error" and error["kind"] == kind and error["recovery"] == recovery
+    assert error["restore"] == "my carefully written question"
+    assert conversation(chat, conversation_id)["messages"] == []
+    if kind == "rate_limit":
+        assert error["retry_after"] == 7
+
+
+def test_broken_stream_keeps_the_partial_answer_marked(chat, llm):
+    llm.script(Reply(text="The first part of an answer that", split=4, break_after=3))
+    conversation_id = new_conversation(chat)
+    events = send(chat, conversation_id, "question")
+    assert events[-1]["type"] == "error" and events[-1]["kind"] == "network"
+    assert events[-1]["restore"] is None
+    messages = conversation(chat, conversation_id)["messages"]
+    assert [m["role"] for m in messages] == ["user", "assistant"]
+    assert messages[1]["status"] == "error" and messages[1]["content"]
+
+
+def test_content_filter_after_text_still_rewinds(chat, llm):
+    llm.script(Reply(text="Some text", finish_reason="content_filter"))
+    conversation_id = new_conversation(chat)
+    events = send(chat, conversation_id, "edit me")
+    assert events[-1]["kind"] == "content_filter" and events[-1]["restore"] == "edit me"
+    assert conversation(chat, conversation_id)["messages"] == []
+
+
+def test_model_rejecting_tools_gets_one_retry_without_them(chat, llm):
+    from tests.fakes.llm_server import tools_unsupported
+
+    llm.script(tools_unsupported(), Reply(text="Answer without tools."))
+    events = send(chat, new_conversation(chat), "question")
+    assert any(e["type"] == "warning" and "without them" in e["message"] for e in events)
+    assert events[-1]["type"] == "done"
+    assert "tools" in llm.requests[0].body and "tools" not in llm.requests[1].body
+
+
+def test_failed_search_goes_to_the_model_as_text_and_to_the_user(chat, llm, brave):
+    brave.fail_next(422, "VALIDATION")
+    llm.script(Reply(tool_calls=[ToolCall("web_search", {"query": "x"})]), Reply(text="Sorry."))
+    events = send(chat, new_conversation(chat), "question")
+    assert any(e["type"] == "warning" and "search failed" in e["message"] for e in events)
+    assert llm.requests[1].body["messages"][-1]["content"].startswith("search failed")
+
+
+def test_second_turn_on_the_same_conversation_is_refused_while_one_runs(chat, llm):
+    llm.script(Reply(text="slow " * 100, split=5, chunk_delay=0.05), Reply(text="next"))
+    conversation_id = new_conversation(chat)
+    with httpx.Client(timeout=30) as client:
+        with client.stream(
+            "POST", f"{chat.url}/api/conversations/{conversation_id}/chat", json={"message": "one"}
+        ) as first:
+            next(first.iter_lines())
+            second = client.post(
+                f"{chat.url}/api/conversations/{conversation_id}/chat", json={"message": "two"}
+            )
+            assert second.status_code == 409
+            renamed = client.patch(
+                f"{chat.url}/api/conversations/{conversation_id}", json={"title": "Renamed"}
+            )
+            assert renamed.status_code == 200
+            for _line in first.iter_lines():
+                pass
+    stored = conversation(chat, conversation_id)
+    assert stored["title"] == "Renamed"  # the turn's own write did not undo the rename
+    assert [m["content"] for m in stored["messages"] if m["role"] == "user"] == ["one"]
+
+
+@pytest.mark.parametrize("bad", ["ABC", "..%2F..%2Fetc", "x" * 80, "bad id!"])
+def test_malformed_id_is_refused_and_touches_nothing(chat, bad):
+    data = chat.settings.data_dir
+    before = sorted(data.rglob("*")) if data.exists() else []
+    for method, path in [
+        ("GET", f"/api/conversations/{bad}"),
+        ("PATCH", f"/api/conversations/{bad}"),
+        ("DELETE", f"/api/conversations/{bad}"),
+        ("POST", f"/api/conversations/{bad}/chat"),
+    ]:
+        response = httpx.request(method, f"{chat.url}{path}", json={"message": "x", "title": "t"})
+        assert response.status_code in (400, 404), (method, response.status_code)
+    after = sorted(data.rglob("*")) if data.exists() else []
+    assert after == before
+
+
+def test_bad_input_gets_a_clear_error(chat):
+    conversation_id = new_conversation(chat)
+    url = f"{chat.url}/api/conversations/{conversation_id}"
+    assert httpx.post(f"{url}/chat", json={"message": "  "}).status_code == 400
+    bad_prompt = httpx.patch(url, json={"settings": {"compress_prompt": "Summarise please"}})
+    assert bad_prompt.status_code == 400 and "{transcript}" in bad_prompt.json()["detail"]
+    assert httpx.patch(url, json={"settings": {"context_budget": "big"}}).status_code == 400
+    assert httpx.patch(url, json={"settings": {"search_locale": "polish"}}).status_code == 400
+    assert conversation(chat, conversation_id)["settings"]["context_budget"] == 102_400
