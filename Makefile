@@ -3,20 +3,17 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-# Native runs read .env like Compose does.
--include .env
-export
-
-.PHONY: run test test-compose lint bench
+.PHONY: run test test-compose bench
 
 $(BIN)/python: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet -e '.[test]'
 	touch $@
 
-# The stack without Docker: the embedded SearXNG (first run installs it) with our engine.
+# The stack without Docker: the chat service on 127.0.0.1:8080 with the embedded SearXNG
+# (its first start installs it). Reads .env.
 run: $(BIN)/python
-	$(BIN)/python -m app searxng
+	$(BIN)/python -m app serve
 
 # Every test: lint, then the suite against a real SearXNG and the fakes on loopback.
 test: $(BIN)/python
@@ -31,3 +28,5 @@ test-compose: $(BIN)/python
 bench: $(BIN)/python
 	$(BIN)/python bench/search_latency.py
 	$(BIN)/python bench/snippet_text.py
+	$(BIN)/python bench/chat_latency.py
+	$(BIN)/python bench/extraction.py

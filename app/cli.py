@@ -10,14 +10,18 @@ import json
 import signal
 import sys
 from collections.abc import Iterator
+from dataclasses import asdict
 from pathlib import Path
 
 from dotenv import load_dotenv
 
-from app import config, language, searxng
+from app import config, doctor, language, searxng
+from app.extract import extract_file
+from app.fetch import FetchFailed, FetchRefused, fetch_page, for_model
 from app.search import SearchError, Searxng
 
 EXIT_ERROR = 1
+EXIT_REFUSED = 2
 
 
 @contextlib.contextmanager
@@ -135,6 +139,57 @@ def cmd_serve(args: argparse.Namespace, settings: config.Settings) -> int:
     return 0
 
 
+def cmd_fetch(args: argparse.Namespace, settings: config.Settings) -> int:
+    try:
+        page = asyncio.run(fetch_page(args.url, allow_hosts=settings.fetch_allow_hosts))
+    except FetchRefused as exc:
+        print(f"refused: {exc}", file=sys.stderr)
+        return EXIT_REFUSED
+    except FetchFailed as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+    text = for_model(page, settings.fetch_max_tokens)
+    if args.json:
+        print(json.dumps({**asdict(page), "for_model": text}, ensure_ascii=False, indent=2))
+    else:
+        print(text)
+    return 0
+
+
+def cmd_extract(args: argparse.Namespace, settings: config.Settings) -> int:
+    results = {}
+    for name in args.files:
+        try:
+            extracted = extract_file(Path(name))
+        except (OSError, ValueError) as exc:
+            print(f"error: {name}: {exc}", file=sys.stderr)
+            return EXIT_ERROR
+        results[name] = {
+            "title": extracted.title,
+            "text": extracted.text,
+            "chars": len(extracted.text),
+        }
+    if args.json:
+        print(json.dumps(results, ensure_ascii=False))
+    else:
+        for name, result in results.items():
+            print(f"== {name}: {result['title']} ({result['chars']} chars)\n{result['text']}\n")
+    return 0
+
+
+def cmd_doctor(args: argparse.Namespace, settings: config.Settings) -> int:
+    async def run(url: str) -> list[doctor.Check]:
+        return [*await doctor.searxng_checks(url), *await doctor.model_checks(settings)]
+
+    with searxng_url(settings) as url:
+        checks = asyncio.run(run(url))
+    for check in checks:
+        print(f"{'ok  ' if check.ok else 'FAIL'}  {check.name}: {check.detail}")
+        if not check.ok and check.fix:
+            print(f"      fix: {check.fix}")
+    return 0 if all(check.ok for check in checks) else EXIT_ERROR
+
+
 def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(prog="python -m app", description=__doc__)
     commands = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -167,6 +222,19 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--locale", help="default language (default: SEARCH_LOCALE)")
     run.add_argument("--port", type=int, default=8888, help="loopback port (default 8888)")
     run.set_defaults(run=cmd_searxng)
+
+    fetch = commands.add_parser("fetch", help="a page as web_fetch hands it to the model")
+    fetch.add_argument("url")
+    fetch.add_argument("--json", action="store_true", help="print the page as JSON")
+    fetch.set_defaults(run=cmd_fetch)
+
+    extract = commands.add_parser("extract", help="main text of local .html / .html.gz files")
+    extract.add_argument("files", nargs="+", metavar="FILE")
+    extract.add_argument("--json", action="store_true", help="print {FILE: {title, text, chars}}")
+    extract.set_defaults(run=cmd_extract)
+
+    check = commands.add_parser("doctor", help="check every part of the stack, say what to fix")
+    check.set_defaults(run=cmd_doctor)
 
     render = commands.add_parser(
         "searxng-settings", help="write SearXNG's settings for SEARCH_LOCALE into a directory"

@@ -8,6 +8,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from app.fetch import parse_allow_hosts
+
 ROOT = Path(__file__).resolve().parent.parent
 SEARXNG_DIR = ROOT / "searxng"
 ENGINE_FILE = ROOT / "searxng-engines" / "brave_api.py"
@@ -39,6 +41,14 @@ def integer(env: dict[str, str], name: str, default: int, minimum: int = 0) -> i
 
 def comma_list(raw: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(item.strip() for item in raw.split(",") if item.strip()))
+
+
+def allow_hosts(raw: str) -> frozenset[str]:
+    """FETCH_ALLOW_HOSTS, checked now rather than failing in the middle of a turn."""
+    try:
+        return parse_allow_hosts(raw)
+    except ValueError as exc:
+        raise ConfigError(f"FETCH_ALLOW_HOSTS: {exc} (use host:port, comma separated)") from None
 
 
 def model_params(raw: str) -> dict[str, dict]:
@@ -131,7 +141,7 @@ def load(environ: dict[str, str] | None = None) -> Settings:
         web_fetch_max_uses=integer(env, "WEB_FETCH_MAX_USES", 2),
         max_tool_rounds=integer(env, "MAX_TOOL_ROUNDS", 6, 1),
         fetch_max_tokens=integer(env, "FETCH_MAX_TOKENS", 12_000, 500),
-        fetch_allow_hosts=frozenset(comma_list(env.get("FETCH_ALLOW_HOSTS", ""))),
+        fetch_allow_hosts=allow_hosts(env.get("FETCH_ALLOW_HOSTS", "")),
     )
 
 

@@ -11,6 +11,7 @@ from typing import Any
 from fastapi import FastAPI, HTTPException, Request
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 from sse_starlette.sse import EventSourceResponse
+from starlette.background import BackgroundTask
 
 from app import config
 from app.context import DEFAULT_COMPRESS_PROMPT
@@ -188,24 +189,29 @@ def create_app(settings: config.Settings, searxng_url: str) -> FastAPI:
 
     @app.delete("/api/conversations/{conversation_id}", status_code=204)
     def delete_conversation(conversation_id: str) -> Response:
-        if storage.lock(conversation_id).locked():
+        if conversation_id in storage.running:
             raise bad_request("a turn is running in this conversation; stop it first", 409)
         storage.delete(conversation_id)
         return Response(status_code=204)
 
     def start_turn(request: Request, conversation_id: str, model: str, prepare: Any) -> Response:
-        """SSE for one turn; the conversation's lock is held for the whole turn."""
-        lock = storage.lock(conversation_id)
-        if lock.locked():
+        """SSE for one turn, which holds the conversation until it ends.
+
+        The claim is released by the stream's end and, should the client leave before the
+        stream starts, by the response's background task."""
+        if not storage.claim(conversation_id):
             raise bad_request("a turn is already running in this conversation", 409)
 
         async def events() -> AsyncIterator[dict[str, str]]:
-            async with lock:
+            try:
                 storage.update(conversation_id, prepare)
                 async for event in run_turn(services(request), conversation_id, model):
                     yield {"data": json.dumps(event, ensure_ascii=False)}
+            finally:
+                storage.release(conversation_id)
 
-        return EventSourceResponse(events(), ping=15)
+        release = BackgroundTask(storage.release, conversation_id)
+        return EventSourceResponse(events(), ping=15, background=release)
 
     def chosen_model(body: dict[str, Any], conversation: dict[str, Any]) -> str:
         model = body.get("model") or conversation["settings"]["model"] or settings.default_model
@@ -249,7 +255,7 @@ def create_app(settings: config.Settings, searxng_url: str) -> FastAPI:
 
     @app.post("/api/conversations/{conversation_id}/rewind")
     def rewind(conversation_id: str) -> dict[str, Any]:
-        if storage.lock(conversation_id).locked():
+        if conversation_id in storage.running:
             raise bad_request("a turn is running in this conversation; stop it first", 409)
         restored: list[str] = []
 

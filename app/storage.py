@@ -3,12 +3,11 @@
 Writes are atomic (temp file, fsync, rename), so a crash leaves the old file or the
 new one, never half of one. A read-modify-write (`update`) never awaits, so on the
 server's event loop no other request can interleave with it; a whole turn, which does
-await, holds the conversation's lock, and a second turn on it is refused meanwhile.
+await, claims its conversation, and a second turn on it is refused meanwhile.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import re
@@ -56,16 +55,22 @@ class Storage:
         self.conversations = root / "conversations"
         self.memory_path = root / "memory.md"
         self.models_path = root / "models.json"
-        self.locks: dict[str, asyncio.Lock] = {}
+        self.running: set[str] = set()
 
     def path(self, conversation_id: str) -> Path:
         if not isinstance(conversation_id, str) or not ID.match(conversation_id):
             raise InvalidId(f"invalid conversation id: {conversation_id!r}")
         return self.conversations / f"{conversation_id}.json"
 
-    def lock(self, conversation_id: str) -> asyncio.Lock:
-        self.path(conversation_id)
-        return self.locks.setdefault(conversation_id, asyncio.Lock())
+    def claim(self, conversation_id: str) -> bool:
+        """Mark a turn as running in the conversation; False if one already is."""
+        if conversation_id in self.running:
+            return False
+        self.running.add(conversation_id)
+        return True
+
+    def release(self, conversation_id: str) -> None:
+        self.running.discard(conversation_id)
 
     def create(self, conversation: dict[str, Any]) -> dict[str, Any]:
         conversation = {

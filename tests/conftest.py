@@ -5,13 +5,20 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import uvicorn
 
-from app.searxng import EmbeddedSearxng
+from app import config
+from app.searxng import EmbeddedSearxng, free_port
+from app.server import create_app
 from tests.fakes.brave_api import FakeBrave
+from tests.fakes.llm_server import FakeLLM
+from tests.fakes.pages import PageServer
 
 ROOT = Path(__file__).resolve().parent.parent
 SHARED = ROOT.parent / "shared"
@@ -74,14 +81,6 @@ class ChatService:
     """The chat service on a loopback port, in a thread, configured like a user would."""
 
     def __init__(self, env: dict[str, str], searxng_url: str) -> None:
-        import threading
-
-        import uvicorn
-
-        from app import config
-        from app.searxng import free_port
-        from app.server import create_app
-
         self.settings = config.load(env)
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
@@ -92,8 +91,6 @@ class ChatService:
         self.thread = threading.Thread(target=self.server.run, daemon=True)
 
     def start(self) -> ChatService:
-        import time
-
         self.thread.start()
         deadline = time.monotonic() + 20
         while not self.server.started:
@@ -107,24 +104,20 @@ class ChatService:
 
 
 @pytest.fixture(scope="session")
-def llm() -> Iterator:
-    from tests.fakes.llm_server import FakeLLM
-
+def llm() -> Iterator[FakeLLM]:
     with FakeLLM(models=["fake-model", "fake-small"]) as fake:
         yield fake
 
 
 @pytest.fixture(scope="session")
-def pages() -> Iterator:
-    from tests.fakes.pages import PageServer
-
+def pages() -> Iterator[PageServer]:
     with PageServer() as server:
         yield server
 
 
-def chat_env(llm, tmp_path: Path, pages=None, **extra: str) -> dict[str, str]:
-    from urllib.parse import urlsplit
-
+def chat_env(
+    llm: FakeLLM, tmp_path: Path, pages: PageServer | None = None, **extra: str
+) -> dict[str, str]:
     env = {
         **os.environ,
         "LLM_BASE_URL": llm.api_base,
@@ -136,7 +129,7 @@ def chat_env(llm, tmp_path: Path, pages=None, **extra: str) -> dict[str, str]:
         "AUTH_TOKEN": "",
     }
     if pages is not None:
-        env["FETCH_ALLOW_HOSTS"] = urlsplit(pages.url).netloc
+        env["FETCH_ALLOW_HOSTS"] = pages.host
     env.update(extra)
     return env
 

@@ -249,7 +249,8 @@ def test_second_turn_on_the_same_conversation_is_refused_while_one_runs(chat, ll
         with client.stream(
             "POST", f"{chat.url}/api/conversations/{conversation_id}/chat", json={"message": "one"}
         ) as first:
-            next(first.iter_lines())
+            lines = first.iter_lines()  # kept: a dropped iterator closes the stream
+            next(lines)
             second = client.post(
                 f"{chat.url}/api/conversations/{conversation_id}/chat", json={"message": "two"}
             )
@@ -258,7 +259,7 @@ def test_second_turn_on_the_same_conversation_is_refused_while_one_runs(chat, ll
                 f"{chat.url}/api/conversations/{conversation_id}", json={"title": "Renamed"}
             )
             assert renamed.status_code == 200
-            for _line in first.iter_lines():
+            for _line in lines:
                 pass
     stored = conversation(chat, conversation_id)
     assert stored["title"] == "Renamed"  # the turn's own write did not undo the rename

@@ -1,0 +1,375 @@
+"""web_fetch: a page's main text for the model, fetched safely (SPEC section 7).
+
+The address comes from the model, so from whoever wrote the pages and results it has read:
+it may point at this machine, the LAN or a cloud metadata service. So every hop is checked
+before any connection: http(s) only, ports 80/443, and a host whose every address is public.
+The connection then goes to an address that was checked, never to a fresh DNS answer (which
+a rebinding attacker could point inside), and the reply is capped in time, in bytes on the
+wire, in bytes once decompressed, and in content type.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import socket
+import zlib
+from dataclasses import asdict, dataclass
+from urllib.parse import unquote
+
+import httpx
+
+from app.extract import decode_html, decode_text, extract_html
+
+IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+
+DEFAULT_PORTS = {"http": 80, "https": 443}
+STANDARD_PORTS = frozenset(DEFAULT_PORTS.values())
+REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
+
+# A plain browser's request: some sites answer unknown clients with an error page.
+USER_AGENT = "Mozilla/5.0 (X11; Linux x86_64; rv:128.0) Gecko/20100101 Firefox/128.0"
+ACCEPT = "text/html,application/xhtml+xml,application/xml;q=0.9,text/plain;q=0.8,*/*;q=0.5"
+# Only encodings we inflate ourselves, so that every byte is counted (see _read_body).
+ACCEPT_ENCODING = "gzip, deflate"
+
+HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
+TEXT_TYPES = frozenset(
+    {"text/plain", "text/markdown", "text/x-markdown", "text/xml", "application/xml"}
+    | {"application/json", "application/rss+xml", "application/atom+xml"}
+)
+
+# Estimating tokens as characters / 3 over-counts English (about 4 per token): the cap errs
+# towards leaving room in the model's context.
+CHARS_PER_TOKEN = 3
+
+METADATA_ADDRESSES = frozenset(
+    {ipaddress.ip_address("169.254.169.254"), ipaddress.ip_address("fd00:ec2::254")}
+)
+SHARED_ADDRESS_SPACE = ipaddress.ip_network("100.64.0.0/10")
+UNIQUE_LOCAL = ipaddress.ip_network("fc00::/7")
+NAT64 = ipaddress.ip_network("64:ff9b::/96")
+
+
+class FetchRefused(Exception):
+    """The address is not allowed (reason in the message). CLI exits 2."""
+
+
+class FetchFailed(Exception):
+    """The page could not be fetched (network, HTTP status, timeout, too big, wrong type)."""
+
+
+@dataclass(frozen=True)
+class Page:
+    url: str
+    """The final address, after redirects."""
+    status: int
+    content_type: str
+    title: str
+    text: str
+    """The main text: extracted from HTML, as served for plain text types."""
+    chars: int
+
+    def as_dict(self) -> dict[str, str | int]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class _Reply:
+    status: int
+    content_type: str
+    charset: str | None
+    body: bytes
+
+
+async def fetch_page(
+    url: str,
+    *,
+    allow_hosts: frozenset[str] = frozenset(),
+    max_bytes: int = 5_000_000,
+    timeout: float = 15.0,
+    max_redirects: int = 5,
+) -> Page:
+    """Fetch a page and extract its main text. ``allow_hosts`` holds ``host:port`` entries
+    exempt from the port and address rules: the test suite's loopback page server."""
+    allowed = frozenset(allow_key(entry) for entry in allow_hosts)
+    try:
+        async with asyncio.timeout(timeout):
+            final, reply = await _follow(_parse(url), allowed, max_bytes, timeout, max_redirects)
+    except (TimeoutError, httpx.TimeoutException) as exc:
+        raise FetchFailed(f"timed out after {timeout:g} s fetching {url}") from exc
+    except httpx.HTTPError as exc:
+        raise FetchFailed(f"network error fetching {url}: {exc}") from exc
+    if reply.content_type in HTML_TYPES:
+        html = decode_html(reply.body, reply.charset)
+        # Extraction takes tens of milliseconds of CPU: keep it off the event loop.
+        extracted = await asyncio.to_thread(extract_html, html, str(final))
+        title, text = extracted.title, extracted.text
+    else:
+        title, text = "", decode_text(reply.body, reply.charset)
+    return Page(
+        url=str(final),
+        status=reply.status,
+        content_type=reply.content_type,
+        title=title,
+        text=text,
+        chars=len(text),
+    )
+
+
+def for_model(page: Page, max_tokens: int = 12_000) -> str:
+    """What the model receives: title, address, then the text, within about max_tokens.
+
+    A cut is marked in the text itself, so the model knows it did not see the whole page.
+    """
+    header = (f"Title: {page.title}\n" if page.title else "") + f"URL: {page.url}\n\n"
+    text = page.text or "(the page has no readable text)"
+    budget = max_tokens * CHARS_PER_TOKEN - len(header)
+    if len(text) <= budget:
+        return header + text
+    marker = "\n\n[... truncated: {} of " + f"{len(text)} characters shown]"
+    # The marker's own length with the longest count it could show, so the whole fits.
+    room = max(budget - len(marker.format(len(text))), 0)
+    shown = text[: _cut_point(text, room)].rstrip()
+    return header + shown + marker.format(len(shown))
+
+
+def _cut_point(text: str, room: int) -> int:
+    """Cut at a paragraph, else a line, else a word boundary near room, else at room."""
+    for separator in ("\n\n", "\n", " "):
+        at = text.rfind(separator, 0, room + 1)
+        if at >= room * 0.8:
+            return at
+    return room
+
+
+def allow_key(entry: str) -> str:
+    """A ``host:port`` allow-list entry as the fetcher compares it (lower case, IPv6 in
+    brackets). ValueError if it is not host:port."""
+    host, _, port = entry.strip().rpartition(":")
+    bracketed = host.startswith("[") and host.endswith("]")
+    host = host[1:-1] if bracketed else host
+    if not host or ":" in host and not bracketed or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f"{entry!r} is not host:port (e.g. 127.0.0.1:8080 or [::1]:8080)")
+    return _key(host.lower(), int(port))
+
+
+def parse_allow_hosts(value: str) -> frozenset[str]:
+    """FETCH_ALLOW_HOSTS: ``host:port`` entries separated by commas or spaces."""
+    return frozenset(allow_key(entry) for entry in value.replace(",", " ").split())
+
+
+def _key(host: str, port: int) -> str:
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+# -- checking an address ----------------------------------------------------------------------
+
+
+def _parse(url: str) -> httpx.URL:
+    try:
+        return httpx.URL(url.strip())
+    except httpx.InvalidURL as exc:
+        raise FetchRefused(f"not a valid address: {url!r} ({exc})") from exc
+
+
+async def _check(url: httpx.URL, allowed: frozenset[str]) -> list[IPAddress]:
+    """The addresses to connect to for url, every one of them checked; or FetchRefused."""
+    if not url.scheme:
+        raise FetchRefused(f"give a full http:// or https:// address, not {str(url)!r}")
+    if url.scheme not in DEFAULT_PORTS:
+        raise FetchRefused(f"only http:// and https:// addresses are fetched, not {url.scheme}:")
+    host = url.raw_host.decode("ascii")  # IDNA-encoded, IPv6 without brackets
+    if not host:
+        raise FetchRefused(f"the address {url} names no host")
+    port = url.port or DEFAULT_PORTS[url.scheme]
+    exempt = _key(host.lower(), port) in allowed
+    if not exempt and port not in STANDARD_PORTS:
+        raise FetchRefused(f"port {port} is not allowed, only 80 and 443: {url}")
+    name = host.lower().rstrip(".")
+    if not exempt and (name == "localhost" or name.endswith(".localhost")):
+        raise FetchRefused(f"{host} names this machine")
+    addresses = await resolve(host, port)
+    if not exempt:
+        for address in addresses:
+            reason = refusal(address)
+            if reason and _literal(host) is not None:
+                raise FetchRefused(f"{host} is {reason}")
+            if reason:
+                raise FetchRefused(f"{host} resolves to {address}, {reason}")
+    return addresses
+
+
+async def resolve(host: str, port: int) -> list[IPAddress]:
+    """Every address a host name stands for; an address stands for itself.
+
+    getaddrinfo also reads the numeric spellings browsers accept (2130706433, 0x7f.1,
+    127.1), so the checks see the real address whatever the spelling.
+    """
+    literal = _literal(host)
+    if literal is not None:
+        return [literal]
+    try:
+        infos = await asyncio.to_thread(socket.getaddrinfo, host, port, type=socket.SOCK_STREAM)
+    except socket.gaierror as exc:
+        raise FetchFailed(f"cannot resolve {host}: {exc.strerror}") from exc
+    return list(dict.fromkeys(ipaddress.ip_address(info[4][0]) for info in infos))
+
+
+def _literal(host: str) -> IPAddress | None:
+    """The address a host written as a standard IP address stands for, else None."""
+    try:
+        return ipaddress.ip_address(unquote(host))  # unquote: an IPv6 zone, fe80::1%25eth0
+    except ValueError:
+        return None
+
+
+def refusal(address: IPAddress) -> str | None:
+    """Why the fetcher must not connect to an address, or None for a public one."""
+    if address in METADATA_ADDRESSES:
+        return "a cloud metadata address"
+    if isinstance(address, ipaddress.IPv6Address):
+        # IPv6 spellings of an IPv4 address reach that IPv4 address: judge it instead.
+        embedded = address.ipv4_mapped or address.sixtofour
+        if embedded is None and address in NAT64:
+            embedded = ipaddress.IPv4Address(int(address) & 0xFFFF_FFFF)
+        if embedded is not None:
+            reason = refusal(embedded)
+            return f"{reason} ({embedded} in IPv6 form)" if reason else None
+        if address.is_site_local:
+            return "an IPv6 site-local address"
+        if address in UNIQUE_LOCAL:
+            return "an IPv6 unique-local (private) address"
+    checks = (
+        (address.is_loopback, "a loopback address (this machine)"),
+        (address.is_link_local, "a link-local address"),
+        (address.is_multicast, "a multicast address"),
+        (address.is_unspecified, "the unspecified address"),
+        (address in SHARED_ADDRESS_SPACE, "a shared address (carrier-grade NAT, 100.64/10)"),
+        (address.is_reserved, "a reserved address"),
+        (address.is_private, "a private address"),
+        (not address.is_global, "not a public address"),
+    )
+    return next((reason for refused, reason in checks if refused), None)
+
+
+# -- requests ---------------------------------------------------------------------------------
+
+
+async def _follow(
+    url: httpx.URL, allowed: frozenset[str], max_bytes: int, timeout: float, max_redirects: int
+) -> tuple[httpx.URL, _Reply]:
+    """The final address and its reply, every hop checked before it is requested."""
+    for _hop in range(max_redirects + 1):
+        addresses = await _check(url, allowed)
+        reply = await _get(url, addresses, max_bytes, timeout)
+        if isinstance(reply, _Reply):
+            return url, reply
+        url = reply
+    raise FetchFailed(f"more than {max_redirects} redirects, the last to {url}")
+
+
+async def _get(
+    url: httpx.URL, addresses: list[IPAddress], max_bytes: int, timeout: float
+) -> _Reply | httpx.URL:
+    """The reply from the first checked address that accepts a connection, or where it
+    redirects to."""
+    failure: httpx.ConnectError | None = None
+    for address in addresses:
+        try:
+            return await _request(url, address, max_bytes, timeout)
+        except httpx.ConnectError as exc:
+            failure = exc
+    raise FetchFailed(f"cannot connect to {url.host}: {failure}")
+
+
+async def _request(
+    url: httpx.URL, address: IPAddress, max_bytes: int, timeout: float
+) -> _Reply | httpx.URL:
+    host = url.raw_host.decode("ascii")
+    # The request goes to the checked address; the server still sees the name in Host,
+    # and TLS checks the certificate against the name (sni_hostname), not the address.
+    target = httpx.URL(scheme=url.scheme, host=str(address), port=url.port, raw_path=url.raw_path)
+    headers = {
+        "Host": url.netloc.decode("ascii"),
+        "User-Agent": USER_AGENT,
+        "Accept": ACCEPT,
+        "Accept-Encoding": ACCEPT_ENCODING,
+    }
+    extensions = {"sni_hostname": host} if url.scheme == "https" else {}
+    # A client per hop: a pooled TLS connection verified for one name must not carry a
+    # request for another. trust_env=False: a proxy from the environment would resolve the
+    # name again, past our checks.
+    async with httpx.AsyncClient(timeout=timeout, trust_env=False) as client:
+        request = client.build_request("GET", target, headers=headers, extensions=extensions)
+        response = await client.send(request, stream=True)
+        try:
+            return await _reply(url, response, max_bytes)
+        finally:
+            await response.aclose()
+
+
+async def _reply(url: httpx.URL, response: httpx.Response, max_bytes: int) -> _Reply | httpx.URL:
+    status = response.status_code
+    if status in REDIRECT_STATUSES:
+        location = response.headers.get("location")
+        if not location:
+            raise FetchFailed(f"HTTP {status} redirect without a Location from {url}")
+        try:
+            return url.join(location)
+        except httpx.InvalidURL as exc:
+            raise FetchRefused(f"{url} redirects to an invalid address {location!r}") from exc
+    if not 200 <= status < 300:
+        raise FetchFailed(f"HTTP {status} {response.reason_phrase} from {url}")
+    content_type, charset = _content_type(response.headers.get("content-type", ""))
+    if content_type not in HTML_TYPES | TEXT_TYPES:
+        shown = content_type or "no content type"
+        raise FetchFailed(f"{url} is {shown}, not a web page or text: not read")
+    declared = response.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > max_bytes:
+        raise FetchFailed(f"{url} is {declared} bytes, more than the {max_bytes} allowed")
+    body = await _read_body(response, max_bytes)
+    return _Reply(status=status, content_type=content_type, charset=charset, body=body)
+
+
+def _content_type(header: str) -> tuple[str, str | None]:
+    """The media type, lower case, and the charset parameter if there is one."""
+    media_type, *params = header.split(";")
+    charset = None
+    for param in params:
+        name, _, value = param.partition("=")
+        if name.strip().lower() == "charset":
+            charset = value.strip().strip("\"'") or None
+    return media_type.strip().lower(), charset
+
+
+async def _read_body(response: httpx.Response, max_bytes: int) -> bytes:
+    """The body, inflated, aborted as soon as it passes max_bytes on the wire or inflated.
+
+    We read raw bytes and inflate them ourselves with an output limit, so a gzip bomb (a few
+    kilobytes expanding to gigabytes) never gets past max_bytes + 1 in memory.
+    """
+    encoding = response.headers.get("content-encoding", "").strip().lower()
+    if encoding in ("", "identity"):
+        inflater = None
+    elif encoding in ("gzip", "x-gzip", "deflate"):
+        inflater = zlib.decompressobj(zlib.MAX_WBITS | 32)  # | 32: gzip or zlib header
+    else:
+        raise FetchFailed(f"unsupported content encoding {encoding!r}")
+    on_wire = size = 0
+    chunks: list[bytes] = []
+    async for raw in response.aiter_raw():
+        on_wire += len(raw)
+        if on_wire > max_bytes:
+            raise FetchFailed(f"the page is larger than {max_bytes} bytes")
+        try:
+            # One byte over the limit is enough to know it is too big. Without a limit hit,
+            # decompress returns all the output of its input: nothing is left to flush.
+            data = inflater.decompress(raw, max_bytes - size + 1) if inflater else raw
+        except zlib.error as exc:
+            raise FetchFailed(f"the page's {encoding} body is corrupt: {exc}") from exc
+        size += len(data)
+        if size > max_bytes:
+            raise FetchFailed(f"the page is larger than {max_bytes} bytes once decompressed")
+        chunks.append(data)
+    return b"".join(chunks)

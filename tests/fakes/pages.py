@@ -1,0 +1,389 @@
+"""A loopback web server with the pages a fetcher has to cope with, good and hostile.
+
+Tests point app.fetch at it (its ``host:port`` in allow_hosts) instead of the internet:
+an article, redirects, a huge body, a gzip bomb, non-text types, a slow page, legacy
+charsets, error statuses. It records each request so a test can tell what was asked for.
+
+Run it by hand with ``python -m tests.fakes.pages --port 8766`` and open /article.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import socket
+import ssl
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from functools import cache
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+ARTICLE_TITLE = "Pierogi, step by step"
+ARTICLE = f"""<!doctype html>
+<html lang="en"><head><meta charset="utf-8">
+<title>{ARTICLE_TITLE} | Loopback Kitchen</title>
+<meta property="og:title" content="{ARTICLE_TITLE}">
+</head><body>
+<nav><a href="/">Home</a> <a href="/recipes">Recipes</a> <a href="/about">About us</a></nav>
+<article>
+<h1>{ARTICLE_TITLE}</h1>
+<p>Pierogi are filled dumplings made by wrapping unleavened dough around a savoury or sweet
+filling and cooking them in boiling water. Families in Kraków still argue about the best
+filling, and every grandmother has a rule about how thin the dough must be rolled.</p>
+<h2>Ingredients</h2>
+<ul><li>500 g plain flour</li><li>one large egg</li><li>250 ml warm water</li></ul>
+<h2>Cooking times</h2>
+<p>How long they boil depends on the filling, because a raw filling needs longer than one
+that was cooked before the dumplings were folded and sealed.</p>
+<table>
+<tr><th>Filling</th><th>Minutes</th></tr>
+<tr><td>Potato and cheese</td><td>4</td></tr>
+<tr><td>Sauerkraut and mushroom</td><td>5</td></tr>
+</table>
+<p>Serve them hot with fried onions and sour cream, or keep them for the next day and fry
+them in butter until golden.</p>
+</article>
+<footer>Copyright Loopback Kitchen. All rights reserved.</footer>
+</body></html>
+"""
+
+POLISH_SENTENCE = "Zażółć gęślą jaźń: pierogi z kapustą są najlepsze w Łodzi."
+POLISH_PAGE = f"""<!doctype html>
+<html lang="pl"><head><meta http-equiv="Content-Type" content="text/html; charset={{charset}}">
+<title>Pierogi po polsku</title></head><body><article>
+<h1>Pierogi po polsku</h1>
+<p>{POLISH_SENTENCE} Ciasto musi być cienkie, a farsz dobrze przyprawiony, bo inaczej
+całe lepienie pierogów nie ma sensu. Babcia zawsze mówiła, że pośpiech nie jest dobrym
+doradcą w kuchni.</p>
+</article></body></html>
+"""
+
+PLAIN_TEXT = "Plain notes.\n\n  Indented line kept as it is.\nLast line.\n"
+# A real PNG signature and header: what an image looks like to a client.
+PNG = b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00\x00\x01\x00\x00\x00\x01\x08\x06" + bytes(60)
+SLEEP_STEP = 0.05  # slow pages sleep in steps, so stop() is never held up for long
+
+
+@dataclass(frozen=True)
+class Recorded:
+    path: str
+    headers: dict[str, str]  # lower-cased names
+
+
+@cache
+def gzip_bomb(size: int) -> bytes:
+    """``size`` bytes of spaces, gzip-compressed to about a thousandth of that."""
+    return gzip.compress(b" " * size, compresslevel=9)
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+    def __init__(self, address: tuple[str, int], fake: PageServer) -> None:
+        super().__init__(address, _Handler)
+        self.fake = fake
+        self.connections: set[socket.socket] = set()
+        self.connections_lock = threading.Lock()
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """Stay quiet when a client hangs up (the fetcher aborts on purpose); print the rest."""
+        if not isinstance(sys.exc_info()[1], ConnectionError | TimeoutError | ssl.SSLError):
+            super().handle_error(request, client_address)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: _Server
+    protocol_version = "HTTP/1.1"
+    server_version = "LoopbackPages/1.0"
+    timeout = 30
+
+    def setup(self) -> None:
+        super().setup()
+        with self.server.connections_lock:
+            self.server.connections.add(self.connection)
+
+    def finish(self) -> None:
+        with self.server.connections_lock:
+            self.server.connections.discard(self.connection)
+        try:
+            super().finish()
+        except OSError:
+            pass  # the client went away mid-answer
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
+        """No request log: test output stays readable."""
+
+    def do_GET(self) -> None:  # noqa: N802 - stdlib naming
+        split = urlsplit(self.path)
+        query = {k: v[0] for k, v in parse_qs(split.query).items()}
+        self.server.fake._record(
+            Recorded(split.path, {k.lower(): v for k, v in self.headers.items()})
+        )
+        route = ROUTES.get(split.path.rstrip("/") or "/")
+        if route is None and split.path.startswith("/chain/"):
+            route = _Handler.chain
+        if route is None:
+            self.send(404, "text/html", b"<html><body><h1>Not found</h1></body></html>")
+            return
+        route(self, split.path, query)
+
+    def send(self, status: int, content_type: str | None, body: bytes, **headers: str) -> None:
+        self.send_response(status)
+        if content_type:
+            self.send_header("Content-Type", content_type)
+        for name, value in headers.items():
+            self.send_header(name.replace("_", "-"), value)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def redirect(self, location: str, status: int = 302) -> None:
+        self.send(status, "text/html", b"", Location=location)
+
+    # -- routes: (self, path, query) ---------------------------------------------------------
+
+    def article(self, path: str, query: dict[str, str]) -> None:
+        self.send(200, "text/html; charset=utf-8", ARTICLE.encode())
+
+    def short(self, path: str, query: dict[str, str]) -> None:
+        self.send(200, "text/html", b"<p>Back in five minutes.</p>")
+
+    def plain(self, path: str, query: dict[str, str]) -> None:
+        self.send(200, "text/plain; charset=utf-8", PLAIN_TEXT.encode())
+
+    def echo_host(self, path: str, query: dict[str, str]) -> None:
+        """The Host header the client sent, as plain text."""
+        self.send(200, "text/plain", self.headers.get("Host", "").encode())
+
+    def redirect_to(self, path: str, query: dict[str, str]) -> None:
+        """/redirect?to=URL[&status=301]"""
+        self.redirect(query["to"], int(query.get("status", "302")))
+
+    def chain(self, path: str, query: dict[str, str]) -> None:
+        """/chain/N redirects to /chain/N-1 (relative), and /chain/0 to the article."""
+        left = int(path.rsplit("/", 1)[1])
+        self.redirect(f"{left - 1}" if left > 1 else "/article")
+
+    def huge(self, path: str, query: dict[str, str]) -> None:
+        """/huge?bytes=N[&length=0]: N bytes of HTML; length=0 streams it chunked, without a
+        Content-Length to warn the client."""
+        size = int(query.get("bytes", "20000000"))
+        self.send_response(200)
+        self.send_header("Content-Type", "text/html")
+        chunked = query.get("length") == "0"
+        self.send_header(
+            *(("Transfer-Encoding", "chunked") if chunked else ("Content-Length", str(size)))
+        )
+        self.end_headers()
+        block = b"<p>" + b"lorem ipsum " * 5000 + b"</p>\n"
+        sent = 0
+        while sent < size:
+            piece = block[: size - sent]
+            self.wfile.write(b"%x\r\n%s\r\n" % (len(piece), piece) if chunked else piece)
+            sent += len(piece)
+        if chunked:
+            self.wfile.write(b"0\r\n\r\n")
+
+    def bomb(self, path: str, query: dict[str, str]) -> None:
+        """/gzip-bomb?bytes=N: N bytes of spaces once inflated, a thousandth of it on the wire."""
+        body = gzip_bomb(int(query.get("bytes", "50000000")))
+        self.send(200, "text/html", body, Content_Encoding="gzip")
+
+    def gzipped(self, path: str, query: dict[str, str]) -> None:
+        """The article, gzip-compressed, as most real servers send it."""
+        self.send(
+            200,
+            "text/html; charset=utf-8",
+            gzip.compress(ARTICLE.encode()),
+            Content_Encoding="gzip",
+        )
+
+    def image(self, path: str, query: dict[str, str]) -> None:
+        self.send(200, "image/png", PNG)
+
+    def download(self, path: str, query: dict[str, str]) -> None:
+        self.send(200, "application/octet-stream", b"\x00\x01binary\x02\x03")
+
+    def pdf(self, path: str, query: dict[str, str]) -> None:
+        self.send(200, "application/pdf", b"%PDF-1.4\n%\xe2\xe3\xcf\xd3\n")
+
+    def slow(self, path: str, query: dict[str, str]) -> None:
+        """/slow?seconds=S: answers after S seconds."""
+        self._sleep(float(query.get("seconds", "5")))
+        self.article(path, query)
+
+    def drip(self, path: str, query: dict[str, str]) -> None:
+        """/drip?seconds=S: a byte every 50 ms for S seconds, so no single read ever waits
+        long: only a deadline on the whole fetch stops it."""
+        self.send_response(200)
+        self.send_header("Content-Type", "text/plain")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        deadline = time.monotonic() + float(query.get("seconds", "10"))
+        while time.monotonic() < deadline and self.server.fake.running:
+            self.wfile.write(b"1\r\n.\r\n")
+            self.wfile.flush()
+            time.sleep(SLEEP_STEP)
+        self.wfile.write(b"0\r\n\r\n")
+
+    def polish_meta(self, path: str, query: dict[str, str]) -> None:
+        """windows-1250, declared only in the page's <meta>."""
+        body = POLISH_PAGE.format(charset="windows-1250").encode("windows-1250")
+        self.send(200, "text/html", body)
+
+    def polish_header(self, path: str, query: dict[str, str]) -> None:
+        """iso-8859-2 declared in the Content-Type header, while the <meta> says otherwise."""
+        body = POLISH_PAGE.format(charset="utf-8").encode("iso-8859-2")
+        self.send(200, "text/html; charset=iso-8859-2", body)
+
+    def status(self, path: str, query: dict[str, str]) -> None:
+        """/status?code=N: an error page with that status."""
+        code = int(query.get("code", "500"))
+        self.send(code, "text/html", f"<html><body><h1>Error {code}</h1></body></html>".encode())
+
+    def no_type(self, path: str, query: dict[str, str]) -> None:
+        self.send(200, None, b"<p>who knows what this is</p>")
+
+    def _sleep(self, seconds: float) -> None:
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline and self.server.fake.running:
+            time.sleep(SLEEP_STEP)
+
+
+ROUTES = {
+    "/article": _Handler.article,
+    "/short": _Handler.short,
+    "/plain": _Handler.plain,
+    "/echo-host": _Handler.echo_host,
+    "/redirect": _Handler.redirect_to,
+    "/huge": _Handler.huge,
+    "/gzip-bomb": _Handler.bomb,
+    "/gzipped": _Handler.gzipped,
+    "/image.png": _Handler.image,
+    "/download": _Handler.download,
+    "/report.pdf": _Handler.pdf,
+    "/slow": _Handler.slow,
+    "/drip": _Handler.drip,
+    "/polish-meta": _Handler.polish_meta,
+    "/polish-header": _Handler.polish_header,
+    "/status": _Handler.status,
+    "/no-type": _Handler.no_type,
+}
+
+
+class PageServer:
+    """The loopback page server. ``with PageServer() as pages:`` or start()/stop().
+
+    ``pages.url`` is the base URL, ``pages.host`` its ``host:port`` for allow_hosts, and
+    ``pages.requests`` the requests received. With ``tls=(certfile, keyfile)`` it serves
+    https and records in ``sni_names`` the server names clients asked for.
+    """
+
+    def __init__(self, tls: tuple[Path, Path] | None = None) -> None:
+        self.tls = tls
+        self.url = ""
+        self.host = ""
+        self.requests: list[Recorded] = []
+        self.sni_names: list[str | None] = []
+        self.running = False
+        self._lock = threading.Lock()
+        self._server: _Server | None = None
+        self._thread: threading.Thread | None = None
+
+    def start(self, port: int = 0, host: str = "127.0.0.1") -> str:
+        """Serve in a daemon thread; port 0 picks a free one. Returns the base URL."""
+        if self._server is not None:
+            return self.url
+        self._server = _Server((host, port), self)
+        scheme = "http"
+        if self.tls is not None:
+            context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            context.load_cert_chain(*self.tls)
+            context.sni_callback = self._record_sni
+            self._server.socket = context.wrap_socket(self._server.socket, server_side=True)
+            scheme = "https"
+        bound_host, bound_port = self._server.server_address[:2]
+        self.host = f"{bound_host}:{bound_port}"
+        self.url = f"{scheme}://{self.host}"
+        self.running = True
+        self._thread = threading.Thread(
+            target=self._server.serve_forever,
+            kwargs={"poll_interval": 0.05},
+            name=f"page-server-{bound_port}",
+            daemon=True,
+        )
+        self._thread.start()
+        return self.url
+
+    def stop(self) -> None:
+        """Stop serving and drop open connections, so nothing lingers."""
+        server, self._server = self._server, None
+        if server is None:
+            return
+        self.running = False
+        server.shutdown()
+        with server.connections_lock:
+            for conn in list(server.connections):
+                try:
+                    conn.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+        server.server_close()
+        if self._thread is not None:
+            self._thread.join(timeout=2)
+            self._thread = None
+
+    def __enter__(self) -> PageServer:
+        self.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    def paths(self) -> list[str]:
+        """The paths requested so far, in order."""
+        with self._lock:
+            return [r.path for r in self.requests]
+
+    def clear(self) -> None:
+        with self._lock:
+            self.requests.clear()
+            self.sni_names.clear()
+
+    def _record(self, request: Recorded) -> None:
+        with self._lock:
+            self.requests.append(request)
+
+    def _record_sni(self, sock: ssl.SSLObject, name: str | None, context: ssl.SSLContext) -> None:
+        with self._lock:
+            self.sni_names.append(name)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--port", type=int, default=8766)
+    args = parser.parse_args()
+    pages = PageServer()
+    print(f"serving on {pages.start(args.port)} (Ctrl-C stops)", flush=True)
+    try:
+        threading.Event().wait()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        pages.stop()
+
+
+if __name__ == "__main__":
+    main()
