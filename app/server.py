@@ -19,7 +19,7 @@ from app.llm import ModelClient
 from app.search import Searxng
 from app.storage import InvalidId, NotFound, Storage, now
 from app.tools import DEFAULT_TOOL_NOTE
-from app.turn import Services, run_turn
+from app.turn import Services, rewind, run_turn
 
 MAX_MESSAGE_CHARS = 200_000
 MAX_MEMORY_CHARS = 200_000
@@ -254,21 +254,13 @@ def create_app(settings: config.Settings, searxng_url: str) -> FastAPI:
         return start_turn(request, conversation_id, model, prepare)
 
     @app.post("/api/conversations/{conversation_id}/rewind")
-    def rewind(conversation_id: str) -> dict[str, Any]:
+    def rewind_last_message(conversation_id: str) -> dict[str, Any]:
         if conversation_id in storage.running:
             raise bad_request("a turn is running in this conversation; stop it first", 409)
-        restored: list[str] = []
-
-        def change(conversation: dict[str, Any]) -> None:
-            messages = conversation["messages"]
-            while messages and messages[-1]["role"] != "user":
-                messages.pop()
-            if messages:
-                restored.append(messages.pop()["content"])
-
-        storage.update(conversation_id, change)
-        if not restored:
+        if not any(m["role"] == "user" for m in storage.load(conversation_id)["messages"]):
             raise bad_request("nothing to rewind: the conversation has no message", 409)
+        restored: list[str | None] = []
+        storage.update(conversation_id, lambda c: restored.append(rewind(c)))
         return {"message": restored[0]}
 
     return app

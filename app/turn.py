@@ -8,6 +8,7 @@ persists the outcome exactly once.
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
@@ -182,7 +183,8 @@ def assemble(
         if runner.declarations()
         else "",
     )
-    record.breakdown = context.breakdown(layers, history, tools_tokens=0)
+    declarations = json.dumps(runner.declarations()) if runner.declarations() else ""
+    record.breakdown = context.breakdown(layers, history, context.estimate_tokens(declarations))
     return context.assemble(layers, history)
 
 
@@ -247,6 +249,14 @@ async def compress(
         "summary_tokens": context.estimate_tokens(result.summary),
         "facts_added": added,
     }
+
+
+def rewind(conversation: dict[str, Any]) -> str | None:
+    """Take the last user message (and any answer after it) out of the log; its text."""
+    messages = conversation["messages"]
+    while messages and messages[-1]["role"] != "user":
+        messages.pop()
+    return messages.pop()["content"] if messages else None
 
 
 def preview(message: dict[str, Any], length: int = 40) -> str:
@@ -330,18 +340,12 @@ class TurnRecord:
         return self.error
 
     def rewind_user_message(self) -> str | None:
-        restored: list[str] = []
-
-        def drop(conversation: dict[str, Any]) -> None:
-            messages = conversation["messages"]
-            while messages and messages[-1]["role"] == "assistant":
-                messages.pop()
-            if messages and messages[-1]["role"] == "user":
-                restored.append(messages.pop()["content"])
-
-        self.services.storage.update(self.conversation_id, drop)
+        restored: list[str | None] = []
+        self.services.storage.update(
+            self.conversation_id, lambda conversation: restored.append(rewind(conversation))
+        )
         self.rewound = True
-        return restored[0] if restored else None
+        return restored[0]
 
     def persist(self) -> None:
         """Write the outcome once: the first path that gets here wins. It never awaits,
