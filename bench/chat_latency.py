@@ -48,10 +48,11 @@ def first_delta_service(http: httpx.Client, chat: ChatService, conversation: str
     started = time.perf_counter()
     url = f"{chat.url}/api/conversations/{conversation}/chat"
     with http.stream("POST", url, json={"message": "hello"}) as response:
-        for line in response.iter_lines():
+        lines = response.iter_lines()
+        for line in lines:
             if line.startswith("data: ") and json.loads(line[6:])["type"] == "delta":
                 elapsed = time.perf_counter() - started
-                for _ in response.iter_lines():
+                for _ in lines:  # read the turn to its end before the next one
                     pass
                 return elapsed
     raise RuntimeError("no delta")
