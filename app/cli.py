@@ -133,6 +133,9 @@ def cmd_serve(args: argparse.Namespace, settings: config.Settings) -> int:
             f"refusing to serve on {args.host} without AUTH_TOKEN: anyone on that network "
             "could use your model and search; set AUTH_TOKEN or bind 127.0.0.1"
         )
+    # uvicorn re-raises the signal it stopped on; exiting cleanly lets the embedded
+    # SearXNG be stopped and its files removed.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     with searxng_url(settings) as url:
         print(f"SearXNG: {url}; model server: {settings.llm_base_url}", flush=True)
         uvicorn.run(create_app(settings, url), host=args.host, port=args.port, log_level="info")

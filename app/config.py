@@ -109,6 +109,13 @@ def check_locale(value: str) -> str:
     return f"{language}-{territory.upper()}" if territory else language
 
 
+def setting_locale(value: str) -> str:
+    try:
+        return check_locale(value)
+    except ConfigError as exc:
+        raise ConfigError(f"SEARCH_LOCALE: {exc}") from None
+
+
 def load(environ: dict[str, str] | None = None) -> Settings:
     env = os.environ if environ is None else environ
     models = comma_list(env.get("MODELS", ""))
@@ -117,7 +124,7 @@ def load(environ: dict[str, str] | None = None) -> Settings:
         models = (default_model, *models)
     return Settings(
         searxng_url=env.get("SEARXNG_URL", "").strip().rstrip("/"),
-        search_locale=check_locale(env.get("SEARCH_LOCALE", "").strip() or "all"),
+        search_locale=setting_locale(env.get("SEARCH_LOCALE", "").strip() or "all"),
         searxng_venv=Path(env.get("SEARXNG_VENV") or ROOT / ".venv-searxng"),
         searxng_secret=env.get("SEARXNG_SECRET", ""),
         brave_api_key=env.get("BRAVE_API_KEY", ""),

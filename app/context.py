@@ -70,6 +70,12 @@ def projected_tokens(last_prompt_tokens: int, pending: str, completion_reserve: 
     )
 
 
+def completion_reserve(max_completion_tokens: int, budget: int) -> int:
+    """The reply's share: MAX_COMPLETION_TOKENS, but never more than a quarter of the
+    budget, or a small served window (2,048 tokens) would leave no room for the history."""
+    return min(max_completion_tokens, budget // 4)
+
+
 def effective_budget(budget: int, served_window: int | None) -> int:
     """The conversation's budget, never above the window the server really serves."""
     return min(budget, served_window) if served_window else budget

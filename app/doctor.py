@@ -35,15 +35,6 @@ async def searxng_checks(url: str) -> list[Check]:
                     "start it (python -m app searxng, docker compose up) or fix SEARXNG_URL",
                 )
             ]
-        probe = await http.get(f"{url}/search", params={"q": "doctor", "format": "json"})
-        checks.append(
-            Check(
-                "SearXNG JSON API on",
-                probe.status_code == 200,
-                f"HTTP {probe.status_code}",
-                "add json to search.formats in settings.yml",
-            )
-        )
         engines = {e["name"] for e in (await http.get(f"{url}/config")).json().get("engines", [])}
         checks.append(
             Check(
@@ -53,20 +44,28 @@ async def searxng_checks(url: str) -> list[Check]:
                 "mount searxng-engines/brave_api.py in searx/engines/ and read SearXNG's log",
             )
         )
+    if config.ENGINE_NAME not in engines:
+        return checks
+    # One query answers both: is JSON on, and does Brave accept the key (each query is
+    # one request of the user's Brave plan).
     async with Searxng(url) as client:
         try:
             response = await client.search("weather", engines=config.ENGINE_NAME)
-            failed = "; ".join(response.engine_errors)
-            checks.append(
-                Check(
-                    "Brave API key accepted",
-                    not failed,
-                    failed or f"{len(response.results)} results",
-                    "set BRAVE_API_KEY (for SearXNG) to a valid Brave Search API key",
-                )
-            )
         except SearchError as exc:
-            checks.append(Check("Brave API key accepted", False, str(exc)))
+            checks.append(
+                Check("SearXNG JSON API on", False, str(exc), "add json to search.formats")
+            )
+            return checks
+    checks.append(Check("SearXNG JSON API on", True, "search answered in JSON"))
+    failed = "; ".join(response.engine_errors)
+    checks.append(
+        Check(
+            "Brave API key accepted",
+            not failed,
+            failed or f"{len(response.results)} results",
+            "set BRAVE_API_KEY (for SearXNG) to a valid Brave Search API key",
+        )
+    )
     return checks
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import codecs
 import gzip
 import re
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -99,7 +100,10 @@ def extract_file(path: Path) -> Extracted:
     """A saved page, ``.html`` or ``.html.gz``."""
     data = path.read_bytes()
     if path.suffix == ".gz":
-        data = gzip.decompress(data)
+        try:
+            data = gzip.decompress(data)
+        except (OSError, EOFError, zlib.error) as exc:
+            raise ValueError(f"not a readable gzip file ({exc})") from None
     return extract_html(data)
 
 

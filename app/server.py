@@ -76,8 +76,8 @@ def create_app(settings: config.Settings, searxng_url: str) -> FastAPI:
     async def require_token(request: Request, call_next: Any) -> Response:
         """With AUTH_TOKEN set, the API wants it as a bearer token (the page asks for it)."""
         if settings.auth_token and request.url.path.startswith("/api/"):
-            given = request.headers.get("authorization", "").removeprefix("Bearer ").strip()
-            if not secrets.compare_digest(given, settings.auth_token):
+            given = request.headers.get("authorization", "")
+            if not secrets.compare_digest(given, f"Bearer {settings.auth_token}"):
                 return JSONResponse({"detail": "missing or wrong access token"}, status_code=401)
         return await call_next(request)
 
@@ -233,7 +233,7 @@ def create_app(settings: config.Settings, searxng_url: str) -> FastAPI:
         def prepare(conversation: dict[str, Any]) -> None:
             conversation["settings"]["model"] = model  # the picker is saved at once
             if conversation["title"] == "New conversation":
-                conversation["title"] = " ".join(message.split())[:60]
+                conversation["title"] = " ".join(message.split())[:60].strip()
             conversation["messages"].append({"role": "user", "content": message, "created": now()})
 
         return start_turn(request, conversation_id, model, prepare)

@@ -30,7 +30,8 @@ class InvalidId(ValueError):
 
 
 def now() -> str:
-    return datetime.now(UTC).isoformat(timespec="seconds")
+    # Microseconds: the conversation list sorts on it, and edits come within a second.
+    return datetime.now(UTC).isoformat(timespec="microseconds")
 
 
 def write_atomic(path: Path, text: str) -> None:

@@ -66,9 +66,8 @@ async def run_turn(services: Services, conversation_id: str, model: str) -> Asyn
         # 1. Project the next request's size from the last measured prompt.
         window = await services.served_window(model)
         budget = context.effective_budget(chosen["context_budget"], window)
-        projected = context.projected_tokens(
-            measured_base(conversation), pending, services.settings.max_completion_tokens
-        )
+        reserve = context.completion_reserve(services.settings.max_completion_tokens, budget)
+        projected = context.projected_tokens(measured_base(conversation), pending, reserve)
         record.budget = {"limit": budget, "window": window, "projected": projected}
 
         # 2. Compress when over budget: old turns into the summary, facts into memory.
@@ -88,7 +87,7 @@ async def run_turn(services: Services, conversation_id: str, model: str) -> Asyn
             payload = {
                 "model": model,
                 "messages": messages,
-                "max_tokens": services.settings.max_completion_tokens,
+                "max_tokens": reserve,
                 **services.settings.model_params.get(model, {}),
             }
             if with_tools and runner.declarations():

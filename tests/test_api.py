@@ -1,0 +1,531 @@
+"""The chat service's HTTP API as the page (or curl) uses it: config, models, memory,
+conversations, regenerate and rewind, what a turn reports, and the access token.
+
+Everything runs against the real service on loopback (the `chat` fixture, or a service of
+a test's own when it needs another model server or configuration)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from app import config
+from tests.conftest import ChatService, chat_env
+from tests.fakes.llm_server import FakeLLM, Reply
+
+Events = list[dict[str, Any]]
+TOOL_NOTE_START = "You can look things up."
+
+
+# -- helpers ---------------------------------------------------------------------------------
+
+
+def new_conversation(chat, headers: dict[str, str] | None = None, **body: Any) -> dict[str, Any]:
+    response = httpx.post(f"{chat.url}/api/conversations", json=body, headers=headers)
+    assert response.status_code == 201, response.text
+    return response.json()
+
+
+def get_conversation(chat, conversation_id: str) -> dict[str, Any]:
+    response = httpx.get(f"{chat.url}/api/conversations/{conversation_id}")
+    assert response.status_code == 200, response.text
+    return response.json()
+
+
+def stream(
+    chat, path: str, body: dict | None = None, headers: dict[str, str] | None = None
+) -> Events:
+    """POST and read every SSE event of the turn."""
+    events: Events = []
+    with httpx.Client(timeout=30, headers=headers) as client:
+        with client.stream("POST", f"{chat.url}{path}", json=body or {}) as response:
+            assert response.status_code == 200, response.read()
+            for line in response.iter_lines():
+                if line.startswith("data: "):
+                    events.append(json.loads(line[len("data: ") :]))
+    return events
+
+
+def send(chat, conversation_id: str, message: str, **body: Any) -> Events:
+    return stream(chat, f"/api/conversations/{conversation_id}/chat", {"message": message, **body})
+
+
+def collapsed_types(events: Events) -> list[str]:
+    collapsed: list[str] = []
+    for event in events:
+        if not collapsed or collapsed[-1] != event["type"]:
+            collapsed.append(event["type"])
+    return collapsed
+
+
+def done(events: Events) -> dict[str, Any]:
+    assert events and events[-1]["type"] == "done", events[-1:]
+    return events[-1]
+
+
+def api_config(chat) -> dict[str, Any]:
+    response = httpx.get(f"{chat.url}/api/config")
+    assert response.status_code == 200, response.text
+    return response.json()
+
+
+@contextlib.contextmanager
+def own_service(llm: FakeLLM, tmp_path: Path, searxng_url: str, **env: str) -> Iterator[Any]:
+    service = ChatService(chat_env(llm, tmp_path, **env), searxng_url).start()
+    try:
+        yield service
+    finally:
+        service.stop()
+
+
+# -- health and configuration ----------------------------------------------------------------
+
+
+def test_healthz(chat):
+    response = httpx.get(f"{chat.url}/healthz")
+    assert response.status_code == 200
+    assert response.json() == {"status": "ok"}
+
+
+def test_config_groups_models_and_describes_every_setting(searxng, tmp_path):
+    with FakeLLM(models=["fake-model", "fake-small", "qwen3:8b"]) as llm:
+        with own_service(llm, tmp_path, searxng.url) as chat:
+            added = httpx.put(f"{chat.url}/api/models", json={"models": ["my-finetune"]})
+            assert added.status_code == 200, added.text
+            body = api_config(chat)
+
+    assert body["models"] == {
+        "configured": ["fake-model", "fake-small"],
+        "server": ["qwen3:8b"],
+        "added": ["my-finetune"],
+    }
+    assert body["default_model"] == "fake-model"
+    assert body["summary_model"] == "fake-small"
+
+    defaults = body["defaults"]
+    assert defaults["model"] == "fake-model"
+    assert defaults["context_budget"] == 102_400
+    assert defaults["web_search"] is True and defaults["web_fetch"] is True
+    assert defaults["search_max_uses"] == 3 and defaults["fetch_max_uses"] == 2
+    assert defaults["search_locale"] == "pl-PL"
+    assert "{transcript}" in defaults["compress_prompt"]
+    assert "{searches}" in defaults["tool_note"] and "{fetches}" in defaults["tool_note"]
+
+    # Each setting has help text, saying what changing it costs.
+    assert set(body["help"]) == set(defaults)
+    assert all(isinstance(text, str) and text.strip() for text in body["help"].values())
+
+    presets = body["presets"]
+    default_preset = (config.PRESETS_DIR / "default.txt").read_text(encoding="utf-8").strip()
+    assert presets["default"] == default_preset
+    assert defaults["system_prompt"] == default_preset
+
+
+# -- the model list --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"models": "my-model"},
+        {"models": ["ok-model", ""]},
+        {"models": ["   "]},
+        {"models": [3]},
+        {"models": None},
+        {},
+        ["my-model"],
+    ],
+    ids=["string", "empty-string", "blank", "number", "null", "missing", "not-an-object"],
+)
+def test_put_models_refuses_bad_lists_and_changes_nothing(chat, body):
+    first = httpx.put(f"{chat.url}/api/models", json={"models": ["kept-model"]})
+    assert first.status_code == 200
+    response = httpx.put(f"{chat.url}/api/models", json=body)
+    assert response.status_code == 400
+    assert response.json()["detail"]  # says what is wrong
+    assert api_config(chat)["models"]["added"] == ["kept-model"]
+
+
+def test_added_models_persist_for_a_fresh_service(chat, llm, searxng, tmp_path):
+    response = httpx.put(
+        f"{chat.url}/api/models", json={"models": [" gpt-oss:20b ", "gemma3:4b", "gpt-oss:20b"]}
+    )
+    assert response.status_code == 200
+    assert response.json() == {"models": ["gpt-oss:20b", "gemma3:4b"]}
+
+    models_file = chat.settings.data_dir / "models.json"
+    assert json.loads(models_file.read_text(encoding="utf-8")) == ["gpt-oss:20b", "gemma3:4b"]
+
+    # A restart (a new service on the same DATA_DIR) still offers them.
+    with own_service(llm, tmp_path, searxng.url) as restarted:
+        assert restarted.settings.data_dir == chat.settings.data_dir
+        assert api_config(restarted)["models"]["added"] == ["gpt-oss:20b", "gemma3:4b"]
+
+
+# -- memory ----------------------------------------------------------------------------------
+
+
+def test_memory_round_trip_reaches_the_model(chat, llm):
+    assert httpx.get(f"{chat.url}/api/memory").json() == {"text": ""}
+    memory = "- The user lives in Kraków.\n- The user prefers metric units.\n"
+    response = httpx.put(f"{chat.url}/api/memory", json={"text": memory})
+    assert response.status_code == 200
+    assert httpx.get(f"{chat.url}/api/memory").json() == {"text": memory}
+    assert (chat.settings.data_dir / "memory.md").read_text(encoding="utf-8") == memory
+
+    llm.script(Reply(text="About 4 minutes."))
+    conversation_id = new_conversation(chat)["id"]
+    done(send(chat, conversation_id, "How long do pierogi boil?"))
+    system = llm.requests[-1].body["messages"][0]
+    assert system["role"] == "system"
+    assert "The user lives in Kraków." in system["content"]
+    assert "The user prefers metric units." in system["content"]
+
+
+@pytest.mark.parametrize("body", [{"text": 42}, {"text": None}, {}, ["text"]])
+def test_memory_refuses_a_non_string_and_keeps_the_file(chat, body):
+    httpx.put(f"{chat.url}/api/memory", json={"text": "- kept fact\n"})
+    response = httpx.put(f"{chat.url}/api/memory", json=body)
+    assert response.status_code == 400
+    assert httpx.get(f"{chat.url}/api/memory").json() == {"text": "- kept fact\n"}
+
+
+# -- conversations ---------------------------------------------------------------------------
+
+
+def test_create_uses_the_defaults_and_chosen_settings(chat):
+    defaults = api_config(chat)["defaults"]
+    plain = httpx.post(f"{chat.url}/api/conversations")  # no body at all
+    assert plain.status_code == 201
+    created = plain.json()
+    assert created["title"] == "New conversation"
+    assert created["settings"] == defaults
+    assert created["messages"] == []
+    assert get_conversation(chat, created["id"]) == created
+
+    chosen = new_conversation(
+        chat, title="  Trip to Lyon ", settings={"search_locale": "fr-fr", "web_fetch": False}
+    )
+    assert chosen["title"] == "Trip to Lyon"
+    assert chosen["settings"]["search_locale"] == "fr-FR"
+    assert chosen["settings"]["web_fetch"] is False
+    assert chosen["settings"]["model"] == defaults["model"]
+
+
+def test_create_with_bad_settings_is_refused_and_creates_nothing(chat):
+    for body in (
+        {"settings": {"context_budget": "big"}},
+        {"settings": {"no_such_setting": 1}},
+        {"title": ""},
+    ):
+        response = httpx.post(f"{chat.url}/api/conversations", json=body)
+        assert response.status_code == 400, body
+    assert httpx.get(f"{chat.url}/api/conversations").json() == []
+
+
+def test_list_is_newest_first(chat):
+    # Start right after a second boundary: a quick user (or the page's own requests) makes
+    # several conversations within one second, and they must still come newest first.
+    time.sleep(1.02 - time.time() % 1)
+    ids = [new_conversation(chat, title=f"Conversation {n}")["id"] for n in range(5)]
+    listed = httpx.get(f"{chat.url}/api/conversations").json()
+    assert [c["id"] for c in listed] == ids[::-1]
+    assert {"id", "title", "created", "updated"} <= set(listed[0])
+
+
+def test_a_changed_conversation_moves_to_the_top(chat):
+    first = new_conversation(chat, title="Older")["id"]
+    time.sleep(1.1)  # timestamps are to the second
+    second = new_conversation(chat, title="Newer")["id"]
+    listed = [c["id"] for c in httpx.get(f"{chat.url}/api/conversations").json()]
+    assert listed == [second, first]
+    time.sleep(1.1)
+    httpx.patch(f"{chat.url}/api/conversations/{first}", json={"title": "Older, renamed"})
+    listed = [c["id"] for c in httpx.get(f"{chat.url}/api/conversations").json()]
+    assert listed == [first, second]
+
+
+def test_search_finds_by_title_and_by_message_text(chat, llm):
+    llm.script(Reply(text="Boil them for four minutes in salted water."))
+    dinner = new_conversation(chat, title="Dinner plans")["id"]
+    done(send(chat, dinner, "How long do pierogi boil?"))
+    other = new_conversation(chat, title="Bicycle repair")["id"]
+
+    def found(query: str) -> list[str]:
+        response = httpx.get(f"{chat.url}/api/conversations", params={"q": query})
+        assert response.status_code == 200
+        return [c["id"] for c in response.json()]
+
+    assert found("dinner") == [dinner]  # title, any case
+    assert found("BICYCLE") == [other]
+    assert found("pierogi") == [dinner]  # the user's message
+    assert found("salted water") == [dinner]  # the answer
+    assert found("carburettor") == []
+    assert set(found("")) == {dinner, other}
+
+
+def test_patch_renames_and_changes_settings_only_where_asked(chat):
+    created = new_conversation(chat)
+    url = f"{chat.url}/api/conversations/{created['id']}"
+    response = httpx.patch(
+        url,
+        json={
+            "title": "Renamed",
+            "settings": {"search_locale": "de-de", "web_fetch": False, "fetch_max_uses": 1},
+        },
+    )
+    assert response.status_code == 200, response.text
+    stored = get_conversation(chat, created["id"])
+    assert stored["title"] == "Renamed"
+    expected = {
+        **created["settings"],
+        "search_locale": "de-DE",
+        "web_fetch": False,
+        "fetch_max_uses": 1,
+    }
+    assert stored["settings"] == expected
+    assert response.json()["settings"] == expected
+
+    for bad in ({"title": ""}, {"messages": []}, {"settings": {"search_max_uses": 99}}):
+        assert httpx.patch(url, json=bad).status_code == 400, bad
+    assert get_conversation(chat, created["id"])["settings"] == expected
+
+
+def test_first_message_names_the_conversation_and_the_picked_model_is_kept(chat, llm):
+    created = new_conversation(chat)
+    message = "  How do I   keep a sourdough starter alive while I am away for two weeks?"
+    done(send(chat, created["id"], message, model="fake-small"))
+    stored = get_conversation(chat, created["id"])
+    # Whitespace collapsed, cut to 60 characters.
+    assert stored["title"].rstrip() == "How do I keep a sourdough starter alive while I am away for"
+    assert stored["settings"]["model"] == "fake-small"
+    assert llm.requests[-1].body["model"] == "fake-small"
+
+    # The next message without a model goes to the one picked last.
+    done(send(chat, created["id"], "And in winter?"))
+    assert llm.requests[-1].body["model"] == "fake-small"
+    assert get_conversation(chat, created["id"])["title"] == stored["title"]
+
+
+def test_model_set_in_settings_answers_the_next_message(chat, llm):
+    conversation_id = new_conversation(chat)["id"]
+    url = f"{chat.url}/api/conversations/{conversation_id}"
+    assert httpx.patch(url, json={"settings": {"model": "fake-small"}}).status_code == 200
+    done(send(chat, conversation_id, "hello"))
+    assert llm.requests[-1].body["model"] == "fake-small"
+
+
+def test_delete_then_it_is_gone(chat):
+    conversation_id = new_conversation(chat, title="Short-lived")["id"]
+    url = f"{chat.url}/api/conversations/{conversation_id}"
+    response = httpx.delete(url)
+    assert response.status_code == 204
+    assert response.content == b""
+    assert httpx.get(url).status_code == 404
+    assert httpx.delete(url).status_code == 404
+    assert not (chat.settings.data_dir / "conversations" / f"{conversation_id}.json").exists()
+    assert httpx.get(f"{chat.url}/api/conversations").json() == []
+
+
+def test_unknown_conversation_is_404(chat):
+    url = f"{chat.url}/api/conversations/20250101-0123456789"
+    assert httpx.get(url).status_code == 404
+    assert httpx.patch(url, json={"title": "x"}).status_code == 404
+    assert httpx.post(f"{url}/chat", json={"message": "hello"}).status_code == 404
+    assert httpx.post(f"{url}/rewind").status_code == 404
+
+
+def test_files_on_disk_are_plain_json_and_no_temp_file_is_left(chat, llm):
+    llm.script(Reply(text="Sure."))
+    conversation_id = new_conversation(chat, title="On disk")["id"]
+    done(send(chat, conversation_id, "Hello there"))
+    httpx.patch(f"{chat.url}/api/conversations/{conversation_id}", json={"title": "Renamed"})
+    httpx.put(f"{chat.url}/api/memory", json={"text": "- a fact\n"})
+    httpx.put(f"{chat.url}/api/models", json={"models": ["extra-model"]})
+
+    data = chat.settings.data_dir
+    path = data / "conversations" / f"{conversation_id}.json"
+    on_disk = json.loads(path.read_text(encoding="utf-8"))
+    assert on_disk == get_conversation(chat, conversation_id)
+    assert on_disk["title"] == "Renamed"
+    assert [m["content"] for m in on_disk["messages"]] == ["Hello there", "Sure."]
+
+    files = sorted(str(p.relative_to(data)) for p in data.rglob("*") if p.is_file())
+    assert files == ["conversations/" + path.name, "memory.md", "models.json"]
+
+
+# -- regenerate and rewind -------------------------------------------------------------------
+
+
+def test_regenerate_answers_again_with_the_model_given(chat, llm):
+    llm.script(Reply(text="First answer."), Reply(text="Second answer."))
+    conversation_id = new_conversation(chat)["id"]
+    done(send(chat, conversation_id, "Which is the longest river?"))
+    assert get_conversation(chat, conversation_id)["settings"]["model"] == "fake-model"
+
+    events = stream(
+        chat, f"/api/conversations/{conversation_id}/regenerate", {"model": "fake-small"}
+    )
+    assert done(events)["status"] == "complete"
+    assert "".join(e["text"] for e in events if e["type"] == "delta") == "Second answer."
+
+    request = llm.requests[-1].body
+    assert request["model"] == "fake-small"
+    assert request["messages"][-1] == {"role": "user", "content": "Which is the longest river?"}
+    assert all(m.get("content") != "First answer." for m in request["messages"])
+
+    stored = get_conversation(chat, conversation_id)
+    assert stored["settings"]["model"] == "fake-small"
+    assert [(m["role"], m["content"]) for m in stored["messages"]] == [
+        ("user", "Which is the longest river?"),
+        ("assistant", "Second answer."),
+    ]
+    assert stored["messages"][1]["model"] == "fake-small"
+
+
+def test_regenerate_on_an_empty_conversation_is_409(chat, llm):
+    conversation_id = new_conversation(chat)["id"]
+    response = httpx.post(f"{chat.url}/api/conversations/{conversation_id}/regenerate", json={})
+    assert response.status_code == 409
+    assert get_conversation(chat, conversation_id)["messages"] == []
+    assert llm.requests == []
+
+
+def test_rewind_gives_back_the_last_message_and_removes_the_exchange(chat, llm):
+    llm.script(Reply(text="Paris."), Reply(text="Berlin."))
+    conversation_id = new_conversation(chat)["id"]
+    done(send(chat, conversation_id, "Capital of France?"))
+    done(send(chat, conversation_id, "Capital of Germny?"))
+    url = f"{chat.url}/api/conversations/{conversation_id}/rewind"
+
+    response = httpx.post(url)
+    assert response.status_code == 200
+    assert response.json() == {"message": "Capital of Germny?"}
+    stored = get_conversation(chat, conversation_id)["messages"]
+    assert [(m["role"], m["content"]) for m in stored] == [
+        ("user", "Capital of France?"),
+        ("assistant", "Paris."),
+    ]
+
+    assert httpx.post(url).json() == {"message": "Capital of France?"}
+    assert get_conversation(chat, conversation_id)["messages"] == []
+    assert httpx.post(url).status_code == 409
+
+
+# -- what a turn reports ---------------------------------------------------------------------
+
+
+def test_reasoning_streams_before_the_answer_and_is_kept(chat, llm):
+    llm.script(Reply(reasoning="The user wants a number; four minutes.", text="Four minutes."))
+    conversation_id = new_conversation(chat)["id"]
+    events = send(chat, conversation_id, "How long do pierogi boil?")
+    assert collapsed_types(events) == ["reasoning", "delta", "done"]
+    thought = "".join(e["text"] for e in events if e["type"] == "reasoning")
+    assert thought == "The user wants a number; four minutes."
+
+    answer = get_conversation(chat, conversation_id)["messages"][-1]
+    assert answer["content"] == "Four minutes."
+    assert answer["reasoning"] == "The user wants a number; four minutes."
+
+
+def test_cost_is_summed_only_where_reported(chat, llm):
+    llm.script(
+        Reply(text="One.", usage={"prompt_tokens": 100, "completion_tokens": 5, "cost": 0.0025}),
+        Reply(text="Two.", usage={"prompt_tokens": 130, "completion_tokens": 4}),
+    )
+    conversation_id = new_conversation(chat)["id"]
+    first = done(send(chat, conversation_id, "first"))
+    assert first["usage"]["cost"] == pytest.approx(0.0025)
+
+    second = done(send(chat, conversation_id, "second"))
+    assert second["usage"]["cost"] is None  # not reported: never shown as zero
+    totals = second["totals"]
+    assert totals["cost"] == pytest.approx(0.0025)
+    assert totals["requests_with_cost"] == 1
+    assert totals["requests_unreported_cost"] == 1
+    assert totals["completion_tokens"] == 9
+
+
+def test_measured_prompt_tokens_drive_the_next_projection(chat, llm):
+    llm.script(
+        Reply(text="Noted.", usage={"prompt_tokens": 50_000, "completion_tokens": 3}),
+        Reply(text="Again."),
+    )
+    conversation_id = new_conversation(chat)["id"]
+    first = done(send(chat, conversation_id, "Here is a long document."))
+    assert first["budget"]["projected"] < 50_000
+    assert first["budget"]["used"] == 50_000
+
+    second = done(send(chat, conversation_id, "And a short question."))
+    assert second["budget"]["projected"] >= 50_000
+
+
+@pytest.mark.parametrize("served", [{"n_ctx": 2048}, {"ollama_num_ctx": 2048}])
+def test_budget_never_exceeds_the_served_window(searxng, tmp_path, served):
+    with FakeLLM(models=["fake-model", "fake-small"], **served) as llm:
+        with own_service(llm, tmp_path, searxng.url) as chat:
+            conversation_id = new_conversation(chat)["id"]
+            budget = done(send(chat, conversation_id, "hello"))["budget"]
+            assert budget["limit"] == 2048
+            assert budget["window"] == 2048
+            # The reply's reserve shrinks with the window instead of filling it.
+            assert llm.requests[-1].body["max_tokens"] == 512
+
+            smaller = new_conversation(chat, settings={"context_budget": 1500})["id"]
+            budget = done(send(chat, smaller, "hello"))["budget"]
+            assert budget["limit"] == 1500 and budget["window"] == 2048
+
+
+@pytest.mark.parametrize(
+    ("settings", "offered"),
+    [
+        ({}, ["web_search", "web_fetch"]),
+        ({"web_search": False}, ["web_fetch"]),
+        ({"web_search": False, "web_fetch": False}, []),
+    ],
+)
+def test_tool_switches_decide_what_the_model_is_offered(chat, llm, settings, offered):
+    conversation_id = new_conversation(chat, settings=settings)["id"]
+    done(send(chat, conversation_id, "What is new in Python?"))
+    request = llm.requests[-1].body
+    system = request["messages"][0]["content"]
+    if offered:
+        assert [tool["function"]["name"] for tool in request["tools"]] == offered
+        assert TOOL_NOTE_START in system
+    else:
+        assert "tools" not in request
+        assert TOOL_NOTE_START not in system
+        assert "more page(s)" not in system
+
+
+# -- the access token ------------------------------------------------------------------------
+
+
+def test_access_token_guards_the_api_but_not_healthz(llm, searxng, tmp_path):
+    llm.clear()
+    with own_service(llm, tmp_path, searxng.url, AUTH_TOKEN="secret") as chat:
+        good = {"Authorization": "Bearer secret"}
+        for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": "Basic secret"}):
+            response = httpx.get(f"{chat.url}/api/config", headers=headers)
+            assert response.status_code == 401, headers
+            refused = httpx.post(f"{chat.url}/api/conversations", json={}, headers=headers)
+            assert refused.status_code == 401
+        assert not (chat.settings.data_dir / "conversations").exists()
+
+        assert httpx.get(f"{chat.url}/healthz").status_code == 200
+        assert httpx.get(f"{chat.url}/api/config", headers=good).status_code == 200
+
+        conversation_id = new_conversation(chat, headers=good)["id"]
+        llm.script(Reply(text="Authorised answer."))
+        path = f"/api/conversations/{conversation_id}/chat"
+        events = stream(chat, path, {"message": "hi"}, headers=good)
+        assert done(events)["status"] == "complete"
+        unauthorised = httpx.post(f"{chat.url}{path}", json={"message": "hi"})
+        assert unauthorised.status_code == 401
