@@ -4,7 +4,8 @@ nothing running behind."""
 from __future__ import annotations
 
 import os
-import subprocess
+import secrets
+from pathlib import Path
 
 import httpx
 import pytest
@@ -13,11 +14,16 @@ from app.searxng import EmbeddedSearxng, SearxngError, check_engine_loaded
 from tests.conftest import API_KEY, run_cli, searxng_env
 
 
-def waitress_pids() -> set[int]:
-    found = subprocess.run(
-        ["pgrep", "-f", "waitress.*searx.webapp"], capture_output=True, text=True
-    )
-    return {int(pid) for pid in found.stdout.split()}
+def marked(token: str) -> set[int]:
+    """Processes whose environment carries the token: ours, whatever else runs meanwhile."""
+    found = set()
+    for environ in Path("/proc").glob("[0-9]*/environ"):
+        try:
+            if f"SEARXNG_TEST_MARK={token}".encode() in environ.read_bytes():
+                found.add(int(environ.parent.name))
+        except OSError:
+            continue
+    return found
 
 
 def test_our_engine_is_loaded_and_json_is_on(searxng):
@@ -32,12 +38,13 @@ def test_a_missing_engine_is_a_clear_error(searxng):
 
 
 def test_stop_leaves_no_process_and_frees_the_port(brave):
-    before = waitress_pids()
-    instance = EmbeddedSearxng("all", environ=searxng_env(brave)).start()
+    token = secrets.token_hex(8)
+    environ = {**searxng_env(brave), "SEARXNG_TEST_MARK": token}
+    instance = EmbeddedSearxng("all", environ=environ).start()
     pid = instance.process.pid
-    assert pid in waitress_pids()
+    assert pid in marked(token)
     instance.stop()
-    assert waitress_pids() == before
+    assert marked(token) == set()
     with pytest.raises(ProcessLookupError):
         os.kill(pid, 0)
     with pytest.raises(httpx.ConnectError):
@@ -45,7 +52,7 @@ def test_stop_leaves_no_process_and_frees_the_port(brave):
 
 
 def test_a_command_without_searxng_url_runs_its_own_and_stops_it(brave):
-    before = waitress_pids()
+    token = secrets.token_hex(8)
     run = run_cli(
         "search",
         "sieci komputerowe",
@@ -54,7 +61,8 @@ def test_a_command_without_searxng_url_runs_its_own_and_stops_it(brave):
         BRAVE_API_URL=brave.url,
         BRAVE_API_KEY=API_KEY,
         SEARCH_LOCALE="pl-PL",
+        SEARXNG_TEST_MARK=token,  # inherited by the SearXNG the command starts
     )
     assert run.returncode == 0, run.stderr
     assert brave.requests[-1].params["country"] == "PL"
-    assert waitress_pids() == before
+    assert marked(token) == set()
