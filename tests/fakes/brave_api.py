@@ -27,8 +27,6 @@ import html
 import json
 import random
 import re
-import socket
-import sys
 import threading
 import time
 import unicodedata
@@ -37,10 +35,10 @@ from collections import deque
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from functools import lru_cache
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from types import TracebackType
 from typing import Any
 from urllib.parse import parse_qs, quote, urlsplit
+
+from tests.fakes.loopback import DispatchingHandler, LoopbackFake, LoopbackServer
 
 SEARCH_PATH = "/res/v1/web/search"
 PAGE_SIZE = 20  # the largest page the API serves, and the unit of the language quotas
@@ -1699,55 +1697,11 @@ def _seconds_to_month_end(now: datetime) -> int:
 # --------------------------------------------------------------------------------------------
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    allow_reuse_address = True
-
-    def __init__(self, address: tuple[str, int], fake: FakeBrave) -> None:
-        super().__init__(address, _Handler)
-        self.fake = fake
-        self.connections: set[socket.socket] = set()
-        self.connections_lock = threading.Lock()
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        """Stay quiet when a client hangs up; anything else is a bug worth printing."""
-        if not isinstance(sys.exc_info()[1], ConnectionError | TimeoutError):
-            super().handle_error(request, client_address)
-
-
-class _Handler(BaseHTTPRequestHandler):
-    server: _Server
-    protocol_version = "HTTP/1.1"  # keep-alive, like the pooled connections httpx uses
+class _Handler(DispatchingHandler):
+    server: LoopbackServer[FakeBrave]
     server_version = "FakeBrave/1.0"
-    timeout = 30  # idle keep-alive connections go away on their own
-    disable_nagle_algorithm = True  # headers and body are separate writes; avoid 40 ms stalls
 
-    def setup(self) -> None:
-        super().setup()
-        with self.server.connections_lock:
-            self.server.connections.add(self.connection)
-
-    def finish(self) -> None:
-        with self.server.connections_lock:
-            self.server.connections.discard(self.connection)
-        super().finish()
-
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
-        """No request log: test output stays readable and benchmarks stay fast."""
-
-    def do_GET(self) -> None:  # noqa: N802 - stdlib naming
-        self._dispatch()
-
-    def do_POST(self) -> None:  # noqa: N802
-        self._dispatch()
-
-    def do_PUT(self) -> None:  # noqa: N802
-        self._dispatch()
-
-    def do_DELETE(self) -> None:  # noqa: N802
-        self._dispatch()
-
-    def do_HEAD(self) -> None:  # noqa: N802
+    def do_HEAD(self) -> None:  # noqa: N802 - stdlib naming
         self._dispatch()
 
     def _dispatch(self) -> None:
@@ -1780,7 +1734,7 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.write(data)
 
 
-class FakeBrave:
+class FakeBrave(LoopbackFake):
     """The fake Brave web-search API. Use ``with FakeBrave() as brave:`` or start()/stop().
 
     Tests read ``requests`` to see what the engine sent, call ``fail_next`` to make the next
@@ -1788,65 +1742,26 @@ class FakeBrave:
     without a ``web`` section.
     """
 
+    _handler_class = _Handler
+    _thread_name = "fake-brave"
+
     def __init__(self, api_key: str = "test-key") -> None:
+        super().__init__()
         self.api_key = api_key
-        self.url = ""
         self.endpoint = ""
         self.requests: list[RecordedRequest] = []
         self.no_hits_queries: set[str] = set()
         self._failures: deque[_Failure] = deque()
         self._lock = threading.Lock()
         self._quota_used = 0
-        self._server: _Server | None = None
-        self._thread: threading.Thread | None = None
 
     # -- lifecycle ---------------------------------------------------------------------------
 
-    def start(self, port: int = 0, host: str = "127.0.0.1") -> str:
-        """Serve in a daemon thread; port 0 picks a free one. Returns the base URL."""
-        if self._server is not None:
-            return self.url
-        self._server = _Server((host, port), self)
-        bound_host, bound_port = self._server.server_address[:2]
-        self.url = f"http://{bound_host}:{bound_port}"
-        self.endpoint = self.url + SEARCH_PATH
-        self._thread = threading.Thread(
-            target=self._server.serve_forever,
-            kwargs={"poll_interval": 0.05},
-            name=f"fake-brave-{bound_port}",
-            daemon=True,
-        )
-        self._thread.start()
-        return self.url
-
-    def stop(self) -> None:
-        """Stop serving and drop open keep-alive connections, so nothing lingers."""
-        server, self._server = self._server, None
-        if server is None:
-            return
-        server.shutdown()
-        with server.connections_lock:
-            for conn in list(server.connections):
-                try:
-                    conn.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
-        server.server_close()
-        if self._thread is not None:
-            self._thread.join(timeout=2)
-            self._thread = None
-
-    def __enter__(self) -> FakeBrave:
-        self.start()
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
+    def _serving_at(self, host: str, port: int) -> str:
+        """The base URL, and the search endpoint the engine is pointed at."""
+        url = super()._serving_at(host, port)
+        self.endpoint = url + SEARCH_PATH
+        return url
 
     # -- test controls -----------------------------------------------------------------------
 
@@ -1933,12 +1848,7 @@ def main(argv: list[str] | None = None) -> None:
     fake = FakeBrave(api_key=args.api_key)
     fake.start(port=args.port, host=args.host)
     print(f"Fake Brave API at {fake.endpoint} (X-Subscription-Token: {args.api_key})", flush=True)
-    try:
-        threading.Event().wait()
-    except KeyboardInterrupt:
-        pass
-    finally:
-        fake.stop()
+    fake.serve_until_interrupted()
 
 
 if __name__ == "__main__":

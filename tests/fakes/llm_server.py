@@ -27,16 +27,15 @@ from __future__ import annotations
 import json
 import select
 import socket
-import sys
 import threading
 import time
 from collections import deque
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from types import TracebackType
 from typing import Any
 from urllib.parse import urlsplit
+
+from tests.fakes.loopback import DispatchingHandler, LoopbackFake, LoopbackServer
 
 CHAT_PATHS = ("/v1/chat/completions", "/chat/completions")  # llama.cpp serves both
 MODELS_PATHS = ("/v1/models", "/models")
@@ -414,53 +413,9 @@ def _read_chunked(rfile: Any) -> bytes:
 # The server
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    allow_reuse_address = True
-
-    def __init__(self, address: tuple[str, int], fake: FakeLLM) -> None:
-        super().__init__(address, _Handler)
-        self.fake = fake
-        self.stopping = False
-        self.connections: set[socket.socket] = set()
-        self.connections_lock = threading.Lock()
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        """Stay quiet when a client hangs up; anything else is a bug worth printing."""
-        if not isinstance(sys.exc_info()[1], ConnectionError | TimeoutError):
-            super().handle_error(request, client_address)
-
-
-class _Handler(BaseHTTPRequestHandler):
-    server: _Server
-    protocol_version = "HTTP/1.1"  # keep-alive and chunked streams, like the real servers
+class _Handler(DispatchingHandler):
+    server: LoopbackServer[FakeLLM]
     server_version = "FakeLLM/1.0"
-    timeout = 30  # idle keep-alive connections go away on their own
-
-    def setup(self) -> None:
-        super().setup()
-        with self.server.connections_lock:
-            self.server.connections.add(self.connection)
-
-    def finish(self) -> None:
-        with self.server.connections_lock:
-            self.server.connections.discard(self.connection)
-        super().finish()
-
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
-        """No request log: test output stays readable."""
-
-    def do_GET(self) -> None:  # noqa: N802 - stdlib naming
-        self._dispatch()
-
-    def do_POST(self) -> None:  # noqa: N802
-        self._dispatch()
-
-    def do_DELETE(self) -> None:  # noqa: N802
-        self._dispatch()
-
-    def do_PUT(self) -> None:  # noqa: N802
-        self._dispatch()
 
     # -- routing -----------------------------------------------------------------------------
 
@@ -616,13 +571,16 @@ def _error_body(message: str, code: str | None, param: str | None) -> dict[str, 
     return {"error": error}
 
 
-class FakeLLM:
+class FakeLLM(LoopbackFake):
     """The fake model server. Use ``with FakeLLM() as llm:`` or start()/stop().
 
     Queue answers with ``script(Reply(...), ...)``; each chat request takes the next one, and
     ``default`` answers when the queue is empty. ``requests`` records every chat request, with
     when the server noticed a hang-up and whether the answer went out whole.
     """
+
+    _handler_class = _Handler
+    _thread_name = "fake-llm"
 
     def __init__(
         self,
@@ -631,11 +589,11 @@ class FakeLLM:
         n_ctx: int | None = None,
         ollama_num_ctx: int | None = None,
     ) -> None:
+        super().__init__()
         self.models = list(models)
         self.api_key = api_key
         self.n_ctx = n_ctx
         self.ollama_num_ctx = ollama_num_ctx
-        self.url = ""
         self.default = Reply(text="OK")
         self.requests: list[Recorded] = []
         self._queue: deque[Reply] = deque()
@@ -644,61 +602,11 @@ class FakeLLM:
         self._answers = 0
         self._calls = 0
         self._created = int(time.time())
-        self._server: _Server | None = None
-        self._thread: threading.Thread | None = None
 
     @property
     def api_base(self) -> str:
         """What an OpenAI client takes as its base URL."""
         return self.url + "/v1"
-
-    # -- lifecycle ---------------------------------------------------------------------------
-
-    def start(self) -> str:
-        """Serve on a free loopback port in a daemon thread; returns the base URL."""
-        if self._server is not None:
-            return self.url
-        self._server = _Server(("127.0.0.1", 0), self)
-        host, port = self._server.server_address[:2]
-        self.url = f"http://{host}:{port}"
-        self._thread = threading.Thread(
-            target=self._server.serve_forever,
-            kwargs={"poll_interval": 0.05},
-            name=f"fake-llm-{port}",
-            daemon=True,
-        )
-        self._thread.start()
-        return self.url
-
-    def stop(self) -> None:
-        """Stop serving and cut open connections (streams included), so nothing lingers."""
-        server, self._server = self._server, None
-        if server is None:
-            return
-        server.stopping = True
-        server.shutdown()
-        with server.connections_lock:
-            for conn in list(server.connections):
-                try:
-                    conn.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
-        server.server_close()
-        if self._thread is not None:
-            self._thread.join(timeout=2)
-            self._thread = None
-
-    def __enter__(self) -> FakeLLM:
-        self.start()
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
 
     # -- test controls -----------------------------------------------------------------------
 

@@ -11,18 +11,15 @@ from __future__ import annotations
 
 import argparse
 import gzip
-import socket
 import ssl
-import sys
 import threading
 import time
 from dataclasses import dataclass
 from functools import cache
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from types import TracebackType
-from typing import Any
 from urllib.parse import parse_qs, urlsplit
+
+from tests.fakes.loopback import LoopbackFake, LoopbackHandler, LoopbackServer
 
 ARTICLE_TITLE = "Pierogi, step by step"
 ARTICLE = f"""<!doctype html>
@@ -82,43 +79,20 @@ def gzip_bomb(size: int) -> bytes:
     return gzip.compress(b" " * size, compresslevel=9)
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    allow_reuse_address = True
-
-    def __init__(self, address: tuple[str, int], fake: PageServer) -> None:
-        super().__init__(address, _Handler)
-        self.fake = fake
-        self.connections: set[socket.socket] = set()
-        self.connections_lock = threading.Lock()
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        """Stay quiet when a client hangs up (the fetcher aborts on purpose); print the rest."""
-        if not isinstance(sys.exc_info()[1], ConnectionError | TimeoutError | ssl.SSLError):
-            super().handle_error(request, client_address)
+class _Server(LoopbackServer["PageServer"]):
+    # Also quiet about failed TLS handshakes: the fetcher aborts those on purpose too.
+    quiet_errors = (*LoopbackServer.quiet_errors, ssl.SSLError)
 
 
-class _Handler(BaseHTTPRequestHandler):
+class _Handler(LoopbackHandler):
     server: _Server
-    protocol_version = "HTTP/1.1"
     server_version = "LoopbackPages/1.0"
-    timeout = 30
-
-    def setup(self) -> None:
-        super().setup()
-        with self.server.connections_lock:
-            self.server.connections.add(self.connection)
 
     def finish(self) -> None:
-        with self.server.connections_lock:
-            self.server.connections.discard(self.connection)
         try:
             super().finish()
         except OSError:
             pass  # the client went away mid-answer
-
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
-        """No request log: test output stays readable."""
 
     def do_GET(self) -> None:  # noqa: N802 - stdlib naming
         split = urlsplit(self.path)
@@ -278,7 +252,7 @@ ROUTES = {
 }
 
 
-class PageServer:
+class PageServer(LoopbackFake):
     """The loopback page server. ``with PageServer() as pages:`` or start()/stop().
 
     ``pages.url`` is the base URL, ``pages.host`` its ``host:port`` for allow_hosts, and
@@ -286,71 +260,36 @@ class PageServer:
     https and records in ``sni_names`` the server names clients asked for.
     """
 
+    _handler_class = _Handler
+    _thread_name = "page-server"
+
     def __init__(self, tls: tuple[Path, Path] | None = None) -> None:
+        super().__init__()
         self.tls = tls
-        self.url = ""
         self.host = ""
         self.requests: list[Recorded] = []
         self.sni_names: list[str | None] = []
-        self.running = False
         self._lock = threading.Lock()
-        self._server: _Server | None = None
-        self._thread: threading.Thread | None = None
 
-    def start(self, port: int = 0, host: str = "127.0.0.1") -> str:
-        """Serve in a daemon thread; port 0 picks a free one. Returns the base URL."""
-        if self._server is not None:
-            return self.url
-        self._server = _Server((host, port), self)
-        scheme = "http"
+    @property
+    def running(self) -> bool:
+        """True from start() until stop() begins; slow pages stop waiting when it turns False."""
+        return self._server is not None
+
+    def _listen(self, address: tuple[str, int]) -> _Server:
+        """The bound server, its socket wrapped in TLS when ``tls`` is set."""
+        server = _Server(address, _Handler, self)
         if self.tls is not None:
             context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
             context.load_cert_chain(*self.tls)
             context.sni_callback = self._record_sni
-            self._server.socket = context.wrap_socket(self._server.socket, server_side=True)
-            scheme = "https"
-        bound_host, bound_port = self._server.server_address[:2]
-        self.host = f"{bound_host}:{bound_port}"
-        self.url = f"{scheme}://{self.host}"
-        self.running = True
-        self._thread = threading.Thread(
-            target=self._server.serve_forever,
-            kwargs={"poll_interval": 0.05},
-            name=f"page-server-{bound_port}",
-            daemon=True,
-        )
-        self._thread.start()
-        return self.url
+            server.socket = context.wrap_socket(server.socket, server_side=True)
+        return server
 
-    def stop(self) -> None:
-        """Stop serving and drop open connections, so nothing lingers."""
-        server, self._server = self._server, None
-        if server is None:
-            return
-        self.running = False
-        server.shutdown()
-        with server.connections_lock:
-            for conn in list(server.connections):
-                try:
-                    conn.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
-        server.server_close()
-        if self._thread is not None:
-            self._thread.join(timeout=2)
-            self._thread = None
-
-    def __enter__(self) -> PageServer:
-        self.start()
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
+    def _serving_at(self, host: str, port: int) -> str:
+        """The base URL, https with TLS; and ``host:port`` for allow_hosts."""
+        self.host = f"{host}:{port}"
+        return f"{'https' if self.tls is not None else 'http'}://{self.host}"
 
     def paths(self) -> list[str]:
         """The paths requested so far, in order."""
@@ -377,12 +316,7 @@ def main() -> None:
     args = parser.parse_args()
     pages = PageServer()
     print(f"serving on {pages.start(args.port)} (Ctrl-C stops)", flush=True)
-    try:
-        threading.Event().wait()
-    except KeyboardInterrupt:
-        pass
-    finally:
-        pages.stop()
+    pages.serve_until_interrupted()
 
 
 if __name__ == "__main__":
