@@ -17,52 +17,20 @@ import httpx
 import pytest
 
 from app import config
+from tests.chat_client import Events, event_types, get_conversation, send, stream
 from tests.conftest import ChatService, chat_env
 from tests.fakes.llm_server import FakeLLM, Reply
 
-Events = list[dict[str, Any]]
 TOOL_NOTE_START = "You can look things up."
 
 
 # -- helpers ---------------------------------------------------------------------------------
 
 
-def new_conversation(chat, headers: dict[str, str] | None = None, **body: Any) -> dict[str, Any]:
+def create_conversation(chat, headers: dict[str, str] | None = None, **body: Any) -> dict[str, Any]:
     response = httpx.post(f"{chat.url}/api/conversations", json=body, headers=headers)
     assert response.status_code == 201, response.text
     return response.json()
-
-
-def get_conversation(chat, conversation_id: str) -> dict[str, Any]:
-    response = httpx.get(f"{chat.url}/api/conversations/{conversation_id}")
-    assert response.status_code == 200, response.text
-    return response.json()
-
-
-def stream(
-    chat, path: str, body: dict | None = None, headers: dict[str, str] | None = None
-) -> Events:
-    """POST and read every SSE event of the turn."""
-    events: Events = []
-    with httpx.Client(timeout=30, headers=headers) as client:
-        with client.stream("POST", f"{chat.url}{path}", json=body or {}) as response:
-            assert response.status_code == 200, response.read()
-            for line in response.iter_lines():
-                if line.startswith("data: "):
-                    events.append(json.loads(line[len("data: ") :]))
-    return events
-
-
-def send(chat, conversation_id: str, message: str, **body: Any) -> Events:
-    return stream(chat, f"/api/conversations/{conversation_id}/chat", {"message": message, **body})
-
-
-def collapsed_types(events: Events) -> list[str]:
-    collapsed: list[str] = []
-    for event in events:
-        if not collapsed or collapsed[-1] != event["type"]:
-            collapsed.append(event["type"])
-    return collapsed
 
 
 def done(events: Events) -> dict[str, Any]:
@@ -181,7 +149,7 @@ def test_memory_round_trip_reaches_the_model(chat, llm):
     assert (chat.settings.data_dir / "memory.md").read_text(encoding="utf-8") == memory
 
     llm.script(Reply(text="About 4 minutes."))
-    conversation_id = new_conversation(chat)["id"]
+    conversation_id = create_conversation(chat)["id"]
     done(send(chat, conversation_id, "How long do pierogi boil?"))
     system = llm.requests[-1].body["messages"][0]
     assert system["role"] == "system"
@@ -210,7 +178,7 @@ def test_create_uses_the_defaults_and_chosen_settings(chat):
     assert created["messages"] == []
     assert get_conversation(chat, created["id"]) == created
 
-    chosen = new_conversation(
+    chosen = create_conversation(
         chat, title="  Trip to Lyon ", settings={"search_locale": "fr-fr", "web_fetch": False}
     )
     assert chosen["title"] == "Trip to Lyon"
@@ -234,16 +202,16 @@ def test_list_is_newest_first(chat):
     # Start right after a second boundary: a quick user (or the page's own requests) makes
     # several conversations within one second, and they must still come newest first.
     time.sleep(1.02 - time.time() % 1)
-    ids = [new_conversation(chat, title=f"Conversation {n}")["id"] for n in range(5)]
+    ids = [create_conversation(chat, title=f"Conversation {n}")["id"] for n in range(5)]
     listed = httpx.get(f"{chat.url}/api/conversations").json()
     assert [c["id"] for c in listed] == ids[::-1]
     assert {"id", "title", "created", "updated"} <= set(listed[0])
 
 
 def test_a_changed_conversation_moves_to_the_top(chat):
-    first = new_conversation(chat, title="Older")["id"]
+    first = create_conversation(chat, title="Older")["id"]
     time.sleep(1.1)  # timestamps are to the second
-    second = new_conversation(chat, title="Newer")["id"]
+    second = create_conversation(chat, title="Newer")["id"]
     listed = [c["id"] for c in httpx.get(f"{chat.url}/api/conversations").json()]
     assert listed == [second, first]
     time.sleep(1.1)
@@ -254,9 +222,9 @@ def test_a_changed_conversation_moves_to_the_top(chat):
 
 def test_search_finds_by_title_and_by_message_text(chat, llm):
     llm.script(Reply(text="Boil them for four minutes in salted water."))
-    dinner = new_conversation(chat, title="Dinner plans")["id"]
+    dinner = create_conversation(chat, title="Dinner plans")["id"]
     done(send(chat, dinner, "How long do pierogi boil?"))
-    other = new_conversation(chat, title="Bicycle repair")["id"]
+    other = create_conversation(chat, title="Bicycle repair")["id"]
 
     def found(query: str) -> list[str]:
         response = httpx.get(f"{chat.url}/api/conversations", params={"q": query})
@@ -272,7 +240,7 @@ def test_search_finds_by_title_and_by_message_text(chat, llm):
 
 
 def test_patch_renames_and_changes_settings_only_where_asked(chat):
-    created = new_conversation(chat)
+    created = create_conversation(chat)
     url = f"{chat.url}/api/conversations/{created['id']}"
     response = httpx.patch(
         url,
@@ -299,7 +267,7 @@ def test_patch_renames_and_changes_settings_only_where_asked(chat):
 
 
 def test_first_message_names_the_conversation_and_the_picked_model_is_kept(chat, llm):
-    created = new_conversation(chat)
+    created = create_conversation(chat)
     message = "  How do I   keep a sourdough starter alive while I am away for two weeks?"
     done(send(chat, created["id"], message, model="fake-small"))
     stored = get_conversation(chat, created["id"])
@@ -315,7 +283,7 @@ def test_first_message_names_the_conversation_and_the_picked_model_is_kept(chat,
 
 
 def test_model_set_in_settings_answers_the_next_message(chat, llm):
-    conversation_id = new_conversation(chat)["id"]
+    conversation_id = create_conversation(chat)["id"]
     url = f"{chat.url}/api/conversations/{conversation_id}"
     assert httpx.patch(url, json={"settings": {"model": "fake-small"}}).status_code == 200
     done(send(chat, conversation_id, "hello"))
@@ -323,7 +291,7 @@ def test_model_set_in_settings_answers_the_next_message(chat, llm):
 
 
 def test_delete_then_it_is_gone(chat):
-    conversation_id = new_conversation(chat, title="Short-lived")["id"]
+    conversation_id = create_conversation(chat, title="Short-lived")["id"]
     url = f"{chat.url}/api/conversations/{conversation_id}"
     response = httpx.delete(url)
     assert response.status_code == 204
@@ -344,7 +312,7 @@ def test_unknown_conversation_is_404(chat):
 
 def test_files_on_disk_are_plain_json_and_no_temp_file_is_left(chat, llm):
     llm.script(Reply(text="Sure."))
-    conversation_id = new_conversation(chat, title="On disk")["id"]
+    conversation_id = create_conversation(chat, title="On disk")["id"]
     done(send(chat, conversation_id, "Hello there"))
     httpx.patch(f"{chat.url}/api/conversations/{conversation_id}", json={"title": "Renamed"})
     httpx.put(f"{chat.url}/api/memory", json={"text": "- a fact\n"})
@@ -366,7 +334,7 @@ def test_files_on_disk_are_plain_json_and_no_temp_file_is_left(chat, llm):
 
 def test_regenerate_answers_again_with_the_model_given(chat, llm):
     llm.script(Reply(text="First answer."), Reply(text="Second answer."))
-    conversation_id = new_conversation(chat)["id"]
+    conversation_id = create_conversation(chat)["id"]
     done(send(chat, conversation_id, "Which is the longest river?"))
     assert get_conversation(chat, conversation_id)["settings"]["model"] == "fake-model"
 
@@ -391,7 +359,7 @@ def test_regenerate_answers_again_with_the_model_given(chat, llm):
 
 
 def test_regenerate_on_an_empty_conversation_is_409(chat, llm):
-    conversation_id = new_conversation(chat)["id"]
+    conversation_id = create_conversation(chat)["id"]
     response = httpx.post(f"{chat.url}/api/conversations/{conversation_id}/regenerate", json={})
     assert response.status_code == 409
     assert get_conversation(chat, conversation_id)["messages"] == []
@@ -400,7 +368,7 @@ def test_regenerate_on_an_empty_conversation_is_409(chat, llm):
 
 def test_rewind_gives_back_the_last_message_and_removes_the_exchange(chat, llm):
     llm.script(Reply(text="Paris."), Reply(text="Berlin."))
-    conversation_id = new_conversation(chat)["id"]
+    conversation_id = create_conversation(chat)["id"]
     done(send(chat, conversation_id, "Capital of France?"))
     done(send(chat, conversation_id, "Capital of Germny?"))
     url = f"{chat.url}/api/conversations/{conversation_id}/rewind"
@@ -424,9 +392,9 @@ def test_rewind_gives_back_the_last_message_and_removes_the_exchange(chat, llm):
 
 def test_reasoning_streams_before_the_answer_and_is_kept(chat, llm):
     llm.script(Reply(reasoning="The user wants a number; four minutes.", text="Four minutes."))
-    conversation_id = new_conversation(chat)["id"]
+    conversation_id = create_conversation(chat)["id"]
     events = send(chat, conversation_id, "How long do pierogi boil?")
-    assert collapsed_types(events) == ["reasoning", "delta", "done"]
+    assert event_types(events) == ["reasoning", "delta", "done"]
     thought = "".join(e["text"] for e in events if e["type"] == "reasoning")
     assert thought == "The user wants a number; four minutes."
 
@@ -440,7 +408,7 @@ def test_cost_is_summed_only_where_reported(chat, llm):
         Reply(text="One.", usage={"prompt_tokens": 100, "completion_tokens": 5, "cost": 0.0025}),
         Reply(text="Two.", usage={"prompt_tokens": 130, "completion_tokens": 4}),
     )
-    conversation_id = new_conversation(chat)["id"]
+    conversation_id = create_conversation(chat)["id"]
     first = done(send(chat, conversation_id, "first"))
     assert first["usage"]["cost"] == pytest.approx(0.0025)
 
@@ -458,7 +426,7 @@ def test_measured_prompt_tokens_drive_the_next_projection(chat, llm):
         Reply(text="Noted.", usage={"prompt_tokens": 50_000, "completion_tokens": 3}),
         Reply(text="Again."),
     )
-    conversation_id = new_conversation(chat)["id"]
+    conversation_id = create_conversation(chat)["id"]
     first = done(send(chat, conversation_id, "Here is a long document."))
     assert first["budget"]["projected"] < 50_000
     assert first["budget"]["used"] == 50_000
@@ -471,14 +439,14 @@ def test_measured_prompt_tokens_drive_the_next_projection(chat, llm):
 def test_budget_never_exceeds_the_served_window(searxng, tmp_path, served):
     with FakeLLM(models=["fake-model", "fake-small"], **served) as llm:
         with own_service(llm, tmp_path, searxng.url) as chat:
-            conversation_id = new_conversation(chat)["id"]
+            conversation_id = create_conversation(chat)["id"]
             budget = done(send(chat, conversation_id, "hello"))["budget"]
             assert budget["limit"] == 2048
             assert budget["window"] == 2048
             # The reply's reserve shrinks with the window instead of filling it.
             assert llm.requests[-1].body["max_tokens"] == 512
 
-            smaller = new_conversation(chat, settings={"context_budget": 1500})["id"]
+            smaller = create_conversation(chat, settings={"context_budget": 1500})["id"]
             budget = done(send(chat, smaller, "hello"))["budget"]
             assert budget["limit"] == 1500 and budget["window"] == 2048
 
@@ -492,7 +460,7 @@ def test_budget_never_exceeds_the_served_window(searxng, tmp_path, served):
     ],
 )
 def test_tool_switches_decide_what_the_model_is_offered(chat, llm, settings, offered):
-    conversation_id = new_conversation(chat, settings=settings)["id"]
+    conversation_id = create_conversation(chat, settings=settings)["id"]
     done(send(chat, conversation_id, "What is new in Python?"))
     request = llm.requests[-1].body
     system = request["messages"][0]["content"]
@@ -522,7 +490,7 @@ def test_access_token_guards_the_api_but_not_healthz(llm, searxng, tmp_path):
         assert httpx.get(f"{chat.url}/healthz").status_code == 200
         assert httpx.get(f"{chat.url}/api/config", headers=good).status_code == 200
 
-        conversation_id = new_conversation(chat, headers=good)["id"]
+        conversation_id = create_conversation(chat, headers=good)["id"]
         llm.script(Reply(text="Authorised answer."))
         path = f"/api/conversations/{conversation_id}/chat"
         events = stream(chat, path, {"message": "hi"}, headers=good)

@@ -3,14 +3,20 @@ the fake Brave API, the loopback page server, and a scripted fake model server."
 
 from __future__ import annotations
 
-import json
 import time
-from collections.abc import Callable
 from typing import Any
 
 import httpx
 import pytest
 
+from tests.chat_client import (
+    Events,
+    event_types,
+    get_conversation,
+    new_conversation,
+    send,
+    stream,
+)
 from tests.fakes.llm_server import (
     Reply,
     ToolCall,
@@ -19,46 +25,6 @@ from tests.fakes.llm_server import (
     rate_limited,
     server_error,
 )
-
-Events = list[dict[str, Any]]
-
-
-def new_conversation(chat, **settings: Any) -> str:
-    response = httpx.post(f"{chat.url}/api/conversations", json={"settings": settings})
-    assert response.status_code == 201, response.text
-    return response.json()["id"]
-
-
-def conversation(chat, conversation_id: str) -> dict[str, Any]:
-    return httpx.get(f"{chat.url}/api/conversations/{conversation_id}").json()
-
-
-def stream(
-    chat, path: str, body: dict | None = None, stop: Callable[[Events], bool] | None = None
-) -> Events:
-    """POST and read the SSE events; `stop` returning True hangs up, like the Stop button."""
-    events: Events = []
-    with httpx.Client(timeout=30) as client:
-        with client.stream("POST", f"{chat.url}{path}", json=body or {}) as response:
-            assert response.status_code == 200, response.read()
-            for line in response.iter_lines():
-                if line.startswith("data: "):
-                    events.append(json.loads(line[len("data: ") :]))
-                    if stop and stop(events):
-                        break
-    return events
-
-
-def send(chat, conversation_id: str, message: str, **body: Any) -> Events:
-    return stream(chat, f"/api/conversations/{conversation_id}/chat", {"message": message, **body})
-
-
-def types(events: Events) -> list[str]:
-    collapsed: list[str] = []
-    for event in events:
-        if not collapsed or collapsed[-1] != event["type"]:
-            collapsed.append(event["type"])
-    return collapsed
 
 
 def tool_names(request) -> list[str]:
@@ -78,7 +44,7 @@ def test_a_turn_that_searches_fetches_then_answers(chat, llm, brave, pages):
     conversation_id = new_conversation(chat)
     events = send(chat, conversation_id, "How does asyncio work?")
 
-    assert types(events) == ["search", "fetch", "delta", "done"]
+    assert event_types(events) == ["search", "fetch", "delta", "done"]
     search, fetch, done = events[0], events[1], events[-1]
     assert search["query"] == "python asyncio" and search["results"]
     assert fetch["url"] == article and fetch["chars"] > 0
@@ -97,7 +63,7 @@ def test_a_turn_that_searches_fetches_then_answers(chat, llm, brave, pages):
     assert done["status"] == "complete"
     assert done["usage"]["completion_tokens"] >= 12
     assert {s["url"] for s in done["sources"]} >= {article}
-    stored = conversation(chat, conversation_id)["messages"]
+    stored = get_conversation(chat, conversation_id)["messages"]
     assert [m["role"] for m in stored] == ["user", "assistant"]
     assert stored[1]["content"] == "Asyncio runs coroutines on an event loop [1]."
     assert [a["type"] for a in stored[1]["activity"]] == ["search", "fetch"]
@@ -153,14 +119,14 @@ def test_stop_closes_the_upstream_stream_and_keeps_the_partial_answer(chat, llm)
     message = wait_for_assistant(chat, conversation_id)
     assert message["status"] == "interrupted"
     assert message["content"].startswith(received) and len(message["content"]) < len("word " * 400)
-    assert [m["role"] for m in conversation(chat, conversation_id)["messages"]] == [
+    assert [m["role"] for m in get_conversation(chat, conversation_id)["messages"]] == [
         "user",
         "assistant",
     ]
 
     events = stream(chat, f"/api/conversations/{conversation_id}/regenerate")
     assert events[-1]["type"] == "done"
-    messages = conversation(chat, conversation_id)["messages"]
+    messages = get_conversation(chat, conversation_id)["messages"]
     assert [m["role"] for m in messages] == ["user", "assistant"]
     assert messages[1]["content"] == "A fresh answer." and messages[1]["status"] == "complete"
 
@@ -177,7 +143,7 @@ def send_until(chat, conversation_id: str, message: str, deltas: int) -> Events:
 def wait_for_assistant(chat, conversation_id: str) -> dict[str, Any]:
     deadline = time.monotonic() + 5
     while time.monotonic() < deadline:
-        messages = conversation(chat, conversation_id)["messages"]
+        messages = get_conversation(chat, conversation_id)["messages"]
         if messages and messages[-1]["role"] == "assistant":
             return messages[-1]
         time.sleep(0.05)
@@ -200,7 +166,7 @@ def test_failure_before_any_output_returns_the_message(chat, llm, reply, kind, r
     error = events[-1]
     assert error["type"] == "error" and error["kind"] == kind and error["recovery"] == recovery
     assert error["restore"] == "my carefully written question"
-    assert conversation(chat, conversation_id)["messages"] == []
+    assert get_conversation(chat, conversation_id)["messages"] == []
     if kind == "rate_limit":
         assert error["retry_after"] == 7
 
@@ -211,7 +177,7 @@ def test_broken_stream_keeps_the_partial_answer_marked(chat, llm):
     events = send(chat, conversation_id, "question")
     assert events[-1]["type"] == "error" and events[-1]["kind"] == "network"
     assert events[-1]["restore"] is None
-    messages = conversation(chat, conversation_id)["messages"]
+    messages = get_conversation(chat, conversation_id)["messages"]
     assert [m["role"] for m in messages] == ["user", "assistant"]
     assert messages[1]["status"] == "error" and messages[1]["content"]
 
@@ -221,7 +187,7 @@ def test_content_filter_after_text_still_rewinds(chat, llm):
     conversation_id = new_conversation(chat)
     events = send(chat, conversation_id, "edit me")
     assert events[-1]["kind"] == "content_filter" and events[-1]["restore"] == "edit me"
-    assert conversation(chat, conversation_id)["messages"] == []
+    assert get_conversation(chat, conversation_id)["messages"] == []
 
 
 def test_model_rejecting_tools_gets_one_retry_without_them(chat, llm):
@@ -261,7 +227,7 @@ def test_second_turn_on_the_same_conversation_is_refused_while_one_runs(chat, ll
             assert renamed.status_code == 200
             for _line in lines:
                 pass
-    stored = conversation(chat, conversation_id)
+    stored = get_conversation(chat, conversation_id)
     assert stored["title"] == "Renamed"  # the turn's own write did not undo the rename
     assert [m["content"] for m in stored["messages"] if m["role"] == "user"] == ["one"]
 
@@ -290,4 +256,4 @@ def test_bad_input_gets_a_clear_error(chat):
     assert bad_prompt.status_code == 400 and "{transcript}" in bad_prompt.json()["detail"]
     assert httpx.patch(url, json={"settings": {"context_budget": "big"}}).status_code == 400
     assert httpx.patch(url, json={"settings": {"search_locale": "polish"}}).status_code == 400
-    assert conversation(chat, conversation_id)["settings"]["context_budget"] == 102_400
+    assert get_conversation(chat, conversation_id)["settings"]["context_budget"] == 102_400

@@ -9,9 +9,10 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
+from tests.chat_client import get_conversation, send
 from tests.conftest import ChatService, chat_env
 from tests.fakes.llm_server import Reply, context_length_exceeded, server_error
-from tests.test_chat import conversation, new_conversation, send
+from tests.test_chat import new_conversation
 
 MEASURED = {"prompt_tokens": 900, "completion_tokens": 10}
 
@@ -60,7 +61,7 @@ def test_over_budget_folds_old_turns_into_summary_and_facts_into_memory(small_ch
     assert "User prefers Python over Node.js" in answer_request[0]["content"]  # memory layer
     assert all("I prefer Python" not in m["content"] for m in answer_request[1:])
 
-    stored = conversation(small_chat, conversation_id)
+    stored = get_conversation(small_chat, conversation_id)
     assert stored["summary"] == "The user likes Python for scripting."
     assert stored["summarized"] == 1
     # The conversation's log keeps everything for the reader; only the model sees less.
@@ -82,7 +83,7 @@ def test_over_budget_folds_old_turns_into_summary_and_facts_into_memory(small_ch
     assert "The user likes Python for scripting." in second_summary  # absorbs the previous one
     memory = (small_chat.settings.data_dir / "memory.md").read_text()
     assert memory.splitlines() == ["- User prefers Python over Node.js", "- Timezone is UTC+8"]
-    stored = conversation(small_chat, conversation_id)
+    stored = get_conversation(small_chat, conversation_id)
     assert stored["summary"] == "The user likes Python; asked about packaging."
     assert stored["summarized"] == 3
 
@@ -99,7 +100,7 @@ def test_failed_compression_drops_oldest_turns_says_which_and_still_answers(smal
     assert "An early question about gardening" in warning["message"]
     assert events[-1]["type"] == "done"
     assert "".join(e["text"] for e in events if e["type"] == "delta") == "Still answering."
-    stored = conversation(small_chat, conversation_id)
+    stored = get_conversation(small_chat, conversation_id)
     assert stored["summarized"] == 1 and stored["summary"] == ""
     assert all("gardening" not in m["content"] for m in llm.requests[-1].body["messages"][1:])
 
@@ -129,7 +130,7 @@ def test_context_overflow_is_compressed_and_retried_once(small_chat, llm):
     )
     events = send(small_chat, conversation_id, "second question")
     assert [e["type"] for e in events if e["type"] != "delta"] == ["compression", "done"]
-    assert conversation(small_chat, conversation_id)["summary"] == "Earlier: a first question."
+    assert get_conversation(small_chat, conversation_id)["summary"] == "Earlier: a first question."
 
     llm.script(
         context_length_exceeded(),

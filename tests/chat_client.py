@@ -1,0 +1,54 @@
+"""Talking to the chat service as the page does: JSON calls and SSE turns."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+import httpx
+
+Events = list[dict[str, Any]]
+
+
+def new_conversation(chat, **settings: Any) -> str:
+    response = httpx.post(f"{chat.url}/api/conversations", json={"settings": settings})
+    assert response.status_code == 201, response.text
+    return response.json()["id"]
+
+
+def get_conversation(chat, conversation_id: str) -> dict[str, Any]:
+    return httpx.get(f"{chat.url}/api/conversations/{conversation_id}").json()
+
+
+def stream(
+    chat,
+    path: str,
+    body: dict | None = None,
+    stop: Callable[[Events], bool] | None = None,
+    headers: dict[str, str] | None = None,
+) -> Events:
+    """POST and read the SSE events; `stop` returning True hangs up, like the Stop button."""
+    events: Events = []
+    with httpx.Client(timeout=30, headers=headers) as client:
+        with client.stream("POST", f"{chat.url}{path}", json=body or {}) as response:
+            assert response.status_code == 200, response.read()
+            for line in response.iter_lines():
+                if line.startswith("data: "):
+                    events.append(json.loads(line[len("data: ") :]))
+                    if stop and stop(events):
+                        break
+    return events
+
+
+def send(chat, conversation_id: str, message: str, **body: Any) -> Events:
+    return stream(chat, f"/api/conversations/{conversation_id}/chat", {"message": message, **body})
+
+
+def event_types(events: Events) -> list[str]:
+    """The event types in order, runs of the same type collapsed (deltas come in many)."""
+    collapsed: list[str] = []
+    for event in events:
+        if not collapsed or collapsed[-1] != event["type"]:
+            collapsed.append(event["type"])
+    return collapsed
