@@ -254,6 +254,9 @@ def main(argv: list[str] | None = None) -> int:
     if getattr(args, "page", 1) not in range(1, 11):
         print("error: --page must be between 1 and 10 (Brave serves ten pages)", file=sys.stderr)
         return 2
+    if getattr(args, "query", "x").strip() == "":
+        print("error: the query is empty", file=sys.stderr)
+        return 2
     if getattr(args, "top", 1) < 1:
         print("error: --top must be at least 1", file=sys.stderr)
         return 2

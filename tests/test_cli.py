@@ -35,3 +35,9 @@ def test_searxng_settings_renders_the_locale(tmp_path):
     assert run.returncode == 0, run.stderr
     assert "default_lang: fr-FR" in (tmp_path / "settings.yml").read_text()
     assert (tmp_path / "limiter.toml").exists()
+
+
+def test_empty_query_is_refused_before_any_search():
+    run = run_cli("search", "  ", searxng_url="http://127.0.0.1:9")
+    assert run.returncode == 2
+    assert "query is empty" in run.stderr
