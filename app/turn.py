@@ -42,7 +42,8 @@ class Services:
     windows: dict[str, int | None] = field(default_factory=dict)
 
     async def served_window(self, model: str) -> int | None:
-        if model not in self.windows:
+        """Read once per model; an unanswered read is tried again next turn."""
+        if self.windows.get(model) is None:
             self.windows[model] = await self.model.served_window(model)
         return self.windows[model]
 
