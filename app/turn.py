@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
@@ -20,6 +21,7 @@ from app.search import Searxng
 from app.storage import Storage, now
 from app.tools import ToolRunner
 
+WINDOW_RETRY_SECONDS = 300.0
 RECOVERY = {
     "auth": "fix_settings",
     "rate_limit": "retry_later",
@@ -39,13 +41,16 @@ class Services:
     storage: Storage
     model: ModelClient
     searxng: Searxng
-    windows: dict[str, int | None] = field(default_factory=dict)
+    windows: dict[str, tuple[int | None, float]] = field(default_factory=dict)
 
     async def served_window(self, model: str) -> int | None:
-        """Read once per model; an unanswered read is tried again next turn."""
-        if self.windows.get(model) is None:
-            self.windows[model] = await self.model.served_window(model)
-        return self.windows[model]
+        """Read once per model. A server that did not say (a hosted API, or one that was
+        down) is asked again after a while, not on every turn: each read costs a round trip."""
+        window, read_at = self.windows.get(model, (None, -WINDOW_RETRY_SECONDS))
+        if window is None and time.monotonic() - read_at >= WINDOW_RETRY_SECONDS:
+            window = await self.model.served_window(model)
+            self.windows[model] = (window, time.monotonic())
+        return window
 
 
 async def run_turn(services: Services, conversation_id: str, model: str) -> AsyncIterator[dict]:
