@@ -31,6 +31,11 @@ CONTEXT_OVERFLOW = re.compile(
     re.I,
 )
 CONTENT_FILTER = re.compile(r"content.?(filter|policy|management)|safety|moderation", re.I)
+# llama.cpp accepts tool declarations for any model, then fails with a 500 (or an error
+# chunk in the stream) when the model's output does not parse as its tool-call format.
+TOOL_OUTPUT_UNPARSED = re.compile(
+    r"does not match the expected .*format|failed to parse tool", re.I
+)
 TOOLS_UNSUPPORTED = re.compile(
     r"does not support tools|tools? (are|is) not supported|tool.?choice.*not supported|"
     r"unsupported.*tools|tools.*unsupported|function calling is not",
@@ -75,6 +80,8 @@ def classify(status: int, body: Any, headers: httpx.Headers | dict[str, str]) ->
         return LLMError("content_filter", f"the model server refused the content: {text}")
     if status in (400, 404, 422) and TOOLS_UNSUPPORTED.search(text):
         return LLMError("tools_unsupported", f"the model does not accept tools: {text}")
+    if TOOL_OUTPUT_UNPARSED.search(text):
+        return LLMError("tools_unsupported", f"the model cannot call tools here: {text}")
     return LLMError("upstream", f"the model server answered {status}: {text}")
 
 

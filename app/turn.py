@@ -155,9 +155,15 @@ async def run_turn(services: Services, conversation_id: str, model: str) -> Asyn
 
 
 def measured_base(conversation: dict[str, Any]) -> int:
-    """The last measured prompt, or an estimate of the history when nothing was measured."""
-    measured = conversation.get("usage", {}).get("last_prompt_tokens")
-    return measured if measured else context.message_tokens(unsummarised(conversation)[:-1])
+    """The history before the new message: the last measured prompt plus an estimate of
+    what came after it (an answer the server never measured, e.g. one cut by Stop), or an
+    estimate of it all when nothing was measured yet."""
+    usage = conversation.get("usage", {})
+    history = conversation["messages"][:-1]
+    if not usage.get("last_prompt_tokens"):
+        return context.message_tokens(unsummarised(conversation)[:-1])
+    since = history[usage.get("measured_messages", len(history)) :]
+    return usage["last_prompt_tokens"] + context.message_tokens(since)
 
 
 def unsummarised(conversation: dict[str, Any]) -> list[dict[str, Any]]:
@@ -374,28 +380,29 @@ class TurnRecord:
         totals["turns_unreported"] += 0 if self.usages else 1
         totals["searches"] += sum(1 for a in self.activity if a.get("type") == "search")
         totals["fetches"] += sum(1 for a in self.activity if a.get("type") == "fetch")
+        if self.produced and not self.rewound:  # no empty assistant turn is ever stored
+            conversation["messages"].append(self.assistant_message())
         if self.first_prompt_tokens is not None:
-            conversation.setdefault("usage", {})["last_prompt_tokens"] = (
-                self.first_prompt_tokens + context.estimate_tokens(self.text)
-            )
-        if self.rewound or not self.produced:
-            return  # no empty assistant turn is ever stored
-        conversation["messages"].append(
-            {
-                "role": "assistant",
-                "content": self.text,
-                "status": self.status,
-                "model": self.model,
-                "reasoning": self.reasoning,
-                "activity": self.activity,
-                "sources": self.sources,
-                "warnings": self.warnings,
-                "usage": self.turn_usage(),
-                "error": self.error,
-                "truncated": self.truncated,
-                "created": now(),
+            conversation["usage"] = {
+                "last_prompt_tokens": self.first_prompt_tokens + context.estimate_tokens(self.text),
+                "measured_messages": len(conversation["messages"]),
             }
-        )
+
+    def assistant_message(self) -> dict[str, Any]:
+        return {
+            "role": "assistant",
+            "content": self.text,
+            "status": self.status,
+            "model": self.model,
+            "reasoning": self.reasoning,
+            "activity": self.activity,
+            "sources": self.sources,
+            "warnings": self.warnings,
+            "usage": self.turn_usage(),
+            "error": self.error,
+            "truncated": self.truncated,
+            "created": now(),
+        }
 
     def done_event(self) -> dict[str, Any]:
         return {

@@ -497,3 +497,28 @@ def test_access_token_guards_the_api_but_not_healthz(llm, searxng, tmp_path):
         assert done(events)["status"] == "complete"
         unauthorised = httpx.post(f"{chat.url}{path}", json={"message": "hi"})
         assert unauthorised.status_code == 401
+
+
+def test_an_answer_cut_by_stop_still_counts_in_the_next_projection(chat, llm):
+    """A Stop leaves no usage (servers send it at the end); the cut answer is estimated."""
+    conversation_id = create_conversation(chat)["id"]
+    llm.script(Reply(text="short", usage={"prompt_tokens": 1000, "completion_tokens": 1}))
+    done(send(chat, conversation_id, "first"))
+    llm.script(Reply(text="long words " * 600, split=30, chunk_delay=0.01))
+    stream(
+        chat,
+        f"/api/conversations/{conversation_id}/chat",
+        {"message": "second"},
+        stop=lambda events: sum(e["type"] == "delta" for e in events) >= 100,
+    )
+    deadline = time.monotonic() + 5
+    while get_conversation(chat, conversation_id)["messages"][-1]["role"] != "assistant":
+        assert time.monotonic() < deadline, "the interrupted answer was never stored"
+        time.sleep(0.05)
+    cut = get_conversation(chat, conversation_id)["messages"][-1]["content"]
+    assert len(cut) >= 3000
+
+    llm.script(Reply(text="third answer"))
+    projected = done(send(chat, conversation_id, "third"))["budget"]["projected"]
+    # measured 1000 + the unmeasured "second" exchange (3,000+ characters, ~1,000 tokens).
+    assert projected >= 1000 + len(cut) // 3

@@ -200,6 +200,27 @@ def test_model_rejecting_tools_gets_one_retry_without_them(chat, llm):
     assert "tools" in llm.requests[0].body and "tools" not in llm.requests[1].body
 
 
+def test_llama_cpp_tool_parse_failure_retries_without_tools(chat, llm):
+    # llama-server accepts tools for any model, then fails when the output does not parse
+    # as a tool call (seen with a real llama-server and a base model).
+    unparsed = Reply(
+        status=500,
+        error={
+            "error": {
+                "code": 500,
+                "message": "The model produced output that does not match the expected "
+                "peg-native format",
+                "type": "server_error",
+            }
+        },
+    )
+    llm.script(unparsed, Reply(text="Answer without tools."))
+    events = send(chat, new_conversation(chat), "question")
+    assert any(e["type"] == "warning" and "without them" in e["message"] for e in events)
+    assert events[-1]["type"] == "done"
+    assert "tools" not in llm.requests[1].body
+
+
 def test_failed_search_goes_to_the_model_as_text_and_to_the_user(chat, llm, brave):
     brave.fail_next(422, "VALIDATION")
     llm.script(Reply(tool_calls=[ToolCall("web_search", {"query": "x"})]), Reply(text="Sorry."))

@@ -214,3 +214,15 @@ def test_today_line_is_day_granular():
     line = context.today_line(date(2026, 11, 29))
     assert line.startswith("Today is 2026-11-29 (Sunday).")
     assert "year" in line
+
+
+def test_llama_cpp_unparsed_tool_output_means_tools_unsupported():
+    body = {
+        "error": {
+            "code": 500,
+            "message": "The model produced output that does not match the expected "
+            "peg-native format",
+            "type": "server_error",
+        }
+    }
+    assert classify(500, body, {}).kind == "tools_unsupported"
