@@ -124,6 +124,8 @@ def is_loopback(host: str) -> bool:
 
 
 def cmd_serve(args: argparse.Namespace, settings: config.Settings) -> int:
+    # Imported here: the web stack is only needed by serve, and every other command
+    # starts faster without it.
     import uvicorn
 
     from app.server import create_app

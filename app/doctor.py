@@ -74,12 +74,12 @@ async def model_checks(settings: config.Settings) -> list[Check]:
     client = ModelClient(settings.llm_base_url, settings.llm_api_key, timeout=60)
     try:
         listed = await client.models()
-        reachable = bool(listed) or await responds(settings.llm_base_url)
+        reachable = listed is not None
         checks = [
             Check(
                 "model server reachable",
                 reachable,
-                f"{settings.llm_base_url}: {len(listed)} models listed",
+                f"{settings.llm_base_url}: {len(listed or [])} models listed",
                 "start the model server or fix LLM_BASE_URL (it ends with /v1)",
             )
         ]
@@ -101,15 +101,6 @@ async def model_checks(settings: config.Settings) -> list[Check]:
         return checks
     finally:
         await client.aclose()
-
-
-async def responds(base_url: str) -> bool:
-    try:
-        async with httpx.AsyncClient(timeout=5) as http:
-            await http.get(f"{base_url}/models")
-        return True
-    except httpx.HTTPError:
-        return False
 
 
 async def tool_check(client: ModelClient, model: str) -> Check:

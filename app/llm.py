@@ -221,12 +221,15 @@ class ModelClient:
         message = (data.get("choices") or [{}])[0].get("message") or {}
         return message.get("content") or "", data.get("usage")
 
-    async def models(self) -> list[str]:
-        """Model ids the server lists (empty when it lists none or cannot be reached)."""
+    async def models(self) -> list[str] | None:
+        """Model ids the server lists: empty when it lists none, None when unreachable."""
         try:
             response = await self.http.get(f"{self.base_url}/models", timeout=5)
+        except httpx.HTTPError:
+            return None
+        try:
             return [m["id"] for m in response.json().get("data", []) if m.get("id")]
-        except (httpx.HTTPError, ValueError, KeyError, TypeError, AttributeError):
+        except (ValueError, KeyError, TypeError, AttributeError):
             return []
 
     async def served_window(self, model: str) -> int | None:

@@ -48,7 +48,9 @@ def bad_request(message: str, status: int = 400) -> HTTPException:
     return HTTPException(status_code=status, detail=message)
 
 
-async def json_body(request: Request) -> dict[str, Any]:
+async def json_body(request: Request, *, optional: bool = False) -> dict[str, Any]:
+    if optional and not await request.body():
+        return {}
     try:
         body = await request.json()
     except (ValueError, UnicodeDecodeError):
@@ -106,7 +108,7 @@ def create_app(settings: config.Settings, searxng_url: str) -> FastAPI:
 
     @app.get("/api/config")
     async def api_config(request: Request) -> dict[str, Any]:
-        listed = await services(request).model.models()
+        listed = await services(request).model.models() or []
         return {
             "models": {
                 "configured": list(settings.models),
@@ -149,7 +151,7 @@ def create_app(settings: config.Settings, searxng_url: str) -> FastAPI:
 
     @app.post("/api/conversations", status_code=201)
     async def create_conversation(request: Request) -> dict[str, Any]:
-        body = await json_body(request) if await request.body() else {}
+        body = await json_body(request, optional=True)
         title = body.get("title", "New conversation")
         if not isinstance(title, str) or not title.strip():
             raise bad_request("title must be a non-empty string")
@@ -241,7 +243,7 @@ def create_app(settings: config.Settings, searxng_url: str) -> FastAPI:
     @app.post("/api/conversations/{conversation_id}/regenerate")
     async def regenerate(conversation_id: str, request: Request) -> Response:
         conversation = storage.load(conversation_id)
-        body = await json_body(request) if await request.body() else {}
+        body = await json_body(request, optional=True)
         if not any(m["role"] == "user" for m in conversation["messages"]):
             raise bad_request("nothing to regenerate: the conversation has no message", 409)
         model = chosen_model(body, conversation)

@@ -303,6 +303,8 @@ class TurnRecord:
     breakdown: dict[str, int] = field(default_factory=dict)
     budget: dict[str, Any] = field(default_factory=dict)
     persisted: bool = False
+    totals: dict[str, Any] = field(default_factory=dict)
+    """The conversation's totals as persist wrote them, for the done event."""
     text_mark: int = 0
 
     @property
@@ -374,7 +376,7 @@ class TurnRecord:
             conversation["summarized"] = self.summarized
         elif self.dropped:
             conversation["summarized"] = self.dropped[1]
-        totals = conversation.setdefault("totals", empty_totals())
+        totals = self.totals = conversation.setdefault("totals", empty_totals())
         for usage in self.usages + ([self.compression_usage] if self.compression_usage else []):
             add_to_totals(totals, usage)
         totals["turns_unreported"] += 0 if self.usages else 1
@@ -410,7 +412,7 @@ class TurnRecord:
             "status": self.status,
             "usage": self.turn_usage(),
             "sources": self.sources,
-            "totals": self.services.storage.load(self.conversation_id).get("totals"),
+            "totals": self.totals,
             "budget": {**self.budget, "used": self.first_prompt_tokens, "parts": self.breakdown},
             "truncated": self.truncated,
             "at": datetime.now(UTC).isoformat(timespec="seconds"),
