@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: run test test-compose bench
+.PHONY: run test test-compose bench screenshots
 
 $(BIN)/python: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -30,3 +30,7 @@ bench: $(BIN)/python
 	$(BIN)/python bench/snippet_text.py
 	$(BIN)/python bench/chat_latency.py
 	$(BIN)/python bench/extraction.py
+
+# The README's pictures: a finished search + fetch answer, light and dark, into docs/.
+screenshots: $(BIN)/python
+	SCREENSHOT_DIR=docs $(BIN)/python -m pytest -q tests/test_screenshots.py

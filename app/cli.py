@@ -57,12 +57,12 @@ def cmd_search(args: argparse.Namespace, settings: config.Settings) -> int:
 
 
 def default_locales(settings: config.Settings) -> str:
-    locale = settings.search_locale
-    if locale in ("all", "auto"):
+    locales = language.default_locales(settings.search_locale)
+    if not locales:
         raise config.ConfigError(
             "give --locales (e.g. all,pl,pl-PL): SEARCH_LOCALE is not set to a language"
         )
-    return ",".join(dict.fromkeys(["all", language.language_of(locale), locale]))
+    return ",".join(locales)
 
 
 def cmd_measure_locale(args: argparse.Namespace, settings: config.Settings) -> int:
@@ -188,9 +188,10 @@ def cmd_doctor(args: argparse.Namespace, settings: config.Settings) -> int:
 
     with searxng_url(settings) as url:
         checks = asyncio.run(run(url))
+    labels = {"ok": "ok  ", "warning": "warn", "fail": "FAIL"}
     for check in checks:
-        print(f"{'ok  ' if check.ok else 'FAIL'}  {check.name}: {check.detail}")
-        if not check.ok and check.fix:
+        print(f"{labels[check.state]}  {check.name}: {check.detail}")
+        if check.state != "ok" and check.fix:
             print(f"      fix: {check.fix}")
     return 0 if all(check.ok for check in checks) else EXIT_ERROR
 

@@ -1,109 +1,333 @@
-"""`python -m app doctor`: each part of the stack checked, with what to fix."""
+"""Each part of the stack checked, with what to fix: `python -m app doctor` and the page's
+Status panel (app/status.py).
+
+The checks are split by what they cost. The free ones (SearXNG reachable, our engine
+loaded, JSON on; the model server's list and served window) send no search and generate
+nothing. The tool-calling check makes the model answer a tiny request. The Brave key check
+runs one real search, which spends one query of the user's Brave plan: the page runs it
+only when asked; the command line runs everything.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import asyncio
+from collections.abc import Awaitable, Callable
+from dataclasses import asdict, dataclass
+from typing import Any, Literal
 
 import httpx
 
 from app import config
-from app.llm import LLMError, ModelClient
+from app.llm import LLMError, ModelClient, safe_json
 from app.search import SearchError, Searxng
 from app.tools import SEARCH_DECLARATION
+
+State = Literal["ok", "warning", "fail"]
+Part = Literal["searxng", "engine", "model"]
+
+QUICK_TIMEOUT = 5.0
+"""Seconds for each free check's request (a healthy local service answers in milliseconds)."""
+SEARCH_TIMEOUT = 15.0
+"""Seconds for the Brave key's search: SearXNG waits for the engine, which waits for Brave."""
+TOOL_TIMEOUT = 20.0
+"""Seconds for the tool-calling request: a local server may first load the model."""
+SMALL_WINDOW = 8192
+"""A served window below this many tokens gets a warning: conversations compress early."""
+
+SEARXNG_FIX = "start it (python -m app searxng, docker compose up) or fix SEARXNG_URL"
+NOT_SEARXNG_FIX = "SEARXNG_URL must be the address of SearXNG itself (its /config answers JSON)"
+KEY_FIX = "set BRAVE_API_KEY (for SearXNG) to a valid Brave Search API key"
+MODEL_URL_FIX = "start the model server or fix LLM_BASE_URL (it ends with /v1)"
+WINDOW_FIX = (
+    "raise it (Ollama: num_ctx / OLLAMA_CONTEXT_LENGTH; llama-server: --ctx-size), then check again"
+)
 
 
 @dataclass
 class Check:
+    """One check's outcome. `ok` (not failed) is what the command line prints and exits on."""
+
+    id: str
+    part: Part
     name: str
-    ok: bool
+    state: State
     detail: str
     fix: str = ""
 
+    @property
+    def ok(self) -> bool:
+        return self.state != "fail"
 
-async def searxng_checks(url: str) -> list[Check]:
-    checks = []
-    async with httpx.AsyncClient(timeout=10) as http:
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def passed(ok: bool) -> State:
+    return "ok" if ok else "fail"
+
+
+def describe(exc: Exception) -> str:
+    """'ConnectError: All connection attempts failed', or the class alone when it says nothing."""
+    return f"{exc.__class__.__name__}: {exc}" if str(exc) else exc.__class__.__name__
+
+
+def first_failure(checks: list[Check]) -> Check | None:
+    return next((check for check in checks if check.state == "fail"), None)
+
+
+# -- SearXNG and our engine --------------------------------------------------------------------
+
+
+async def searxng_free_checks(url: str, *, timeout: float = QUICK_TIMEOUT) -> list[Check]:
+    """SearXNG reachable, our engine loaded and enabled, JSON on: no search is run.
+
+    JSON is checked with a ``format=json`` request without a query, which SearXNG answers
+    before any engine runs: 400 with a JSON error ("No query") when JSON is on, 403 when
+    json is missing from search.formats (searx/webapp.py, ``search()``).
+    """
+    url = url.rstrip("/")
+    async with httpx.AsyncClient(timeout=timeout) as http:
         try:
             health = await http.get(f"{url}/healthz")
-            checks.append(Check("SearXNG reachable", health.status_code == 200, url))
         except httpx.HTTPError as exc:
             return [
                 Check(
+                    "searxng_reachable",
+                    "searxng",
                     "SearXNG reachable",
-                    False,
-                    f"{url}: {exc.__class__.__name__}",
-                    "start it (python -m app searxng, docker compose up) or fix SEARXNG_URL",
+                    "fail",
+                    f"{url}: no connection ({describe(exc)})",
+                    SEARXNG_FIX,
                 )
             ]
-        engines = {e["name"] for e in (await http.get(f"{url}/config")).json().get("engines", [])}
-        checks.append(
-            Check(
-                f"engine {config.ENGINE_NAME} loaded",
-                config.ENGINE_NAME in engines,
-                ", ".join(sorted(engines)) or "no engine",
-                "mount searxng-engines/brave_api.py in searx/engines/ and read SearXNG's log",
-            )
-        )
-    if config.ENGINE_NAME not in engines:
-        return checks
-    # One query answers both: is JSON on, and does Brave accept the key (each query is
-    # one request of the user's Brave plan).
-    async with Searxng(url) as client:
-        try:
-            response = await client.search("weather", engines=config.ENGINE_NAME)
-        except SearchError as exc:
-            checks.append(
-                Check("SearXNG JSON API on", False, str(exc), "add json to search.formats")
-            )
-            return checks
-    checks.append(Check("SearXNG JSON API on", True, "search answered in JSON"))
-    failed = "; ".join(response.engine_errors)
-    checks.append(
-        Check(
-            "Brave API key accepted",
-            not failed,
-            failed or f"{len(response.results)} results",
-            "set BRAVE_API_KEY (for SearXNG) to a valid Brave Search API key",
-        )
-    )
-    return checks
-
-
-async def model_checks(settings: config.Settings) -> list[Check]:
-    model = settings.default_model
-    client = ModelClient(settings.llm_base_url, settings.llm_api_key, timeout=60)
-    try:
-        listed = await client.models()
-        reachable = listed is not None
+        reachable = health.status_code == 200
         checks = [
             Check(
-                "model server reachable",
-                reachable,
-                f"{settings.llm_base_url}: {len(listed or [])} models listed",
-                "start the model server or fix LLM_BASE_URL (it ends with /v1)",
+                "searxng_reachable",
+                "searxng",
+                "SearXNG reachable",
+                passed(reachable),
+                url if reachable else f"{url}/healthz answered HTTP {health.status_code}",
+                "" if reachable else NOT_SEARXNG_FIX,
             )
         ]
         if not reachable:
             return checks
-        if not model:
-            return [*checks, Check("model chosen", False, "none", "set DEFAULT_MODEL or MODELS")]
-        checks.append(await tool_check(client, model))
-        window = await client.served_window(model)
-        checks.append(
-            Check(
-                "served context window",
-                True,
-                f"{window} tokens; the budget stays below it"
-                if window
-                else "not reported by this server; the budget is CONTEXT_BUDGET_TOKENS",
-            )
+        checks.extend(await asyncio.gather(engine_check(http, url), json_check(http, url)))
+    return checks
+
+
+async def engine_check(http: httpx.AsyncClient, url: str) -> Check:
+    name = f"engine {config.ENGINE_NAME} loaded"
+    try:
+        response = await http.get(f"{url}/config")
+        engines = {e["name"]: e for e in response.json().get("engines", [])}
+    except httpx.HTTPError as exc:
+        return Check(
+            "engine_loaded",
+            "engine",
+            name,
+            "fail",
+            f"/config: {exc.__class__.__name__}",
+            SEARXNG_FIX,
         )
-        return checks
-    finally:
-        await client.aclose()
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return Check(
+            "engine_loaded",
+            "engine",
+            name,
+            "fail",
+            f"{url}/config did not answer SearXNG's JSON (HTTP {response.status_code})",
+            NOT_SEARXNG_FIX,
+        )
+    ours = engines.get(config.ENGINE_NAME)
+    listed = ", ".join(sorted(engines)) or "no engine"
+    if ours is None:
+        return Check(
+            "engine_loaded",
+            "engine",
+            name,
+            "fail",
+            f"SearXNG has: {listed}",
+            "mount searxng-engines/brave_api.py in searx/engines/ and read SearXNG's log",
+        )
+    if ours.get("enabled") is False:
+        return Check(
+            "engine_loaded",
+            "engine",
+            name,
+            "fail",
+            f"{config.ENGINE_NAME} is loaded but disabled",
+            f"set disabled: false for {config.ENGINE_NAME} in SearXNG's settings.yml",
+        )
+    return Check("engine_loaded", "engine", name, "ok", f"enabled; SearXNG's engines: {listed}")
 
 
-async def tool_check(client: ModelClient, model: str) -> Check:
+async def json_check(http: httpx.AsyncClient, url: str) -> Check:
+    name = "SearXNG JSON API on"
+    try:
+        response = await http.get(f"{url}/search", params={"format": "json"})
+    except httpx.HTTPError as exc:
+        return Check("searxng_json", "searxng", name, "fail", exc.__class__.__name__, SEARXNG_FIX)
+    body = safe_json(response)
+    if response.status_code in (200, 400) and isinstance(body, dict):
+        return Check("searxng_json", "searxng", name, "ok", "SearXNG answers format=json")
+    if response.status_code == 403:
+        return Check(
+            "searxng_json",
+            "searxng",
+            name,
+            "fail",
+            "SearXNG refused format=json (403)",
+            "add json to search.formats in SearXNG's settings.yml",
+        )
+    if response.status_code == 429:
+        return Check(
+            "searxng_json",
+            "searxng",
+            name,
+            "fail",
+            "SearXNG rate-limited this service (429): its limiter is on",
+            "set server.limiter: false in SearXNG's settings.yml (an internal instance)",
+        )
+    return Check(
+        "searxng_json",
+        "searxng",
+        name,
+        "fail",
+        f"format=json answered HTTP {response.status_code}, not JSON",
+        NOT_SEARXNG_FIX,
+    )
+
+
+async def brave_key_check(url: str, free: list[Check] | None = None) -> Check:
+    """One real search through our engine: spends one query of the user's Brave plan.
+
+    `free` are this SearXNG's free checks when already run; a failed one means no search."""
+    name = "Brave API key accepted"
+    free = free if free is not None else await searxng_free_checks(url)
+    failed = first_failure(free)
+    if failed is not None:
+        return Check(
+            "brave_key",
+            "engine",
+            name,
+            "fail",
+            f"not checked: {failed.name} failed ({failed.detail})",
+            failed.fix,
+        )
+    async with Searxng(url, timeout=SEARCH_TIMEOUT) as client:
+        try:
+            response = await client.search("weather", engines=config.ENGINE_NAME)
+        except SearchError as exc:
+            fix = "check again; if it fails again, read SearXNG's log"
+            return Check("brave_key", "engine", name, "fail", str(exc), fix)
+    errors = "; ".join(response.engine_errors)
+    if errors:
+        return Check("brave_key", "engine", name, "fail", errors, KEY_FIX)
+    return Check(
+        "brave_key", "engine", name, "ok", f"a search answered {len(response.results)} results"
+    )
+
+
+async def searxng_checks(url: str) -> list[Check]:
+    """Every SearXNG check, the Brave key's search included (the command line's)."""
+    free = await searxng_free_checks(url)
+    if first_failure(free) is not None:
+        return free
+    return [*free, await brave_key_check(url, free)]
+
+
+# -- the model server --------------------------------------------------------------------------
+
+
+async def model_reachable_check(client: ModelClient) -> tuple[Check, list[str] | None]:
+    """GET /models, with each way it fails told apart; the listed ids when it answered."""
+    name = "model server reachable"
+    base = client.base_url
+
+    def fail(detail: str, fix: str) -> tuple[Check, None]:
+        return Check("model_reachable", "model", name, "fail", detail, fix), None
+
+    try:
+        response = await client.http.get(f"{base}/models", timeout=QUICK_TIMEOUT)
+    except httpx.TimeoutException:
+        return fail(f"{base}: no answer within {QUICK_TIMEOUT:g} s", MODEL_URL_FIX)
+    except httpx.HTTPError as exc:
+        return fail(f"{base}: no connection ({describe(exc)})", MODEL_URL_FIX)
+    if response.status_code in (401, 403):
+        return fail(
+            f"{base} refused the API key (HTTP {response.status_code})",
+            "set LLM_API_KEY to a key this model server accepts",
+        )
+    if response.status_code == 404:
+        return fail(f"{base}/models: not found (404)", MODEL_URL_FIX)
+    body = safe_json(response)
+    data = body.get("data") if isinstance(body, dict) else None
+    if response.status_code != 200 or not isinstance(data, list):
+        return fail(
+            f"{base}/models answered HTTP {response.status_code}, not an OpenAI-style model list",
+            MODEL_URL_FIX,
+        )
+    listed = [m["id"] for m in data if isinstance(m, dict) and m.get("id")]
+    check = Check(
+        "model_reachable",
+        "model",
+        name,
+        "ok",
+        f"{base}: {len(listed)} model{'' if len(listed) == 1 else 's'} listed",
+    )
+    return check, listed
+
+
+def model_chosen_check(settings: config.Settings, listed: list[str]) -> Check:
+    model = settings.default_model
+    if not model:
+        fix = "set DEFAULT_MODEL or MODELS"
+        return Check("model_chosen", "model", "model chosen", "fail", "none", fix)
+    known = {m.removesuffix(":latest") for m in listed}
+    where = (
+        "listed by the server"
+        if model.removesuffix(":latest") in known
+        else "not in the server's list (llama-server answers under any name; others refuse it)"
+    )
+    return Check("model_chosen", "model", "model chosen", "ok", f"{model}: {where}")
+
+
+def window_check(window: int | None, settings: config.Settings) -> Check:
+    name = "served context window"
+    if window is None:
+        detail = (
+            "not reported by this server; the budget is CONTEXT_BUDGET_TOKENS "
+            f"({settings.context_budget_tokens})"
+        )
+        return Check("model_window", "model", name, "ok", detail)
+    if window < SMALL_WINDOW:
+        detail = f"the server serves only {window} tokens: long conversations get compressed early"
+        return Check("model_window", "model", name, "warning", detail, WINDOW_FIX)
+    return Check("model_window", "model", name, "ok", f"{window} tokens; the budget stays below it")
+
+
+async def model_quick_checks(
+    client: ModelClient,
+    settings: config.Settings,
+    read_window: Callable[[str], Awaitable[int | None]] | None = None,
+) -> list[Check]:
+    """Reachable, model chosen, served window (read by `read_window`, by default the
+    client's served_window): nothing is generated."""
+    reachable, listed = await model_reachable_check(client)
+    if listed is None:
+        return [reachable]
+    chosen = model_chosen_check(settings, listed)
+    if not chosen.ok:
+        return [reachable, chosen]
+    window = await (read_window or client.served_window)(settings.default_model)
+    return [reachable, chosen, window_check(window, settings)]
+
+
+async def tool_check(client: ModelClient, model: str, *, timeout: float = TOOL_TIMEOUT) -> Check:
+    """A tiny request with our search tool declared: the model answers 'OK' (8 tokens at most)."""
+    name = f"tool calling accepted by {model}"
     payload = {
         "model": model,
         "messages": [{"role": "user", "content": "Say OK."}],
@@ -111,12 +335,37 @@ async def tool_check(client: ModelClient, model: str) -> Check:
         "tools": [SEARCH_DECLARATION],
     }
     try:
-        await client.complete(payload)
-    except LLMError as error:
-        fix = (
-            "pick a model with tool calling (the chat then answers without web tools)"
-            if error.kind == "tools_unsupported"
-            else "see the message"
+        async with asyncio.timeout(timeout):
+            await client.complete(payload)
+    except TimeoutError:
+        return Check(
+            "model_tools",
+            "model",
+            name,
+            "warning",
+            f"no answer within {timeout:g} s (the server may still be loading the model)",
+            "wait a minute, then check again",
         )
-        return Check(f"tool calling accepted by {model}", False, error.message, fix)
-    return Check(f"tool calling accepted by {model}", True, "a request with tools was answered")
+    except LLMError as error:
+        fix = {
+            "tools_unsupported": "pick a model with tool calling (the chat then answers "
+            "without web tools)",
+            "auth": "set LLM_API_KEY to a key this model server accepts",
+            "network": MODEL_URL_FIX,
+        }.get(error.kind, "see the message")
+        return Check("model_tools", "model", name, "fail", error.message, fix)
+    return Check("model_tools", "model", name, "ok", "a request with tools was answered")
+
+
+async def model_checks(settings: config.Settings) -> list[Check]:
+    """Every model check, tool calling included (the command line's).
+
+    An ok 'model chosen' is left out: the tool-calling line names the model."""
+    client = ModelClient(settings.llm_base_url, settings.llm_api_key, timeout=60)
+    try:
+        checks = await model_quick_checks(client, settings)
+        if first_failure(checks) is None:
+            checks.append(await tool_check(client, settings.default_model, timeout=60))
+        return [c for c in checks if not (c.id == "model_chosen" and c.state == "ok")]
+    finally:
+        await client.aclose()

@@ -16,9 +16,24 @@ def detect(text: str) -> str:
     return language
 
 
+def detect_results(results: list[Result]) -> list[str]:
+    """The language of each result, on its title and content. CPU work: a server calls it
+    in a worker thread."""
+    return [detect(f"{r.title}\n{r.content}") for r in results]
+
+
 def language_of(locale: str) -> str:
     """The language part of a locale: ``pl-PL`` -> ``pl``."""
     return locale.partition("-")[0].lower()
+
+
+def default_locales(locale: str) -> list[str]:
+    """What measure-locale compares by default: ``pl-PL`` -> ``all, pl, pl-PL``.
+
+    Empty when the locale names no language (``all``, ``auto``)."""
+    if locale in ("all", "auto"):
+        return []
+    return list(dict.fromkeys(["all", language_of(locale), locale]))
 
 
 @dataclass
@@ -61,8 +76,11 @@ async def measure(
 
     async def row(locale: str) -> LocaleRow:
         results = await top_results(searxng, query, locale, top, engines)
-        detected = [{"url": r.url, "language": detect(f"{r.title}\n{r.content}")} for r in results]
-        hits = sum(1 for d in detected if d["language"] == target)
+        languages = await asyncio.to_thread(detect_results, results)
+        detected = [
+            {"url": r.url, "language": lang} for r, lang in zip(results, languages, strict=True)
+        ]
+        hits = sum(1 for lang in languages if lang == target)
         return LocaleRow(locale=locale, in_target=hits, total=len(results), results=detected)
 
     return list(await asyncio.gather(*(row(locale) for locale in locales)))

@@ -6,14 +6,16 @@ import json
 import secrets
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 from fastapi import FastAPI, HTTPException, Request
-from fastapi.responses import HTMLResponse, JSONResponse, Response
+from fastapi.responses import FileResponse, JSONResponse, Response
+from fastapi.staticfiles import StaticFiles
 from sse_starlette.sse import EventSourceResponse
 from starlette.background import BackgroundTask
 
-from app import config
+from app import config, export, lab, status
 from app.context import DEFAULT_COMPRESS_PROMPT
 from app.llm import ModelClient
 from app.search import Searxng
@@ -23,9 +25,27 @@ from app.turn import Services, rewind, run_turn
 
 MAX_MESSAGE_CHARS = 200_000
 MAX_MEMORY_CHARS = 200_000
-PLACEHOLDER = """<!doctype html><meta charset="utf-8"><title>private search</title>
-<p>The chat page is not built yet; the API under /api works.</p>
-"""
+STATIC_DIR = Path(__file__).resolve().parent / "static"
+# The page runs model output through a DOM renderer, never innerHTML; this policy is the
+# second wall: no inline script or style, nothing loaded or sent beyond this origin.
+CONTENT_SECURITY_POLICY = "; ".join(
+    [
+        "default-src 'none'",
+        "script-src 'self'",
+        "style-src 'self'",
+        "img-src 'self' data:",
+        "connect-src 'self'",
+        "base-uri 'none'",
+        "form-action 'self'",
+        "frame-ancestors 'none'",
+    ]
+)
+PAGE_HEADERS = {
+    "Content-Security-Policy": CONTENT_SECURITY_POLICY,
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+    "Cache-Control": "no-cache",
+}
 
 
 def conversation_defaults(settings: config.Settings) -> dict[str, Any]:
@@ -102,9 +122,20 @@ def create_app(settings: config.Settings, searxng_url: str) -> FastAPI:
     def healthz() -> dict[str, str]:
         return {"status": "ok"}
 
-    @app.get("/", response_class=HTMLResponse)
-    def page() -> str:
-        return PLACEHOLDER
+    @app.get("/", include_in_schema=False)
+    async def page() -> FileResponse:
+        return FileResponse(STATIC_DIR / "index.html", headers=PAGE_HEADERS)
+
+    @app.middleware("http")
+    async def static_headers(request: Request, call_next: Any) -> Response:
+        response = await call_next(request)
+        if request.url.path.startswith("/static/"):
+            response.headers.update(PAGE_HEADERS)
+        return response
+
+    app.include_router(lab.router)
+    app.include_router(status.router)
+    app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
 
     @app.get("/api/config")
     async def api_config(request: Request) -> dict[str, Any]:
@@ -170,6 +201,16 @@ def create_app(settings: config.Settings, searxng_url: str) -> FastAPI:
     def get_conversation(conversation_id: str) -> dict[str, Any]:
         return storage.load(conversation_id)
 
+    @app.get("/api/conversations/{conversation_id}/export")
+    def export_conversation(conversation_id: str) -> Response:
+        conversation = storage.load(conversation_id)
+        name = f"conversation-{conversation_id}.md"
+        return Response(
+            export.markdown(conversation),
+            media_type="text/markdown; charset=utf-8",
+            headers={"Content-Disposition": f'attachment; filename="{name}"'},
+        )
+
     @app.patch("/api/conversations/{conversation_id}")
     async def patch_conversation(conversation_id: str, request: Request) -> dict[str, Any]:
         storage.load(conversation_id)
@@ -208,6 +249,10 @@ def create_app(settings: config.Settings, searxng_url: str) -> FastAPI:
             try:
                 storage.update(conversation_id, prepare)
                 async for event in run_turn(services(request), conversation_id, model):
+                    if event["type"] in ("done", "error"):
+                        # The outcome is written before these are yielded; releasing now
+                        # lets a client that sends again on seeing them find it free.
+                        storage.release(conversation_id)
                     yield {"data": json.dumps(event, ensure_ascii=False)}
             finally:
                 storage.release(conversation_id)

@@ -5,6 +5,7 @@ withdrawn; an identical call is answered from the first result; a failure is tex
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
@@ -78,7 +79,7 @@ class ToolRunner:
     engines: str | None
     searches_left: int
     fetches_left: int
-    sources: list[dict[str, str]] = field(default_factory=list)
+    sources: list[dict[str, Any]] = field(default_factory=list)
     done: dict[str, Outcome] = field(default_factory=dict)
 
     def declarations(self) -> list[dict[str, Any]]:
@@ -130,11 +131,22 @@ class ToolRunner:
         self.done[key] = outcome
         return outcome
 
-    def cite(self, url: str, title: str) -> int:
+    def cite(self, url: str, title: str, *, date: str | None = None, read: bool = False) -> int:
+        """The source's number for [n] citations; a page read marks its source as read,
+        so the page can show pages read apart from results merely seen."""
         for number, source in enumerate(self.sources, 1):
             if source["url"] == url:
+                source["read"] = source["read"] or read
                 return number
-        self.sources.append({"url": url, "title": title, "domain": urlsplit(url).hostname or ""})
+        self.sources.append(
+            {
+                "url": url,
+                "title": title,
+                "domain": urlsplit(url).hostname or "",
+                "date": date,
+                "read": read,
+            }
+        )
         return len(self.sources)
 
     async def search(self, query: str, language: str | None) -> Outcome:
@@ -151,10 +163,17 @@ class ToolRunner:
             return failed(event, "search failed: " + "; ".join(response.engine_errors))
         lines = []
         for result in response.results:
-            number = self.cite(result.url, result.title)
+            number = self.cite(
+                result.url, result.title, date=(result.publishedDate or "")[:10] or None
+            )
             lines.append(f"[{number}] {result.title}\n{result.url}\n{result.content}")
         event["results"] = [
-            {"url": r.url, "title": r.title, "domain": urlsplit(r.url).hostname or ""}
+            {
+                "url": r.url,
+                "title": r.title,
+                "domain": urlsplit(r.url).hostname or "",
+                "date": (r.publishedDate or "")[:10] or None,
+            }
             for r in response.results
         ]
         text = "\n\n".join(lines) or "No results."
@@ -162,12 +181,19 @@ class ToolRunner:
 
     async def fetch(self, url: str) -> Outcome:
         event: dict[str, Any] = {"type": "fetch", "url": url}
+        started = time.monotonic()
         try:
             page = await fetch_page(url, allow_hosts=self.settings.fetch_allow_hosts)
         except (FetchRefused, FetchFailed) as exc:
             return failed(event, f"fetch failed: {exc}")
-        number = self.cite(page.url, page.title)
-        event.update(title=page.title, chars=page.chars, domain=urlsplit(page.url).hostname or "")
+        number = self.cite(page.url, page.title, read=True)
+        event.update(
+            title=page.title,
+            chars=page.chars,
+            domain=urlsplit(page.url).hostname or "",
+            seconds=round(time.monotonic() - started, 3),
+            source=number,
+        )
         text = for_model(page, self.settings.fetch_max_tokens)
         return Outcome(f"[{number}] {text}", event)
 

@@ -102,9 +102,11 @@ async def run_turn(services: Services, conversation_id: str, model: str) -> Asyn
             try:
                 async for event in services.model.stream(payload):
                     if event.type == "delta":
+                        record.clock.tick(thinking=False)
                         record.text += event.text
                         yield {"type": "delta", "text": event.text}
                     elif event.type == "reasoning":
+                        record.clock.tick(thinking=True)
                         record.reasoning += event.text
                         yield {"type": "reasoning", "text": event.text}
                     elif event.type == "usage":
@@ -132,6 +134,7 @@ async def run_turn(services: Services, conversation_id: str, model: str) -> Asyn
             if not calls:
                 break
             messages.append(assistant_tool_message(record.round_text(), calls))
+            record.clock.pause()
             for call in calls:
                 outcome = await runner.run(call)
                 record.activity.append(outcome.event)
@@ -276,6 +279,34 @@ def preview(message: dict[str, Any], length: int = 40) -> str:
 
 
 @dataclass
+class Clock:
+    """How long the model thought and wrote, for the trail ("Thought 5 s") and tokens per
+    second. Time spent running tools between rounds counts as neither."""
+
+    thinking: float = 0.0
+    writing: float = 0.0
+    last: float | None = None
+
+    def tick(self, *, thinking: bool) -> None:
+        now_ = time.monotonic()
+        if self.last is not None:
+            if thinking:
+                self.thinking += now_ - self.last
+            else:
+                self.writing += now_ - self.last
+        self.last = now_
+
+    def pause(self) -> None:
+        self.last = None
+
+    def as_dict(self) -> dict[str, float]:
+        return {
+            "thinking_seconds": round(self.thinking, 3),
+            "writing_seconds": round(self.writing, 3),
+        }
+
+
+@dataclass
 class TurnRecord:
     """The turn's outcome, written to the conversation once whichever path ends it."""
 
@@ -287,7 +318,7 @@ class TurnRecord:
     text: str = ""
     reasoning: str = ""
     activity: list[dict[str, Any]] = field(default_factory=list)
-    sources: list[dict[str, str]] = field(default_factory=list)
+    sources: list[dict[str, Any]] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     usages: list[Usage] = field(default_factory=list)
     first_prompt_tokens: int | None = None
@@ -306,6 +337,7 @@ class TurnRecord:
     totals: dict[str, Any] = field(default_factory=dict)
     """The conversation's totals as persist wrote them, for the done event."""
     text_mark: int = 0
+    clock: Clock = field(default_factory=Clock)
 
     @property
     def produced(self) -> bool:
@@ -384,6 +416,8 @@ class TurnRecord:
         totals["fetches"] += sum(1 for a in self.activity if a.get("type") == "fetch")
         if self.produced and not self.rewound:  # no empty assistant turn is ever stored
             conversation["messages"].append(self.assistant_message())
+        if self.breakdown:
+            conversation["budget"] = self.budget_report()
         if self.first_prompt_tokens is not None:
             conversation["usage"] = {
                 "last_prompt_tokens": self.first_prompt_tokens + context.estimate_tokens(self.text),
@@ -403,7 +437,21 @@ class TurnRecord:
             "usage": self.turn_usage(),
             "error": self.error,
             "truncated": self.truncated,
+            "timing": self.clock.as_dict(),
             "created": now(),
+        }
+
+    def budget_report(self) -> dict[str, Any]:
+        """For the context bar: the limit, the served window, the measured prompt of this
+        turn's first request (what the next turn builds on), the largest prompt of the turn
+        (with this turn's tool results, which are not kept) and the estimated share of each
+        part."""
+        peak = max((u.prompt_tokens for u in self.usages), default=None)
+        return {
+            **self.budget,
+            "used": self.first_prompt_tokens,
+            "peak": peak,
+            "parts": self.breakdown,
         }
 
     def done_event(self) -> dict[str, Any]:
@@ -413,8 +461,9 @@ class TurnRecord:
             "usage": self.turn_usage(),
             "sources": self.sources,
             "totals": self.totals,
-            "budget": {**self.budget, "used": self.first_prompt_tokens, "parts": self.breakdown},
+            "budget": self.budget_report(),
             "truncated": self.truncated,
+            "timing": self.clock.as_dict(),
             "at": datetime.now(UTC).isoformat(timespec="seconds"),
         }
 

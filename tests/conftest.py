@@ -16,6 +16,7 @@ import uvicorn
 from app import config
 from app.searxng import EmbeddedSearxng, free_port
 from app.server import create_app
+from tests.browser import browser, open_page
 from tests.fakes.brave_api import FakeBrave
 from tests.fakes.llm_server import FakeLLM
 from tests.fakes.pages import PageServer
@@ -141,3 +142,14 @@ def chat(llm, pages, searxng, brave, tmp_path) -> Iterator[ChatService]:
     service = ChatService(chat_env(llm, tmp_path, pages), searxng.url).start()
     yield service
     service.stop()
+
+
+@pytest.fixture
+def page(browser, chat):
+    """The chat page in a fresh Chromium context, on a chat service of its own."""
+    opened = open_page(browser, chat.url)
+    yield opened
+    opened.context.close()
+
+
+__all__ = ["browser"]  # a fixture, imported to be shared

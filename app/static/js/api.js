@@ -1,0 +1,103 @@
+// Talking to the chat service: JSON calls and the SSE stream of a turn.
+
+const TOKEN_KEY = "private-search-chat.token";
+
+export class ApiError extends Error {
+  constructor(status, message, body) {
+    super(message);
+    this.status = status;
+    this.body = body;
+  }
+}
+
+/** A lost connection to our own service (not a failure of the model server). */
+export class ConnectionLost extends Error {}
+
+export const auth = {
+  token: () => localStorage.getItem(TOKEN_KEY) || "",
+  set: (token) => (token ? localStorage.setItem(TOKEN_KEY, token) : localStorage.removeItem(TOKEN_KEY)),
+  onMissing: null, // set by main.js: opens the token form
+};
+
+function headers(extra = {}) {
+  const token = auth.token();
+  return { ...(token ? { Authorization: `Bearer ${token}` } : {}), ...extra };
+}
+
+async function send(path, { method = "GET", body, signal, accept = "application/json" } = {}) {
+  const init = { method, signal, headers: headers({ Accept: accept }) };
+  if (body !== undefined) {
+    init.body = JSON.stringify(body);
+    init.headers["Content-Type"] = "application/json";
+  }
+  let response;
+  try {
+    response = await fetch(path, init);
+  } catch (error) {
+    if (error.name === "AbortError") throw error;
+    throw new ConnectionLost(`the chat service did not answer (${error.message})`);
+  }
+  if (!response.ok) throw await apiError(response);
+  return response;
+}
+
+async function apiError(response) {
+  let body = null;
+  try {
+    body = await response.json();
+  } catch {
+    // not JSON: the status says enough
+  }
+  const detail = body && body.detail;
+  const message = typeof detail === "string" ? detail : detail ? JSON.stringify(detail) : `HTTP ${response.status}`;
+  if (response.status === 401 && auth.onMissing) auth.onMissing(message);
+  return new ApiError(response.status, message, body);
+}
+
+/** A JSON call; resolves to the parsed body (null for 204). Throws ApiError or ConnectionLost. */
+export async function api(path, options = {}) {
+  const response = await send(path, options);
+  return response.status === 204 ? null : response.json();
+}
+
+/** The body as text (exports). */
+export async function text(path, options = {}) {
+  return (await send(path, { ...options, accept: "*/*" })).text();
+}
+
+/**
+ * POST a turn and yield its SSE events as objects. Aborting `signal` is Stop: the fetch
+ * closes, the service notices the hang-up and closes the model server's stream.
+ * Throws ApiError before the stream starts (409, 404...), ConnectionLost if it breaks.
+ */
+export async function* streamTurn(path, body, signal) {
+  const response = await send(path, { method: "POST", body, signal, accept: "text/event-stream" });
+  const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
+  let buffer = "";
+  try {
+    for (;;) {
+      let chunk;
+      try {
+        chunk = await reader.read();
+      } catch (error) {
+        if (error.name === "AbortError" || (signal && signal.aborted)) return;
+        throw new ConnectionLost(`the connection to the chat service broke (${error.message})`);
+      }
+      if (chunk.done) break;
+      buffer += chunk.value.replace(/\r\n?/g, "\n");
+      let end;
+      while ((end = buffer.indexOf("\n\n")) >= 0) {
+        const frame = buffer.slice(0, end);
+        buffer = buffer.slice(end + 2);
+        const data = frame
+          .split("\n")
+          .filter((line) => line.startsWith("data:"))
+          .map((line) => line.slice(5).replace(/^ /, ""))
+          .join("\n");
+        if (data) yield JSON.parse(data);
+      }
+    }
+  } finally {
+    reader.releaseLock();
+  }
+}

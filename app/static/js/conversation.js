@@ -1,0 +1,515 @@
+// The conversation view: header (model, tools, totals, context bar), the messages, the
+// composer, and the turn as the page lives it (send, stream, Stop, Regenerate, Edit, retry).
+
+import { api, ApiError, ConnectionLost, streamTurn, text as fetchText } from "./api.js";
+import { $, el, clear } from "./dom.js";
+import * as format from "./format.js";
+import { AnswerView, compressionNotice, notice, userMessage } from "./message.js";
+
+const EXAMPLES = {
+  pl: ["Jak skonfigurować nginx jako reverse proxy?", "Jakie są nowości w Pythonie 3.13?", "Ile kosztuje bilet miesięczny w Krakowie?"],
+  fr: ["Comment configurer nginx en reverse proxy ?", "Quelles sont les nouveautés de Python 3.13 ?", "Quel temps fera-t-il à Lyon ce week-end ?"],
+  de: ["Wie richte ich nginx als Reverse Proxy ein?", "Was ist neu in Python 3.13?", "Wann fährt der letzte Zug von Berlin nach Hamburg?"],
+  es: ["¿Cómo configuro nginx como proxy inverso?", "¿Qué hay de nuevo en Python 3.13?", "¿Qué tiempo hará en Madrid este fin de semana?"],
+  en: ["How do I set up nginx as a reverse proxy?", "What is new in Python 3.13?", "What are this week's top science stories?"],
+};
+
+const CONTEXT_PARTS = [
+  ["persona", "persona and date"],
+  ["memory", "memory"],
+  ["summary", "summary"],
+  ["tools", "tool note and declarations"],
+  ["history", "history"],
+];
+const FOLLOW_SLACK = 48; // px from the bottom that still counts as "at the bottom"
+
+export class ConversationView {
+  /**
+   * hooks: {created(id), changed(), openStatus(), openSettings()} from main.js.
+   */
+  constructor(config, hooks) {
+    this.config = config;
+    this.hooks = hooks;
+    this.conversation = null;
+    this.turn = null; // {controller, answer} while a turn streams
+    this.following = true;
+    this.messages = $("#messages");
+    this.input = $("#composer-input");
+    this.sendButton = $("#send");
+    this.stopButton = $("#stop");
+    this.picker = $("#model-picker");
+    this.jump = $("#jump-latest");
+    this.bind();
+    this.fillPicker();
+  }
+
+  bind() {
+    $("#composer").addEventListener("submit", (event) => {
+      event.preventDefault();
+      this.submit();
+    });
+    this.input.addEventListener("keydown", (event) => {
+      if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
+        event.preventDefault();
+        this.submit();
+      }
+    });
+    this.input.addEventListener("input", () => this.grow());
+    this.stopButton.addEventListener("click", () => this.stop());
+    this.picker.addEventListener("change", () => this.pickModel());
+    this.messages.addEventListener("scroll", () => {
+      this.following = this.atBottom();
+      this.jump.hidden = this.following;
+    });
+    this.jump.addEventListener("click", () => {
+      this.following = true;
+      this.scrollDown();
+    });
+    $("#export-conversation").addEventListener("click", () => this.exportMarkdown());
+    $("#conversation-settings").addEventListener("click", () => this.hooks.openSettings("conversation"));
+  }
+
+  get streaming() {
+    return this.turn !== null || Boolean(this.starting);
+  }
+
+  /** Settings in force: the conversation's, or the defaults for a conversation not yet made. */
+  get settings() {
+    return this.conversation ? this.conversation.settings : { ...this.config.defaults, model: this.picker.value || this.config.defaults.model };
+  }
+
+  // ---- opening and rendering -------------------------------------------------------------
+
+  async open(id) {
+    if (this.conversation && this.conversation.id === id && this.messages.childNodes.length) return;
+    this.conversation = await api(`/api/conversations/${encodeURIComponent(id)}`);
+    this.render();
+  }
+
+  draft() {
+    this.conversation = null;
+    this.render();
+    this.input.focus();
+  }
+
+  async reload() {
+    if (!this.conversation) return;
+    this.conversation = await api(`/api/conversations/${encodeURIComponent(this.conversation.id)}`);
+  }
+
+  render() {
+    clear(this.messages);
+    this.renderHeader();
+    const messages = this.conversation ? this.conversation.messages : [];
+    if (!messages.length) {
+      this.messages.append(this.emptyState());
+      return;
+    }
+    const folded = this.conversation.summarized || 0;
+    const lastUser = messages.map((m) => m.role).lastIndexOf("user");
+    messages.forEach((message, index) => {
+      if (index === folded && folded > 0) {
+        this.messages.append(notice(`${folded} earlier message${folded === 1 ? "" : "s"} folded into a summary (the model sees the summary, not these).`));
+      }
+      if (message.role === "user") {
+        this.messages.append(userMessage(message.content, { onEdit: index === lastUser ? () => this.editLast() : null }));
+      } else if (message.role === "assistant") {
+        const view = AnswerView.stored(message);
+        this.messages.append(view.node);
+        this.lastAnswer = view;
+      }
+    });
+    if (messages[messages.length - 1].role === "assistant") this.offerRegenerate(this.lastAnswer);
+    else this.messages.append(this.unansweredNotice());
+    this.following = true;
+    this.scrollDown();
+  }
+
+  unansweredNotice() {
+    const box = notice("This message has no answer yet. ");
+    box.append(el("button", { type: "button", className: "quiet", text: "Answer it", on: { click: () => this.regenerate() } }));
+    return box;
+  }
+
+  emptyState() {
+    const language = (this.settings.search_locale || "en").split("-")[0];
+    const examples = EXAMPLES[language] || EXAMPLES.en;
+    return el(
+      "div",
+      { className: "empty" },
+      el("h2", { text: "Ask anything; the answer can search the web" }),
+      el("p", { text: `Searches go through your own SearXNG, in ${this.settings.search_locale === "all" ? "any language" : this.settings.search_locale}. Only the search terms leave your machine.` }),
+      el(
+        "div",
+        { className: "examples" },
+        examples.map((example) =>
+          el("button", { type: "button", className: "example", text: example, on: { click: () => { this.input.value = example; this.submit(); } } }),
+        ),
+      ),
+    );
+  }
+
+  renderHeader() {
+    const settings = this.settings;
+    if (this.conversation) this.selectModel(settings.model || this.config.default_model);
+    const pill = $("#tools-pill");
+    const search = settings.web_search && settings.search_max_uses > 0;
+    const read = settings.web_fetch && settings.fetch_max_uses > 0;
+    pill.textContent = search || read ? `web: ${[search ? `search ${settings.search_max_uses}` : "", read ? `read ${settings.fetch_max_uses}` : ""].filter(Boolean).join(" / ")}` : "web: off";
+    pill.classList.toggle("off", !(search || read));
+    pill.title = `Web tools per answer; the search locale is ${settings.search_locale}. Change them in Settings.`;
+    this.renderTotals();
+    this.renderContextBar(this.conversation && this.conversation.budget);
+    $("#export-conversation").disabled = !this.conversation;
+  }
+
+  renderTotals() {
+    const box = $("#totals");
+    const totals = this.conversation && this.conversation.totals;
+    const turns = this.conversation ? this.conversation.messages.filter((m) => m.role === "assistant").length : 0;
+    if (!totals) {
+      box.textContent = turns ? `${turns} turns · usage not reported` : "No turns yet";
+      return;
+    }
+    const cached = totals.prompt_tokens ? ` (${format.percent(totals.cached_tokens, totals.prompt_tokens)}% cached)` : "";
+    const parts = [`in ${format.tokens(totals.prompt_tokens)}${cached}`, `out ${format.tokens(totals.completion_tokens)}`];
+    parts.push(`${totals.searches} search${totals.searches === 1 ? "" : "es"}`, `${totals.fetches} page${totals.fetches === 1 ? "" : "s"}`);
+    if (totals.requests_with_cost) {
+      const unreported = totals.requests_unreported_cost ? ` +${totals.requests_unreported_cost} not reported` : "";
+      parts.push(`${format.cost(totals.cost)}${unreported}`);
+    } else {
+      parts.push("cost not reported");
+    }
+    parts.push(`${turns} turn${turns === 1 ? "" : "s"}${totals.turns_unreported ? ` (${totals.turns_unreported} without usage)` : ""}`);
+    box.textContent = parts.join(" · ");
+  }
+
+  /**
+   * The stacked bar: the measured prompt split by the estimated share of each part, then
+   * this turn's tool results (in the largest request of the turn, not kept afterwards).
+   */
+  renderContextBar(budget) {
+    const bar = clear($("#context-bar"));
+    bar.className = "context-bar";
+    const limit = budget ? budget.limit : this.settings.context_budget;
+    const parts = (budget && budget.parts) || {};
+    const estimated = Object.values(parts).reduce((a, b) => a + b, 0);
+    const used = budget ? budget.used ?? estimated : 0;
+    const results = budget && budget.peak && budget.used ? Math.max(0, budget.peak - budget.used) : 0;
+    const share = limit ? (used + results) / limit : 0;
+    if (share > 0.95) bar.classList.add("danger");
+    else if (share > 0.8) bar.classList.add("warn");
+    const scaled = (tokens) => (estimated ? Math.round((tokens / estimated) * used) : 0);
+    const pieces = [...CONTEXT_PARTS.map(([name, label]) => [name, label, scaled(parts[name] || 0)]), ["results", "this turn's tool results (not kept)", results]];
+    const track = el("div", { className: "context-track", tabindex: "0", role: "img", "aria-label": `Context: ${format.tokens(used + results)} of ${format.tokens(limit)} tokens` });
+    const legend = el("div", { className: "context-legend" });
+    for (const [name, label, tokens] of pieces) {
+      if (!tokens) continue;
+      const piece = el("div", { className: `context-part ${name}`, title: `${label}: ~${format.tokens(tokens)} tokens` });
+      piece.style.width = `${Math.min(100, (tokens * 100) / limit)}%`;
+      track.append(piece);
+      legend.append(el("span", {}, el("span", { className: `legend-swatch context-part ${name}` }), `${label} ~${format.tokens(tokens)}`));
+    }
+    const label = el("div", { className: "context-label" });
+    if (budget) {
+      const measured = budget.used !== null && budget.used !== undefined;
+      label.append(
+        el("span", { className: "context-share", text: `context ${format.percent(used + results, limit)}% of ${format.tokens(limit)}` }),
+        el("span", { text: measured ? `${used.toLocaleString()} tokens measured by the server${results ? `, ${results.toLocaleString()} more for this turn's tool results` : ""}` : `~${format.tokens(used)} estimated (the server reported no usage)` }),
+      );
+      if (budget.window && budget.window < this.settings.context_budget) {
+        label.append(el("span", { className: "window-note", text: `the server serves ${format.tokens(budget.window)} tokens: budget capped` }));
+      }
+    } else {
+      label.append(el("span", { text: `context budget ${format.tokens(limit)} tokens · measured after the first answer` }));
+    }
+    bar.append(track, label, legend);
+  }
+
+  fillPicker() {
+    clear(this.picker);
+    const groups = [
+      ["Configured", this.config.models.configured],
+      ["Listed by the server", this.config.models.server],
+      ["Added by you", this.config.models.added],
+    ];
+    for (const [label, models] of groups) {
+      const unique = models.filter((m, i) => models.indexOf(m) === i);
+      if (!unique.length) continue;
+      this.picker.append(el("optgroup", { label }, unique.map((m) => el("option", { value: m, text: m }))));
+    }
+    if (!this.picker.options.length) this.picker.append(el("option", { value: "", text: "no model: set MODELS or add one in Settings" }));
+    this.selectModel(this.config.default_model);
+  }
+
+  selectModel(model) {
+    if (model && ![...this.picker.options].some((o) => o.value === model)) {
+      this.picker.append(el("option", { value: model, text: model }));
+    }
+    if (model) this.picker.value = model;
+  }
+
+  async pickModel() {
+    if (!this.conversation) return;
+    try {
+      this.conversation = await api(`/api/conversations/${this.conversation.id}`, { method: "PATCH", body: { settings: { model: this.picker.value } } });
+    } catch (error) {
+      this.flash(`The model was not saved: ${error.message}`);
+    }
+  }
+
+  // ---- the turn --------------------------------------------------------------------------
+
+  async submit() {
+    const message = this.input.value;
+    if (this.streaming || !message.trim()) return;
+    if (!this.conversation) {
+      this.starting = true; // no second send while the conversation is being made
+      try {
+        this.conversation = await api("/api/conversations", { method: "POST", body: { settings: { model: this.picker.value } } });
+      } catch (error) {
+        this.flash(`Could not start a conversation: ${error.message}`);
+        return;
+      } finally {
+        this.starting = false;
+      }
+      this.messages.replaceChildren();
+      this.hooks.created(this.conversation.id);
+    }
+    this.input.value = "";
+    this.grow();
+    this.removeEditButtons();
+    const bubble = userMessage(message);
+    this.messages.querySelector(".empty")?.remove();
+    this.messages.append(bubble);
+    await this.runTurn(`/api/conversations/${this.conversation.id}/chat`, { message, model: this.picker.value }, { bubble, message });
+  }
+
+  async regenerate() {
+    if (this.streaming || !this.conversation) return;
+    const messages = this.conversation.messages;
+    // The answers after the last user message go; a new one takes their place.
+    let node = this.messages.lastElementChild;
+    while (node && !node.classList.contains("user")) {
+      const previous = node.previousElementSibling;
+      node.remove();
+      node = previous;
+    }
+    if (!messages.length) return;
+    await this.runTurn(`/api/conversations/${this.conversation.id}/regenerate`, { model: this.picker.value }, {});
+  }
+
+  async editLast() {
+    if (this.streaming || !this.conversation) return;
+    try {
+      const { message } = await api(`/api/conversations/${this.conversation.id}/rewind`, { method: "POST" });
+      await this.reload();
+      this.render();
+      this.input.value = message || "";
+      this.grow();
+      this.input.focus();
+    } catch (error) {
+      this.flash(`Could not edit: ${error.message}`);
+    }
+  }
+
+  stop() {
+    if (this.turn) this.turn.controller.abort();
+  }
+
+  /** One SSE turn. `bubble`/`message`: the user's message when this turn sent one. */
+  async runTurn(path, body, { bubble, message }) {
+    const controller = new AbortController();
+    const answer = new AnswerView();
+    this.messages.append(answer.node);
+    this.turn = { controller, answer };
+    this.setStreaming(true);
+    this.following = true;
+    this.scrollDown();
+    let ended = null;
+    try {
+      for await (const event of streamTurn(path, body, controller.signal)) {
+        ended = this.apply(event, answer) || ended;
+        if (this.following) this.scrollDown();
+      }
+      if (controller.signal.aborted) {
+        answer.interrupt();
+        ended = "interrupted";
+      } else if (!ended) {
+        throw new ConnectionLost("the stream ended before the answer did");
+      }
+    } catch (error) {
+      if (error.name === "AbortError" || controller.signal.aborted) {
+        answer.interrupt();
+        ended = "interrupted";
+      } else {
+        ended = "failed";
+        this.failLocally(error, answer, { bubble, message });
+      }
+    } finally {
+      this.turn = null;
+      this.setStreaming(false);
+    }
+    this.lastEvent = ended;
+    await this.afterTurn(answer, ended);
+  }
+
+  /** Apply one event to the answer; returns "done" or "error" when the turn ended. */
+  apply(event, answer) {
+    switch (event.type) {
+      case "delta":
+        answer.appendText(event.text);
+        return null;
+      case "reasoning":
+        answer.addReasoning(event.text);
+        return null;
+      case "search":
+      case "fetch":
+        answer.addActivity(event);
+        return null;
+      case "warning":
+        answer.addWarning(event.message);
+        return null;
+      case "compression":
+        this.messages.insertBefore(compressionNotice(event), answer.node);
+        return null;
+      case "error":
+        this.turnError = event;
+        answer.showError(event, this.errorActions(event));
+        if (event.restore !== null && event.restore !== undefined) this.restoreDraft(event.restore, answer);
+        return "error";
+      case "done":
+        answer.finish(event);
+        if (this.conversation) {
+          this.conversation.totals = event.totals;
+          this.conversation.budget = event.budget;
+        }
+        this.renderTotals();
+        this.renderContextBar(event.budget);
+        return "done";
+      default:
+        return null;
+    }
+  }
+
+  errorActions(error) {
+    const retry = () => (error.restore ? this.submit() : this.regenerate());
+    return {
+      retry,
+      editAndResend: () => this.input.focus(),
+      openStatus: () => this.hooks.openStatus(),
+    };
+  }
+
+  /** The message left the conversation on the server: its bubble goes, its text returns. */
+  restoreDraft(text, answer) {
+    const bubble = answer.node.previousElementSibling;
+    if (bubble && bubble.classList.contains("user")) bubble.remove();
+    if (!this.input.value.trim()) {
+      this.input.value = text;
+      this.grow();
+    }
+    this.input.focus();
+  }
+
+  /** A failure of our own service or of the page's connection to it (no error event). */
+  failLocally(error, answer, { bubble, message }) {
+    if (error instanceof ApiError && message !== undefined) {
+      // Refused before the turn started (409, 400...): nothing was kept, the text returns.
+      bubble?.remove();
+      answer.node.remove();
+      this.input.value = message;
+      this.grow();
+      this.messages.append(notice(`Not sent: ${error.message}`, "warning"));
+      return;
+    }
+    const kind = error instanceof ConnectionLost ? "connection" : "internal";
+    answer.showError({ kind, message: error.message }, {
+      // Whether the service kept the message is known only by asking it.
+      retry: async () => {
+        await this.reload();
+        this.render();
+        const messages = this.conversation.messages;
+        const lastUser = messages.filter((m) => m.role === "user").pop();
+        if (messages.length && messages[messages.length - 1].role === "user") await this.regenerate();
+        else if (message !== undefined && (!lastUser || lastUser.content !== message)) {
+          this.input.value = message;
+          await this.submit();
+        }
+      },
+    });
+  }
+
+  async afterTurn(answer, ended) {
+    this.hooks.changed();
+    try {
+      await this.reload();
+    } catch {
+      // the service is gone; the error card already says so
+    }
+    this.renderHeader();
+    if (ended === "done" || ended === "interrupted") {
+      this.lastAnswer = answer;
+      this.offerRegenerate(answer);
+      this.addEditButton();
+    }
+    // A count scripts and tests can wait on: this turn is over and the page settled.
+    document.body.dataset.turnsEnded = String(Number(document.body.dataset.turnsEnded || 0) + 1);
+  }
+
+  offerRegenerate(answer) {
+    if (!answer) return;
+    for (const old of this.messages.querySelectorAll(".regenerate")) old.remove();
+    answer.setAction(el("button", { type: "button", className: "quiet answer-action regenerate", text: "Regenerate", on: { click: () => this.regenerate() } }));
+  }
+
+  removeEditButtons() {
+    for (const button of this.messages.querySelectorAll(".edit, .regenerate")) button.remove();
+  }
+
+  addEditButton() {
+    const bubbles = this.messages.querySelectorAll(".message.user");
+    const last = bubbles[bubbles.length - 1];
+    if (!last || last.querySelector(".edit")) return;
+    last.append(el("div", { className: "message-actions" }, el("button", { type: "button", className: "quiet edit", text: "Edit", on: { click: () => this.editLast() } })));
+  }
+
+  setStreaming(on) {
+    this.sendButton.hidden = on;
+    this.stopButton.hidden = !on;
+    if (!on && document.activeElement === document.body) this.input.focus();
+  }
+
+  flash(text) {
+    this.messages.append(notice(text, "warning"));
+    this.scrollDown();
+  }
+
+  // ---- small things ----------------------------------------------------------------------
+
+  grow() {
+    this.input.style.height = "auto";
+    this.input.style.height = `${Math.min(this.input.scrollHeight + 2, window.innerHeight / 3)}px`;
+  }
+
+  atBottom() {
+    const m = this.messages;
+    return m.scrollHeight - m.scrollTop - m.clientHeight < FOLLOW_SLACK;
+  }
+
+  scrollDown() {
+    this.messages.scrollTop = this.messages.scrollHeight;
+    this.jump.hidden = true;
+  }
+
+  async exportMarkdown() {
+    if (!this.conversation) return;
+    const body = await fetchText(`/api/conversations/${this.conversation.id}/export`);
+    const url = URL.createObjectURL(new Blob([body], { type: "text/markdown" }));
+    const link = el("a", { href: url, download: `conversation-${this.conversation.id}.md`, hidden: true });
+    document.body.append(link);
+    link.click();
+    link.remove();
+    setTimeout(() => URL.revokeObjectURL(url), 1000);
+  }
+}

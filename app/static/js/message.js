@@ -1,0 +1,392 @@
+// One message on screen: the user's bubble, or an answer with its activity trail, sources,
+// stats and, when it failed, an error card with the action that recovers.
+
+import { el, clear } from "./dom.js";
+import * as format from "./format.js";
+import { renderMarkdown, splitStable } from "./markdown.js";
+
+let answerCount = 0;
+
+export function userMessage(text, { onEdit } = {}) {
+  return el(
+    "div",
+    { className: "message user" },
+    el("div", { className: "bubble", text }),
+    onEdit
+      ? el("div", { className: "message-actions" }, el("button", { type: "button", className: "quiet edit", text: "Edit", on: { click: onEdit } }))
+      : null,
+  );
+}
+
+export function notice(text, kind = "") {
+  return el("div", { className: `notice ${kind}`.trim(), role: "status", text });
+}
+
+export function compressionNotice(event) {
+  const added = (event.facts_added || []).length;
+  const facts = added ? `, ${added} fact${added === 1 ? "" : "s"} saved to memory` : "";
+  return notice(`${event.messages} message${event.messages === 1 ? "" : "s"} folded into a summary${facts}.`);
+}
+
+/**
+ * An answer, live or stored. Live: feed it events (text, reasoning, activity, warnings),
+ * then finish(), interrupt() or fail(). Stored: AnswerView.stored(message).
+ */
+export class AnswerView {
+  constructor() {
+    this.id = `a${++answerCount}`;
+    this.text = "";
+    this.reasoning = "";
+    this.activity = [];
+    this.warnings = [];
+    this.sources = [];
+    this.renderedStable = -1;
+    this.frame = 0;
+    this.live = true;
+    this.trail = el("details", { className: "trail live" });
+    this.trailSummary = el("summary", {}, el("span", { className: "trail-summary-text", text: "Working…" }));
+    this.timeline = el("ol", { className: "timeline" });
+    this.trail.append(this.trailSummary, this.timeline);
+    this.trail.hidden = true;
+    this.stable = el("div", { className: "stable" });
+    this.tail = el("p", { className: "streaming-tail" });
+    this.caret = el("span", { className: "caret", "aria-hidden": "true" });
+    this.status = el("div", { className: "answer-status" });
+    this.body = el("div", { className: "answer", "aria-live": "polite", "aria-busy": "true" }, this.stable, this.tail, this.status);
+    this.sourcesBox = el("div", { className: "sources-box" });
+    this.stats = el("div", { className: "answer-stats" });
+    this.errorBox = el("div", { className: "error-box" });
+    this.node = el("div", { className: "message assistant", id: this.id }, this.trail, this.body, this.errorBox, this.sourcesBox, this.stats);
+    this.tail.append(this.caret);
+  }
+
+  static stored(message) {
+    const view = new AnswerView();
+    view.text = message.content || "";
+    view.reasoning = message.reasoning || "";
+    view.activity = message.activity || [];
+    view.warnings = message.warnings || [];
+    view.sources = message.sources || [];
+    view.timing = message.timing || {};
+    view.live = false;
+    view.render();
+    view.renderTrail();
+    view.showEnd(message.status, message.usage, message.truncated);
+    if (message.error) view.showError(message.error, {});
+    return view;
+  }
+
+  appendText(text) {
+    this.text += text;
+    this.scheduleRender();
+  }
+
+  addReasoning(text) {
+    if (!this.reasoning) this.thinkingStarted = performance.now();
+    this.reasoning += text;
+    this.thinkingEnded = performance.now();
+    this.renderTrail();
+  }
+
+  addActivity(event) {
+    this.activity.push(event);
+    this.renderTrail();
+  }
+
+  addWarning(message) {
+    this.warnings.push(message);
+    this.renderTrail();
+  }
+
+  scheduleRender() {
+    if (this.frame) return;
+    this.frame = requestAnimationFrame(() => {
+      this.frame = 0;
+      this.render();
+    });
+  }
+
+  /** Markdown for the stable prefix only, re-rendered when it grows; the tail as text. */
+  render() {
+    const { stable, tail } = this.live ? splitStable(this.text) : { stable: this.text, tail: "" };
+    if (stable.length !== this.renderedStable) {
+      this.stable.replaceChildren(renderMarkdown(stable, { citationHref: (n) => this.citationHref(n) }));
+      this.renderedStable = stable.length;
+    }
+    const tailText = this.tail.firstChild === this.caret ? null : this.tail.firstChild;
+    if (tailText) tailText.textContent = tail;
+    else this.tail.insertBefore(document.createTextNode(tail), this.caret);
+    this.tail.hidden = !this.live && !tail;
+    this.caret.hidden = !this.live;
+  }
+
+  citationHref(n) {
+    return n >= 1 && n <= Math.max(this.sources.length, this.citableCount()) ? `#${this.id}-source-${n}` : null;
+  }
+
+  /** While streaming, the sources are not known yet, but each search result and page read is. */
+  citableCount() {
+    return this.activity.reduce((count, step) => count + (step.results ? step.results.length : 0) + (step.type === "fetch" ? 1 : 0), 0);
+  }
+
+  renderTrail() {
+    const searches = this.activity.filter((a) => a.type === "search");
+    const reads = this.activity.filter((a) => a.type === "fetch" && !a.error);
+    const parts = [];
+    const thought = this.thinkingSeconds();
+    if (this.reasoning) parts.push(thought ? `Thought ${format.seconds(thought)}` : "Thinking");
+    if (searches.length) {
+      const languages = [...new Set(searches.map((s) => s.language).filter(Boolean))];
+      parts.push(`Searched ${searches.length}×${languages.length ? ` (${languages.join(", ")})` : ""}`);
+    }
+    if (reads.length) parts.push(`Read ${reads.length} page${reads.length === 1 ? "" : "s"}`);
+    const failures = this.activity.filter((a) => a.error).length + this.warnings.length;
+    if (failures) parts.push(`${failures} warning${failures === 1 ? "" : "s"}`);
+    this.trail.hidden = parts.length === 0;
+    this.trailSummary.firstChild.textContent = parts.join(" · ") || "Working…";
+    clear(this.timeline);
+    if (this.reasoning) {
+      this.timeline.append(
+        el("li", {}, el("span", { className: "step-title", text: thought ? `Thought for ${format.seconds(thought)}` : "Thinking…" }), el("div", { className: "thinking-text", text: this.reasoning })),
+      );
+    }
+    for (const step of this.activity) this.timeline.append(trailStep(step));
+    for (const warning of this.warnings) {
+      if (!this.activity.some((a) => a.error === warning)) this.timeline.append(el("li", { className: "warning", text: `⚠ ${warning}` }));
+    }
+  }
+
+  thinkingSeconds() {
+    if (this.timing && this.timing.thinking_seconds) return this.timing.thinking_seconds;
+    return this.thinkingStarted ? (this.thinkingEnded - this.thinkingStarted) / 1000 : 0;
+  }
+
+  /** The turn ended with a done event. */
+  finish(done) {
+    this.live = false;
+    this.sources = done.sources || [];
+    this.timing = done.timing || {};
+    this.render();
+    this.renderTrail();
+    this.showEnd(done.status, done.usage, done.truncated);
+  }
+
+  /** Stop: what came stays, marked. */
+  interrupt() {
+    this.live = false;
+    this.sources = this.sourcesFromActivity();
+    this.render();
+    this.renderTrail();
+    this.showEnd("interrupted", null, false);
+  }
+
+  sourcesFromActivity() {
+    const sources = [];
+    for (const step of this.activity) {
+      for (const result of step.results || []) if (!sources.some((s) => s.url === result.url)) sources.push({ ...result, read: false });
+      if (step.type === "fetch" && !step.error) {
+        const known = sources.find((s) => s.url === step.url);
+        if (known) known.read = true;
+        else sources.push({ url: step.url, title: step.title, domain: step.domain, read: true });
+      }
+    }
+    return sources;
+  }
+
+  showEnd(status, usage, truncated) {
+    this.live = false;
+    this.trail.classList.remove("live");
+    this.body.setAttribute("aria-busy", "false");
+    this.caret.hidden = true;
+    this.tail.hidden = true;
+    this.body.classList.toggle("interrupted", status === "interrupted");
+    clear(this.status);
+    if (status === "interrupted") this.status.append(el("span", { className: "badge interrupted", text: "interrupted" }));
+    if (truncated) this.status.append(el("span", { className: "badge warn", text: "cut at the reply limit" }));
+    if (!this.text && !this.activity.length && !this.reasoning) this.body.hidden = true;
+    this.renderSources();
+    this.renderStats(usage);
+  }
+
+  renderSources() {
+    clear(this.sourcesBox);
+    if (!this.sources.length) return;
+    const chips = el("div", { className: "sources", "aria-label": "Sources" });
+    const seen = [];
+    this.sources.forEach((source, index) => {
+      const number = index + 1;
+      if (source.read) chips.append(sourceChip(source, number, `${this.id}-source-${number}`));
+      else seen.push([number, source]);
+    });
+    if (seen.length) {
+      const list = el("ol", {});
+      for (const [number, source] of seen) {
+        list.append(
+          el(
+            "li",
+            { value: number, id: `${this.id}-source-${number}` },
+            source.date ? el("span", { className: "seen-date", text: source.date }) : null,
+            safeLink(source.url, source.title || source.url),
+            el("span", { className: "seen", text: ` · ${source.domain || ""}` }),
+          ),
+        );
+      }
+      chips.append(el("details", { className: "seen" }, el("summary", { text: `seen: ${seen.length} result${seen.length === 1 ? "" : "s"}` }), list));
+    }
+    this.sourcesBox.append(chips);
+  }
+
+  renderStats(usage) {
+    clear(this.stats);
+    const searches = this.activity.filter((a) => a.type === "search").length;
+    const pages = this.activity.filter((a) => a.type === "fetch" && !a.error).length;
+    const items = [];
+    if (usage && usage.reported) {
+      const cached = usage.cached_tokens ? ` (${format.tokens(usage.cached_tokens)} cached)` : "";
+      items.push(`in ${format.tokens(usage.prompt_tokens)}${cached}`, `out ${format.tokens(usage.completion_tokens)}`);
+      const writing = this.timing && this.timing.writing_seconds;
+      if (writing > 0.05 && usage.completion_tokens) items.push(`${Math.round(usage.completion_tokens / writing)} tok/s`);
+    } else if (usage) {
+      items.push("usage not reported");
+    }
+    if (searches) items.push(`${searches} search${searches === 1 ? "" : "es"}`);
+    if (pages) items.push(`${pages} page${pages === 1 ? "" : "s"}`);
+    if (usage) items.push(usage.cost === null || usage.cost === undefined ? "cost not reported" : format.cost(usage.cost));
+    for (const item of items) this.stats.append(el("span", { text: item }));
+    this.stats.append(el("span", { className: "spacer" }));
+  }
+
+  /** Put an action (Regenerate) at the end of the stats line; null removes it. */
+  setAction(button) {
+    for (const old of this.stats.querySelectorAll(".answer-action")) old.remove();
+    if (button) this.stats.append(button);
+  }
+
+  /**
+   * The error card: the kind in words, what happened to the message, one action.
+   * actions: {retry, editAndResend, openStatus}, each a function (absent ones not shown).
+   */
+  showError(error, actions) {
+    this.live = false;
+    this.trail.classList.remove("live");
+    this.body.setAttribute("aria-busy", "false");
+    this.caret.hidden = true;
+    this.tail.hidden = true;
+    if (this.text) this.body.classList.add("interrupted");
+    else if (!this.activity.length && !this.reasoning) this.body.hidden = true;
+    clear(this.errorBox);
+    this.errorBox.append(errorCard(error, actions, Boolean(this.text)));
+    this.renderTrail();
+  }
+}
+
+const KIND_TITLES = {
+  auth: "The model server refused the key",
+  rate_limit: "The model server asks to slow down",
+  content_filter: "The model server's filter blocked this",
+  context_overflow: "The conversation no longer fits the model's window",
+  network: "The model server could not be reached",
+  upstream: "The model server failed",
+  tools_unsupported: "This model does not take the web tools",
+  internal: "Something failed in the chat service",
+  connection: "Lost the connection to the chat service",
+};
+
+function errorCard(error, actions, hasText) {
+  const kind = error.kind || "upstream";
+  const card = el("div", { className: "error-card", role: "alert", dataset: { kind } });
+  card.append(el("h3", { text: KIND_TITLES[kind] || "The answer failed" }));
+  const fate = error.restore
+    ? "Your message is back in the box below."
+    : hasText
+      ? "The text that came is kept above, marked."
+      : "";
+  const advice = {
+    auth: "Set LLM_API_KEY (in .env) to a key the model server accepts, then restart the service.",
+    content_filter: "Sending the same text again would fail the same way: edit it first.",
+    context_overflow: "Earlier messages are folded into a summary when you retry.",
+    rate_limit: "",
+  }[kind];
+  card.append(el("p", {}, [fate, advice].filter(Boolean).join(" ")));
+  if (error.message) card.append(el("p", { className: "detail", text: error.message }));
+  const row = el("div", { className: "actions" });
+  if (kind === "auth" && actions.openStatus) {
+    row.append(el("button", { type: "button", className: "primary", text: "Open status", on: { click: actions.openStatus } }));
+  } else if (kind === "content_filter" && actions.editAndResend) {
+    row.append(el("button", { type: "button", className: "primary", text: "Edit & resend", on: { click: actions.editAndResend } }));
+  } else if (actions.retry) {
+    const retry = el("button", { type: "button", className: "primary retry", text: "Retry", on: { click: actions.retry } });
+    row.append(retry);
+    if (kind === "rate_limit" && error.retry_after) countdown(retry, row, error.retry_after);
+  }
+  if (row.childNodes.length) card.append(row);
+  return card;
+}
+
+function countdown(button, row, seconds) {
+  const label = el("span", { className: "countdown", "aria-live": "polite" });
+  row.append(label);
+  button.disabled = true;
+  const end = performance.now() + seconds * 1000;
+  const tick = () => {
+    const left = Math.ceil((end - performance.now()) / 1000);
+    if (left <= 0 || !button.isConnected) {
+      button.disabled = false;
+      label.textContent = "";
+      return;
+    }
+    label.textContent = `retry in ${left} s`;
+    setTimeout(tick, 250);
+  };
+  label.textContent = `retry in ${Math.ceil(seconds)} s`;
+  setTimeout(tick, 250); // by then the card is on the page (a removed card stops the clock)
+}
+
+function trailStep(step) {
+  if (step.type === "search") {
+    const results = step.results || [];
+    const domains = [...new Set(results.map((r) => r.domain).filter(Boolean))];
+    return el(
+      "li",
+      { className: step.error ? "failed" : "" },
+      el("span", { className: "step-title", text: `Searched “${step.query}”` }),
+      ` · ${step.language || "all"}`,
+      step.error ? ` · ${step.error}` : ` · ${results.length} result${results.length === 1 ? "" : "s"}`,
+      step.repeated ? " · repeated" : "",
+      domains.length ? el("div", { className: "domains" }, domains.map((d) => el("span", { className: "domain-chip", text: d }))) : null,
+    );
+  }
+  if (step.type === "fetch") {
+    let host = step.domain;
+    try {
+      host = host || new URL(step.url).hostname;
+    } catch {
+      host = step.url;
+    }
+    const details = step.error
+      ? [` · ${step.error}`]
+      : [` · ${host}`, step.chars ? ` · ${format.bytes(step.chars)}` : "", step.seconds ? ` · ${format.seconds(step.seconds)}` : ""];
+    return el("li", { className: step.error ? "failed" : "" }, el("span", { className: "step-title", text: `Read “${step.title || step.url}”` }), ...details);
+  }
+  return el("li", { className: "warning", text: `⚠ ${step.message || ""}` });
+}
+
+function sourceChip(source, number, id) {
+  const domain = source.domain || "";
+  const tip = [source.title, source.date].filter(Boolean).join(" · ");
+  const chip = safeLink(source.url, null, { className: "source-chip", id, title: tip || source.url });
+  chip.append(el("span", { className: "source-number", text: number }), el("span", { className: "source-initial", "aria-hidden": "true", text: domain.replace(/^www\./, "").charAt(0) }), el("span", { text: domain }));
+  return chip;
+}
+
+/** A link only for http(s) addresses; anything else is shown as text. */
+export function safeLink(url, text, props = {}) {
+  let ok = false;
+  try {
+    ok = ["http:", "https:"].includes(new URL(url).protocol);
+  } catch {
+    ok = false;
+  }
+  if (!ok) return el("span", { ...props, text: text ?? url });
+  return el("a", { ...props, href: url, target: "_blank", rel: "noopener noreferrer", text: text ?? undefined });
+}

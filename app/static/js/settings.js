@@ -1,0 +1,256 @@
+// The Settings dialog: this conversation's settings, and the global ones (models, memory).
+// Each field carries the API's help (what a change costs); a refused value keeps the field
+// open with the server's message under it.
+
+import { api } from "./api.js";
+import { $, el, clear } from "./dom.js";
+
+const FIELDS = [
+  ["system_prompt", "System prompt", "textarea"],
+  ["context_budget", "Context budget (tokens)", "number"],
+  ["web_search", "Web search", "checkbox"],
+  ["search_max_uses", "Searches per answer", "number"],
+  ["web_fetch", "Read pages", "checkbox"],
+  ["fetch_max_uses", "Pages per answer", "number"],
+  ["search_locale", "Search locale", "text"],
+  ["search_engines", "Search engines", "text"],
+  ["tool_note", "Tool note", "textarea"],
+  ["compress_prompt", "Compression prompt", "textarea"],
+];
+const GLOBAL_HELP = {
+  models: "Model ids you add appear in the picker under “Added by you”. Nothing is downloaded: the model server must serve the id.",
+  memory: "memory.md: durable facts every conversation sees (one “- fact” per line). Compression adds facts here; every line costs tokens in each request.",
+};
+
+export class SettingsDialog {
+  /** hooks: {conversation() -> current or null, saved(conversation), modelsChanged(models)} */
+  constructor(config, hooks) {
+    this.config = config;
+    this.hooks = hooks;
+    this.dialog = $("#settings-dialog");
+    this.dialog.addEventListener("keydown", (event) => {
+      if (event.key === "Escape" && this.dialog.querySelector(".help-text:not([hidden])")) {
+        event.preventDefault(); // Escape closes the open tip first, then the dialog
+        event.stopPropagation();
+        closeTips(this.dialog);
+      }
+    });
+  }
+
+  open(tab = "conversation") {
+    this.tab = tab;
+    this.render();
+    if (!this.dialog.open) this.dialog.showModal();
+  }
+
+  close() {
+    this.dialog.close();
+  }
+
+  render() {
+    const tabs = el("div", { className: "tabs", role: "tablist" });
+    for (const [name, label] of [["conversation", "This conversation"], ["global", "Global"]]) {
+      tabs.append(el("button", { type: "button", role: "tab", "aria-selected": String(this.tab === name), text: label, on: { click: () => this.open(name) } }));
+    }
+    const head = el("div", { className: "settings-head" }, el("h2", { text: "Settings" }), tabs, el("button", { type: "button", className: "icon", "aria-label": "Close settings", text: "×", on: { click: () => this.close() } }));
+    const body = el("div", { className: "settings-body", role: "tabpanel" });
+    clear(this.dialog).append(head, body);
+    if (this.tab === "global") this.renderGlobal(body);
+    else this.renderConversation(body);
+  }
+
+  // ---- this conversation -----------------------------------------------------------------
+
+  renderConversation(body) {
+    const conversation = this.hooks.conversation();
+    const current = conversation ? conversation.settings : this.config.defaults;
+    const form = el("form", { className: "conversation-settings", novalidate: true });
+    this.inputs = {};
+    form.append(el("p", { className: "field-help", text: conversation ? `For “${conversation.title}”.` : "For the next conversation you start (saving creates it)." }));
+    form.append(this.presetField());
+    const row = [];
+    for (const [name, label, kind] of FIELDS) {
+      const field = this.field(name, label, kind, current[name]);
+      if (["search_max_uses", "fetch_max_uses", "web_search", "web_fetch"].includes(name)) row.push(field);
+      else {
+        if (row.length) form.append(el("div", { className: "field-row" }, row.splice(0)));
+        form.append(field);
+      }
+    }
+    this.formError = el("p", { className: "field-error", role: "alert" });
+    this.savedNote = el("span", { className: "saved", role: "status" });
+    const foot = el("div", { className: "settings-foot" }, el("button", { type: "submit", className: "primary", text: "Save" }), el("button", { type: "button", className: "quiet", text: "Cancel", on: { click: () => this.close() } }), this.savedNote);
+    form.append(this.formError, foot);
+    form.addEventListener("submit", (event) => {
+      event.preventDefault();
+      this.saveConversation(current);
+    });
+    body.append(form);
+  }
+
+  presetField() {
+    const select = el("select", { id: "setting-preset", "aria-label": "Preset" }, el("option", { value: "", text: "Apply a preset…" }));
+    for (const name of Object.keys(this.config.presets)) select.append(el("option", { value: name, text: name }));
+    select.addEventListener("change", () => {
+      if (select.value) this.inputs.system_prompt.value = this.config.presets[select.value];
+      select.value = "";
+    });
+    return el("div", { className: "field" }, el("label", { className: "field-label", for: "setting-preset", text: "Presets" }), select);
+  }
+
+  field(name, label, kind, value) {
+    const id = `setting-${name}`;
+    let input;
+    if (kind === "textarea") input = el("textarea", { id, rows: name === "system_prompt" ? 5 : 4 });
+    else input = el("input", { id, type: kind, ...(kind === "number" ? { min: "0", step: "1" } : {}) });
+    if (kind === "checkbox") input.checked = Boolean(value);
+    else input.value = value ?? "";
+    input.dataset.kind = kind;
+    this.inputs[name] = input;
+    const error = el("p", { className: "field-error", id: `${id}-error`, role: "alert" });
+    input.setAttribute("aria-describedby", `${id}-error`);
+    return el("div", { className: "field", dataset: { name } }, el("div", { className: "field-label" }, el("label", { for: id, text: label }), helpTip(this.config.help[name] || "")), input, error);
+  }
+
+  read(name) {
+    const input = this.inputs[name];
+    if (input.dataset.kind === "checkbox") return input.checked;
+    if (input.dataset.kind === "number") return input.value.trim() === "" ? null : Number(input.value);
+    return input.value;
+  }
+
+  async saveConversation(current) {
+    this.clearErrors();
+    const changed = {};
+    for (const [name] of FIELDS) {
+      const value = this.read(name);
+      if (value !== current[name]) changed[name] = value;
+    }
+    const conversation = this.hooks.conversation();
+    try {
+      const saved = conversation
+        ? await api(`/api/conversations/${conversation.id}`, { method: "PATCH", body: { settings: changed } })
+        : await api("/api/conversations", { method: "POST", body: { settings: changed } });
+      this.hooks.saved(saved);
+      this.render();
+      this.savedNote.textContent = Object.keys(changed).length ? `Saved ${Object.keys(changed).length} change${Object.keys(changed).length === 1 ? "" : "s"}.` : "Nothing changed.";
+    } catch (error) {
+      this.showRefusal(error.message, Object.keys(changed));
+    }
+  }
+
+  /** The server names the refused setting in its message: show it under that field. */
+  showRefusal(message, names) {
+    const name = names.find((n) => message.includes(n)) || FIELDS.map(([n]) => n).find((n) => message.includes(n));
+    const field = name && this.dialog.querySelector(`.field[data-name="${name}"]`);
+    if (!field) {
+      this.formError.textContent = message;
+      return;
+    }
+    field.classList.add("refused");
+    field.querySelector(".field-error").textContent = message;
+    this.inputs[name].focus();
+  }
+
+  clearErrors() {
+    this.formError.textContent = "";
+    this.savedNote.textContent = "";
+    for (const field of this.dialog.querySelectorAll(".field.refused")) {
+      field.classList.remove("refused");
+      field.querySelector(".field-error").textContent = "";
+    }
+  }
+
+  // ---- global ----------------------------------------------------------------------------
+
+  async renderGlobal(body) {
+    const models = this.modelsSection();
+    const memory = el("div", { className: "field" });
+    body.append(models, memory);
+    const text = el("textarea", { id: "memory-text", rows: 10, spellcheck: "false" });
+    const error = el("p", { className: "field-error", role: "alert" });
+    const saved = el("span", { className: "saved", role: "status" });
+    memory.append(
+      el("div", { className: "field-label" }, el("label", { for: "memory-text", text: "Memory (memory.md)" }), helpTip(GLOBAL_HELP.memory)),
+      text,
+      error,
+      el("div", { className: "settings-foot" }, el("button", { type: "button", className: "primary", id: "save-memory", text: "Save memory", on: { click: () => this.saveMemory(text, error, saved) } }), saved),
+    );
+    try {
+      text.value = (await api("/api/memory")).text;
+    } catch (failure) {
+      error.textContent = `Could not read memory.md: ${failure.message}`;
+    }
+  }
+
+  modelsSection() {
+    const section = el("div", { className: "field models" });
+    const list = el("ul", { className: "model-list", id: "added-models" });
+    const error = el("p", { className: "field-error", role: "alert" });
+    const input = el("input", { type: "text", id: "new-model", placeholder: "model id, e.g. qwen3:8b", "aria-label": "Model id to add" });
+    const save = async (models) => {
+      error.textContent = "";
+      try {
+        const result = await api("/api/models", { method: "PUT", body: { models } });
+        this.config.models.added = result.models;
+        this.hooks.modelsChanged(result.models);
+        draw();
+      } catch (failure) {
+        error.textContent = failure.message;
+      }
+    };
+    const draw = () => {
+      clear(list);
+      for (const model of this.config.models.added) {
+        list.append(el("li", {}, el("span", { text: model }), el("button", { type: "button", className: "quiet", "aria-label": `Remove ${model}`, text: "Remove", on: { click: () => save(this.config.models.added.filter((m) => m !== model)) } })));
+      }
+      if (!this.config.models.added.length) list.append(el("li", { className: "conversation-empty", text: "None added." }));
+    };
+    const form = el("form", { className: "inline-form" }, input, el("button", { type: "submit", text: "Add" }));
+    form.addEventListener("submit", (event) => {
+      event.preventDefault();
+      if (input.value.trim()) save([...this.config.models.added, input.value.trim()]).then(() => (input.value = ""));
+    });
+    draw();
+    const configured = this.config.models.configured.length ? `Configured (MODELS): ${this.config.models.configured.join(", ")}.` : "";
+    section.append(el("div", { className: "field-label" }, el("span", { text: "Models" }), helpTip(GLOBAL_HELP.models)), el("p", { className: "field-help", text: configured }), list, form, error);
+    return section;
+  }
+
+  async saveMemory(text, error, saved) {
+    error.textContent = "";
+    saved.textContent = "";
+    try {
+      await api("/api/memory", { method: "PUT", body: { text: text.value } });
+      saved.textContent = "Memory saved.";
+    } catch (failure) {
+      error.textContent = failure.message;
+    }
+  }
+}
+
+/** A "?" that shows the help on hover or focus; a click pins it; Escape closes. */
+export function helpTip(text) {
+  if (!text) return null;
+  const tip = el("span", { className: "help-text", role: "tooltip", text, hidden: true });
+  const button = el("button", { type: "button", className: "help", "aria-label": `Help: ${text}`, text: "?" });
+  const wrap = el("span", { className: "help-tip" }, button, tip);
+  const show = (on) => (tip.hidden = !(on || tip.dataset.pinned));
+  button.addEventListener("mouseenter", () => show(true));
+  button.addEventListener("mouseleave", () => show(false));
+  button.addEventListener("focus", () => show(true));
+  button.addEventListener("blur", () => show(false));
+  button.addEventListener("click", () => {
+    if (tip.dataset.pinned) delete tip.dataset.pinned;
+    else tip.dataset.pinned = "yes";
+    show(Boolean(tip.dataset.pinned));
+  });
+  return wrap;
+}
+
+function closeTips(root) {
+  for (const tip of root.querySelectorAll(".help-text")) {
+    delete tip.dataset.pinned;
+    tip.hidden = true;
+  }
+}

@@ -1,0 +1,60 @@
+"""The page's Status panel: the doctor's checks over HTTP, each with its fix in plain words.
+
+``GET /api/status?quick=1``: the free checks (no search, nothing generated), for the
+page-load overview. ``GET /api/status``: those and tool calling (the model answers a tiny
+request). ``POST /api/status/brave``: the Brave key alone; it runs one real search, which
+spends one query of the user's Brave plan, so only on the user's request.
+Every answer is ``{"checks": [{id, part, name, state, detail, fix}]}``; a failing part is a
+failed check, never an HTTP error.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+from fastapi import APIRouter, Request
+
+from app import doctor
+from app.turn import Services
+
+router = APIRouter(prefix="/api/status")
+
+
+def services(request: Request) -> Services:
+    return request.app.state.services
+
+
+def answer(checks: list[doctor.Check]) -> dict[str, Any]:
+    return {"checks": [check.as_dict() for check in checks]}
+
+
+async def model_checks(state: Services, *, tools: bool) -> list[doctor.Check]:
+    async def read_window(model: str) -> int | None:
+        # What was just read is what the next turn budgets against: after the user raises
+        # the window and checks again, the chat follows it without a restart.
+        window = await state.model.served_window(model)
+        state.windows[model] = (window, time.monotonic())
+        return window
+
+    checks = await doctor.model_quick_checks(state.model, state.settings, read_window)
+    if tools and doctor.first_failure(checks) is None:
+        checks.append(await doctor.tool_check(state.model, state.settings.default_model))
+    return checks
+
+
+@router.get("")
+async def status(request: Request, quick: bool = False) -> dict[str, Any]:
+    """Every check but the Brave key's; `quick`: without tool calling (nothing generated)."""
+    state = services(request)
+    searxng, model = await asyncio.gather(
+        doctor.searxng_free_checks(state.searxng.url), model_checks(state, tools=not quick)
+    )
+    return answer([*searxng, *model])
+
+
+@router.post("/brave")
+async def brave(request: Request) -> dict[str, Any]:
+    """The Brave key: one real search, one query of the user's Brave plan."""
+    return answer([await doctor.brave_key_check(services(request).searxng.url)])

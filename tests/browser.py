@@ -1,0 +1,98 @@
+"""Real Chromium (Debian's package) driven by Playwright, for the page's tests.
+
+Never ``playwright install``: it downloads browsers, and these machines reach no such host.
+Every request the page makes is recorded, so a test can show that nothing left loopback.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import pytest
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+
+
+def launch(playwright):
+    if not CHROMIUM.exists():
+        pytest.fail(f"{CHROMIUM} is missing: install Debian's chromium (.ci/run does)")
+    return playwright.chromium.launch(
+        executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS
+    )
+
+
+def is_loopback_url(url: str) -> bool:
+    parts = urlsplit(url)
+    if parts.scheme in ("data", "blob", "about"):
+        return True
+    host = parts.hostname or ""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+@dataclass
+class PageLog:
+    """What the page did that a user would not see: requests, dialogs, console errors."""
+
+    requests: list[str] = field(default_factory=list)
+    dialogs: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+    def outside(self) -> list[str]:
+        return [url for url in self.requests if not is_loopback_url(url)]
+
+
+@pytest.fixture(scope="session")
+def browser() -> Iterator:
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        instance = launch(playwright)
+        yield instance
+        instance.close()
+
+
+def open_page(
+    browser, url: str, *, width: int = 1280, height: int = 860, dark: bool = False, ready=True
+):
+    """A fresh browser context on the service's page, with its log attached as `page.log`;
+    with `ready`, once the page has wired itself up (it marks the body)."""
+    context = browser.new_context(
+        viewport={"width": width, "height": height},
+        color_scheme="dark" if dark else "light",
+        permissions=["clipboard-read", "clipboard-write"],
+    )
+    page = context.new_page()
+    log = PageLog()
+    page.on("request", lambda request: log.requests.append(request.url))
+    page.on("pageerror", lambda error: log.errors.append(str(error)))
+    page.on("console", lambda message: message.type == "error" and log.errors.append(message.text))
+
+    def on_dialog(dialog) -> None:
+        log.dialogs.append(f"{dialog.type}: {dialog.message}")
+        dialog.dismiss()
+
+    page.on("dialog", on_dialog)
+    page.log = log
+    page.set_default_timeout(15_000)
+    page.goto(url)
+    if ready:
+        page.wait_for_selector("body[data-ready]", state="attached")
+    return page

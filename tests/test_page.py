@@ -1,0 +1,462 @@
+"""The chat page in real Chromium, against the real service, a real SearXNG with our engine
+on the fake Brave API, the loopback page server and the scripted fake model server."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+
+import httpx
+import pytest
+from playwright.sync_api import Page, expect
+
+from tests.browser import open_page
+from tests.chat_client import get_conversation
+from tests.conftest import ChatService, chat_env
+from tests.fakes.llm_server import (
+    Reply,
+    ToolCall,
+    content_filtered,
+    context_length_exceeded,
+    invalid_api_key,
+    rate_limited,
+    server_error,
+    tools_unsupported,
+)
+
+LONG_ANSWER = [f"Sentence number {n} of a long answer. " for n in range(400)]
+
+
+def turns_ended(page: Page) -> int:
+    return int(page.evaluate("document.body.dataset.turnsEnded || 0"))
+
+
+def send(page: Page, text: str) -> None:
+    page.ended_before = turns_ended(page)
+    page.fill("#composer-input", text)
+    page.keyboard.press("Enter")
+
+
+def wait_turn_end(page: Page) -> None:
+    """The turn ended, one way or another, and the page settled: Send is back."""
+    expect(page.locator("body")).to_have_attribute(
+        "data-turns-ended", str(page.ended_before + 1), timeout=30_000
+    )
+    expect(page.locator("#send")).to_be_visible()
+    expect(page.locator("#stop")).to_be_hidden()
+    page.ended_before += 1
+
+
+def conversation_id(page: Page) -> str:
+    match = re.match(r"#/c/(.+)", page.evaluate("location.hash"))
+    assert match, "the page shows no saved conversation"
+    return match.group(1)
+
+
+def test_the_page_is_served_with_a_policy_that_forbids_inline_script(chat):
+    response = httpx.get(chat.url)
+    assert response.status_code == 200
+    policy = response.headers["content-security-policy"]
+    assert "script-src 'self'" in policy and "unsafe-inline" not in policy
+    assert "connect-src 'self'" in policy
+    # Nothing in the page itself runs or loads from elsewhere.
+    assert "<script>" not in response.text
+    assert not re.search(r"\son[a-z]+=", response.text)
+    assert not re.search(r"https?://", response.text)
+
+
+def test_an_answer_streams_in_and_ends_rendered(page, llm):
+    llm.script(
+        Reply(
+            text="## Cooking times\n\n| Filling | Minutes |\n|---|--:|\n| Potato | 4 |\n"
+            "| Cabbage | 5 |\n\n```python\nprint('gotowe')\n```\n\nDone.",
+            usage={"prompt_tokens": 800, "completion_tokens": 40},
+            chunk_delay=0.01,
+        )
+    )
+    send(page, "How long do pierogi cook?")
+    expect(page.locator("#stop")).to_be_visible()
+    wait_turn_end(page)
+    answer = page.locator(".message.assistant").last
+    expect(answer.locator("table th")).to_have_text(["Filling", "Minutes"])
+    expect(answer.locator("table td").first).to_have_text("Potato")
+    expect(answer.locator("pre code")).to_have_text("print('gotowe')")
+    answer.locator(".code-block button.copy").click()
+    assert page.evaluate("navigator.clipboard.readText()") == "print('gotowe')"
+    stats = answer.locator(".answer-stats")
+    expect(stats).to_contain_text("in 800")
+    expect(stats).to_contain_text("out 40")
+    expect(stats).to_contain_text("cost not reported")
+    expect(page.locator("#totals")).to_contain_text("1 turn")
+    expect(page.locator(".context-label")).to_contain_text("800 tokens measured by the server")
+    assert page.log.errors == []
+
+
+def test_a_search_and_fetch_turn_keeps_its_trail_and_sources_after_a_reload(page, llm, pages):
+    article = f"{pages.url}/article"
+    llm.script(
+        Reply(
+            reasoning="I should look this up.",
+            tool_calls=[ToolCall("web_search", {"query": "pierogi czas gotowania"})],
+        ),
+        Reply(tool_calls=[ToolCall("web_fetch", {"url": article})]),
+        Reply(text="Boil them for four minutes [21].", usage={"prompt_tokens": 3000}),
+    )
+    send(page, "Jak długo gotować pierogi?")
+    wait_turn_end(page)
+
+    def check_trail_and_sources() -> None:
+        trail = page.locator(".trail").last
+        expect(trail.locator("summary")).to_contain_text("Searched 1× (pl-PL)")
+        expect(trail.locator("summary")).to_contain_text("Read 1 page")
+        trail.locator("summary").click()
+        expect(trail.locator(".timeline")).to_contain_text("pierogi czas gotowania")
+        expect(trail.locator(".timeline")).to_contain_text("Pierogi, step by step")
+        expect(trail.locator(".thinking-text")).to_have_text("I should look this up.")
+        chip = page.locator(".source-chip").first
+        expect(chip).to_have_attribute("href", article)
+        expect(chip).to_have_attribute("rel", "noopener noreferrer")
+        expect(page.locator(".seen summary").last).to_contain_text("results")
+        citation = page.locator(".answer a.citation").first
+        assert citation.get_attribute("href") == f"#{chip.get_attribute('id')}"
+
+    check_trail_and_sources()
+    page.reload()
+    expect(page.locator(".message.assistant")).to_have_count(1)
+    check_trail_and_sources()
+    expect(page.locator(".conversation-item.current")).to_contain_text("Jak długo gotować")
+
+
+def test_stop_keeps_the_partial_answer_and_closes_the_model_stream(page, llm, chat):
+    llm.script(Reply(text=LONG_ANSWER, chunk_delay=0.05))
+    send(page, "Tell me a long story.")
+    expect(page.locator(".message.assistant .answer")).to_contain_text("Sentence number 3")
+    stop = page.locator("#stop")
+    send_box = page.locator("#send").bounding_box()
+    assert send_box is None  # Stop stands where Send was, Send is gone
+    stop.click()
+    wait_turn_end(page)
+    assert llm.wait_hung_up() is not None, "the model server never saw the connection close"
+    answer = page.locator(".message.assistant").last
+    expect(answer.locator(".badge.interrupted")).to_have_text("interrupted")
+    expect(answer.locator(".answer.interrupted")).to_be_visible()
+    stored = get_conversation(chat, conversation_id(page))["messages"]
+    assert [m["status"] for m in stored if m["role"] == "assistant"] == ["interrupted"]
+
+    llm.script(Reply(text="A short story instead.", usage={"prompt_tokens": 100}))
+    answer.locator(".regenerate").click()
+    wait_turn_end(page)
+    expect(page.locator(".message.assistant")).to_have_count(1)
+    expect(page.locator(".message.assistant .answer")).to_have_text("A short story instead.")
+    stored = get_conversation(chat, conversation_id(page))["messages"]
+    assert [m["role"] for m in stored] == ["user", "assistant"]
+    assert stored[1]["status"] == "complete"
+
+
+def test_escape_stops_too(page, llm):
+    llm.script(Reply(text=LONG_ANSWER, chunk_delay=0.05))
+    send(page, "Another long story.")
+    expect(page.locator(".message.assistant .answer")).to_contain_text("Sentence number 2")
+    page.keyboard.press("Escape")
+    wait_turn_end(page)
+    assert llm.wait_hung_up() is not None
+    expect(page.locator(".badge.interrupted")).to_be_visible()
+
+
+def test_edit_puts_the_last_message_back_and_removes_it(page, llm, chat):
+    llm.script(Reply(text="First answer."))
+    send(page, "A question with a typo")
+    wait_turn_end(page)
+    page.locator(".message.user .edit").click()
+    expect(page.locator("#composer-input")).to_have_value("A question with a typo")
+    expect(page.locator(".message")).to_have_count(0)
+    assert get_conversation(chat, conversation_id(page))["messages"] == []
+
+
+@pytest.mark.parametrize(
+    ("reply", "title", "action", "restored"),
+    [
+        (invalid_api_key(), "refused the key", "Open status", True),
+        (content_filtered(), "filter blocked", "Edit & resend", True),
+        (server_error(500), "model server failed", "Retry", True),
+        (rate_limited(retry_after=2), "slow down", "Retry", True),
+    ],
+    ids=["auth", "content_filter", "upstream", "rate_limit"],
+)
+def test_each_failure_shows_its_action_and_gives_the_message_back(
+    page, llm, chat, reply, title, action, restored
+):
+    llm.script(reply)
+    send(page, "My carefully written question")
+    wait_turn_end(page)
+    card = page.locator(".error-card")
+    expect(card.locator("h3")).to_contain_text(title)
+    button = card.get_by_role("button", name=action)
+    expect(button).to_be_visible()
+    expect(page.locator("#composer-input")).to_have_value("My carefully written question")
+    expect(card).to_contain_text("Your message is back in the box below.")
+    expect(page.locator(".message.user")).to_have_count(0)
+    assert get_conversation(chat, conversation_id(page))["messages"] == []
+    if action == "Retry":
+        if "slow down" in title:
+            expect(button).to_be_disabled()
+            expect(card.locator(".countdown")).to_contain_text("retry in")
+        llm.script(Reply(text="It worked this time."))
+        expect(button).to_be_enabled(timeout=5_000)
+        button.click()
+        wait_turn_end(page)
+        expect(page.locator(".message.assistant .answer").last).to_have_text("It worked this time.")
+        assert page.locator("#composer-input").input_value() == ""
+
+
+def test_a_second_context_overflow_shows_its_retry(page, llm):
+    llm.script(context_length_exceeded(), context_length_exceeded())
+    send(page, "A message that no longer fits.")
+    wait_turn_end(page)
+    card = page.locator(".error-card")
+    expect(card.locator("h3")).to_contain_text("no longer fits")
+    expect(card.get_by_role("button", name="Retry")).to_be_visible()
+    expect(page.locator("#composer-input")).to_have_value("A message that no longer fits.")
+
+
+def test_a_model_without_tools_answers_with_a_visible_warning(page, llm):
+    llm.script(tools_unsupported(), Reply(text="Answer without the web."))
+    send(page, "Anything new?")
+    wait_turn_end(page)
+    answer = page.locator(".message.assistant").last
+    expect(answer.locator(".answer")).to_have_text("Answer without the web.")
+    expect(answer.locator(".trail summary")).to_contain_text("1 warning")
+    answer.locator(".trail summary").click()
+    expect(answer.locator(".timeline .warning")).to_contain_text("rejected the web tools")
+
+
+def test_a_lost_connection_to_the_service_says_so_and_retries(page, llm, chat):
+    page.route("**/chat", lambda route: route.abort())
+    send(page, "Are you there?")
+    wait_turn_end(page)
+    card = page.locator(".error-card")
+    expect(card.locator("h3")).to_have_text("Lost the connection to the chat service")
+    page.unroute("**/chat")
+    llm.script(Reply(text="Here I am."))
+    card.get_by_role("button", name="Retry").click()
+    wait_turn_end(page)
+    expect(page.locator(".message.assistant .answer").last).to_have_text("Here I am.")
+    stored = get_conversation(chat, conversation_id(page))["messages"]
+    assert [m["content"] for m in stored] == ["Are you there?", "Here I am."]
+
+
+HOSTILE = """Here is some output.
+
+<script>alert('script')</script>
+<img src="http://203.0.113.9/pixel.png" onerror="alert('img')">
+[click me](javascript:alert('link'))
+[data link](data:text/html,<script>alert('data')</script>)
+![tracker](http://203.0.113.9/tracker.png)
+<a href="javascript:alert('a')">html link</a>
+
+| a | b |
+|---|---|
+| <b onmouseover=alert(1)>cell</b> | <iframe src="http://203.0.113.9/"></iframe> |
+
+```
+<img src=x onerror="alert('fence')">
+"""
+
+
+def test_hostile_model_output_renders_as_text(page, llm):
+    llm.script(Reply(text=HOSTILE))
+    send(page, "Say something nasty.")
+    wait_turn_end(page)
+    answer = page.locator(".message.assistant .answer")
+    expect(answer).to_contain_text("<script>alert('script')</script>")
+    found = page.evaluate(
+        """() => {
+          const root = document.querySelector('.message.assistant .answer');
+          const bad = root.querySelectorAll('script, img, iframe, object, embed, svg, style');
+          const handlers = [...root.querySelectorAll('*')].filter(
+            (node) => [...node.attributes].some((a) => a.name.startsWith('on')));
+          const links = [...root.querySelectorAll('a[href]')].map((a) => a.href);
+          return {bad: bad.length, handlers: handlers.length, links};
+        }"""
+    )
+    assert found["bad"] == 0 and found["handlers"] == 0
+    assert all(link.startswith(("http:", "https:", "mailto:")) for link in found["links"])
+    page.mouse.move(400, 400)
+    assert page.log.dialogs == []
+    assert page.log.outside() == []
+    assert page.log.errors == []
+
+
+@pytest.fixture
+def small_page(browser, llm, pages, searxng, brave, tmp_path) -> Iterator[Page]:
+    """Keeps the last 2 messages verbatim, so a small budget compresses early."""
+    llm.clear()
+    env = chat_env(llm, tmp_path, pages, KEEP_RECENT_MESSAGES="2", MAX_COMPLETION_TOKENS="200")
+    service = ChatService(env, searxng.url).start()
+    opened = open_page(browser, service.url)
+    opened.service = service
+    yield opened
+    opened.context.close()
+    service.stop()
+
+
+def save_settings(page: Page) -> None:
+    page.locator("#settings-dialog button[type=submit]").click()
+
+
+def test_a_small_budget_set_in_settings_compresses_and_saves_facts(small_page, llm):
+    page = small_page
+    page.locator("#conversation-settings").click()
+    page.fill("#setting-context_budget", "1000")
+    page.locator("#setting-web_search").uncheck()
+    page.locator("#setting-web_fetch").uncheck()
+    save_settings(page)
+    expect(page.locator("#settings-dialog .saved")).to_contain_text("Saved 3 changes")
+    page.keyboard.press("Escape")
+    expect(page.locator("#tools-pill")).to_have_text("web: off")
+
+    long_text = "I keep my servers in Kraków and prefer Debian. " * 40
+    llm.script(Reply(text="Noted.", usage={"prompt_tokens": 900, "completion_tokens": 5}))
+    send(page, long_text)
+    wait_turn_end(page)
+    llm.script(
+        Reply(
+            text=json.dumps({"summary": "Servers in Kraków.", "facts": ["User runs Debian"]}),
+            usage={"prompt_tokens": 300, "completion_tokens": 20},
+        ),
+        Reply(text="Second answer.", usage={"prompt_tokens": 400, "completion_tokens": 5}),
+    )
+    send(page, long_text)
+    wait_turn_end(page)
+    expect(page.locator(".notice").first).to_contain_text(
+        "1 message folded into a summary, 1 fact saved to memory"
+    )
+    page.locator("#open-settings").click()
+    expect(page.locator("#memory-text")).to_have_value(re.compile("User runs Debian"))
+
+
+def test_a_context_overflow_is_compressed_and_retried_with_a_notice(small_page, llm):
+    page = small_page
+    for text in ("first", "second"):
+        llm.script(Reply(text=f"Answer to the {text}."))
+        send(page, f"The {text} message.")
+        wait_turn_end(page)
+    llm.script(
+        context_length_exceeded(),
+        Reply(text=json.dumps({"summary": "Two earlier questions.", "facts": []})),
+        Reply(text="Answered after compressing."),
+    )
+    send(page, "The third message.")
+    wait_turn_end(page)
+    expect(page.locator(".notice").first).to_contain_text("3 messages folded into a summary")
+    expect(page.locator(".message.assistant .answer").last).to_have_text(
+        "Answered after compressing."
+    )
+    expect(page.locator(".error-card")).to_have_count(0)
+
+
+def test_a_refused_setting_shows_the_servers_message_at_the_field(page):
+    page.locator("#conversation-settings").click()
+    page.fill("#setting-compress_prompt", "Summarise the chat, please.")
+    save_settings(page)
+    field = page.locator('.field[data-name="compress_prompt"]')
+    expect(field.locator(".field-error")).to_contain_text("must contain {transcript}")
+    expect(page.locator("#settings-dialog")).to_be_visible()
+    expect(page.locator("#setting-compress_prompt")).to_have_value("Summarise the chat, please.")
+
+
+def test_help_tips_show_what_a_change_costs(page):
+    page.locator("#conversation-settings").click()
+    field = page.locator('.field[data-name="web_search"]')
+    field.locator("button.help").focus()
+    expect(field.locator(".help-text")).to_contain_text("4,000 tokens")
+    field.locator("button.help").click()  # pinned
+    page.locator("#setting-context_budget").focus()
+    expect(field.locator(".help-text")).to_be_visible()
+    page.keyboard.press("Escape")
+    expect(field.locator(".help-text")).to_be_hidden()
+    expect(page.locator("#settings-dialog")).to_be_visible()  # the first Escape closed the tip
+
+
+def test_models_added_in_settings_appear_in_the_picker_groups(page):
+    page.locator("#open-settings").click()
+    page.fill("#new-model", "qwen3:8b")
+    page.locator("#new-model").press("Enter")
+    expect(page.locator("#added-models")).to_contain_text("qwen3:8b")
+    groups = page.locator("#model-picker optgroup")
+    expect(groups.last).to_have_attribute("label", "Added by you")
+    expect(groups.last.locator("option")).to_have_text(["qwen3:8b"])
+    expect(groups.first).to_have_attribute("label", "Configured")
+
+
+def test_conversations_are_listed_searched_renamed_and_deleted(page, llm):
+    for question, answer in (("Pierogi recipe", "Flour."), ("Nginx proxy", "Use proxy_pass.")):
+        llm.script(Reply(text=answer))
+        page.locator("#new-conversation").click()
+        send(page, question)
+        wait_turn_end(page)
+    items = page.locator(".conversation-item")
+    expect(items).to_have_count(2)
+    page.keyboard.press("Control+k")
+    expect(page.locator("#chat-search")).to_be_focused()
+    page.keyboard.type("proxy_pass")
+    expect(items).to_have_count(1)
+    expect(items.first).to_contain_text("Nginx proxy")
+    page.fill("#chat-search", "")
+    expect(items).to_have_count(2)
+
+    first = items.filter(has_text="Pierogi recipe")
+    first.hover()
+    first.locator(".rename").click()
+    page.keyboard.press("Control+a")
+    page.keyboard.type("Dumplings")
+    page.keyboard.press("Enter")
+    expect(page.locator(".conversation-item").filter(has_text="Dumplings")).to_have_count(1)
+
+    target = page.locator(".conversation-item").filter(has_text="Dumplings")
+    target.hover()
+    target.locator(".delete").click()
+    page.locator(".confirm-delete").click()
+    expect(page.locator(".conversation-item")).to_have_count(1)
+    expect(page.locator(".conversation-item")).to_contain_text("Nginx proxy")
+
+
+def test_export_downloads_the_conversation_as_markdown(page, llm, pages):
+    article = f"{pages.url}/article"
+    llm.script(
+        Reply(tool_calls=[ToolCall("web_fetch", {"url": article})]),
+        Reply(text="Four minutes [1]."),
+    )
+    send(page, "Read the recipe")
+    wait_turn_end(page)
+    with page.expect_download() as download:
+        page.locator("#export-conversation").click()
+    text = open(download.value.path(), encoding="utf-8").read()
+    assert "## You\n\n> Read the recipe" in text
+    assert "Four minutes [1]." in text
+    assert f"1. [Pierogi, step by step]({article})" in text
+
+
+def test_a_new_conversation_offers_examples_in_the_search_language(page, llm):
+    examples = page.locator(".examples button")
+    expect(examples).to_have_count(3)
+    expect(examples.first).to_contain_text("nginx")
+    expect(examples.first).to_contain_text("Jak")  # SEARCH_LOCALE is pl-PL
+
+
+def test_the_page_is_usable_at_400_px(browser, chat, llm):
+    page = open_page(browser, chat.url, width=400, height=800)
+    try:
+        expect(page.locator("#sidebar")).not_to_be_in_viewport()
+        page.locator("#open-sidebar").click()
+        expect(page.locator("#new-conversation")).to_be_in_viewport()
+        page.keyboard.press("Escape")
+        expect(page.locator("#sidebar")).not_to_be_in_viewport()
+        llm.script(Reply(text="Small screens work."))
+        send(page, "Hello from a phone")
+        wait_turn_end(page)
+        width = page.evaluate("document.documentElement.scrollWidth")
+        assert width <= 400, f"the page scrolls sideways ({width}px)"
+    finally:
+        page.context.close()

@@ -1,0 +1,76 @@
+"""The README's pictures: a finished search + fetch answer, light and dark.
+
+Every run takes them (into a temporary folder) and checks what they show; `make screenshots`
+sets SCREENSHOT_DIR=docs to refresh the committed ones. Look at them before committing.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from playwright.sync_api import expect
+
+from tests.browser import open_page
+from tests.fakes.llm_server import Reply, ToolCall
+
+QUESTION = "Jak długo gotować pierogi z kapustą?"
+ANSWER = """Pierogi gotuje się krótko: wrzuca się je na osolony wrzątek i liczy od chwili, \
+gdy wypłyną [21].
+
+| Farsz | Minuty po wypłynięciu |
+|---|--:|
+| Ziemniaki i ser | 4 |
+| Kapusta i grzyby | 5 |
+
+Farsz z surowego mięsa potrzebuje dłużej niż farsz ugotowany wcześniej [21]. Jeśli \
+robisz ich dużo, gotuj partiami:
+
+```python
+for batch in batches(pierogi, 12):
+    boil(batch, minutes=5)
+```
+
+Podawaj z podsmażoną cebulką i kwaśną śmietaną [1].
+"""
+
+
+def test_screenshots_of_a_finished_search_and_fetch_answer(browser, chat, llm, pages, tmp_path):
+    target = Path(os.environ.get("SCREENSHOT_DIR") or tmp_path)
+    target.mkdir(parents=True, exist_ok=True)
+    llm.script(
+        Reply(
+            reasoning="The user asks in Polish about cooking times; search in Polish.",
+            tool_calls=[ToolCall("web_search", {"query": "pierogi z kapustą czas gotowania"})],
+        ),
+        Reply(tool_calls=[ToolCall("web_fetch", {"url": f"{pages.url}/article"})]),
+        Reply(
+            text=ANSWER,
+            usage={
+                "prompt_tokens": 6120,
+                "completion_tokens": 212,
+                "prompt_tokens_details": {"cached_tokens": 3900},
+            },
+            chunk_delay=0.005,
+        ),
+    )
+    for scheme in ("light", "dark"):
+        page = open_page(browser, chat.url, width=1280, height=900, dark=scheme == "dark")
+        try:
+            if scheme == "light":
+                page.fill("#composer-input", QUESTION)
+                page.keyboard.press("Enter")
+                expect(page.locator("body")).to_have_attribute("data-turns-ended", "1")
+                address = page.url
+            else:
+                page.goto(address)
+            expect(page.locator(".answer table")).to_be_visible()
+            expect(page.locator(".source-chip")).to_have_count(1)
+            page.locator(".trail summary").click()
+            expect(page.locator(".timeline")).to_contain_text("pierogi z kapustą")
+            path = target / f"page-{scheme}.png"
+            page.screenshot(path=str(path))
+            assert path.stat().st_size > 20_000
+            assert page.log.errors == [] and page.log.outside() == []
+        finally:
+            page.context.close()
