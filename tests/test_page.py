@@ -460,3 +460,60 @@ def test_the_page_is_usable_at_400_px(browser, chat, llm):
         assert width <= 400, f"the page scrolls sideways ({width}px)"
     finally:
         page.context.close()
+
+
+def test_shift_enter_adds_a_line_and_ctrl_shift_o_starts_a_new_conversation(page, llm):
+    composer = page.locator("#composer-input")
+    composer.focus()
+    page.keyboard.type("first line")
+    page.keyboard.press("Shift+Enter")
+    page.keyboard.type("second line")
+    expect(composer).to_have_value("first line\nsecond line")
+    expect(page.locator(".message.user")).to_have_count(0)
+    llm.script(Reply(text="Two lines received."))
+    page.ended_before = turns_ended(page)
+    page.keyboard.press("Enter")
+    wait_turn_end(page)
+    expect(page.locator(".message.user .bubble")).to_have_text("first line\nsecond line")
+    page.keyboard.press("Control+Shift+O")
+    expect(page.locator(".empty")).to_be_visible()
+    assert page.evaluate("location.hash") == "#/"
+    expect(page.locator(".conversation-item")).to_have_count(1)
+
+
+def test_with_a_token_the_page_asks_for_it_and_then_works(browser, llm, pages, searxng, tmp_path):
+    llm.clear()
+    service = ChatService(chat_env(llm, tmp_path, pages, AUTH_TOKEN="s3cret"), searxng.url)
+    service.start()
+    page = open_page(browser, service.url, ready=False)
+    try:
+        dialog = page.locator("#login-dialog")
+        expect(dialog).to_be_visible()
+        page.fill("#login-token", "wrong")
+        page.keyboard.press("Enter")
+        expect(page.locator("#login-error")).to_contain_text("wrong access token")
+        page.fill("#login-token", "s3cret")
+        page.keyboard.press("Enter")
+        expect(page.locator("body")).to_have_attribute("data-ready", "yes")
+        llm.script(Reply(text="Authorised."))
+        send(page, "Hello with a token")
+        wait_turn_end(page)
+        expect(page.locator(".message.assistant .answer")).to_have_text("Authorised.")
+    finally:
+        page.context.close()
+        service.stop()
+
+
+def test_the_menu_reaches_every_view_at_400_px(browser, chat):
+    page = open_page(browser, f"{chat.url}/#/lab", width=400, height=800)
+    try:
+        expect(page.locator("#view-lab")).to_be_visible()
+        page.locator("#open-sidebar").click()
+        page.locator("#open-status").click()
+        expect(page.locator("#view-status")).to_be_visible()
+        expect(page.locator("#sidebar")).not_to_be_in_viewport()
+        page.locator("#open-sidebar").click()
+        page.locator("#new-conversation").click()
+        expect(page.locator(".empty")).to_be_visible()
+    finally:
+        page.context.close()

@@ -180,7 +180,8 @@ export class ConversationView {
     } else {
       parts.push("cost not reported");
     }
-    parts.push(`${turns} turn${turns === 1 ? "" : "s"}${totals.turns_unreported ? ` (${totals.turns_unreported} without usage)` : ""}`);
+    parts.push(`${turns} turn${turns === 1 ? "" : "s"}`);
+    if (totals.turns_unreported) parts.push(`+${totals.turns_unreported} attempt${totals.turns_unreported === 1 ? "" : "s"} with usage not reported`);
     box.textContent = parts.join(" · ");
   }
 

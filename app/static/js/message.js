@@ -134,7 +134,8 @@ export class AnswerView {
     const reads = this.activity.filter((a) => a.type === "fetch" && !a.error);
     const parts = [];
     const thought = this.thinkingSeconds();
-    if (this.reasoning) parts.push(thought ? `Thought ${format.seconds(thought)}` : "Thinking");
+    const stillThinking = this.live && !this.text && !this.activity.length;
+    if (this.reasoning) parts.push(stillThinking ? `Thinking… ${format.seconds(thought)}` : `Thought ${format.seconds(thought)}`);
     if (searches.length) {
       const languages = [...new Set(searches.map((s) => s.language).filter(Boolean))];
       parts.push(`Searched ${searches.length}×${languages.length ? ` (${languages.join(", ")})` : ""}`);
