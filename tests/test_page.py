@@ -517,3 +517,24 @@ def test_the_menu_reaches_every_view_at_400_px(browser, chat):
         expect(page.locator(".empty")).to_be_visible()
     finally:
         page.context.close()
+
+
+def test_the_view_follows_the_stream_until_the_reader_scrolls_up(browser, chat, llm):
+    page = open_page(browser, chat.url, width=1000, height=500)
+    try:
+        llm.script(Reply(text=[f"Paragraph {n}.\n\n" for n in range(120)], chunk_delay=0.03))
+        send(page, "A long answer, please.")
+        expect(page.locator(".answer")).to_contain_text("Paragraph 20")
+        at_bottom = "(m => m.scrollHeight - m.scrollTop - m.clientHeight < 48)"
+        assert page.evaluate(f"{at_bottom}(document.querySelector('#messages'))")
+        page.locator("#messages").evaluate("m => m.scrollTo(0, 0)")
+        expect(page.locator("#jump-latest")).to_be_visible()
+        expect(page.locator(".answer")).to_contain_text("Paragraph 60")
+        assert page.locator("#messages").evaluate("m => m.scrollTop") == 0  # left alone
+        page.locator("#jump-latest").click()
+        expect(page.locator("#jump-latest")).to_be_hidden()
+        assert page.evaluate(f"{at_bottom}(document.querySelector('#messages'))")
+        page.keyboard.press("Escape")
+        wait_turn_end(page)
+    finally:
+        page.context.close()
