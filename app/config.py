@@ -7,6 +7,16 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Annotated, Any
+
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    StrictBool,
+    field_validator,
+)
 
 from app.fetch import parse_allow_hosts
 
@@ -76,11 +86,23 @@ class Settings:
     brave_api_url: str
     auth_token: str
     """Required to serve on an address other than loopback."""
+    allowed_hosts: frozenset[str]
+    """Host names (or host:port) served besides loopback: a LAN name, a reverse proxy's."""
     published_on_loopback: bool
     """Set by compose.yaml: the container binds all its interfaces, but Docker publishes
     the port on 127.0.0.1 only, so no token is needed."""
     llm_base_url: str
     llm_api_key: str
+    llm_first_byte_timeout: int
+    """Seconds from sending a model request to the server's first byte (its headers).
+    llama-server answers only once it has read the prompt: raise this for long prompts on
+    slow hardware."""
+    llm_idle_timeout: int
+    """Seconds a model stream may stay silent between two events."""
+    llm_total_timeout: int
+    """Seconds one model request may take in all: bounds a stream that never ends."""
+    searxng_timeout: int
+    """Seconds one SearXNG request may take before the search fails as a tool warning."""
     models: tuple[str, ...]
     default_model: str
     summary_model: str
@@ -130,11 +152,18 @@ def load(environ: dict[str, str] | None = None) -> Settings:
         brave_api_key=env.get("BRAVE_API_KEY", ""),
         brave_api_url=env.get("BRAVE_API_URL", ""),
         auth_token=env.get("AUTH_TOKEN", ""),
+        allowed_hosts=frozenset(
+            h.lower().rstrip(".") for h in comma_list(env.get("ALLOWED_HOSTS", ""))
+        ),
         published_on_loopback=env.get("PUBLISHED_ON_LOOPBACK", "") == "1",
         llm_base_url=(env.get("LLM_BASE_URL", "").strip() or "http://127.0.0.1:11434/v1").rstrip(
             "/"
         ),
         llm_api_key=env.get("LLM_API_KEY", ""),
+        llm_first_byte_timeout=integer(env, "LLM_FIRST_BYTE_TIMEOUT", 60, 1),
+        llm_idle_timeout=integer(env, "LLM_IDLE_TIMEOUT", 300, 1),
+        llm_total_timeout=integer(env, "LLM_TOTAL_TIMEOUT", 900, 1),
+        searxng_timeout=integer(env, "SEARXNG_TIMEOUT", 20, 1),
         models=models,
         default_model=default_model,
         summary_model=env.get("SUMMARY_MODEL", "").strip() or default_model,
@@ -154,25 +183,104 @@ def load(environ: dict[str, str] | None = None) -> Settings:
 
 PRESETS_DIR = ROOT / "presets"
 
-# Per-conversation settings: their type, and what changing each one costs (the page's help).
-CONVERSATION_SETTINGS: dict[str, tuple[type, str]] = {
-    "model": (str, "Switching model drops the previous model's prompt cache: one cold turn."),
-    "system_prompt": (str, "Any edit invalidates the prompt cache from the first byte."),
-    "context_budget": (int, "Lower means earlier compression; never above the served window."),
-    "web_search": (bool, "Each search adds about 4,000 tokens of results to the turn."),
-    "web_fetch": (bool, "Each page read adds up to about 12,000 tokens to the turn."),
-    "search_max_uses": (int, "Searches allowed per answer; told to the model."),
-    "fetch_max_uses": (int, "Pages read per answer; told to the model."),
-    "tool_note": (str, "Its wording changes how many tools the model uses, so the cost."),
-    "compress_prompt": (str, "Decides what the summary keeps; must contain {transcript}."),
-    "search_locale": (str, "Language of results, e.g. pl-PL; the model may override per query."),
-    "search_engines": (str, "SearXNG engines for this conversation (empty: SearXNG's list)."),
-}
-LIMITS = {
-    "context_budget": (1_000, 10_000_000),
-    "search_max_uses": (0, 20),
-    "fetch_max_uses": (0, 20),
-}
+
+def whole_number(value: object) -> object:
+    """An integer as JSON has it: 7 or 7.0, never "7" or true."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError("must be a whole number")
+    return value
+
+
+WholeNumber = Annotated[int, BeforeValidator(whole_number)]
+
+
+def Text(max_length: int, min_length: int = 0) -> Any:  # noqa: N802 - a type, read as one
+    """A string field with its length limits. Pydantic refuses a lone surrogate (JSON
+    allows "\\ud800"), which could not be stored as UTF-8."""
+    return Annotated[str, Field(min_length=min_length, max_length=max_length)]
+
+
+# Stored as given (the page trims what it sends); an id of blanks alone is refused.
+ModelId = Annotated[str, Field(min_length=1, max_length=200, pattern=r"[^ \t\r\n\f\v]")]
+
+
+class ConversationSettings(BaseModel):
+    """A partial update of a conversation's settings. Each field's description is the
+    page's help: what changing it costs. A field left out keeps its value; null is refused
+    (the None defaults only mark "not given")."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    model: ModelId = Field(
+        None, description="Switching model drops the previous model's prompt cache: one cold turn."
+    )
+    system_prompt: Text(50_000) = Field(  # type: ignore[valid-type]
+        None, description="Any edit invalidates the prompt cache from the first byte."
+    )
+    context_budget: WholeNumber = Field(
+        None,
+        ge=1_000,
+        le=10_000_000,
+        description="Lower means earlier compression; never above the served window.",
+    )
+    web_search: StrictBool = Field(
+        None, description="Each search adds about 4,000 tokens of results to the turn."
+    )
+    web_fetch: StrictBool = Field(
+        None, description="Each page read adds up to about 12,000 tokens to the turn."
+    )
+    search_max_uses: WholeNumber = Field(
+        None, ge=0, le=20, description="Searches allowed per answer; told to the model."
+    )
+    fetch_max_uses: WholeNumber = Field(
+        None, ge=0, le=20, description="Pages read per answer; told to the model."
+    )
+    tool_note: Text(10_000) = Field(  # type: ignore[valid-type]
+        None, description="Its wording changes how many tools the model uses, so the cost."
+    )
+    compress_prompt: Text(20_000, 1) = Field(  # type: ignore[valid-type]
+        None,
+        description="Decides what the summary keeps; must contain {transcript}.",
+        json_schema_extra={"pattern": r"\{transcript\}"},
+    )
+    search_locale: Text(20, 1) = Field(  # type: ignore[valid-type]
+        None,
+        description="Language of results, e.g. pl-PL; the model may override per query.",
+        json_schema_extra={"pattern": LOCALE.pattern},
+    )
+    search_engines: Text(500) = Field(  # type: ignore[valid-type]
+        None,
+        pattern=r"^[A-Za-z0-9 _.,-]*$",
+        description="SearXNG engines for this conversation (empty: SearXNG's list).",
+    )
+
+    @field_validator("compress_prompt")
+    @classmethod
+    def summarises(cls, value: str) -> str:
+        if "{transcript}" not in value:
+            raise ValueError(
+                "compress_prompt must contain {transcript}: without it nothing would be summarised"
+            )
+        return value
+
+    @field_validator("search_locale")
+    @classmethod
+    def locale(cls, value: str) -> str:
+        try:
+            return check_locale(value)
+        except ConfigError as exc:
+            raise ValueError(str(exc)) from None
+
+    def changes(self) -> dict[str, Any]:
+        return self.model_dump(exclude_unset=True)
+
+
+def settings_help() -> dict[str, str]:
+    return {
+        name: field.description or "" for name, field in ConversationSettings.model_fields.items()
+    }
 
 
 def presets() -> dict[str, str]:
@@ -180,26 +288,3 @@ def presets() -> dict[str, str]:
     return {
         p.stem: p.read_text(encoding="utf-8").strip() for p in sorted(PRESETS_DIR.glob("*.txt"))
     }
-
-
-def check_conversation_settings(patch: object) -> dict[str, object]:
-    """A validated partial update of a conversation's settings, or a ConfigError."""
-    if not isinstance(patch, dict):
-        raise ConfigError("settings must be an object")
-    checked: dict[str, object] = {}
-    for name, value in patch.items():
-        if name not in CONVERSATION_SETTINGS:
-            raise ConfigError(f"unknown setting {name!r}")
-        kind = CONVERSATION_SETTINGS[name][0]
-        if type(value) is not kind:
-            raise ConfigError(f"{name} must be a {kind.__name__}")
-        if name in LIMITS and not LIMITS[name][0] <= value <= LIMITS[name][1]:
-            raise ConfigError(f"{name} must be between {LIMITS[name][0]} and {LIMITS[name][1]}")
-        checked[name] = value
-    if "compress_prompt" in checked and "{transcript}" not in checked["compress_prompt"]:
-        raise ConfigError(
-            "compress_prompt must contain {transcript}: without it nothing would be summarised"
-        )
-    if "search_locale" in checked:
-        checked["search_locale"] = check_locale(checked["search_locale"])
-    return checked

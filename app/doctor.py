@@ -361,7 +361,7 @@ async def model_checks(settings: config.Settings) -> list[Check]:
     """Every model check, tool calling included (the command line's).
 
     An ok 'model chosen' is left out: the tool-calling line names the model."""
-    client = ModelClient(settings.llm_base_url, settings.llm_api_key, timeout=60)
+    client = ModelClient.from_settings(settings)
     try:
         checks = await model_quick_checks(client, settings)
         if first_failure(checks) is None:

@@ -21,7 +21,8 @@
          "rows": [{"locale", "in_target", "total", "results": [{"url", "language"}]}]}
 
     ``locales`` defaults to ``all,<language>,<locale>`` of ``locale`` (itself defaulting to
-    SEARCH_LOCALE), ``target`` to the last locale's language.
+    SEARCH_LOCALE; ``all`` alone for ``all``), ``target`` to the last locale's language,
+    else SEARCH_LOCALE's.
 
 Failures answer ``{"detail": "..."}``: 400 for an empty query, an invalid locale, page or
 top; 502 when SearXNG is unreachable or an engine failed (the message says which and why).
@@ -33,20 +34,36 @@ from __future__ import annotations
 import asyncio
 import re
 from dataclasses import dataclass, field
+from typing import Annotated
 from urllib.parse import urlsplit
 
-from fastapi import APIRouter, HTTPException, Request
+from fastapi import APIRouter, HTTPException, Query, Request
 
 from app import config, language
-from app.search import SearchError, Searxng
+from app.bodies import ErrorBody
+from app.search import QueryRefused, SearchError, Searxng
 
-router = APIRouter(prefix="/api/lab")
+router = APIRouter(
+    prefix="/api/lab",
+    responses={
+        404: {"model": ErrorBody, "description": "an engine or locale this SearXNG lacks"},
+        502: {"model": ErrorBody, "description": "SearXNG or an engine failed"},
+    },
+)
 
 MAX_QUERY_CHARS = 400
 MAX_PAGE = 10
 MAX_TOP = 50
 MAX_LOCALES = 8
 DAY = re.compile(r"^\d{4}-\d{2}-\d{2}")
+# What the parameters accept, told to /openapi.json (so a fuzzer sends what is valid); the
+# handlers check them by hand, with messages that name the mistake.
+LOCALE_PATTERN = r"^(all|auto|[a-z]{2,3}(-[A-Za-z]{2,4})?)?$"
+LANGUAGE_LOCALE = r"[a-z]{2,3}(-[A-Za-z]{2,4})?"
+LOCALES_PATTERN = rf"^((all|auto|{LANGUAGE_LOCALE}),){{0,7}}{LANGUAGE_LOCALE}$|^$"
+ENGINES_PATTERN = r"^[a-z0-9_,]*$"
+BLANKS = " \t\r\n\f\v"
+QUERY_PATTERN = r"[^ \t\r\n\f\v]"
 LANGUAGE = re.compile(r"^[a-z]{2,3}$")
 
 
@@ -95,7 +112,9 @@ def default_locale(request: Request) -> str:
 
 
 def check_query(q: str) -> str:
-    query = q.strip()
+    # Blank means these few characters: Python's idea of whitespace is wider than JSON
+    # Schema's, and the two must agree on what /openapi.json calls valid.
+    query = q.strip(BLANKS)
     if not query:
         raise bad_request("the query is empty: type what to search for")
     if len(query) > MAX_QUERY_CHARS:
@@ -165,23 +184,51 @@ async def lab_search(
     )
 
 
+async def check_engines(request: Request, engines: str) -> str | None:
+    """The engines asked for, each one this SearXNG has loaded (it would answer an unknown
+    name with an empty page); None for SearXNG's own choice."""
+    names = [name for name in engines.replace(" ", "").split(",") if name]
+    if not names:
+        return None
+    try:
+        listed = (await searxng(request).get_json("/config")).get("engines", [])
+    except SearchError as exc:
+        raise upstream_failure(exc) from None
+    loaded = {e.get("name") for e in listed if e.get("enabled", True)}
+    unknown = [name for name in names if name not in loaded]
+    if unknown:  # 404, like a model that does not exist
+        raise HTTPException(
+            404,
+            f"unknown engine(s) {', '.join(unknown)}: this SearXNG runs "
+            f"{', '.join(sorted(n for n in loaded if n)) or 'no engine'}",
+        )
+    return ",".join(names)
+
+
 def upstream_failure(exc: SearchError) -> HTTPException:
-    return HTTPException(status_code=502, detail=str(exc))
+    """404 when SearXNG does not know what was asked for (a locale it lacks: it has no such
+    thing, like an unknown engine), 502 when it or an engine failed."""
+    return HTTPException(status_code=404 if isinstance(exc, QueryRefused) else 502, detail=str(exc))
 
 
 @router.get("/search")
 async def search(
     request: Request,
-    q: str = "",
-    locale: str = "",
-    engines: str = "",
-    page: str = "1",
+    q: Annotated[
+        str, Query(json_schema_extra={"pattern": QUERY_PATTERN, "maxLength": MAX_QUERY_CHARS})
+    ],
+    locale: Annotated[str, Query(json_schema_extra={"pattern": LOCALE_PATTERN})] = "",
+    engines: Annotated[str, Query(json_schema_extra={"pattern": ENGINES_PATTERN})] = "",
+    page: Annotated[str, Query(json_schema_extra={"pattern": r"^([1-9]|10)$"})] = "1",
 ) -> LabSearch:
     query = check_query(q)
     chosen = config.check_locale(locale.strip() or default_locale(request))
     number = check_number("page", page, 1, MAX_PAGE)
+    if not query.strip():  # only Unicode spaces: nothing to search, and nothing wrong
+        return LabSearch(query, chosen, target_of(chosen), number, results=[])
     try:
-        return await lab_search(searxng(request), query, chosen, engines.strip() or None, number)
+        chosen_engines = await check_engines(request, engines)
+        return await lab_search(searxng(request), query, chosen, chosen_engines, number)
     except SearchError as exc:
         raise upstream_failure(exc) from None
 
@@ -189,35 +236,38 @@ async def search(
 @router.get("/measure")
 async def measure_locales(
     request: Request,
-    q: str = "",
-    locales: str = "",
-    locale: str = "",
-    target: str = "",
-    top: str = "20",
-    engines: str = "",
+    q: Annotated[
+        str, Query(json_schema_extra={"pattern": QUERY_PATTERN, "maxLength": MAX_QUERY_CHARS})
+    ],
+    locales: Annotated[str, Query(json_schema_extra={"pattern": LOCALES_PATTERN})] = "",
+    locale: Annotated[str, Query(json_schema_extra={"pattern": f"^({LANGUAGE_LOCALE})?$"})] = "",
+    target: Annotated[str, Query(json_schema_extra={"pattern": r"^([a-z]{2,3})?$"})] = "",
+    top: Annotated[str, Query(json_schema_extra={"pattern": r"^([1-9]|[1-4][0-9]|50)$"})] = "20",
+    engines: Annotated[str, Query(json_schema_extra={"pattern": ENGINES_PATTERN})] = "",
 ) -> Measurement:
     query = check_query(q)
     count = check_number("top", top, 1, MAX_TOP)
+    home = default_locale(request)
     if locales.strip():
         chosen = check_locales(locales)
     else:
-        base = config.check_locale(locale.strip() or default_locale(request))
-        chosen = language.default_locales(base)
-        if not chosen:
-            raise bad_request(
-                f"the locale {base!r} names no language: give the locales to compare "
-                "(e.g. all,pl,pl-PL)"
-            )
-    wanted = target.strip().lower() or target_of(chosen[-1])
+        base = config.check_locale(locale.strip() or home)
+        chosen = language.default_locales(base) or [base]
+    # The language to count: asked for, else the last locale's, else the user's own.
+    wanted = target.strip().lower() or target_of(chosen[-1]) or target_of(home)
     if not wanted:
         raise bad_request(
-            f"the last locale ({chosen[-1]}) names no language: give the target language (e.g. pl)"
+            f"neither {chosen[-1]} nor SEARCH_LOCALE ({home}) names a language: "
+            "give the target language (e.g. pl)"
         )
     if not LANGUAGE.match(wanted):
         raise bad_request(f"target must be a language code such as 'pl', not {wanted!r}")
+    if not query.strip():  # only Unicode spaces: nothing to search, and nothing wrong
+        empty = [language.LocaleRow(locale=locale, in_target=0, total=0) for locale in chosen]
+        return Measurement(query=query, target=wanted, top=count, locales=chosen, rows=empty)
     try:
         rows = await language.measure(
-            searxng(request), query, chosen, wanted, count, engines.strip() or None
+            searxng(request), query, chosen, wanted, count, await check_engines(request, engines)
         )
     except SearchError as exc:
         raise upstream_failure(exc) from None

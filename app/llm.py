@@ -7,14 +7,20 @@ cached tokens, how an error names its cause, and where the served window can be 
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
+from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
-from httpx_sse import aconnect_sse
+from httpx_sse import ServerSentEvent, SSEError, aconnect_sse
+
+from app import config
+
+T = TypeVar("T")
 
 FAILURE_KINDS = (
     "auth",
@@ -41,6 +47,38 @@ TOOLS_UNSUPPORTED = re.compile(
     r"unsupported.*tools|tools.*unsupported|function calling is not",
     re.I,
 )
+
+
+CONNECT_SECONDS = 10.0
+# The served-window and model-list probes run before a turn's first request: a server that
+# hangs must not hold the turn up for long, so each probe waits at most this (and never
+# longer than a first byte may take).
+WINDOW_PROBE_SECONDS = 2.0
+MODELS_PROBE_SECONDS = 5.0
+
+
+@dataclass(frozen=True)
+class Limits:
+    """How long one model request may take; each bound catches a different way to hang."""
+
+    first_byte: float = 60.0
+    """Request sent to response headers: a server that accepted and never answers."""
+    idle: float = 300.0
+    """Between two events of a stream (headers to first event included): a stalled stream."""
+    total: float = 900.0
+    """The whole request: a stream that never ends, or a non-streamed answer that never comes."""
+
+    @classmethod
+    def from_settings(cls, settings: config.Settings) -> Limits:
+        return cls(
+            first_byte=settings.llm_first_byte_timeout,
+            idle=settings.llm_idle_timeout,
+            total=settings.llm_total_timeout,
+        )
+
+    def probe(self, seconds: float) -> float:
+        """A probe's bound: its own, and never more than a first byte may take."""
+        return min(seconds, self.first_byte)
 
 
 class LLMError(Exception):
@@ -161,32 +199,63 @@ class Event:
 class ModelClient:
     """One OpenAI-compatible server (``LLM_BASE_URL`` ends with ``/v1``)."""
 
-    def __init__(self, base_url: str, api_key: str = "", *, timeout: float = 300.0) -> None:
+    def __init__(self, base_url: str, api_key: str = "", *, limits: Limits | None = None) -> None:
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self.base_url = base_url.rstrip("/")
-        self.http = httpx.AsyncClient(headers=headers, timeout=httpx.Timeout(timeout, connect=10.0))
+        self.limits = limits or Limits()
+        # Reads are bounded by `limits` with deadlines of our own: httpx's read timeout
+        # cannot tell the wait for the first byte from the wait between two events.
+        self.http = httpx.AsyncClient(
+            headers=headers, timeout=httpx.Timeout(None, connect=CONNECT_SECONDS)
+        )
+
+    @classmethod
+    def from_settings(cls, settings: config.Settings) -> ModelClient:
+        return cls(
+            settings.llm_base_url, settings.llm_api_key, limits=Limits.from_settings(settings)
+        )
 
     async def aclose(self) -> None:
         await self.http.aclose()
 
     async def stream(self, payload: dict[str, Any]) -> AsyncIterator[Event]:
         """Stream one completion. Closing this iterator closes the upstream connection,
-        which is how Stop reaches the model server."""
+        which is how Stop reaches the model server.
+
+        The stream must end with a ``finish_reason`` or ``[DONE]``: one that just stops
+        is a lost connection (kind ``network``), never a complete answer."""
         body = {**payload, "stream": True, "stream_options": {"include_usage": True}}
         tools = ToolCallAssembler()
-        finish = None
+        finish: str | None = None
+        deadline = asyncio.get_running_loop().time() + self.limits.total
         try:
-            async with aconnect_sse(
-                self.http, "POST", f"{self.base_url}/chat/completions", json=body
-            ) as source:
+            async with AsyncExitStack() as stack:
+                source = await self.within(
+                    self.limits.first_byte,
+                    deadline,
+                    stack.enter_async_context(
+                        aconnect_sse(
+                            self.http, "POST", f"{self.base_url}/chat/completions", json=body
+                        )
+                    ),
+                    silent=f"no answer within {self.limits.first_byte:g} s "
+                    "(LLM_FIRST_BYTE_TIMEOUT)",
+                )
                 response = source.response
                 if response.status_code != 200:
-                    await response.aread()
+                    await self.within(
+                        self.limits.idle,
+                        deadline,
+                        response.aread(),
+                        silent="the error body did not arrive",
+                    )
                     raise classify(response.status_code, safe_json(response), response.headers)
-                async for sse in source.aiter_sse():
+                events = source.aiter_sse()
+                while (sse := await self.next_event(events, deadline)) is not None:
                     if sse.data.strip() == "[DONE]":
+                        finish = finish or "stop"
                         break
-                    chunk = json.loads(sse.data)
+                    chunk = parse_chunk(sse.data)
                     if chunk.get("error"):
                         raise classify(500, chunk, {})
                     for event in chunk_events(chunk, tools):
@@ -194,6 +263,14 @@ class ModelClient:
                             finish = event.text
                         else:
                             yield event
+        except SSEError as exc:
+            raise LLMError(
+                "upstream", f"the model server did not answer with an event stream: {exc}"
+            ) from exc
+        except httpx.ConnectError as exc:
+            raise LLMError(
+                "network", f"cannot reach the model server at {self.base_url}: {exc}"
+            ) from exc
         except httpx.TimeoutException as exc:
             raise LLMError(
                 "network", f"the model server timed out ({exc.__class__.__name__})"
@@ -203,29 +280,87 @@ class ModelClient:
                 "network",
                 f"lost the connection to the model server: {exc or exc.__class__.__name__}",
             ) from exc
+        if finish is None:
+            raise LLMError(
+                "network",
+                "the model server ended the stream before the answer finished "
+                "(no finish_reason, no [DONE])",
+            )
         if tools.calls:
             yield Event("tool_calls", tool_calls=tools.result())
-        yield Event("finish", text=finish or "stop")
+        yield Event("finish", text=finish)
+
+    async def next_event(
+        self, events: AsyncIterator[ServerSentEvent], deadline: float
+    ) -> ServerSentEvent | None:
+        """The stream's next event within the idle limit, or None at its end."""
+        try:
+            return await self.within(
+                self.limits.idle,
+                deadline,
+                anext(events),
+                silent=f"the model server sent nothing for {self.limits.idle:g} s "
+                "(LLM_IDLE_TIMEOUT)",
+            )
+        except StopAsyncIteration:
+            return None
+
+    async def within(
+        self, seconds: float, deadline: float, step: Awaitable[T], *, silent: str
+    ) -> T:
+        """One step of a request, bounded by its own limit and by the request's total.
+
+        Deadlines wrap single awaits, never a ``yield``: a timeout firing while the
+        consumer holds an event would cancel the consumer instead."""
+        left = deadline - asyncio.get_running_loop().time()
+        try:
+            async with asyncio.timeout(max(0.0, min(seconds, left))):
+                return await step
+        except TimeoutError:
+            if left <= seconds:
+                raise LLMError(
+                    "upstream",
+                    f"the model server's answer went on past {self.limits.total:g} s "
+                    "(LLM_TOTAL_TIMEOUT)",
+                ) from None
+            raise LLMError("network", silent) from None
 
     async def complete(self, payload: dict[str, Any]) -> tuple[str, dict[str, Any] | None]:
-        """One non-streamed completion: its text and raw usage."""
+        """One non-streamed completion: its text and raw usage. Its first byte comes only
+        with the whole answer, so only the total limit applies."""
         try:
-            response = await self.http.post(
-                f"{self.base_url}/chat/completions", json={**payload, "stream": False}
-            )
+            async with asyncio.timeout(self.limits.total):
+                response = await self.http.post(
+                    f"{self.base_url}/chat/completions", json={**payload, "stream": False}
+                )
+        except TimeoutError:
+            raise LLMError(
+                "upstream",
+                f"no answer from the model server within {self.limits.total:g} s "
+                "(LLM_TOTAL_TIMEOUT)",
+            ) from None
         except httpx.HTTPError as exc:
             raise LLMError("network", f"the model server is unreachable: {exc}") from exc
         if response.status_code != 200:
             raise classify(response.status_code, safe_json(response), response.headers)
-        data = response.json()
-        message = (data.get("choices") or [{}])[0].get("message") or {}
-        return message.get("content") or "", data.get("usage")
+        try:
+            data = response.json()
+            message = (data.get("choices") or [{}])[0].get("message") or {}
+            text = message.get("content") or ""
+            if not isinstance(text, str):
+                raise TypeError("content is not text")
+        except (ValueError, TypeError, AttributeError, IndexError) as exc:
+            raise LLMError(
+                "upstream", f"the model server's answer is not a chat completion ({exc})"
+            ) from exc
+        return text, data.get("usage")
 
     async def models(self) -> list[str] | None:
         """Model ids the server lists: empty when it lists none, None when unreachable."""
         try:
-            response = await self.http.get(f"{self.base_url}/models", timeout=5)
-        except httpx.HTTPError:
+            async with asyncio.timeout(self.limits.probe(MODELS_PROBE_SECONDS)):
+                response = await self.http.get(f"{self.base_url}/models")
+        except (httpx.HTTPError, TimeoutError):
             return None
         try:
             return [m["id"] for m in response.json().get("data", []) if m.get("id")]
@@ -234,24 +369,30 @@ class ModelClient:
 
     async def served_window(self, model: str) -> int | None:
         """The context window the server actually runs with, where it says so:
-        llama.cpp's ``/props`` ``n_ctx``, Ollama's ``/api/show`` ``num_ctx``."""
-        root = self.base_url.removesuffix("/v1")
+        llama.cpp's ``/props`` ``n_ctx``, Ollama's ``/api/show`` ``num_ctx``. Both asks
+        together take at most WINDOW_PROBE_SECONDS: a hung server costs the turn that, not
+        more, and is asked again only after a while (Services.served_window)."""
         try:
-            props = await self.http.get(f"{root}/props", timeout=5)
-            if props.status_code == 200:
-                data = props.json()
-                n_ctx = data.get("n_ctx") or (data.get("default_generation_settings") or {}).get(
-                    "n_ctx"
-                )
-                if n_ctx:
-                    return int(n_ctx)
-            show = await self.http.post(f"{root}/api/show", json={"model": model}, timeout=5)
-            if show.status_code == 200:
-                match = re.search(r"num_ctx\s+(\d+)", show.json().get("parameters") or "")
-                if match:
-                    return int(match.group(1))
-        except (httpx.HTTPError, ValueError, TypeError, AttributeError):
+            async with asyncio.timeout(self.limits.probe(WINDOW_PROBE_SECONDS)):
+                return await self.read_window(model)
+        except (httpx.HTTPError, TimeoutError, ValueError, TypeError, AttributeError):
             return None
+
+    async def read_window(self, model: str) -> int | None:
+        root = self.base_url.removesuffix("/v1")
+        props = await self.http.get(f"{root}/props")
+        if props.status_code == 200:
+            data = props.json()
+            n_ctx = data.get("n_ctx") or (data.get("default_generation_settings") or {}).get(
+                "n_ctx"
+            )
+            if n_ctx:
+                return int(n_ctx)
+        show = await self.http.post(f"{root}/api/show", json={"model": model})
+        if show.status_code == 200:
+            match = re.search(r"num_ctx\s+(\d+)", show.json().get("parameters") or "")
+            if match:
+                return int(match.group(1))
         return None
 
 
@@ -262,8 +403,31 @@ def safe_json(response: httpx.Response) -> Any:
         return response.text[:500]
 
 
+def parse_chunk(data: str) -> dict[str, Any]:
+    """One stream chunk's JSON object; anything else is the server's fault (upstream)."""
+    try:
+        chunk = json.loads(data)
+    except ValueError:
+        chunk = None
+    if not isinstance(chunk, dict):
+        raise LLMError(
+            "upstream", f"the model server sent a stream chunk that is not JSON: {data[:200]!r}"
+        )
+    return chunk
+
+
 def chunk_events(chunk: dict[str, Any], tools: ToolCallAssembler) -> list[Event]:
-    """Events of one streamed chunk; tool-call deltas go to the assembler."""
+    """Events of one streamed chunk; tool-call deltas go to the assembler. A chunk of
+    another shape fails as upstream rather than as a crash in the middle of the turn."""
+    try:
+        return shaped_events(chunk, tools)
+    except (AttributeError, TypeError) as exc:
+        raise LLMError(
+            "upstream", f"the model server sent a stream chunk of an unknown shape ({exc})"
+        ) from exc
+
+
+def shaped_events(chunk: dict[str, Any], tools: ToolCallAssembler) -> list[Event]:
     events = []
     if chunk.get("usage"):
         events.append(Event("usage", usage=chunk["usage"]))
@@ -271,11 +435,17 @@ def chunk_events(chunk: dict[str, Any], tools: ToolCallAssembler) -> list[Event]
         delta = choice.get("delta") or {}
         reasoning = delta.get("reasoning_content") or delta.get("reasoning")
         if reasoning:
-            events.append(Event("reasoning", text=reasoning))
+            events.append(Event("reasoning", text=text_of(reasoning)))
         if delta.get("content"):
-            events.append(Event("delta", text=delta["content"]))
+            events.append(Event("delta", text=text_of(delta["content"])))
         for call in delta.get("tool_calls") or []:
             tools.add(call)
         if choice.get("finish_reason"):
-            events.append(Event("finish", text=choice["finish_reason"]))
+            events.append(Event("finish", text=text_of(choice["finish_reason"])))
     return events
+
+
+def text_of(value: Any) -> str:
+    if not isinstance(value, str):
+        raise TypeError(f"{type(value).__name__} where text was expected")
+    return value

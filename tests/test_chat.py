@@ -264,7 +264,7 @@ def test_malformed_id_is_refused_and_touches_nothing(chat, bad):
         ("POST", f"/api/conversations/{bad}/chat"),
     ]:
         response = httpx.request(method, f"{chat.url}{path}", json={"message": "x", "title": "t"})
-        assert response.status_code in (400, 404), (method, response.status_code)
+        assert response.status_code in (404, 422), (method, response.status_code)
     after = sorted(data.rglob("*")) if data.exists() else []
     assert after == before
 
@@ -272,9 +272,9 @@ def test_malformed_id_is_refused_and_touches_nothing(chat, bad):
 def test_bad_input_gets_a_clear_error(chat):
     conversation_id = new_conversation(chat)
     url = f"{chat.url}/api/conversations/{conversation_id}"
-    assert httpx.post(f"{url}/chat", json={"message": "  "}).status_code == 400
+    assert httpx.post(f"{url}/chat", json={"message": "  "}).status_code == 422
     bad_prompt = httpx.patch(url, json={"settings": {"compress_prompt": "Summarise please"}})
-    assert bad_prompt.status_code == 400 and "{transcript}" in bad_prompt.json()["detail"]
-    assert httpx.patch(url, json={"settings": {"context_budget": "big"}}).status_code == 400
-    assert httpx.patch(url, json={"settings": {"search_locale": "polish"}}).status_code == 400
+    assert bad_prompt.status_code == 422 and "{transcript}" in bad_prompt.json()["detail"]
+    assert httpx.patch(url, json={"settings": {"context_budget": "big"}}).status_code == 422
+    assert httpx.patch(url, json={"settings": {"search_locale": "polish"}}).status_code == 422
     assert get_conversation(chat, conversation_id)["settings"]["context_budget"] == 102_400

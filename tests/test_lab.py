@@ -114,6 +114,13 @@ def test_measure_takes_locales_target_and_top(chat):
     assert row["in_target"] < row["total"]
 
 
+def test_measure_counts_the_users_language_when_the_locales_name_none(chat):
+    alone = ok(lab(chat, "measure", q="konfiguracja serwera", locale="all", top="3"))
+    assert alone["locales"] == ["all"] and alone["target"] == "pl"  # SEARCH_LOCALE is pl-PL
+    mixed = ok(lab(chat, "measure", q="konfiguracja serwera", locales="pl,all", top="3"))
+    assert mixed["target"] == "pl"
+
+
 def test_measure_defaults_follow_the_chosen_locale(chat):
     body = ok(lab(chat, "measure", q="configuration du serveur", locale="fr-FR", top="3"))
     assert body["locales"] == ["all", "fr", "fr-FR"]
@@ -131,8 +138,6 @@ def test_measure_defaults_follow_the_chosen_locale(chat):
         ("measure", {"q": "x", "top": "0"}, "top must be a whole number from 1 to 50"),
         ("measure", {"q": "x", "top": "51"}, "top must be a whole number from 1 to 50"),
         ("measure", {"q": "x", "top": "many"}, "top must be a whole number"),
-        ("measure", {"q": "x", "locale": "all"}, "give the locales to compare"),
-        ("measure", {"q": "x", "locales": "pl,all"}, "give the target language"),
     ],
 )
 def test_bad_input_is_a_400_with_a_clear_message(chat, brave, route, params, words):

@@ -526,14 +526,14 @@ def test_the_view_follows_the_stream_until_the_reader_scrolls_up(browser, chat, 
         send(page, "A long answer, please.")
         expect(page.locator(".answer")).to_contain_text("Paragraph 20")
         at_bottom = "(m => m.scrollHeight - m.scrollTop - m.clientHeight < 48)"
-        assert page.evaluate(f"{at_bottom}(document.querySelector('#messages'))")
+        page.wait_for_function(f"{at_bottom}(document.querySelector('#messages'))")
         page.locator("#messages").evaluate("m => m.scrollTo(0, 0)")
         expect(page.locator("#jump-latest")).to_be_visible()
         expect(page.locator(".answer")).to_contain_text("Paragraph 60")
         assert page.locator("#messages").evaluate("m => m.scrollTop") == 0  # left alone
         page.locator("#jump-latest").click()
         expect(page.locator("#jump-latest")).to_be_hidden()
-        assert page.evaluate(f"{at_bottom}(document.querySelector('#messages'))")
+        page.wait_for_function(f"{at_bottom}(document.querySelector('#messages'))")
         page.keyboard.press("Escape")
         wait_turn_end(page)
     finally:

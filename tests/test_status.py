@@ -39,7 +39,7 @@ def status(service: ChatService, *, quick: bool = False) -> list[dict]:
 
 
 def brave_status(service: ChatService) -> dict:
-    response = httpx.post(f"{service.url}/api/status/brave", timeout=60)
+    response = httpx.post(f"{service.url}/api/status/brave", json={}, timeout=60)
     assert response.status_code == 200, response.text
     [check] = response.json()["checks"]
     return check

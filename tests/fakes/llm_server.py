@@ -20,10 +20,17 @@ Shapes follow what real servers send:
 - error bodies in the OpenAI shape, plus helpers below for the llama.cpp and Ollama variants;
 - ``GET /props`` as llama.cpp serves it and ``POST /api/show`` as Ollama serves it, so the
   service can read the window the server actually runs with.
+
+Faults a `Reply` can script, for the failure tests: an error status, a crash mid-body
+(``break_after``), silence after accepting (``silent``), a stall with the connection open
+(``stall_after``), a body that ends cleanly without ``finish_reason`` or ``[DONE]``
+(``end_after``), a cut in the middle of an event (``cut_after``), an event that is not JSON
+(``malformed_after``) and a stream that never ends (``endless``).
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import select
 import socket
@@ -43,6 +50,7 @@ SSE_CONTENT_TYPE = "text/event-stream; charset=utf-8"  # what OpenAI sends, char
 JSON_CONTENT_TYPE = "application/json"
 OLLAMA_TRAINED_CONTEXT = 131072  # model_info holds the trained window, not the served one
 OLLAMA_PARAM_WIDTH = 30  # `ollama show` pads parameter names to this width
+HOLD_POLL_SECONDS = 0.1  # a held connection checks this often whether the fake is stopping
 
 
 # --------------------------------------------------------------------------------------------
@@ -75,6 +83,15 @@ class Reply:
     chunk_delay: float = 0.0  # seconds between chunks; non-stream: per delta, before answering
     break_after: int | None = None  # crash after this many content deltas (no finish, no [DONE])
     split: int = 4  # when text or reasoning is a str, deltas of this many characters
+    # Faults of a server or a proxy that has gone wrong. Each *_after counts content deltas
+    # like break_after, except that 0 strikes before the first event, right after the
+    # headers. Set one fault per Reply. A non-streamed request with any of them gets silence.
+    silent: bool = False  # accept and read the request, then send not a byte (headers neither)
+    stall_after: int | None = None  # then send nothing more, keeping the connection open
+    end_after: int | None = None  # then end the body cleanly: no finish_reason, no [DONE]
+    cut_after: int | None = None  # then send half of the next event and drop the connection
+    malformed_after: int | None = None  # then one event whose data is not JSON, then the rest
+    endless: bool = False  # repeat `text` forever, never finishing (pace it with chunk_delay)
 
 
 @dataclass
@@ -299,7 +316,8 @@ class _Answer:
         yield "role", {"role": "assistant", "content": ""}
         for piece in _pieces(reply.reasoning, reply.split):
             yield "reasoning", {reply.reasoning_field: piece}
-        for piece in _pieces(reply.text, reply.split):
+        pieces = _pieces(reply.text, reply.split)
+        for piece in itertools.cycle(list(pieces)) if reply.endless else pieces:
             yield "content", {"content": piece}
         for index, (call, call_id) in enumerate(zip(reply.tool_calls, self.call_ids, strict=True)):
             for delta in _tool_call_deltas(index, call_id, call):
@@ -361,6 +379,25 @@ def _breaks_before(kind: str, content_sent: int, limit: int) -> bool:
     if kind in ("role", "reasoning"):
         return False
     return kind != "content" or content_sent >= limit
+
+
+MALFORMED_EVENT = b'data: {"id": "chatcmpl-fake", "choices": [{"delta": {"content": "x"\n\n'
+
+
+def _fault(reply: Reply) -> tuple[str, int] | None:
+    """The stream fault the reply asks for, with the content deltas sent before it."""
+    faults = (
+        ("stall", reply.stall_after),
+        ("end", reply.end_after),
+        ("cut", reply.cut_after),
+        ("malformed", reply.malformed_after),
+    )
+    return next(((name, limit) for name, limit in faults if limit is not None), None)
+
+
+def _strikes(kind: str, content_sent: int, limit: int) -> bool:
+    """A fault strikes at its limit like break_after; a limit of 0 before any event."""
+    return limit == 0 or _breaks_before(kind, content_sent, limit)
 
 
 # --------------------------------------------------------------------------------------------
@@ -452,6 +489,9 @@ class _Handler(DispatchingHandler):
             fake._set_completed(recorded)
             self._send_json(reply.status, error, reply.headers)
             return
+        if reply.silent:
+            self._hold(recorded)
+            return
         answer = fake._resolve(reply, body, model)
         if body.get("stream"):
             self._stream(recorded, answer)
@@ -475,11 +515,16 @@ class _Handler(DispatchingHandler):
             self._hung_up(recorded)
             return
         content_sent = 0
+        fault = _fault(reply)
         for n, (kind, data) in enumerate(answer.frames()):
             limit = reply.break_after
             if limit is not None and _breaks_before(kind, content_sent, limit):
                 self._crash()
                 return
+            if fault is not None and _strikes(kind, content_sent, fault[1]):
+                if not self._strike(recorded, fault[0], data):
+                    return
+                fault = None  # a malformed event strikes once; the stream goes on
             gone = (
                 _wait_unless_closed(self.connection, reply.chunk_delay)
                 if n and reply.chunk_delay > 0
@@ -498,9 +543,39 @@ class _Handler(DispatchingHandler):
                 return
             content_sent += kind == "content"
 
+    def _strike(self, recorded: Recorded, fault: str, frame: bytes) -> bool:
+        """Do what the fault does to the stream; True when the stream goes on after it."""
+        try:
+            if fault == "malformed":
+                self._write_chunk(MALFORMED_EVENT, last=False)
+                return True
+            if fault == "stall":
+                self._hold(recorded)
+            elif fault == "end":
+                self.wfile.write(b"0\r\n\r\n")  # the body's proper end, mid-answer
+                self.wfile.flush()
+            elif fault == "cut":
+                self._write_chunk(frame[: len(frame) // 2], last=False)
+                self._crash()
+        except OSError:
+            self._hung_up(recorded)
+        return False
+
+    def _hold(self, recorded: Recorded) -> None:
+        """Send nothing and keep the connection open until the client hangs up or the
+        fake stops: a server that is stuck, not one that is gone."""
+        self.close_connection = True
+        while not self.server.stopping:
+            if _wait_unless_closed(self.connection, HOLD_POLL_SECONDS):
+                self._hung_up(recorded)
+                return
+
     def _complete(self, recorded: Recorded, answer: _Answer) -> None:
         """A non-streamed answer: paced like the stream it stands for, then sent whole."""
         reply = answer.reply
+        if reply.endless or _fault(reply) is not None:
+            self._hold(recorded)  # no whole answer can come of these
+            return
         pause = reply.chunk_delay * answer.delta_count()
         if pause > 0 and _wait_unless_closed(self.connection, pause):
             self._hung_up(recorded)

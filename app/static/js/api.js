@@ -1,7 +1,5 @@
 // Talking to the chat service: JSON calls and the SSE stream of a turn.
 
-const TOKEN_KEY = "private-search-chat.token";
-
 export class ApiError extends Error {
   constructor(status, message, body) {
     super(message);
@@ -13,21 +11,16 @@ export class ApiError extends Error {
 /** A lost connection to our own service (not a failure of the model server). */
 export class ConnectionLost extends Error {}
 
-export const auth = {
-  token: () => localStorage.getItem(TOKEN_KEY) || "",
-  set: (token) => (token ? localStorage.setItem(TOKEN_KEY, token) : localStorage.removeItem(TOKEN_KEY)),
-  onMissing: null, // set by main.js: opens the token form
-};
+/** Set by main.js: opens the sign-in form when the service wants its token. */
+export const auth = { onMissing: null };
 
-function headers(extra = {}) {
-  const token = auth.token();
-  return { ...(token ? { Authorization: `Bearer ${token}` } : {}), ...extra };
-}
+const WITH_BODY = new Set(["POST", "PUT", "PATCH"]);
 
 async function send(path, { method = "GET", body, signal, accept = "application/json" } = {}) {
-  const init = { method, signal, headers: headers({ Accept: accept }) };
-  if (body !== undefined) {
-    init.body = JSON.stringify(body);
+  const init = { method, signal, headers: { Accept: accept }, credentials: "same-origin" };
+  if (WITH_BODY.has(method)) {
+    // The service takes changes only as JSON, which no other site's form can send.
+    init.body = JSON.stringify(body ?? {});
     init.headers["Content-Type"] = "application/json";
   }
   let response;

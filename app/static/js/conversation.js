@@ -331,7 +331,8 @@ export class ConversationView {
     try {
       for await (const event of streamTurn(path, body, controller.signal)) {
         ended = this.apply(event, answer) || ended;
-        if (this.following) this.scrollDown();
+        // After the answer's own frame has rendered the new text (frames run in order).
+        if (this.following) requestAnimationFrame(() => this.following && this.scrollDown());
       }
       if (controller.signal.aborted) {
         answer.interrupt();

@@ -13,6 +13,7 @@ const state = { config: null, view: null, conversations: [], query: "", labMount
 
 async function start() {
   auth.onMissing = askToken;
+  $("#login-form").onsubmit = signIn;
   try {
     state.config = await api("/api/config");
   } catch (error) {
@@ -46,6 +47,8 @@ async function start() {
     },
   });
   bindShell();
+  $("#sign-out").hidden = !state.config.auth;
+  $("#sign-out").addEventListener("click", signOut);
   await refreshList();
   await route();
   document.body.dataset.ready = "yes"; // for tests and scripts: the page is wired up
@@ -250,16 +253,33 @@ function showDots(result) {
   dots.setAttribute("aria-label", said.join(", "));
 }
 
+/** The service wants its token: a form trades it for a session cookie (HttpOnly, so no
+ * script on the page can read it). */
 function askToken(message) {
   const dialog = $("#login-dialog");
   if (dialog.open) return;
-  $("#login-error").textContent = auth.token() ? message : "";
+  $("#login-error").textContent = message === "wrong access token" ? message : "";
   dialog.showModal();
-  $("#login-form").onsubmit = () => {
-    auth.set($("#login-token").value.trim());
-    if (!state.config) start();
-    else location.reload();
-  };
+  $("#login-token").focus();
+}
+
+async function signIn(event) {
+  event.preventDefault();
+  const error = $("#login-error");
+  try {
+    await api("/api/session", { method: "POST", body: { token: $("#login-token").value } });
+  } catch (failure) {
+    error.textContent = failure.message;
+    return;
+  }
+  $("#login-dialog").close();
+  if (state.config) location.reload();
+  else start();
+}
+
+async function signOut() {
+  await api("/api/session", { method: "DELETE" });
+  location.reload();
 }
 
 start();

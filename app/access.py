@@ -1,0 +1,442 @@
+"""Who may talk to the service, decided before any handler runs (SPEC 7).
+
+A service on loopback is reachable from every web page the user visits, so:
+- only known ``Host`` names are served (a DNS-rebinding page arrives under its own name):
+  loopback names and addresses, plus ``ALLOWED_HOSTS``; anything else gets 421;
+- a state-changing request must come from our own origin (``Origin`` and
+  ``Sec-Fetch-Site``), and a POST, PUT or PATCH body must be ``application/json``, which no
+  HTML form can send and which a cross-site ``fetch`` cannot send without a CORS preflight
+  that we never grant (no CORS header is ever sent): 403 or 415, and nothing changes;
+- bodies are capped in size and in JSON nesting depth before anything parses them;
+- with ``AUTH_TOKEN``, every ``/api`` call needs the token, as ``Authorization: Bearer``
+  (scripts) or as the signed session cookie the page's login form gets; repeated wrong
+  tokens from one client are refused for a while.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import re
+import time
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, MutableMapping
+from dataclasses import dataclass
+from typing import Any
+
+from fastapi import APIRouter, Request, Response
+from pydantic import BaseModel, ConfigDict, Field
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+LOOPBACK_HOSTS = frozenset({"localhost", "127.0.0.1", "::1"})
+STATE_CHANGING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+WITH_BODY = frozenset({"POST", "PUT", "PATCH"})
+MAX_BODY_BYTES = 4 * 1024 * 1024
+"""A message may be 200,000 characters, which JSON escapes (a surrogate pair, 12 bytes
+for one character) can make twelve times longer."""
+MAX_JSON_DEPTH = 16
+"""Our deepest body is two levels; Python's parser would recurse until it crashed."""
+SESSION_COOKIE = "session"
+SESSION_SECONDS = 30 * 24 * 3600
+FAILURES_ALLOWED = 5
+FAILURE_WINDOW_SECONDS = 600.0
+TRACKED_CLIENTS = 1024
+OPEN_PATHS = frozenset({"/api/session"})
+"""The login itself, and the question "is a login needed?", need no token."""
+
+
+def split_host(value: str) -> tuple[str, int | None]:
+    """``host:port`` as sent in a Host header (``[::1]:8080`` for IPv6), lower-cased."""
+    value = value.strip().lower()
+    if value.startswith("["):
+        host, _, rest = value[1:].partition("]")
+        port = rest.removeprefix(":")
+    elif value.count(":") == 1:
+        host, _, port = value.partition(":")
+    else:
+        host, port = value, ""
+    return host.rstrip("."), int(port) if port.isdigit() else None
+
+
+def host_allowed(host_header: str, allowed: frozenset[str]) -> bool:
+    """Loopback names on any port (Docker publishes ours on a port of the user's choice;
+    other local ports are told apart by Origin), ALLOWED_HOSTS entries as given."""
+    host, port = split_host(host_header)
+    if not host:
+        return False
+    if host in LOOPBACK_HOSTS or host in allowed:
+        return True
+    return port is not None and f"{host}:{port}" in allowed
+
+
+def json_depth(body: bytes) -> int:
+    """The deepest nesting of arrays and objects, counted without parsing (strings skipped)."""
+    depth = deepest = 0
+    in_string = escaped = False
+    for byte in body:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif byte == 0x5C:  # backslash
+                escaped = True
+            elif byte == 0x22:  # quote
+                in_string = False
+        elif byte == 0x22:
+            in_string = True
+        elif byte in (0x5B, 0x7B):  # [ {
+            depth += 1
+            deepest = max(deepest, depth)
+        elif byte in (0x5D, 0x7D):  # ] }
+            depth -= 1
+    return deepest
+
+
+@dataclass
+class Sessions:
+    """Signed, expiring session cookies; the key derives from AUTH_TOKEN, so changing the
+    token signs everyone out."""
+
+    token: str
+
+    @property
+    def key(self) -> bytes:
+        return hmac.new(self.token.encode(), b"session cookie", hashlib.sha256).digest()
+
+    def issue(self, now: float | None = None) -> str:
+        expiry = str(int((now or time.time()) + SESSION_SECONDS))
+        return f"{expiry}.{self.sign(expiry)}"
+
+    def sign(self, expiry: str) -> str:
+        return hmac.new(self.key, expiry.encode(), hashlib.sha256).hexdigest()
+
+    def valid(self, cookie: str, now: float | None = None) -> bool:
+        expiry, _, signature = cookie.partition(".")
+        if not expiry.isdigit() or not hmac.compare_digest(signature, self.sign(expiry)):
+            return False
+        return int(expiry) > (now or time.time())
+
+
+class FailureLimiter:
+    """Wrong tokens per client address: after FAILURES_ALLOWED within the window, the
+    client is refused until the window has passed since its last failure."""
+
+    def __init__(self) -> None:
+        self.failures: OrderedDict[str, list[float]] = OrderedDict()
+
+    def wait(self, client: str, now: float | None = None) -> float:
+        """Seconds this client must wait before trying again (0: it may try)."""
+        now = now or time.monotonic()
+        recent = [t for t in self.failures.get(client, []) if now - t < FAILURE_WINDOW_SECONDS]
+        if len(recent) < FAILURES_ALLOWED:
+            return 0.0
+        return FAILURE_WINDOW_SECONDS - (now - recent[-1])
+
+    def fail(self, client: str, now: float | None = None) -> None:
+        now = now or time.monotonic()
+        times = [t for t in self.failures.pop(client, []) if now - t < FAILURE_WINDOW_SECONDS]
+        self.failures[client] = [*times, now][-FAILURES_ALLOWED:]
+        while len(self.failures) > TRACKED_CLIENTS:
+            self.failures.popitem(last=False)
+
+    def forget(self, client: str) -> None:
+        self.failures.pop(client, None)
+
+
+@dataclass
+class Credentials:
+    """What a request presented: a bearer token and/or a session cookie."""
+
+    bearer: bytes | None
+    cookie: str | None
+
+    @classmethod
+    def of(cls, headers: dict[bytes, bytes]) -> Credentials:
+        authorization = headers.get(b"authorization")
+        bearer = None
+        if authorization is not None:
+            scheme, _, value = authorization.partition(b" ")
+            bearer = value.strip() if scheme.lower() == b"bearer" else b""
+        return cls(bearer, cookie_value(headers.get(b"cookie", b""), SESSION_COOKIE))
+
+
+def cookie_value(header: bytes, name: str) -> str | None:
+    for part in header.decode("latin-1").split(";"):
+        key, _, value = part.strip().partition("=")
+        if key == name:
+            return value
+    return None
+
+
+class Guard:
+    """What the checks need to remember: the allowed hosts, the token, the sessions it
+    signs and the wrong tokens seen per client. One per app, shared with the login route."""
+
+    def __init__(self, *, allowed_hosts: frozenset[str], token: str) -> None:
+        self.allowed_hosts = allowed_hosts
+        self.token = token.encode()
+        self.sessions = Sessions(token) if token else None
+        self.limiter = FailureLimiter()
+
+    def check_token(self, headers: dict[bytes, bytes], scope: Scope) -> tuple | None:
+        """None when the request may go on; else (status, message, extra headers)."""
+        if self.sessions is None:
+            return None
+        client = (scope.get("client") or ("unknown", 0))[0]
+        wait = self.limiter.wait(client)
+        if wait > 0:
+            return 429, "too many wrong tokens: wait before trying again", retry_after(wait)
+        given = Credentials.of(headers)
+        if given.cookie and self.sessions.valid(given.cookie):
+            return None
+        if given.bearer is not None and hmac.compare_digest(given.bearer, self.token):
+            self.limiter.forget(client)
+            return None
+        if given.bearer is not None:
+            self.limiter.fail(client)
+            return 401, "wrong access token", {}
+        return 401, "this service needs its access token (AUTH_TOKEN)", {}
+
+    def login(self, token: str, client: str) -> str | None:
+        """A new session cookie for the right token; None (and a failure counted) if not."""
+        if self.sessions is None:
+            return None
+        if hmac.compare_digest(token.encode(), self.token):
+            self.limiter.forget(client)
+            return self.sessions.issue()
+        self.limiter.fail(client)
+        return None
+
+
+class AccessControl:
+    """The ASGI middleware in front of everything."""
+
+    def __init__(self, app: ASGIApp, guard: Guard) -> None:
+        self.app = app
+        self.guard = guard
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = dict(scope["headers"])
+        host = headers.get(b"host", b"").decode("latin-1")
+        if not host_allowed(host, self.guard.allowed_hosts):
+            await refuse(
+                send,
+                421,
+                f"this service does not answer for the host {host!r}; "
+                "add it to ALLOWED_HOSTS if you reach the service by that name",
+            )
+            return
+        method = scope["method"]
+        if method == "OPTIONS":
+            await options(scope, send)
+            return
+        if method in STATE_CHANGING and (reason := foreign(headers, scope, host)):
+            await refuse(send, 403, reason)
+            return
+        if scope["path"].startswith("/api/") and scope["path"] not in OPEN_PATHS:
+            if (refusal := self.guard.check_token(headers, scope)) is not None:
+                await refuse(send, *refusal)
+                return
+        if method in WITH_BODY and routed(scope):
+            body = await read_body(receive, headers)
+            if isinstance(body, tuple):
+                await refuse(send, *body)
+                return
+            media = headers.get(b"content-type", b"").split(b";")[0].strip().lower()
+            # An empty body carries nothing to parse; anything else must be JSON.
+            if (body or media) and media != b"application/json":
+                await refuse(send, 415, f"{method} requests must be application/json")
+                return
+            receive = replay(body, receive)
+        await self.app(scope, receive, send)
+
+
+def foreign(headers: dict[bytes, bytes], scope: Scope, host: str) -> str | None:
+    """Why a state-changing request is not from our own page, or None if it is."""
+    site = headers.get(b"sec-fetch-site", b"").decode("latin-1").lower()
+    if site and site not in ("same-origin", "none"):
+        return f"refused a {site} request: only this service's own page may change things"
+    origin = headers.get(b"origin")
+    if origin is not None:
+        own = f"{scope.get('scheme', 'http')}://{host}".lower()
+        if origin.decode("latin-1").lower() != own:
+            return (
+                "refused a request from another origin: only this service's page may change things"
+            )
+    return None
+
+
+async def read_body(receive: Receive, headers: dict[bytes, bytes]) -> bytes | tuple:
+    """The whole body, or (status, message) when it is too big or nested too deep."""
+    declared = headers.get(b"content-length", b"")
+    if declared.isdigit() and int(declared) > MAX_BODY_BYTES:
+        return 413, f"the body is larger than {MAX_BODY_BYTES:,} bytes"
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            break
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > MAX_BODY_BYTES:
+            return 413, f"the body is larger than {MAX_BODY_BYTES:,} bytes"
+        chunks.append(chunk)
+        if not message.get("more_body"):
+            break
+    body = b"".join(chunks)
+    if json_depth(body) > MAX_JSON_DEPTH:
+        return 422, f"the JSON is nested deeper than {MAX_JSON_DEPTH} levels"
+    return body
+
+
+def replay(body: bytes, receive: Receive) -> Receive:
+    """The body once, then the real channel (a streaming turn listens on it for the
+    client's hang-up, which is how Stop reaches the model server)."""
+    sent = False
+
+    async def wrapped() -> Message:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return wrapped
+
+
+PAGE_METHODS = frozenset({"GET", "HEAD"})
+
+
+def method_table(app: Any) -> list[tuple[re.Pattern[str], frozenset[str]]]:
+    """Each API path (as a pattern) with its methods, from the app's own OpenAPI schema."""
+    table = []
+    for path, operations in app.openapi()["paths"].items():
+        pattern = re.sub(r"\\\{[^/]+?\\\}", "[^/]+", re.escape(path))
+        table.append((re.compile(f"^{pattern}$"), frozenset(m.upper() for m in operations)))
+    return table
+
+
+def route_methods(scope: Scope) -> set[str]:
+    """The methods served at this path (empty: no such path)."""
+    app = scope["app"]
+    if not hasattr(app.state, "method_table"):
+        app.state.method_table = method_table(app)
+    path = scope["path"]
+    methods = {m for pattern, ms in app.state.method_table if pattern.match(path) for m in ms}
+    if path == "/" or path.startswith("/static/"):
+        methods |= PAGE_METHODS
+    return methods
+
+
+def routed(scope: Scope) -> bool:
+    """A method the path serves: only then is its body worth reading (the app answers
+    404 or 405 to the rest)."""
+    return scope["method"] in route_methods(scope)
+
+
+async def options(scope: Scope, send: Send) -> None:
+    """What the path allows, and nothing else: no CORS header, so a browser's preflight
+    for another origin fails."""
+    methods = route_methods(scope)
+    if not methods:
+        await refuse(send, 404, "Not Found")
+        return
+    allow = ", ".join(sorted(methods | {"OPTIONS"})).encode()
+    await send({"type": "http.response.start", "status": 204, "headers": [(b"allow", allow)]})
+    await send({"type": "http.response.body", "body": b""})
+
+
+def retry_after(seconds: float) -> dict[str, str]:
+    return {"retry-after": str(max(1, round(seconds)))}
+
+
+async def refuse(
+    send: Send, status: int, message: str, headers: dict[str, str] | None = None
+) -> None:
+    body = json.dumps({"detail": message}).encode()
+    raw = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    raw += [(k.encode(), v.encode()) for k, v in (headers or {}).items()]
+    await send({"type": "http.response.start", "status": status, "headers": raw})
+    await send({"type": "http.response.body", "body": body})
+
+
+# The page's login: a form that trades the token for an HttpOnly, SameSite=Strict cookie.
+
+router = APIRouter(prefix="/api/session", tags=["session"])
+
+
+class Login(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    token: str = Field(min_length=1, max_length=1000)
+
+
+class SessionState(BaseModel):
+    auth: bool
+    """Whether this service asks for a token at all."""
+    signed_in: bool
+
+
+def access_of(request: Request) -> AccessControl:
+    return request.app.state.access
+
+
+@router.get("", response_model=SessionState)
+async def session_state(request: Request) -> SessionState:
+    access = access_of(request)
+    if access.sessions is None:
+        return SessionState(auth=False, signed_in=True)
+    cookie = request.cookies.get(SESSION_COOKIE)
+    return SessionState(auth=True, signed_in=bool(cookie and access.sessions.valid(cookie)))
+
+
+@router.post(
+    "",
+    response_model=SessionState,
+    responses={401: {"description": "wrong token"}, 429: {"description": "too many wrong tokens"}},
+)
+async def sign_in(body: Login, request: Request, response: Response) -> SessionState | Response:
+    access = access_of(request)
+    if access.sessions is None:
+        return SessionState(auth=False, signed_in=True)
+    client = request.client.host if request.client else "unknown"
+    wait = access.limiter.wait(client)
+    if wait > 0:
+        return json_error(429, "too many wrong tokens: wait before trying again", retry_after(wait))
+    cookie = access.login(body.token, client)
+    if cookie is None:
+        return json_error(401, "wrong access token")
+    response.set_cookie(
+        SESSION_COOKIE,
+        cookie,
+        max_age=SESSION_SECONDS,
+        httponly=True,
+        samesite="strict",
+        secure=request.url.scheme == "https",
+        path="/",
+    )
+    return SessionState(auth=True, signed_in=True)
+
+
+@router.delete("", status_code=204)
+async def sign_out() -> Response:
+    response = Response(status_code=204)
+    response.delete_cookie(SESSION_COOKIE, path="/", httponly=True, samesite="strict")
+    return response
+
+
+def json_error(status: int, message: str, headers: dict[str, str] | None = None) -> Response:
+    return Response(
+        json.dumps({"detail": message}),
+        status_code=status,
+        media_type="application/json",
+        headers=headers,
+    )

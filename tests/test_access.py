@@ -1,0 +1,401 @@
+"""Only our own page and the user's scripts can drive the service, and bad input gets a
+clear 4xx before any handler sees it (issue 7: DNS rebinding, cross-site forms, tokens,
+size, depth and Unicode limits, unknown fields, damaged files)."""
+
+from __future__ import annotations
+
+import http.server
+import json
+import socket
+import threading
+from collections.abc import Iterator
+
+import httpx
+import pytest
+
+from app.access import FAILURES_ALLOWED, MAX_BODY_BYTES, MAX_JSON_DEPTH
+from tests.browser import open_page
+from tests.chat_client import get_conversation, new_conversation, send
+from tests.conftest import ChatService, chat_env
+from tests.fakes.llm_server import Reply, invalid_api_key
+
+JSON = {"content-type": "application/json"}
+
+
+def conversations(chat) -> list[dict]:
+    return httpx.get(f"{chat.url}/api/conversations").json()
+
+
+# -- hosts, origins, content types -----------------------------------------------------------
+
+
+@pytest.mark.parametrize("host", ["attacker.example", "attacker.example:8080", "127.0.0.1.nip.io"])
+def test_a_rebinding_host_is_refused_before_any_handler(chat, host):
+    response = httpx.get(f"{chat.url}/api/memory", headers={"Host": host})
+    assert response.status_code == 421
+    assert "ALLOWED_HOSTS" in response.json()["detail"]
+    created = httpx.post(
+        f"{chat.url}/api/conversations", json={}, headers={"Host": host}
+    ).status_code
+    assert created == 421
+    assert conversations(chat) == []
+
+
+@pytest.mark.parametrize("host", ["localhost", "127.0.0.1", "[::1]", "LOCALHOST."])
+def test_loopback_names_are_served_on_any_port(chat, host):
+    port = chat.url.rsplit(":", 1)[1]
+    assert httpx.get(f"{chat.url}/api/memory", headers={"Host": f"{host}:{port}"}).is_success
+
+
+def test_allowed_hosts_adds_a_lan_name(llm, searxng, tmp_path):
+    llm.clear()
+    env = chat_env(llm, tmp_path, ALLOWED_HOSTS="chat.lan, proxy.home:8443")
+    service = ChatService(env, searxng.url).start()
+    try:
+        ok = [
+            httpx.get(f"{service.url}/healthz", headers={"Host": h}).status_code
+            for h in ("chat.lan", "chat.lan:80", "proxy.home:8443", "proxy.home:9000", "other.lan")
+        ]
+        assert ok == [200, 200, 200, 421, 421]
+    finally:
+        service.stop()
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {"Origin": "http://evil.example"},
+        {"Origin": "null"},
+        {"Origin": "http://127.0.0.1:9"},  # another local port is another origin
+        {"Sec-Fetch-Site": "cross-site"},
+        {"Sec-Fetch-Site": "same-site"},
+    ],
+)
+def test_a_foreign_origin_changes_nothing(chat, headers):
+    response = httpx.post(f"{chat.url}/api/conversations", json={}, headers=headers)
+    assert response.status_code == 403
+    assert (
+        httpx.put(f"{chat.url}/api/memory", json={"text": "x"}, headers=headers).status_code == 403
+    )
+    assert conversations(chat) == []
+    assert httpx.get(f"{chat.url}/api/memory").json() == {"text": ""}
+
+
+@pytest.mark.parametrize(
+    ("content", "kind"),
+    [
+        ('{"title": "evil"}', "text/plain"),
+        ("title=evil", "application/x-www-form-urlencoded"),
+        (
+            "--x\r\nContent-Disposition: form-data; name=title\r\n\r\nevil\r\n--x--",
+            "multipart/form-data; boundary=x",
+        ),
+        ('{"title": "evil"}', None),
+    ],
+    ids=["text-plain", "form", "multipart", "no-type"],
+)
+def test_only_json_changes_anything(chat, content, kind):
+    headers = {"content-type": kind} if kind else {}
+    response = httpx.post(f"{chat.url}/api/conversations", content=content, headers=headers)
+    assert response.status_code == 415
+    assert conversations(chat) == []
+
+
+def test_our_own_origin_is_welcome(chat):
+    origin = chat.url
+    response = httpx.post(
+        f"{chat.url}/api/conversations",
+        json={"title": "mine"},
+        headers={"Origin": origin, "Sec-Fetch-Site": "same-origin"},
+    )
+    assert response.status_code == 201
+
+
+def test_no_cors_header_is_ever_sent(chat):
+    preflight = httpx.options(
+        f"{chat.url}/api/conversations",
+        headers={
+            "Origin": "http://evil.example",
+            "Access-Control-Request-Method": "POST",
+            "Access-Control-Request-Headers": "content-type",
+        },
+    )
+    assert preflight.status_code == 204
+    assert set(preflight.headers["allow"].split(", ")) == {"GET", "POST", "OPTIONS"}
+    chat_path = f"{chat.url}/api/conversations/20260101-abcdef/chat"
+    assert httpx.options(chat_path).headers["allow"] == "OPTIONS, POST"
+    for response in (
+        preflight,
+        httpx.get(f"{chat.url}/api/config", headers={"Origin": "http://evil.example"}),
+    ):
+        assert not [h for h in response.headers if h.lower().startswith("access-control-")]
+
+
+# -- the token -------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def guarded(llm, pages, searxng, tmp_path) -> Iterator[ChatService]:
+    llm.clear()
+    service = ChatService(chat_env(llm, tmp_path, pages, AUTH_TOKEN="s3cret-tøken"), searxng.url)
+    yield service.start()
+    service.stop()
+
+
+def raw_get(url: str, authorization: bytes) -> int:
+    """A request with an Authorization header of arbitrary bytes (httpx would refuse some)."""
+    host, port = url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=5) as sock:
+        sock.sendall(
+            b"GET /api/config HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: "
+            + authorization
+            + b"\r\nConnection: close\r\n\r\n"
+        )
+        return int(sock.recv(64).split(b" ")[1])
+
+
+def test_the_token_is_compared_as_bytes_and_never_crashes(guarded):
+    right = "Bearer s3cret-tøken".encode()
+    assert raw_get(guarded.url, right) == 200
+    for wrong in (b"Bearer s3cret", "Bearer jäger".encode(), b"Bearer \xff\xfe", b"Basic x", b""):
+        assert raw_get(guarded.url, wrong) == 401, wrong
+    assert httpx.get(f"{guarded.url}/healthz").json() == {"status": "ok"}
+
+
+def test_the_page_signs_in_with_a_cookie_and_signs_out(guarded):
+    with httpx.Client(base_url=guarded.url) as client:
+        assert client.get("/api/session").json() == {"auth": True, "signed_in": False}
+        assert client.get("/api/config").status_code == 401
+        wrong = client.post("/api/session", json={"token": "nope"})
+        assert wrong.status_code == 401
+        signed = client.post("/api/session", json={"token": "s3cret-tøken"})
+        assert signed.status_code == 200
+        cookie = signed.headers["set-cookie"]
+        assert "HttpOnly" in cookie and "SameSite=strict" in cookie and "Max-Age=" in cookie
+        assert client.get("/api/config").status_code == 200
+        assert client.get("/api/session").json() == {"auth": True, "signed_in": True}
+        forged = httpx.get(f"{guarded.url}/api/config", cookies={"session": "9999999999.abc"})
+        assert forged.status_code == 401
+        assert client.delete("/api/session").status_code == 204
+        assert client.get("/api/config").status_code == 401
+
+
+def test_repeated_wrong_tokens_are_slowed(guarded):
+    for _ in range(FAILURES_ALLOWED):
+        headers = {"Authorization": "Bearer wrong"}
+        assert httpx.get(f"{guarded.url}/api/config", headers=headers).status_code == 401
+    right = {"Authorization": "Bearer s3cret-tøken".encode()}
+    blocked = httpx.get(f"{guarded.url}/api/config", headers=right)
+    assert blocked.status_code == 429 and int(blocked.headers["retry-after"]) > 0
+    login = httpx.post(f"{guarded.url}/api/session", json={"token": "s3cret-tøken"})
+    assert login.status_code == 429
+
+
+def test_the_page_asks_for_the_token_and_signs_out(browser, guarded, llm):
+    page = open_page(browser, guarded.url, ready=False)
+    try:
+        page.fill("#login-token", "s3cret-tøken")
+        page.keyboard.press("Enter")
+        page.wait_for_selector("body[data-ready]", state="attached")
+        cookies = page.context.cookies()
+        assert [c["httpOnly"] for c in cookies if c["name"] == "session"] == [True]
+        assert page.evaluate("document.cookie") == ""  # no script can read it
+        page.locator("#sign-out").click()
+        page.wait_for_selector("#login-dialog[open]")
+    finally:
+        page.context.close()
+
+
+# -- bad input -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "body"),
+    [
+        ("PUT", "/api/memory", {"text": "x\ud800y"}),
+        ("POST", "/api/conversations", {"title": "a\udfffb"}),
+        ("POST", "/api/conversations", {"settings": {"system_prompt": "\ud83d"}}),
+        ("PUT", "/api/models", {"models": ["m\ud800"]}),
+    ],
+)
+def test_lone_surrogates_are_refused_and_nothing_is_stored(chat, method, path, body):
+    # json.dumps escapes them as JSON allows ("\ud800"); httpx's json= could not send them.
+    response = httpx.request(method, f"{chat.url}{path}", content=json.dumps(body), headers=JSON)
+    assert response.status_code == 422
+    assert "lone surrogate" in response.json()["detail"]
+    assert conversations(chat) == [] and httpx.get(f"{chat.url}/api/memory").json()["text"] == ""
+
+
+def test_a_chat_message_with_a_lone_surrogate_is_refused_before_the_turn(chat, llm):
+    conversation_id = new_conversation(chat)
+    response = httpx.post(
+        f"{chat.url}/api/conversations/{conversation_id}/chat",
+        content=json.dumps({"message": "hi \ud800"}),
+        headers=JSON,
+    )
+    assert response.status_code == 422
+    assert get_conversation(chat, conversation_id)["messages"] == []
+    assert llm.requests == []
+
+
+def test_size_and_depth_limits_name_the_limit(chat):
+    huge = {"text": "x" * (MAX_BODY_BYTES + 10)}
+    too_big = httpx.put(f"{chat.url}/api/memory", json=huge)
+    assert too_big.status_code == 413 and f"{MAX_BODY_BYTES:,}" in too_big.json()["detail"]
+    deep = "[" * 100_000 + "]" * 100_000
+    nested = httpx.put(f"{chat.url}/api/memory", content=deep, headers=JSON)
+    assert nested.status_code == 422 and str(MAX_JSON_DEPTH) in nested.json()["detail"]
+    long_prompt = httpx.post(
+        f"{chat.url}/api/conversations", json={"settings": {"system_prompt": "x" * 60_000}}
+    )
+    assert long_prompt.status_code == 422
+    assert "settings.system_prompt" in long_prompt.json()["detail"]
+    assert "50000" in long_prompt.json()["detail"]
+    many = httpx.put(f"{chat.url}/api/models", json={"models": [f"m{i}" for i in range(201)]})
+    assert many.status_code == 422 and "200" in many.json()["detail"]
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "body"),
+    [
+        ("PUT", "/api/memory", {"text": "x", "extra": 1}),
+        ("PUT", "/api/models", {"models": [], "extra": 1}),
+        ("POST", "/api/conversations", {"extra": 1}),
+        ("POST", "/api/conversations", {"settings": {"extra": 1}}),
+        ("POST", "/api/session", {"token": "x", "extra": 1}),
+    ],
+)
+def test_unknown_fields_are_refused_by_name_everywhere(chat, method, path, body):
+    response = httpx.request(method, f"{chat.url}{path}", json=body)
+    assert response.status_code == 422
+    assert "unknown field" in response.json()["detail"] and "extra" in response.json()["detail"]
+
+
+def test_unknown_fields_in_a_turn_are_refused(chat, llm):
+    conversation_id = new_conversation(chat)
+    base = f"{chat.url}/api/conversations/{conversation_id}"
+    for path, body in (("chat", {"message": "hi", "temperature": 2}), ("regenerate", {"x": 1})):
+        response = httpx.post(f"{base}/{path}", json=body)
+        assert response.status_code == 422, path
+    assert llm.requests == []
+
+
+def test_a_turn_may_only_use_a_model_of_the_picker(chat, llm):
+    conversation_id = new_conversation(chat)
+    url = f"{chat.url}/api/conversations/{conversation_id}"
+    invented = httpx.post(f"{url}/chat", json={"message": "hi", "model": "x" * 200})
+    assert invented.status_code == 404 and "unknown model" in invented.json()["detail"]
+    assert httpx.patch(url, json={"settings": {"model": "nope"}}).status_code == 404
+    assert llm.requests == [] and get_conversation(chat, conversation_id)["messages"] == []
+    httpx.put(f"{chat.url}/api/models", json={"models": ["my-own"]})
+    llm.script(Reply(text="Answered by my own model."))
+    events = send(chat, conversation_id, "hi", model="my-own")
+    assert events[-1]["type"] == "done"
+
+
+def test_an_id_with_a_trailing_newline_is_refused(chat):
+    conversation_id = new_conversation(chat)
+    response = httpx.get(f"{chat.url}/api/conversations/{conversation_id}%0A")
+    assert response.status_code == 422
+
+
+# -- damaged data ----------------------------------------------------------------------------
+
+
+def test_a_damaged_conversation_gives_a_clear_error_and_the_rest_works(chat):
+    good, bad, shapeless = (new_conversation(chat) for _ in range(3))
+    folder = chat.settings.data_dir / "conversations"
+    path = folder / f"{bad}.json"
+    path.write_bytes(path.read_bytes()[:40])
+    shapeless_path = folder / f"{shapeless}.json"
+    shapeless_path.write_text(json.dumps({"id": shapeless, "title": "x", "settings": {}}))
+    for conversation_id, reason in ((bad, "not valid JSON"), (shapeless, "'messages'")):
+        response = httpx.get(f"{chat.url}/api/conversations/{conversation_id}")
+        assert response.status_code == 409
+        assert reason in response.json()["detail"] and str(folder) in response.json()["detail"]
+        chat_response = httpx.post(
+            f"{chat.url}/api/conversations/{conversation_id}/chat", json={"message": "hi"}
+        )
+        assert chat_response.status_code == 409
+    listed = {c["id"]: c for c in conversations(chat)}
+    assert set(listed) == {good, bad, shapeless}
+    assert listed[bad]["damaged"] and listed[bad]["title"].startswith("Damaged conversation")
+    assert "damaged" not in listed[good]
+    assert httpx.get(f"{chat.url}/api/conversations/{good}").status_code == 200
+
+
+def test_a_memory_file_that_is_not_utf8_is_named_and_never_overwritten(chat, llm):
+    memory = chat.settings.data_dir / "memory.md"
+    memory.parent.mkdir(parents=True, exist_ok=True)
+    memory.write_bytes("- Użytkownik mieszka w Łodzi\n".encode("cp1250"))
+    response = httpx.get(f"{chat.url}/api/memory")
+    assert response.status_code == 409 and "not UTF-8" in response.json()["detail"]
+    llm.script(Reply(text="Still answering."))
+    events = send(chat, new_conversation(chat), "hello")
+    assert [e["type"] for e in events][-1] == "done"
+    warning = next(e for e in events if e["type"] == "warning")
+    assert "memory left out of this answer" in warning["message"]
+    assert memory.read_bytes() == "- Użytkownik mieszka w Łodzi\n".encode("cp1250")
+    assert httpx.put(f"{chat.url}/api/memory", json={"text": "- fixed\n"}).status_code == 200
+
+
+def test_a_failed_first_turn_takes_its_title_back_with_the_message(chat, llm):
+    conversation_id = new_conversation(chat)
+    llm.script(invalid_api_key())
+    events = send(chat, conversation_id, "A question that will fail")
+    assert events[-1]["restore"] == "A question that will fail"
+    assert get_conversation(chat, conversation_id)["title"] == "New conversation"
+
+
+# -- a hostile page in a real browser ----------------------------------------------------------
+
+ATTACK_PAGE = """<!doctype html><title>cute cats</title>
+<form id="f" method="POST" action="{target}/api/conversations" enctype="text/plain">
+<input name='{{"title":"form","x":"' value='"}}'></form>
+<script>
+fetch("{target}/api/conversations", {{method: "POST", mode: "no-cors",
+  headers: {{"Content-Type": "text/plain"}}, body: '{{"title": "no-cors"}}'}}).catch(() => {{}});
+fetch("{target}/api/conversations", {{method: "POST",
+  headers: {{"Content-Type": "application/json"}}, body: '{{"title": "cors"}}'}})
+  .catch(() => {{}})
+  .finally(() => {{ document.title = "sent"; document.getElementById("f").submit(); }});
+</script>
+"""
+
+
+@pytest.fixture
+def attacker(chat) -> Iterator[str]:
+    """A page on another loopback origin (127.0.0.2) that tries to drive the service."""
+    page = ATTACK_PAGE.format(target=chat.url).encode()
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 - stdlib naming
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            self.send_header("Content-Length", str(len(page)))
+            self.end_headers()
+            self.wfile.write(page)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.2", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.2:{server.server_address[1]}/"
+    server.shutdown()
+    server.server_close()
+
+
+def test_a_page_from_another_origin_creates_nothing(browser, chat, attacker):
+    page = open_page(browser, attacker, ready=False)
+    try:
+        page.wait_for_url(f"{chat.url}/api/conversations")  # the form's navigation
+        refusals = [
+            (m, status) for m, url, status in page.log.responses if url.startswith(chat.url)
+        ]
+    finally:
+        page.context.close()
+    # The form and the no-cors fetch reached the service and were refused; the JSON fetch
+    # stopped at its preflight (which we answer without any CORS header), so it never came.
+    assert sorted(refusals) == [("POST", 403), ("POST", 403)]
+    assert conversations(chat) == []

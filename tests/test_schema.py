@@ -1,0 +1,58 @@
+"""Schemathesis against /openapi.json, all checks and every phase its version runs
+(examples, coverage, fuzzing, stateful): no 5xx, no response that breaks the schema, no
+valid request refused, no invalid one accepted. A bounded run; `bench/schema.py` runs long.
+
+Its CLI is used because its pytest plugin does not load under pytest 9."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ChatService, chat_env
+
+EXAMPLES_PER_OPERATION = 15
+
+
+def run_schemathesis(url: str, examples: int, cwd: Path) -> subprocess.CompletedProcess[str]:
+    st = Path(sys.executable).with_name("st")
+    return subprocess.run(
+        [
+            str(st),
+            "run",
+            f"{url}/openapi.json",
+            "--checks",
+            "all",
+            "--max-examples",
+            str(examples),
+            "--request-timeout",
+            "30",
+            "--no-color",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        timeout=600,
+    )
+
+
+@pytest.fixture
+def fuzzed_service(llm, searxng, pages, tmp_path) -> Iterator[ChatService]:
+    llm.clear()
+    service = ChatService(chat_env(llm, tmp_path, pages), searxng.url).start()
+    yield service
+    service.stop()
+
+
+def test_schemathesis_finds_nothing(fuzzed_service, tmp_path):
+    result = run_schemathesis(fuzzed_service.url, EXAMPLES_PER_OPERATION, tmp_path)
+    summary = result.stdout[-4000:]
+    assert result.returncode == 0, summary
+    generated = re.search(r"(\d+) generated, (\d+) passed", result.stdout)
+    assert generated and generated.group(1) == generated.group(2), summary
+    assert int(generated.group(1)) > 500  # every route was exercised, not a few
