@@ -30,6 +30,8 @@ bench: $(BIN)/python
 	$(BIN)/python bench/snippet_text.py
 	$(BIN)/python bench/chat_latency.py
 	$(BIN)/python bench/extraction.py
+	$(BIN)/python bench/faults.py
+	$(BIN)/python bench/schema.py
 
 # The README's pictures: a finished search + fetch answer, light and dark, into docs/.
 screenshots: $(BIN)/python

@@ -538,3 +538,20 @@ def test_the_view_follows_the_stream_until_the_reader_scrolls_up(browser, chat, 
         wait_turn_end(page)
     finally:
         page.context.close()
+
+
+def test_a_refused_and_unsolicited_fetch_shows_in_the_trail(page, llm):
+    metadata = "http://169.254.169.254/latest/meta-data/"
+    llm.script(
+        Reply(tool_calls=[ToolCall("web_fetch", {"url": metadata})]),
+        Reply(text="I could not read that address."),
+    )
+    send(page, "Summarise the news, please.")
+    wait_turn_end(page)
+    trail = page.locator(".trail").last
+    expect(trail.locator("summary")).to_contain_text("1 warning")
+    trail.locator("summary").click()
+    step = trail.locator(".timeline li.failed")
+    expect(step).to_contain_text(f"Refused to read “{metadata}”")
+    expect(step.locator(".unsolicited")).to_have_text("not from a result or your message")
+    assert page.log.outside() == []

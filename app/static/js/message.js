@@ -141,7 +141,7 @@ export class AnswerView {
       parts.push(`Searched ${searches.length}×${languages.length ? ` (${languages.join(", ")})` : ""}`);
     }
     if (reads.length) parts.push(`Read ${reads.length} page${reads.length === 1 ? "" : "s"}`);
-    const failures = this.activity.filter((a) => a.error).length + this.warnings.length;
+    const failures = this.activity.filter((a) => a.error).length + this.looseWarnings().length;
     if (failures) parts.push(`${failures} warning${failures === 1 ? "" : "s"}`);
     this.trail.hidden = parts.length === 0;
     this.trailSummary.firstChild.textContent = parts.join(" · ") || "Working…";
@@ -152,9 +152,12 @@ export class AnswerView {
       );
     }
     for (const step of this.activity) this.timeline.append(trailStep(step));
-    for (const warning of this.warnings) {
-      if (!this.activity.some((a) => a.error === warning)) this.timeline.append(el("li", { className: "warning", text: `⚠ ${warning}` }));
-    }
+    for (const warning of this.looseWarnings()) this.timeline.append(el("li", { className: "warning", text: `⚠ ${warning}` }));
+  }
+
+  /** Warnings that are not already a failed step of the trail (a tool failure is both). */
+  looseWarnings() {
+    return this.warnings.filter((warning) => !this.activity.some((a) => a.error === warning));
   }
 
   thinkingSeconds() {
@@ -367,7 +370,12 @@ function trailStep(step) {
     const details = step.error
       ? [` · ${step.error}`]
       : [` · ${host}`, step.chars ? ` · ${format.bytes(step.chars)}` : "", step.seconds ? ` · ${format.seconds(step.seconds)}` : ""];
-    return el("li", { className: step.error ? "failed" : "" }, el("span", { className: "step-title", text: `Read “${step.title || step.url}”` }), ...details);
+    const verb = step.refused ? "Refused to read" : step.error ? "Could not read" : "Read";
+    // An address found in no search result and no message of yours: a page may have planted it.
+    const flag = step.unsolicited
+      ? el("span", { className: "badge warn unsolicited", title: "This address came from neither a search result nor your messages.", text: "not from a result or your message" })
+      : null;
+    return el("li", { className: step.error ? "failed" : "" }, el("span", { className: "step-title", text: `${verb} “${step.title || step.url}”` }), ...details, flag ? " " : "", flag);
   }
   return el("li", { className: "warning", text: `⚠ ${step.message || ""}` });
 }
