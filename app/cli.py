@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import ipaddress
 import json
+import logging
 import signal
 import sys
 from collections.abc import Iterator
@@ -135,6 +136,7 @@ def cmd_serve(args: argparse.Namespace, settings: config.Settings) -> int:
             f"refusing to serve on {args.host} without AUTH_TOKEN: anyone on that network "
             "could use your model and search; set AUTH_TOKEN or bind 127.0.0.1"
         )
+    logging.basicConfig(level=settings.log_level, format="%(levelname)s %(name)s: %(message)s")
     # uvicorn re-raises the signal it stopped on; exiting cleanly lets the embedded
     # SearXNG be stopped and its files removed.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))

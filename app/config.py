@@ -86,6 +86,8 @@ class Settings:
     brave_api_url: str
     auth_token: str
     """Required to serve on an address other than loopback."""
+    log_level: str
+    """LOG_LEVEL: DEBUG, INFO (default), WARNING or ERROR."""
     allowed_hosts: frozenset[str]
     """Host names (or host:port) served besides loopback: a LAN name, a reverse proxy's."""
     published_on_loopback: bool
@@ -120,6 +122,13 @@ class Settings:
     """host:port pairs the fetcher may reach although private (the tests' page server)."""
 
 
+def log_level(raw: str) -> str:
+    level = raw.strip().upper() or "INFO"
+    if level not in ("DEBUG", "INFO", "WARNING", "ERROR"):
+        raise ConfigError(f"LOG_LEVEL must be DEBUG, INFO, WARNING or ERROR, not {raw!r}")
+    return level
+
+
 def check_locale(value: str) -> str:
     """The locale as SearXNG spells it (``pl-PL``), or a ConfigError naming the setting."""
     if not LOCALE.match(value):
@@ -152,6 +161,7 @@ def load(environ: dict[str, str] | None = None) -> Settings:
         brave_api_key=env.get("BRAVE_API_KEY", ""),
         brave_api_url=env.get("BRAVE_API_URL", ""),
         auth_token=env.get("AUTH_TOKEN", ""),
+        log_level=log_level(env.get("LOG_LEVEL", "")),
         allowed_hosts=frozenset(
             h.lower().rstrip(".") for h in comma_list(env.get("ALLOWED_HOSTS", ""))
         ),

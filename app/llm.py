@@ -30,6 +30,7 @@ FAILURE_KINDS = (
     "network",
     "upstream",
     "tools_unsupported",
+    "internal",  # a failure of the chat service itself, not of the model server
 )
 CONTEXT_OVERFLOW = re.compile(
     r"context length|context size|context window|maximum context|too many tokens|"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from contextlib import aclosing, asynccontextmanager
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -191,8 +191,9 @@ def create_app(settings: config.Settings, searxng_url: str) -> FastAPI:
         return {"text": storage.read_memory()}
 
     @app.put("/api/memory", responses=errors(413, 415, 422))
-    async def put_memory(body: MemoryText) -> dict[str, str]:
-        storage.write_memory(body.text)
+    async def put_memory(body: MemoryText, request: Request) -> dict[str, str]:
+        async with services(request).memory_lock:  # shared with compression's merge
+            storage.write_memory(body.text)
         return {"text": body.text}
 
     @app.put("/api/models", responses=errors(413, 415, 422))
@@ -295,12 +296,15 @@ def create_app(settings: config.Settings, searxng_url: str) -> FastAPI:
         async def events() -> AsyncIterator[dict[str, str]]:
             try:
                 storage.update(conversation_id, prepare)
-                async for event in run_turn(services(request), conversation_id, model):
-                    if event["type"] in ("done", "error"):
-                        # The outcome is written before these are yielded; releasing now
-                        # lets a client that sends again on seeing them find it free.
-                        storage.release(conversation_id)
-                    yield {"data": json.dumps(event, ensure_ascii=False)}
+                # aclosing: however the stream ends (even a hang-up at a yield), the turn's
+                # own finally writes its outcome before the claim below is released.
+                async with aclosing(run_turn(services(request), conversation_id, model)) as turn:
+                    async for event in turn:
+                        if event["type"] in ("done", "error"):
+                            # The outcome is written before these are yielded; releasing
+                            # now lets a client that sends again on seeing them find it free.
+                            storage.release(conversation_id)
+                        yield {"data": json.dumps(event, ensure_ascii=False)}
             finally:
                 storage.release(conversation_id)
 

@@ -133,12 +133,18 @@ class ToolRunner:
                 {"type": "warning", "message": f"the model sent broken arguments to {call.name}"},
                 warning=f"{call.name}: broken arguments",
             )
+        if problem := wrong_types(call.name, arguments):
+            return Outcome(
+                f"{call.name} failed: {problem}; call it again with text values",
+                {"type": "warning", "message": f"the model called {call.name} with {problem}"},
+                warning=f"{call.name}: {problem}",
+            )
         if call.name == "web_search" and self.searches_left > 0:
             self.searches_left -= 1
-            outcome = await self.search(str(arguments.get("query", "")), arguments.get("language"))
+            outcome = await self.search(arguments.get("query", ""), arguments.get("language"))
         elif call.name == "web_fetch" and self.fetches_left > 0:
             self.fetches_left -= 1
-            outcome = await self.fetch(str(arguments.get("url", "")))
+            outcome = await self.fetch(arguments.get("url", ""))
         else:
             return Outcome(
                 f"{call.name} is not available now (no uses left or unknown tool): "
@@ -250,6 +256,20 @@ def normalized_url(url: str) -> str:
 def failed(event: dict[str, Any], message: str) -> Outcome:
     """A failure goes to the model as text, never as an empty result, and to the user."""
     return Outcome(message, {**event, "error": message}, warning=message)
+
+
+TEXT_ARGUMENTS = {"web_search": ("query", "language"), "web_fetch": ("url",)}
+
+
+def wrong_types(tool: str, arguments: dict[str, Any]) -> str | None:
+    """What is wrong with the arguments' types (small models send numbers, lists, objects),
+    said so the model can correct itself; None when each is text (or absent)."""
+    wrong = [
+        f"{name!r} as {type(arguments[name]).__name__}"
+        for name in TEXT_ARGUMENTS.get(tool, ())
+        if arguments.get(name) is not None and not isinstance(arguments[name], str)
+    ]
+    return f"{', '.join(wrong)} instead of text" if wrong else None
 
 
 def normalized_arguments(arguments: str) -> str:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -21,9 +22,12 @@ from app.search import Searxng
 from app.storage import Damaged, Storage, now
 from app.tools import ToolRunner
 
+logger = logging.getLogger(__name__)
+
 WINDOW_RETRY_SECONDS = 300.0
 MODELS_CACHE_SECONDS = 60.0
 NEW_TITLE = "New conversation"
+UNSAVED = "this answer could not be saved (the service log says why); copy it if you need it"
 RECOVERY = {
     "auth": "fix_settings",
     "rate_limit": "retry_later",
@@ -32,6 +36,7 @@ RECOVERY = {
     "network": "retry",
     "upstream": "retry",
     "tools_unsupported": "retry",
+    "internal": "retry",
 }
 
 
@@ -45,6 +50,8 @@ class Services:
     searxng: Searxng
     windows: dict[str, tuple[int | None, float]] = field(default_factory=dict)
     listed: tuple[list[str], float] = ([], -MODELS_CACHE_SECONDS)
+    memory_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    """Held by every write of memory.md: the Settings editor's and compression's."""
 
     async def offered_models(self) -> list[str]:
         """The picker's models: configured, listed by the server (asked at most once a
@@ -166,12 +173,20 @@ async def run_turn(services: Services, conversation_id: str, model: str) -> Asyn
         # 5. Record the measured usage; it is step 1's input next turn.
         record.status = "complete"
         record.persist()
+        if not record.persisted:
+            yield {"type": "warning", "message": UNSAVED}
+        logger.info("turn %s complete: %d chars", conversation_id, len(record.text))
         yield record.done_event()
     except LLMError as error:
+        logger.info("turn %s failed (%s): %s", conversation_id, error.kind, error.message)
         yield record.fail(error)
     except (asyncio.CancelledError, GeneratorExit):
-        record.status = "interrupted"  # Stop: keep what came, marked
+        record.status = "interrupted"  # Stop, and only Stop: keep what came, marked
+        logger.info("turn %s interrupted after %d chars", conversation_id, len(record.text))
         raise
+    except Exception as exc:  # a bug of ours or a shape nobody expected: say so, keep text
+        logger.exception("turn %s failed unexpectedly", conversation_id)
+        yield record.fail(LLMError("internal", f"the chat service failed: {exc!r}"))
     finally:
         record.persist()
 
@@ -281,11 +296,16 @@ async def compress(
         record.warnings.append(message)
         yield {"type": "warning", "message": message}
         return
-    new_memory, added = context.merge_facts(memory, result.facts)
-    if trouble:
-        added = []  # facts are not merged into a memory file that could not be read
-    elif added:
-        services.storage.write_memory(new_memory)
+    added: list[str] = []
+    if not trouble:  # facts are never merged into a memory file that could not be read
+        # Merged into memory.md as it is now, not as it was before the summary call:
+        # an edit made meanwhile in Settings stays.
+        async with services.memory_lock:
+            current, trouble = read_memory(services)
+            if not trouble:
+                new_memory, added = context.merge_facts(current, result.facts)
+                if added:
+                    services.storage.write_memory(new_memory)
     record.summary = result.summary
     record.summarized = start + len(old)
     record.compression_usage = normalize_usage(usage)
@@ -432,13 +452,20 @@ class TurnRecord:
 
     def persist(self) -> None:
         """Write the outcome once: the first path that gets here wins. It never awaits,
-        so it also runs to the end in a turn being cancelled by Stop."""
+        so it also runs to the end in a turn being cancelled by Stop. A failed write is
+        tried once more, then logged: it must not replace the error that ended the turn."""
         if self.persisted:
             return
-        self.persisted = True
         if self.status == "running":
             self.status = "interrupted"
-        self.services.storage.update(self.conversation_id, self.apply)
+        for attempt in (1, 2):
+            try:
+                self.services.storage.update(self.conversation_id, self.apply)
+            except Exception:
+                logger.exception("writing turn %s failed (try %d)", self.conversation_id, attempt)
+                continue
+            self.persisted = True
+            return
 
     def apply(self, conversation: dict[str, Any]) -> None:
         if self.summary is not None:

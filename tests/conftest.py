@@ -85,7 +85,7 @@ class ChatService:
         self.settings = config.load(env)
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        app = create_app(self.settings, searxng_url)
+        self.app = app = create_app(self.settings, searxng_url)
         self.server = uvicorn.Server(
             uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning")
         )
