@@ -108,6 +108,7 @@ def validation_message(exc: RequestValidationError) -> str:
 
 def create_app(settings: config.Settings, searxng_url: str) -> FastAPI:
     storage = Storage(settings.data_dir)
+    storage.clean_leftovers()
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:

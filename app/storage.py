@@ -64,6 +64,14 @@ class Storage:
         self.models_path = root / "models.json"
         self.running: set[str] = set()
 
+    def clean_leftovers(self) -> int:
+        """Remove temporary files a crash left mid-write (the real files are intact: the
+        rename never happened). Returns how many."""
+        leftovers = [*self.root.glob(".*.tmp"), *self.conversations.glob(".*.tmp")]
+        for leftover in leftovers:
+            leftover.unlink(missing_ok=True)
+        return len(leftovers)
+
     def path(self, conversation_id: str) -> Path:
         if not isinstance(conversation_id, str) or not ID.fullmatch(conversation_id):
             raise InvalidId(f"invalid conversation id: {conversation_id!r}")

@@ -26,6 +26,7 @@ logger = logging.getLogger(__name__)
 
 WINDOW_RETRY_SECONDS = 300.0
 MODELS_CACHE_SECONDS = 60.0
+CHECKPOINT_SECONDS = 0.5
 NEW_TITLE = "New conversation"
 UNSAVED = "this answer could not be saved (the service log says why); copy it if you need it"
 RECOVERY = {
@@ -130,10 +131,12 @@ async def run_turn(services: Services, conversation_id: str, model: str) -> Asyn
                     if event.type == "delta":
                         record.clock.tick(thinking=False)
                         record.text += event.text
+                        record.checkpoint()
                         yield {"type": "delta", "text": event.text}
                     elif event.type == "reasoning":
                         record.clock.tick(thinking=True)
                         record.reasoning += event.text
+                        record.checkpoint()
                         yield {"type": "reasoning", "text": event.text}
                     elif event.type == "usage":
                         record.add_usage(event.usage)
@@ -169,6 +172,7 @@ async def run_turn(services: Services, conversation_id: str, model: str) -> Asyn
                     record.warnings.append(outcome.warning)
                     yield {"type": "warning", "message": outcome.warning}
                 messages.append({"role": "tool", "tool_call_id": call.id, "content": outcome.text})
+                record.checkpoint(force=True)
 
         # 5. Record the measured usage; it is step 1's input next turn.
         record.status = "complete"
@@ -396,6 +400,9 @@ class TurnRecord:
     """The conversation's totals as persist wrote them, for the done event."""
     text_mark: int = 0
     clock: Clock = field(default_factory=Clock)
+    checkpoint_at: float = 0.0
+    checkpoint_index: int | None = None
+    """Where the answer sits in the log once checkpointed."""
 
     @property
     def produced(self) -> bool:
@@ -480,7 +487,7 @@ class TurnRecord:
         totals["searches"] += sum(1 for a in self.activity if a.get("type") == "search")
         totals["fetches"] += sum(1 for a in self.activity if a.get("type") == "fetch")
         if self.produced and not self.rewound:  # no empty assistant turn is ever stored
-            conversation["messages"].append(self.assistant_message())
+            self.place(conversation, self.assistant_message())
         if self.breakdown:
             conversation["budget"] = self.budget_report()
         if self.first_prompt_tokens is not None:
@@ -488,6 +495,33 @@ class TurnRecord:
                 "last_prompt_tokens": self.first_prompt_tokens + context.estimate_tokens(self.text),
                 "measured_messages": len(conversation["messages"]),
             }
+
+    def checkpoint(self, *, force: bool = False) -> None:
+        """Write what the user has seen so far, at most every CHECKPOINT_SECONDS while text
+        arrives (and after each tool step), marked interrupted: that is what a crash leaves.
+        The outcome's write replaces it."""
+        now_ = time.monotonic()
+        if self.persisted or not self.produced:
+            return
+        if not force and now_ - self.checkpoint_at < CHECKPOINT_SECONDS:
+            return
+        self.checkpoint_at = now_
+        partial = {**self.assistant_message(), "status": "interrupted"}
+        try:
+            self.services.storage.update(
+                self.conversation_id, lambda conversation: self.place(conversation, partial)
+            )
+        except Exception:
+            logger.exception("checkpoint of turn %s failed", self.conversation_id)
+
+    def place(self, conversation: dict[str, Any], message: dict[str, Any]) -> None:
+        """The turn's answer in the log: where its checkpoint is, or appended."""
+        messages = conversation["messages"]
+        if self.checkpoint_index is not None and self.checkpoint_index < len(messages):
+            messages[self.checkpoint_index] = message
+        else:
+            messages.append(message)
+            self.checkpoint_index = len(messages) - 1
 
     def assistant_message(self) -> dict[str, Any]:
         return {
