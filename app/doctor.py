@@ -37,6 +37,10 @@ SMALL_WINDOW = 8192
 SEARXNG_FIX = "start it (python -m app searxng, docker compose up) or fix SEARXNG_URL"
 NOT_SEARXNG_FIX = "SEARXNG_URL must be the address of SearXNG itself (its /config answers JSON)"
 KEY_FIX = "set BRAVE_API_KEY (for SearXNG) to a valid Brave Search API key"
+NO_KEY_FIX = (
+    "set BRAVE_API_KEY in .env, then restart SearXNG (make run again, or docker compose "
+    "up -d --force-recreate searxng-settings searxng)"
+)
 MODEL_URL_FIX = "start the model server or fix LLM_BASE_URL (it ends with /v1)"
 WINDOW_FIX = (
     "raise it (Ollama: num_ctx / OLLAMA_CONTEXT_LENGTH; llama-server: --ctx-size), then check again"
@@ -151,6 +155,19 @@ async def engine_check(http: httpx.AsyncClient, url: str) -> Check:
             f"SearXNG has: {listed}",
             "mount searxng-engines/brave_api.py in searx/engines/ and read SearXNG's log",
         )
+    others = sorted(n for n, e in engines.items() if n != config.ENGINE_NAME and e.get("enabled"))
+    if ours.get("enabled") is False and others:
+        # What app/searxng.py renders when there is no Brave API key.
+        return Check(
+            "engine_loaded",
+            "engine",
+            name,
+            "warning",
+            f"no Brave API key: {config.ENGINE_NAME} is off and SearXNG searches "
+            f"{', '.join(others)} instead. These scrape result pages and get blocked after "
+            "a few dozen queries; the Brave Search API is the reliable path",
+            NO_KEY_FIX,
+        )
     if ours.get("enabled") is False:
         return Check(
             "engine_loaded",
@@ -216,6 +233,8 @@ async def brave_key_check(url: str, free: list[Check] | None = None) -> Check:
             f"not checked: {failed.name} failed ({failed.detail})",
             failed.fix,
         )
+    if any(c.id == "engine_loaded" and c.state == "warning" for c in free):
+        return Check("brave_key", "engine", name, "warning", "not checked: no key", NO_KEY_FIX)
     async with Searxng(url, timeout=SEARCH_TIMEOUT) as client:
         try:
             response = await client.search("weather", engines=config.ENGINE_NAME)

@@ -13,6 +13,7 @@ import re
 from collections.abc import AsyncIterator, Awaitable
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any, TypeVar
 
 import httpx
@@ -22,16 +23,29 @@ from app import config
 
 T = TypeVar("T")
 
-FAILURE_KINDS = (
-    "auth",
-    "rate_limit",
-    "content_filter",
-    "context_overflow",
-    "network",
-    "upstream",
-    "tools_unsupported",
-    "internal",  # a failure of the chat service itself, not of the model server
-)
+
+class Failure(StrEnum):
+    """The kinds of failure (SPEC 4.5), each with the recovery the page offers."""
+
+    AUTH = "auth"
+    RATE_LIMIT = "rate_limit"
+    CONTENT_FILTER = "content_filter"
+    CONTEXT_OVERFLOW = "context_overflow"
+    NETWORK = "network"
+    UPSTREAM = "upstream"
+    TOOLS_UNSUPPORTED = "tools_unsupported"
+    INTERNAL = "internal"  # a failure of the chat service itself, not of the model server
+
+    @property
+    def recovery(self) -> str:
+        return {
+            "auth": "fix_settings",
+            "rate_limit": "retry_later",
+            "content_filter": "rewind",
+            "context_overflow": "compress_and_retry",
+        }.get(self.value, "retry")
+
+
 CONTEXT_OVERFLOW = re.compile(
     r"context length|context size|context window|maximum context|too many tokens|"
     r"exceed_context|context_length_exceeded|prompt is too long",
@@ -87,7 +101,7 @@ class LLMError(Exception):
 
     def __init__(self, kind: str, message: str, retry_after: float | None = None) -> None:
         super().__init__(message)
-        self.kind = kind
+        self.kind = Failure(kind)
         self.message = message
         self.retry_after = retry_after
 

@@ -21,6 +21,7 @@ import time
 import venv
 from pathlib import Path
 from types import TracebackType
+from typing import Any
 
 import httpx
 import yaml
@@ -32,25 +33,62 @@ class SearxngError(RuntimeError):
     """SearXNG could not be set up, started, or does not have our engine loaded."""
 
 
-def render_settings(locale: str, *, allow_http_engine: bool = False) -> str:
+# Key-free engines of the pinned SearXNG, searched when there is no Brave API key so that a
+# first run still answers. They scrape result pages and get blocked after a few dozen
+# queries: the Brave API is the reliable path (doctor says so).
+KEYLESS_ENGINES: tuple[dict[str, Any], ...] = (
+    {"name": "duckduckgo", "disabled": False},
+    # Off in SearXNG's defaults.
+    {"name": "mojeek", "disabled": False},
+    # SearXNG shows it only as an infobox, which the chat service does not read.
+    {"name": "wikipedia", "disabled": False, "display_type": ["infobox", "list"]},
+)
+
+
+def render_settings(
+    locale: str, *, brave_api_key: str | None = None, allow_http_engine: bool = False
+) -> str:
     """settings.yml with ``search.default_lang`` set to the locale.
 
-    ``allow_http_engine`` lets our engine call a plain-http Brave API (a test fake).
+    Without a Brave API key (``brave_api_key``, by default BRAVE_API_KEY from the
+    environment, where the engine reads it) our engine is disabled and, when it is the
+    only source listed, KEYLESS_ENGINES are searched instead. ``allow_http_engine`` lets
+    our engine call a plain-http Brave API (a test fake).
     """
     settings = yaml.safe_load((config.SEARXNG_DIR / "settings.yml").read_text())
     settings["search"]["default_lang"] = config.check_locale(locale)
-    if allow_http_engine:
-        for engine in settings["engines"]:
-            if engine["name"] == config.ENGINE_NAME:
-                engine["enable_http"] = True
+    ours = next((e for e in settings["engines"] if e["name"] == config.ENGINE_NAME), None)
+    if ours is not None:
+        if allow_http_engine:
+            ours["enable_http"] = True
+        key = os.environ.get("BRAVE_API_KEY", "") if brave_api_key is None else brave_api_key
+        if not (key or ours.get("api_key")):
+            use_keyless_engines(settings, ours)
     return yaml.safe_dump(settings, sort_keys=False, allow_unicode=True)
 
 
-def write_settings(directory: Path, locale: str, *, allow_http_engine: bool = False) -> Path:
+def use_keyless_engines(settings: dict[str, Any], ours: dict[str, Any]) -> None:
+    """Disable our engine (it is still loaded: asked for by name, it says the key is
+    missing); search KEYLESS_ENGINES when it was the only source."""
+    ours["disabled"] = True
+    keep_only = settings["use_default_settings"]["engines"]["keep_only"]
+    if set(keep_only) <= {config.ENGINE_NAME}:
+        keep_only.extend(engine["name"] for engine in KEYLESS_ENGINES)
+        settings["engines"].extend(dict(engine) for engine in KEYLESS_ENGINES)
+
+
+def write_settings(
+    directory: Path,
+    locale: str,
+    *,
+    brave_api_key: str | None = None,
+    allow_http_engine: bool = False,
+) -> Path:
     """Write settings.yml and limiter.toml into directory; return the settings path."""
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / "settings.yml"
-    path.write_text(render_settings(locale, allow_http_engine=allow_http_engine))
+    text = render_settings(locale, brave_api_key=brave_api_key, allow_http_engine=allow_http_engine)
+    path.write_text(text)
     shutil.copyfile(config.SEARXNG_DIR / "limiter.toml", directory / "limiter.toml")
     return path
 
@@ -140,7 +178,10 @@ class EmbeddedSearxng:
         link_engine(vendor)
         brave_url = self.environ.get("BRAVE_API_URL", "")
         settings_path = write_settings(
-            self.workdir, self.locale, allow_http_engine=brave_url.startswith("http://")
+            self.workdir,
+            self.locale,
+            brave_api_key=self.environ.get("BRAVE_API_KEY", ""),
+            allow_http_engine=brave_url.startswith("http://"),
         )
         env = {
             **self.environ,

@@ -29,16 +29,6 @@ MODELS_CACHE_SECONDS = 60.0
 CHECKPOINT_SECONDS = 0.5
 NEW_TITLE = "New conversation"
 UNSAVED = "this answer could not be saved (the service log says why); copy it if you need it"
-RECOVERY = {
-    "auth": "fix_settings",
-    "rate_limit": "retry_later",
-    "content_filter": "rewind",
-    "context_overflow": "compress_and_retry",
-    "network": "retry",
-    "upstream": "retry",
-    "tools_unsupported": "retry",
-    "internal": "retry",
-}
 
 
 @dataclass
@@ -442,7 +432,7 @@ class TurnRecord:
             "type": "error",
             "kind": error.kind,
             "message": error.message,
-            "recovery": RECOVERY.get(error.kind, "retry"),
+            "recovery": error.kind.recovery,
             "retry_after": error.retry_after,
             "restore": restore,
         }

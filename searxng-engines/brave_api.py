@@ -25,6 +25,7 @@ Configuration (``settings.yml``):
     api_key: ""           # empty: read BRAVE_API_KEY from the environment
     base_url: ""          # empty: BRAVE_API_URL, else https://api.search.brave.com
     results_per_page: 20  # Brave's ``count``, 1..20
+    inactive: false       # see below
 
 ``api_key``
   The ``X-Subscription-Token``. SearXNG's YAML has no variable expansion, so an
@@ -36,6 +37,14 @@ Configuration (``settings.yml``):
 
 ``results_per_page``
   Results per page; Brave refuses more than 20.
+
+``inactive``
+  SearXNG's default settings (from 2026) define an engine of the same name, marked
+  ``inactive: true``; an entry of that name in a ``use_default_settings`` file is merged
+  into it, so without ``inactive: false`` this engine would silently not load.
+
+Without a key the engine raises on each request; ``python -m app searxng-settings``
+then disables it and lists key-free engines instead.
 """
 
 from __future__ import annotations

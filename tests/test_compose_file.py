@@ -1,10 +1,19 @@
-"""compose.yaml checked statically: there is no Docker engine on the test machines."""
+"""compose.yaml checked statically: there is no Docker engine on the test machines.
+
+It is validated against the Compose Specification's JSON schema (Apache-2.0: see
+tests/compose_spec/LICENSE) after the interpolation Compose itself does.
+"""
 
 from __future__ import annotations
 
+import copy
+import json
 import re
 from pathlib import Path
+from typing import Any
 
+import jsonschema
+import pytest
 import yaml
 
 from app import config
@@ -13,6 +22,71 @@ from app.searxng import render_settings
 ROOT = Path(__file__).resolve().parent.parent
 COMPOSE = yaml.safe_load((ROOT / "compose.yaml").read_text())
 SERVICES = COMPOSE["services"]
+SCHEMA = json.loads((ROOT / "tests" / "compose_spec" / "compose-spec.json").read_text())
+SECRET = "0" * 64
+
+# The forms of the Compose Specification's interpolation: $$, ${VAR}, ${VAR:-default},
+# ${VAR-default}, ${VAR:?error}, ${VAR?error}, $VAR.
+VARIABLE = re.compile(
+    r"\$(?:(?P<dollar>\$)|\{(?P<name>[A-Za-z_][A-Za-z0-9_]*)(?:(?P<op>:?[-?])(?P<arg>[^}]*))?\}"
+    r"|(?P<bare>[A-Za-z_][A-Za-z0-9_]*))"
+)
+
+
+class InterpolationError(ValueError):
+    """What Compose refuses to start with: a ${VAR:?message} whose variable is unset."""
+
+
+def env_example() -> dict[str, str]:
+    """.env.example as Compose reads a .env file."""
+    return dict(
+        line.split("=", 1)
+        for line in (ROOT / ".env.example").read_text().splitlines()
+        if re.match(r"^[A-Z_][A-Z0-9_]*=", line)
+    )
+
+
+def interpolate_text(text: str, env: dict[str, str]) -> str:
+    def value(match: re.Match[str]) -> str:
+        if match["dollar"]:
+            return "$"
+        name = match["name"] or match["bare"]
+        op, arg = match["op"] or "", match["arg"] or ""
+        # With a colon, an empty variable counts as unset.
+        unset = name not in env or (op.startswith(":") and env[name] == "")
+        if op.endswith("?") and unset:
+            raise InterpolationError(f"required variable {name} is missing a value: {arg}")
+        if op.endswith("-") and unset:
+            return arg
+        return env.get(name, "")
+
+    result = VARIABLE.sub(value, text)
+    assert "${" not in result.replace("$$", ""), f"an interpolation form not handled: {text}"
+    return result
+
+
+def interpolate(node: Any, env: dict[str, str]) -> Any:
+    """The file as Compose sees it: every string value interpolated, keys left alone."""
+    if isinstance(node, dict):
+        return {key: interpolate(value, env) for key, value in node.items()}
+    if isinstance(node, list):
+        return [interpolate(item, env) for item in node]
+    if isinstance(node, str):
+        return interpolate_text(node, env)
+    return node
+
+
+def schema_errors(compose: dict[str, Any]) -> list[str]:
+    validator = jsonschema.Draft7Validator(SCHEMA)
+    return [
+        f"{'/'.join(map(str, error.absolute_path))}: {error.message}"
+        for error in validator.iter_errors(compose)
+    ]
+
+
+def resolved(**env: str) -> dict[str, Any]:
+    """compose.yaml with .env.example's values (and a secret, as the user is told to set)."""
+    return interpolate(COMPOSE, {**env_example(), "SEARXNG_SECRET": SECRET, **env})
 
 
 def bind_mounts(service: dict) -> list[tuple[str, str, str]]:
@@ -84,3 +158,78 @@ def test_every_variable_used_is_documented_in_env_example():
     }
     assert used, "compose.yaml uses no variable: the check would prove nothing"
     assert used <= documented, f"undocumented: {sorted(used - documented)}"
+
+
+def test_compose_file_is_valid_against_the_compose_spec_with_env_example_values():
+    assert schema_errors(resolved()) == []
+
+
+def test_the_schema_check_catches_a_mistake():
+    # A misspelt key must be refused, or the test above proves nothing.
+    broken = copy.deepcopy(resolved())
+    broken["services"]["chat"]["healthcheck"]["intervall"] = "15s"
+    assert schema_errors(broken)
+
+
+def test_an_empty_searxng_secret_is_refused_with_its_message():
+    with pytest.raises(InterpolationError, match=r"set SEARXNG_SECRET in \.env"):
+        interpolate(COMPOSE, env_example())  # .env.example leaves it empty
+
+
+def test_compose_has_its_own_model_server_default():
+    env = env_example()
+    chat = resolved()["services"]["chat"]
+    # Natively 127.0.0.1 is the host; in the chat container it is the container itself.
+    assert env["LLM_BASE_URL"] == "http://127.0.0.1:11434/v1"
+    assert chat["environment"]["LLM_BASE_URL"] == "http://host.docker.internal:11434/v1"
+    assert "host.docker.internal:host-gateway" in chat["extra_hosts"]
+    custom = resolved(COMPOSE_LLM_BASE_URL="http://host.docker.internal:8081/v1")
+    assert custom["services"]["chat"]["environment"]["LLM_BASE_URL"].endswith(":8081/v1")
+
+
+def image_workdir() -> str:
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    return re.search(r"^WORKDIR\s+(\S+)", dockerfile, re.MULTILINE).group(1)
+
+
+def test_settings_are_rendered_from_the_mounted_directory_not_the_image_copy():
+    init = SERVICES["searxng-settings"]
+    target = f"{image_workdir()}/{config.SEARXNG_DIR.relative_to(config.ROOT)}"
+    assert ("./searxng", target, "ro") in bind_mounts(init)
+
+
+def test_rendered_settings_are_handed_to_searxng_user_before_searxng_mounts_them():
+    init = SERVICES["searxng-settings"]
+    volume, rendered = next(
+        v.split(":")[:2] for v in init["volumes"] if v.startswith("searxng-settings:")
+    )
+    script = init["command"][-1]
+    assert init["user"] == "root"
+    assert re.fullmatch(
+        rf"python -m app searxng-settings {rendered} && chown -R 977:977 {rendered}", script
+    )
+    assert f"{volume}:/etc/searxng:ro" in SERVICES["searxng"]["volumes"]
+
+
+def test_the_renderer_knows_whether_there_is_a_brave_key():
+    assert SERVICES["searxng-settings"]["environment"]["BRAVE_API_KEY"] == "${BRAVE_API_KEY:-}"
+
+
+def test_searxng_binds_ipv4_keeps_a_cache_volume_and_checks_health_with_wget():
+    searxng = SERVICES["searxng"]
+    assert searxng["environment"]["GRANIAN_HOST"] == "0.0.0.0"
+    assert "searxng-cache:/var/cache/searxng" in searxng["volumes"]
+    assert "searxng-cache" in COMPOSE["volumes"]
+    assert searxng["healthcheck"]["test"][:2] == ["CMD", "wget"]
+
+
+def test_dockerignore_keeps_secrets_and_bulk_out_but_not_what_the_image_copies():
+    ignored = {
+        line.strip()
+        for line in (ROOT / ".dockerignore").read_text().splitlines()
+        if line.strip() and not line.startswith("#")
+    }
+    wanted = {".venv", ".venv-searxng", ".git", ".env", "data", "docs", "tests", "bench"}
+    assert wanted <= ignored, sorted(wanted - ignored)
+    copied = re.findall(r"^COPY\s+(\S+)", (ROOT / "Dockerfile").read_text(), re.MULTILINE)
+    assert copied and not ignored & set(copied)

@@ -3,15 +3,45 @@ nothing running behind."""
 
 from __future__ import annotations
 
+import asyncio
+import json
 import os
 import secrets
+import subprocess
 from pathlib import Path
 
 import httpx
 import pytest
+import yaml
 
-from app.searxng import EmbeddedSearxng, SearxngError, check_engine_loaded
+from app import config, doctor
+from app.searxng import (
+    KEYLESS_ENGINES,
+    EmbeddedSearxng,
+    SearxngError,
+    check_engine_loaded,
+    ensure_venv,
+    link_engine,
+    render_settings,
+)
 from tests.conftest import API_KEY, run_cli, searxng_env
+
+# SearXNG's own entry of that name since February 2026 (searx/settings.yml, commit 8e824017d).
+UPSTREAM_BRAVEAPI = {"name": "braveapi", "engine": "braveapi", "api_key": "", "inactive": True}
+
+# Run by the pinned SearXNG: its merge of our settings over defaults that contain
+# UPSTREAM_BRAVEAPI, then its engine loader, which returns None for an inactive engine.
+MERGE_AND_LOAD = """
+import json, sys
+from searx import engines, settings_loader
+
+upstream, ours = json.loads(sys.argv[1]), json.loads(sys.argv[2])
+defaults = settings_loader.load_yaml(settings_loader.DEFAULT_SETTINGS_FILE)
+defaults["engines"].append(upstream)
+merged = settings_loader.update_settings(defaults, ours)
+entry = next(e for e in merged["engines"] if e["name"] == upstream["name"])
+print(json.dumps({"entry": entry, "loaded": engines.load_engine(dict(entry)) is not None}))
+"""
 
 
 def marked(token: str) -> set[int]:
@@ -66,3 +96,92 @@ def test_a_command_without_searxng_url_runs_its_own_and_stops_it(brave):
     assert run.returncode == 0, run.stderr
     assert brave.requests[-1].params["country"] == "PL"
     assert marked(token) == set()
+
+
+def merged_over_upstream(ours: dict, tmp_path: Path) -> dict:
+    """Our settings merged by the pinned SearXNG over defaults with its 2026 braveapi."""
+    venv = config.load().searxng_venv
+    vendor = ensure_venv(venv)
+    link_engine(vendor)
+    settings_path = tmp_path / "settings.yml"
+    settings_path.write_text(yaml.safe_dump(ours))
+    run = subprocess.run(
+        [str(venv / "bin" / "python"), "-c", MERGE_AND_LOAD]
+        + [json.dumps(UPSTREAM_BRAVEAPI), json.dumps(ours)],
+        env={
+            **os.environ,
+            "PYTHONPATH": str(vendor),
+            "SEARXNG_SETTINGS_PATH": str(settings_path),
+            "SEARXNG_SECRET": secrets.token_hex(16),
+        },
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert run.returncode == 0, run.stderr
+    return json.loads(run.stdout.splitlines()[-1])
+
+
+def test_our_engine_stays_active_when_searxng_ships_an_inactive_braveapi(tmp_path):
+    ours = yaml.safe_load(render_settings("all", brave_api_key=API_KEY))
+    result = merged_over_upstream(ours, tmp_path)
+    assert result["entry"]["engine"] == "brave_api"
+    assert result["entry"]["inactive"] is False
+    assert result["loaded"]
+
+
+def test_without_inactive_false_the_upstream_entry_would_hide_our_engine(tmp_path):
+    # The hazard the line in settings.yml guards against, shown on the same merge.
+    ours = yaml.safe_load(render_settings("all", brave_api_key=API_KEY))
+    entry = next(e for e in ours["engines"] if e["name"] == config.ENGINE_NAME)
+    del entry["inactive"]
+    result = merged_over_upstream(ours, tmp_path)
+    assert result["entry"]["inactive"] is True
+    assert not result["loaded"]
+
+
+def test_with_a_key_only_our_engine_is_listed():
+    settings = yaml.safe_load(render_settings("all", brave_api_key=API_KEY))
+    assert settings["use_default_settings"]["engines"]["keep_only"] == [config.ENGINE_NAME]
+    ours = next(e for e in settings["engines"] if e["name"] == config.ENGINE_NAME)
+    assert ours["disabled"] is False
+
+
+def test_without_a_key_keyless_engines_are_rendered_and_ours_is_off():
+    settings = yaml.safe_load(render_settings("all", brave_api_key=""))
+    names = [engine["name"] for engine in KEYLESS_ENGINES]
+    assert settings["use_default_settings"]["engines"]["keep_only"] == [config.ENGINE_NAME, *names]
+    entries = {e["name"]: e for e in settings["engines"]}
+    assert entries[config.ENGINE_NAME]["disabled"] is True
+    assert all(entries[name]["disabled"] is False for name in names)
+
+
+def test_the_keyless_engines_exist_in_the_pinned_searxng_and_need_no_key():
+    vendor = ensure_venv(config.load().searxng_venv)
+    defaults = {
+        e["name"]: e
+        for e in yaml.safe_load((vendor / "searx" / "settings.yml").read_text())["engines"]
+    }
+    for engine in KEYLESS_ENGINES:
+        default = defaults[engine["name"]]
+        assert "api_key" not in default, engine["name"]
+        assert not default.get("inactive"), engine["name"]
+
+
+def test_without_a_key_searxng_starts_on_keyless_engines_and_doctor_warns(brave):
+    environ = {k: v for k, v in searxng_env(brave).items() if k != "BRAVE_API_KEY"}
+    with EmbeddedSearxng("all", environ=environ) as keyless:
+        engines = {
+            e["name"]: e["enabled"] for e in httpx.get(f"{keyless.url}/config").json()["engines"]
+        }
+        checks = {c.id: c for c in asyncio.run(doctor.searxng_checks(keyless.url))}
+    assert engines == {config.ENGINE_NAME: False} | {e["name"]: True for e in KEYLESS_ENGINES}
+    engine = checks["engine_loaded"]
+    assert engine.state == "warning"
+    assert "no Brave API key" in engine.detail
+    assert "blocked after a few dozen queries" in engine.detail
+    assert "Brave Search API is the reliable path" in engine.detail
+    assert "BRAVE_API_KEY" in engine.fix
+    # The key check would spend a query only to fail: it says why it did not run.
+    assert checks["brave_key"].state == "warning"
+    assert brave.requests == []

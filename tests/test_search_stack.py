@@ -140,7 +140,11 @@ def test_validation_error_names_the_field(fresh_searxng, brave):
 def test_missing_api_key_is_named(brave):
     env = {k: v for k, v in searxng_env(brave).items() if k != "BRAVE_API_KEY"}
     with EmbeddedSearxng("all", environ=env) as keyless:
-        run = run_cli("search", "rust", searxng_url=keyless.url, BRAVE_API_KEY="")
+        # Without a key our engine is off by default (key-free engines search instead);
+        # asked for by name, it says what is missing.
+        run = run_cli(
+            "search", "rust", "--engines", "braveapi", searxng_url=keyless.url, BRAVE_API_KEY=""
+        )
     assert run.returncode != 0
     assert "BRAVE_API_KEY" in run.stderr
     assert brave.requests == []
