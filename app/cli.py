@@ -26,12 +26,14 @@ EXIT_REFUSED = 2
 
 
 @contextlib.contextmanager
-def searxng_url(settings: config.Settings) -> Iterator[str]:
+def searxng_url(settings: config.Settings, *, supervise: bool = False) -> Iterator[str]:
     """SEARXNG_URL when set, else an embedded SearXNG for the command's duration."""
     if settings.searxng_url:
         yield settings.searxng_url
         return
-    with searxng.EmbeddedSearxng(settings.search_locale, settings=settings) as embedded:
+    with searxng.EmbeddedSearxng(
+        settings.search_locale, settings=settings, supervise=supervise
+    ) as embedded:
         yield embedded.url
 
 
@@ -140,7 +142,7 @@ def cmd_serve(args: argparse.Namespace, settings: config.Settings) -> int:
     # uvicorn re-raises the signal it stopped on; exiting cleanly lets the embedded
     # SearXNG be stopped and its files removed.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-    with searxng_url(settings) as url:
+    with searxng_url(settings, supervise=True) as url:
         print(f"SearXNG: {url}; model server: {settings.llm_base_url}", flush=True)
         uvicorn.run(create_app(settings, url), host=args.host, port=args.port, log_level="info")
     return 0

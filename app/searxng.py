@@ -9,6 +9,7 @@ whole process group.
 from __future__ import annotations
 
 import ctypes
+import logging
 import os
 import secrets
 import shutil
@@ -17,6 +18,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import venv
 from pathlib import Path
@@ -27,6 +29,8 @@ import httpx
 import yaml
 
 from app import config
+
+logger = logging.getLogger(__name__)
 
 
 class SearxngError(RuntimeError):
@@ -162,6 +166,7 @@ class EmbeddedSearxng:
         port: int | None = None,
         environ: dict[str, str] | None = None,
         start_timeout: float = 60.0,
+        supervise: bool = False,
     ) -> None:
         self.settings = settings or config.load()
         self.locale = locale
@@ -172,6 +177,12 @@ class EmbeddedSearxng:
         self.process: subprocess.Popen[bytes] | None = None
         self.workdir = Path(tempfile.mkdtemp(prefix="searxng-"))
         self.log_path = self.workdir / "searxng.log"
+        self.supervise = supervise
+        """Restart it when it dies (the chat service's own SearXNG), with a back-off."""
+        self.stopping = threading.Event()
+        self.restarts = 0
+        self.command: list[str] = []
+        self.env: dict[str, str] = {}
 
     def start(self) -> EmbeddedSearxng:
         vendor = ensure_venv(self.settings.searxng_venv)
@@ -191,22 +202,51 @@ class EmbeddedSearxng:
         }
         python = str(self.settings.searxng_venv / "bin" / "python")
         waitress = ["-m", "waitress", "--host", "127.0.0.1", f"--port={self.port}"]
-        with self.log_path.open("wb") as log:
-            self.process = subprocess.Popen(
-                [python, *waitress, "searx.webapp:app"],
-                env=env,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-                preexec_fn=die_with_parent if sys.platform == "linux" else None,
-            )
+        self.command, self.env = [python, *waitress, "searx.webapp:app"], env
+        self.launch()
         try:
             self.wait_healthy()
             check_engine_loaded(self.url)
         except BaseException:
             self.stop()
             raise
+        if self.supervise:
+            threading.Thread(target=self.watch, name="searxng-supervisor", daemon=True).start()
         return self
+
+    def launch(self) -> None:
+        with self.log_path.open("ab") as log:
+            self.process = subprocess.Popen(
+                self.command,
+                env=self.env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                preexec_fn=die_with_parent if sys.platform == "linux" else None,
+            )
+
+    def watch(self) -> None:
+        """Restart SearXNG whenever it dies, waiting longer after each failed restart
+        (1 s, 2 s, 4 s ... 30 s), until stop()."""
+        delay = 1.0
+        while not self.stopping.wait(0.5):
+            if self.process is None or self.process.poll() is None:
+                continue
+            logger.warning(
+                "SearXNG exited with %s; restarting in %g s", self.process.returncode, delay
+            )
+            if self.stopping.wait(delay):
+                return
+            self.launch()
+            self.restarts += 1
+            try:
+                self.wait_healthy()
+            except SearxngError:
+                logger.exception("SearXNG did not come back")
+                delay = min(delay * 2, 30.0)
+                continue
+            logger.info("SearXNG is back at %s", self.url)
+            delay = 1.0
 
     def wait_healthy(self) -> None:
         deadline = time.monotonic() + self.start_timeout
@@ -231,6 +271,7 @@ class EmbeddedSearxng:
 
     def stop(self) -> None:
         """Stop the whole process group: waitress and any thread-spawned children."""
+        self.stopping.set()
         if self.process is not None and self.process.poll() is None:
             try:
                 os.killpg(self.process.pid, signal.SIGTERM)

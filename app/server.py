@@ -8,6 +8,7 @@ from contextlib import aclosing, asynccontextmanager
 from pathlib import Path
 from typing import Annotated, Any
 
+import httpx
 from fastapi import FastAPI, HTTPException, Request
 from fastapi import Path as PathParam
 from fastapi.exceptions import RequestValidationError
@@ -150,8 +151,14 @@ def create_app(settings: config.Settings, searxng_url: str) -> FastAPI:
         return request.app.state.services
 
     @app.get("/healthz")
-    async def healthz() -> dict[str, str]:
-        return {"status": "ok"}
+    async def healthz(request: Request) -> dict[str, str]:
+        """The service is up; whether its SearXNG answers too (nothing private)."""
+        try:
+            answer = await services(request).searxng.http.get("/healthz", timeout=2)
+            search = "ok" if answer.status_code == 200 else "unhealthy"
+        except httpx.HTTPError:
+            search = "unreachable"
+        return {"status": "ok" if search == "ok" else "degraded", "search": search}
 
     @app.get("/", include_in_schema=False)
     async def page() -> FileResponse:

@@ -53,8 +53,11 @@ import html
 import os
 import re
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
+
+if TYPE_CHECKING:
+    from searx.result_types import EngineResults
 
 about = {
     "website": "https://search.brave.com/",
@@ -71,13 +74,17 @@ max_page = 10
 time_range_support = True
 safesearch = True
 
-api_key = ""
-base_url = ""
-results_per_page = 20
+api_key: str = ""
+"""X-Subscription-Token; empty: BRAVE_API_KEY from the environment."""
+base_url: str = ""
+"""API root; empty: BRAVE_API_URL from the environment, else the official API."""
+results_per_page: int = 20
+"""Brave's ``count``, 1..20."""
 
 OFFICIAL_BASE_URL = "https://api.search.brave.com"
 SEARCH_PATH = "/res/v1/web/search"
 MAX_EXTRA_SNIPPETS = 5
+NO_KEY = "no Brave API key: set BRAVE_API_KEY (or api_key in settings.yml)"
 SNIPPET_SEPARATOR = " … "
 DATE_SEPARATOR = " — "
 
@@ -261,10 +268,29 @@ def error_message(status: int, body: Any) -> str:
     return message + (f" ({'; '.join(problems)})" if problems else "")
 
 
+def token() -> str:
+    return api_key or os.environ.get("BRAVE_API_KEY", "")
+
+
+def api_root() -> str:
+    return (base_url or os.environ.get("BRAVE_API_URL") or OFFICIAL_BASE_URL).rstrip("/")
+
+
+def init(engine_settings: dict[str, Any] | None = None) -> bool:
+    """Checked once, when SearXNG loads the engine: a missing key is named in SearXNG's
+    log at start (each query still says so too, since that is what a user sees)."""
+    if token():
+        return True
+    log = globals().get("logger")  # SearXNG gives every engine module its logger
+    if log is not None:
+        log.error(NO_KEY)
+    return False
+
+
 def request(query: str, params: dict[str, Any]) -> None:
     """Fill in SearXNG's request: URL with Brave's parameters, token header."""
     params["url"] = (
-        (base_url or os.environ.get("BRAVE_API_URL") or OFFICIAL_BASE_URL).rstrip("/")
+        api_root()
         + SEARCH_PATH
         + "?"
         + urlencode(
@@ -278,24 +304,27 @@ def request(query: str, params: dict[str, Any]) -> None:
             )
         )
     )
-    token = api_key or os.environ.get("BRAVE_API_KEY", "")
-    if not token:
-        raise searx_exceptions().SearxEngineAPIException(
-            "no Brave API key: set BRAVE_API_KEY (or api_key in settings.yml)"
-        )
+    if not token():
+        raise searx_exceptions().SearxEngineAPIException(NO_KEY)
     params["headers"]["Accept"] = "application/json"
-    params["headers"]["X-Subscription-Token"] = token
+    params["headers"]["X-Subscription-Token"] = token()
     # Errors are read from Brave's JSON body below, not from the bare status code.
     params["raise_for_httperror"] = False
 
 
-def response(resp: Any) -> list[dict[str, Any]]:
+def response(resp: Any) -> EngineResults:
     """SearXNG results from Brave's answer, or the SearXNG exception for its error."""
     if resp.status_code != 200:
         raise_for_brave_error(resp)
     data = resp.json()
-    results = (data.get("web") or {}).get("results") or []
-    return [r for r in (format_result(result) for result in results) if r]
+    from searx.result_types import EngineResults  # on use: the functions above need no SearXNG
+
+    results = EngineResults()
+    for result in (data.get("web") or {}).get("results") or []:
+        formatted = format_result(result)
+        if formatted:
+            results.append(formatted)  # a main result as a dict, as SearXNG's own engines do
+    return results
 
 
 def searx_exceptions() -> Any:

@@ -58,10 +58,14 @@ def own_service(llm: FakeLLM, tmp_path: Path, searxng_url: str, **env: str) -> I
 # -- health and configuration ----------------------------------------------------------------
 
 
-def test_healthz(chat):
+def test_healthz_reports_the_search_side(chat, llm, tmp_path):
     response = httpx.get(f"{chat.url}/healthz")
     assert response.status_code == 200
-    assert response.json() == {"status": "ok"}
+    assert response.json() == {"status": "ok", "search": "ok"}
+    with own_service(llm, tmp_path / "down", "http://127.0.0.1:9") as without_search:
+        degraded = httpx.get(f"{without_search.url}/healthz")
+    assert degraded.status_code == 200
+    assert degraded.json() == {"status": "degraded", "search": "unreachable"}
 
 
 def test_config_groups_models_and_describes_every_setting(searxng, tmp_path):

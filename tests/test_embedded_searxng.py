@@ -7,7 +7,9 @@ import asyncio
 import json
 import os
 import secrets
+import signal
 import subprocess
+import time
 from pathlib import Path
 
 import httpx
@@ -24,7 +26,14 @@ from app.searxng import (
     link_engine,
     render_settings,
 )
-from tests.conftest import API_KEY, run_cli, searxng_env
+from tests.conftest import (
+    API_KEY,
+    SERVER_LOCALE,
+    ChatService,
+    chat_env,
+    run_cli,
+    searxng_env,
+)
 
 # SearXNG's own entry of that name since February 2026 (searx/settings.yml, commit 8e824017d).
 UPSTREAM_BRAVEAPI = {"name": "braveapi", "engine": "braveapi", "api_key": "", "inactive": True}
@@ -185,3 +194,23 @@ def test_without_a_key_searxng_starts_on_keyless_engines_and_doctor_warns(brave)
     # The key check would spend a query only to fail: it says why it did not run.
     assert checks["brave_key"].state == "warning"
     assert brave.requests == []
+
+
+def test_a_supervised_searxng_that_dies_is_restarted(brave, llm, tmp_path):
+    """The chat service's own SearXNG comes back by itself, and /healthz says when it is gone."""
+    with EmbeddedSearxng(SERVER_LOCALE, environ=searxng_env(brave), supervise=True) as searxng:
+        service = ChatService(chat_env(llm, tmp_path), searxng.url).start()
+        try:
+            os.killpg(searxng.process.pid, signal.SIGKILL)
+            seen: set[str] = set()
+            deadline = time.monotonic() + 60
+            while "ok" not in seen or "unreachable" not in seen or searxng.restarts == 0:
+                assert time.monotonic() < deadline, f"never came back: {seen} {searxng.log()}"
+                seen.add(httpx.get(f"{service.url}/healthz").json()["search"])
+                time.sleep(0.1)
+            lab = httpx.get(
+                f"{service.url}/api/lab/search", params={"q": "python asyncio"}, timeout=30
+            )
+            assert lab.status_code == 200 and lab.json()["results"]
+        finally:
+            service.stop()

@@ -199,3 +199,21 @@ def test_recorded_response_without_extra_snippets_keeps_every_result():
         for f, r in zip(formatted, results, strict=True)
         if not r.get("page_age")
     )
+
+
+def test_init_names_a_missing_key_once_at_start(monkeypatch):
+    fresh = load_engine()
+    monkeypatch.delenv("BRAVE_API_KEY", raising=False)
+    said: list[str] = []
+
+    class Logger:
+        def error(self, message: str) -> None:
+            said.append(message)
+
+    fresh.logger = Logger()
+    assert fresh.init({}) is False
+    assert said == ["no Brave API key: set BRAVE_API_KEY (or api_key in settings.yml)"]
+    monkeypatch.setenv("BRAVE_API_KEY", "from-the-environment")
+    assert fresh.init({}) is True and fresh.token() == "from-the-environment"
+    fresh.api_key = "from-settings"
+    assert fresh.token() == "from-settings"
