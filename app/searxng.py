@@ -167,6 +167,7 @@ class EmbeddedSearxng:
         environ: dict[str, str] | None = None,
         start_timeout: float = 60.0,
         supervise: bool = False,
+        rendered: Path | None = None,
     ) -> None:
         self.settings = settings or config.load()
         self.locale = locale
@@ -177,6 +178,8 @@ class EmbeddedSearxng:
         self.process: subprocess.Popen[bytes] | None = None
         self.workdir = Path(tempfile.mkdtemp(prefix="searxng-"))
         self.log_path = self.workdir / "searxng.log"
+        self.rendered = rendered
+        """A settings directory rendered beforehand (as Compose's init service does)."""
         self.supervise = supervise
         """Restart it when it dies (the chat service's own SearXNG), with a back-off."""
         self.stopping = threading.Event()
@@ -188,11 +191,15 @@ class EmbeddedSearxng:
         vendor = ensure_venv(self.settings.searxng_venv)
         link_engine(vendor)
         brave_url = self.environ.get("BRAVE_API_URL", "")
-        settings_path = write_settings(
-            self.workdir,
-            self.locale,
-            brave_api_key=self.environ.get("BRAVE_API_KEY", ""),
-            allow_http_engine=brave_url.startswith("http://"),
+        settings_path = (
+            self.rendered / "settings.yml"
+            if self.rendered
+            else write_settings(
+                self.workdir,
+                self.locale,
+                brave_api_key=self.environ.get("BRAVE_API_KEY", ""),
+                allow_http_engine=brave_url.startswith("http://"),
+            )
         )
         env = {
             **self.environ,

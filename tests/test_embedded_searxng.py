@@ -214,3 +214,20 @@ def test_a_supervised_searxng_that_dies_is_restarted(brave, llm, tmp_path):
             assert lab.status_code == 200 and lab.json()["results"]
         finally:
             service.stop()
+
+
+@pytest.mark.parametrize("locale", ["all", "pl-PL", "fr-FR"])
+def test_settings_rendered_as_compose_renders_them_load_in_searxng(locale, tmp_path):
+    """Compose's init service runs `python -m app searxng-settings`; SearXNG starts on that
+    very file (it refuses a default_lang it does not know) with our engine enabled."""
+    environ = {**os.environ, "BRAVE_API_KEY": API_KEY}
+    rendered = tmp_path / "rendered"
+    result = run_cli(
+        "searxng-settings", str(rendered), "--locale", locale, searxng_url="", **environ
+    )
+    assert result.returncode == 0, result.stderr
+    settings = yaml.safe_load((rendered / "settings.yml").read_text())
+    assert settings["search"]["default_lang"] == locale
+    with EmbeddedSearxng(locale, environ=environ, rendered=rendered) as searxng:
+        engines = httpx.get(f"{searxng.url}/config").json()["engines"]
+    assert [(e["name"], e["enabled"]) for e in engines] == [(config.ENGINE_NAME, True)]
