@@ -32,6 +32,7 @@ bench: $(BIN)/python
 	$(BIN)/python bench/extraction.py
 	$(BIN)/python bench/faults.py
 	$(BIN)/python bench/schema.py
+	$(BIN)/python bench/crash.py
 
 # The README's pictures: a finished search + fetch answer, light and dark, into docs/.
 screenshots: $(BIN)/python
