@@ -16,10 +16,10 @@ from pathlib import Path
 
 from dotenv import load_dotenv
 
-from app import config, doctor, language, searxng
+from app import config, doctor, embedded_searxng, language
 from app.extract import extract_file
 from app.fetch import FetchFailed, FetchRefused, fetch_page, for_model
-from app.search import SearchError, Searxng
+from app.searxng_client import SearchError, Searxng
 
 EXIT_ERROR = 1
 EXIT_REFUSED = 2
@@ -31,7 +31,7 @@ def searxng_url(settings: config.Settings, *, supervise: bool = False) -> Iterat
     if settings.searxng_url:
         yield settings.searxng_url
         return
-    with searxng.EmbeddedSearxng(
+    with embedded_searxng.EmbeddedSearxng(
         settings.search_locale, settings=settings, supervise=supervise
     ) as embedded:
         yield embedded.url
@@ -101,7 +101,7 @@ def cmd_measure_locale(args: argparse.Namespace, settings: config.Settings) -> i
 
 def cmd_searxng(args: argparse.Namespace, settings: config.Settings) -> int:
     locale = config.check_locale(args.locale or settings.search_locale)
-    with searxng.EmbeddedSearxng(locale, settings=settings, port=args.port) as embedded:
+    with embedded_searxng.EmbeddedSearxng(locale, settings=settings, port=args.port) as embedded:
         print(f"SearXNG with the {config.ENGINE_NAME} engine at {embedded.url} (locale {locale})")
         print(f"use it with: SEARXNG_URL={embedded.url}   stop with Ctrl-C", flush=True)
         signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
@@ -112,7 +112,7 @@ def cmd_searxng(args: argparse.Namespace, settings: config.Settings) -> int:
 
 def cmd_searxng_settings(args: argparse.Namespace, settings: config.Settings) -> int:
     locale = config.check_locale(args.locale or settings.search_locale)
-    path = searxng.write_settings(Path(args.directory), locale)
+    path = embedded_searxng.write_settings(Path(args.directory), locale)
     print(f"wrote {path} (default_lang {locale})")
     return 0
 
@@ -269,6 +269,6 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         return args.run(args, config.load())
-    except (config.ConfigError, SearchError, searxng.SearxngError) as exc:
+    except (config.ConfigError, SearchError, embedded_searxng.SearxngError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_ERROR

@@ -19,7 +19,7 @@ import httpx
 
 from app import config
 from app.llm import LLMError, ModelClient, safe_json
-from app.search import SearchError, Searxng
+from app.searxng_client import SearchError, Searxng
 from app.tools import SEARCH_DECLARATION
 
 State = Literal["ok", "warning", "fail"]
@@ -157,7 +157,7 @@ async def engine_check(http: httpx.AsyncClient, url: str) -> Check:
         )
     others = sorted(n for n, e in engines.items() if n != config.ENGINE_NAME and e.get("enabled"))
     if ours.get("enabled") is False and others:
-        # What app/searxng.py renders when there is no Brave API key.
+        # What app/embedded_searxng.py renders when there is no Brave API key.
         return Check(
             "engine_loaded",
             "engine",

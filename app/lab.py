@@ -41,7 +41,7 @@ from fastapi import APIRouter, HTTPException, Query, Request
 
 from app import config, language
 from app.bodies import ErrorBody
-from app.search import QueryRefused, SearchError, Searxng
+from app.searxng_client import QueryRefused, SearchError, Searxng
 
 router = APIRouter(
     prefix="/api/lab",

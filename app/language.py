@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 import py3langid
 
-from app.search import Result, SearchError, Searxng
+from app.searxng_client import Result, SearchError, Searxng
 
 
 def detect(text: str) -> str:

@@ -29,7 +29,7 @@ from app.bodies import (
 )
 from app.context import DEFAULT_COMPRESS_PROMPT
 from app.llm import ModelClient
-from app.search import Searxng
+from app.searxng_client import Searxng
 from app.storage import ID_PATTERN, Damaged, InvalidId, NotFound, Storage, now
 from app.tools import DEFAULT_TOOL_NOTE
 from app.turn import NEW_TITLE, Services, rewind, run_turn

@@ -19,7 +19,7 @@ from urllib.parse import urlsplit, urlunsplit
 from app import config
 from app.fetch import FetchFailed, FetchRefused, fetch_page, for_model
 from app.llm import ToolCall
-from app.search import SearchError, Searxng
+from app.searxng_client import SearchError, Searxng
 
 DEFAULT_TOOL_NOTE = (
     "You can look things up. One tool searches the web and returns results with their "

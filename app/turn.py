@@ -18,7 +18,7 @@ from typing import Any
 
 from app import config, context
 from app.llm import LLMError, ModelClient, ToolCall, Usage, normalize_usage
-from app.search import Searxng
+from app.searxng_client import Searxng
 from app.storage import Damaged, Storage, now
 from app.tools import ToolRunner
 

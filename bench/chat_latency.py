@@ -19,7 +19,7 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from app.searxng import EmbeddedSearxng  # noqa: E402
+from app.embedded_searxng import EmbeddedSearxng  # noqa: E402
 from tests.conftest import ChatService  # noqa: E402
 from tests.fakes.brave_api import FakeBrave  # noqa: E402
 from tests.fakes.llm_server import FakeLLM, Reply  # noqa: E402

@@ -13,7 +13,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from app.searxng import EmbeddedSearxng  # noqa: E402
+from app.embedded_searxng import EmbeddedSearxng  # noqa: E402
 from tests.conftest import API_KEY, SERVER_LOCALE, searxng_env  # noqa: E402
 from tests.fakes.brave_api import FakeBrave  # noqa: E402
 from tests.fakes.llm_server import FakeLLM  # noqa: E402

@@ -14,7 +14,7 @@ import pytest
 import uvicorn
 
 from app import config
-from app.searxng import EmbeddedSearxng, free_port
+from app.embedded_searxng import EmbeddedSearxng, free_port
 from app.server import create_app
 from tests.browser import browser, open_page
 from tests.fakes.brave_api import FakeBrave

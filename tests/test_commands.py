@@ -16,7 +16,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from app.searxng import free_port
+from app.embedded_searxng import free_port
 from tests.conftest import API_KEY, ROOT, run_cli
 from tests.fakes.llm_server import FakeLLM, Reply, ToolCall, tools_unsupported
 from tests.fakes.pages import ARTICLE_TITLE

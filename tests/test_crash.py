@@ -15,7 +15,7 @@ from pathlib import Path
 
 import httpx
 
-from app.searxng import free_port
+from app.embedded_searxng import free_port
 from tests.conftest import ROOT, chat_env
 from tests.fakes.llm_server import Reply
 

@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from app import config, doctor
-from app.searxng import (
+from app.embedded_searxng import (
     KEYLESS_ENGINES,
     EmbeddedSearxng,
     SearxngError,

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from app import config, fetch
-from app.search import Searxng
+from app.searxng_client import Searxng
 from app.tools import DEFAULT_TOOL_NOTE, Outcome, ToolRunner, normalized_url, untrusted
 from tests.chat_client import get_conversation, new_conversation, send
 from tests.conftest import chat_env

@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 from app import config
-from app.searxng import free_port
+from app.embedded_searxng import free_port
 from tests.browser import open_page
 from tests.conftest import ChatService, chat_env
 from tests.fakes.llm_server import FakeLLM
