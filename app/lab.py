@@ -64,6 +64,9 @@ LOCALES_PATTERN = rf"^((all|auto|{LANGUAGE_LOCALE}),){{0,7}}{LANGUAGE_LOCALE}$|^
 ENGINES_PATTERN = r"^[a-z0-9_,]*$"
 BLANKS = " \t\r\n\f\v"
 QUERY_PATTERN = r"[^ \t\r\n\f\v]"
+QueryText = Annotated[
+    str, Query(json_schema_extra={"pattern": QUERY_PATTERN, "maxLength": MAX_QUERY_CHARS})
+]
 LANGUAGE = re.compile(r"^[a-z]{2,3}$")
 
 
@@ -214,9 +217,7 @@ def upstream_failure(exc: SearchError) -> HTTPException:
 @router.get("/search")
 async def search(
     request: Request,
-    q: Annotated[
-        str, Query(json_schema_extra={"pattern": QUERY_PATTERN, "maxLength": MAX_QUERY_CHARS})
-    ],
+    q: QueryText,
     locale: Annotated[str, Query(json_schema_extra={"pattern": LOCALE_PATTERN})] = "",
     engines: Annotated[str, Query(json_schema_extra={"pattern": ENGINES_PATTERN})] = "",
     page: Annotated[str, Query(json_schema_extra={"pattern": r"^([1-9]|10)$"})] = "1",
@@ -236,9 +237,7 @@ async def search(
 @router.get("/measure")
 async def measure_locales(
     request: Request,
-    q: Annotated[
-        str, Query(json_schema_extra={"pattern": QUERY_PATTERN, "maxLength": MAX_QUERY_CHARS})
-    ],
+    q: QueryText,
     locales: Annotated[str, Query(json_schema_extra={"pattern": LOCALES_PATTERN})] = "",
     locale: Annotated[str, Query(json_schema_extra={"pattern": f"^({LANGUAGE_LOCALE})?$"})] = "",
     target: Annotated[str, Query(json_schema_extra={"pattern": r"^([a-z]{2,3})?$"})] = "",

@@ -13,7 +13,6 @@ import json
 import random
 import signal
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -21,10 +20,8 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from app.embedded_searxng import EmbeddedSearxng  # noqa: E402
-from tests.conftest import API_KEY, SERVER_LOCALE, chat_env, searxng_env  # noqa: E402
-from tests.fakes.brave_api import FakeBrave  # noqa: E402
-from tests.fakes.llm_server import FakeLLM, Reply  # noqa: E402
+from tests.conftest import chat_env, fake_stack  # noqa: E402
+from tests.fakes.llm_server import Reply  # noqa: E402
 from tests.test_crash import serving  # noqa: E402
 
 STORY = [f"Sentence {n} of the story. " for n in range(2000)]
@@ -68,13 +65,9 @@ def main() -> int:
     cycles = int(sys.argv[1]) if len(sys.argv) > 1 else 30
     kept_total = received_total = 0
     failures: list[str] = []
-    with (
-        FakeLLM(models=["fake-model", "fake-small"]) as llm,
-        FakeBrave(api_key=API_KEY) as brave,
-        EmbeddedSearxng(SERVER_LOCALE, environ=searxng_env(brave)) as searxng,
-        tempfile.TemporaryDirectory() as scratch,
-    ):
-        env = {**chat_env(llm, Path(scratch)), "SEARXNG_URL": searxng.url}
+    with fake_stack() as outside:
+        llm = outside.llm
+        env = {**chat_env(llm, outside.scratch), "SEARXNG_URL": outside.searxng.url}
         folder = Path(env["DATA_DIR"]) / "conversations"
         for cycle in range(cycles):
             llm.script(Reply(text=STORY, chunk_delay=0.01))

@@ -8,16 +8,11 @@ Run: .venv/bin/python bench/faults.py   (exits 1 when a case ended otherwise tha
 from __future__ import annotations
 
 import sys
-import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from app.embedded_searxng import EmbeddedSearxng  # noqa: E402
-from tests.conftest import API_KEY, SERVER_LOCALE, searxng_env  # noqa: E402
-from tests.fakes.brave_api import FakeBrave  # noqa: E402
-from tests.fakes.llm_server import FakeLLM  # noqa: E402
-from tests.fakes.pages import PageServer  # noqa: E402
+from tests.conftest import fake_stack  # noqa: E402
 from tests.test_faults import CASES, Stack, problems  # noqa: E402
 
 CHAT_STATUS = 1  # statuses of a turn: create, chat, read back
@@ -25,17 +20,14 @@ CHAT_STATUS = 1  # statuses of a turn: create, chat, read back
 
 def main() -> int:
     rows: list[tuple[str, str, int, int, list[str]]] = []
-    with (
-        FakeLLM(models=["fake-model", "fake-small"]) as llm,
-        FakeBrave(api_key=API_KEY) as brave,
-        PageServer() as pages,
-        EmbeddedSearxng(SERVER_LOCALE, environ=searxng_env(brave)) as searxng,
-        tempfile.TemporaryDirectory() as scratch,
-    ):
+    with fake_stack() as outside:
         for case in CASES:
-            llm.clear()
-            brave.clear()
-            turn = case.run(Stack(llm, pages, brave, searxng.url, Path(scratch)))
+            outside.llm.clear()
+            outside.brave.clear()
+            stack = Stack(
+                outside.llm, outside.pages, outside.brave, outside.searxng.url, outside.scratch
+            )
+            turn = case.run(stack)
             errors = sum(status >= 500 for status in turn.statuses)
             found = problems(turn, case.expect)
             rows.append((case.name, turn.outcome(), turn.statuses[CHAT_STATUS], errors, found))

@@ -7,35 +7,23 @@ Run: .venv/bin/python bench/schema.py [EXAMPLES_PER_OPERATION]   (default 200)
 
 from __future__ import annotations
 
-import os
 import re
 import sys
-import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from app.embedded_searxng import EmbeddedSearxng  # noqa: E402
-from tests.conftest import API_KEY, SERVER_LOCALE, ChatService, chat_env, searxng_env  # noqa: E402
-from tests.fakes.brave_api import FakeBrave  # noqa: E402
-from tests.fakes.llm_server import FakeLLM  # noqa: E402
-from tests.fakes.pages import PageServer  # noqa: E402
+from tests.conftest import ChatService, chat_env, fake_stack  # noqa: E402
 from tests.test_schema import run_schemathesis  # noqa: E402
 
 
 def main() -> int:
     examples = int(sys.argv[1]) if len(sys.argv) > 1 else 200
-    with (
-        FakeLLM(models=["fake-model", "fake-small"]) as llm,
-        FakeBrave(api_key=API_KEY) as brave,
-        PageServer() as pages,
-        EmbeddedSearxng(SERVER_LOCALE, environ=searxng_env(brave)) as searxng,
-        tempfile.TemporaryDirectory() as scratch,
-    ):
-        os.environ.pop("AUTH_TOKEN", None)
-        service = ChatService(chat_env(llm, Path(scratch), pages), searxng.url).start()
+    with fake_stack() as outside:
+        env = chat_env(outside.llm, outside.scratch, outside.pages)
+        service = ChatService(env, outside.searxng.url).start()
         try:
-            result = run_schemathesis(service.url, examples, Path(scratch))
+            result = run_schemathesis(service.url, examples, outside.scratch)
         finally:
             service.stop()
     print(result.stdout[-3000:])

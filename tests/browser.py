@@ -6,13 +6,14 @@ Every request the page makes is recorded, so a test can show that nothing left l
 
 from __future__ import annotations
 
-import ipaddress
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
+
+from app.cli import is_loopback
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
@@ -36,15 +37,7 @@ def launch(playwright):
 
 def is_loopback_url(url: str) -> bool:
     parts = urlsplit(url)
-    if parts.scheme in ("data", "blob", "about"):
-        return True
-    host = parts.hostname or ""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
+    return parts.scheme in ("data", "blob", "about") or is_loopback(parts.hostname or "")
 
 
 @dataclass

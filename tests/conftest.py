@@ -5,9 +5,12 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -64,6 +67,30 @@ def clean_brave(request: pytest.FixtureRequest) -> Iterator[None]:
     if "brave" in request.fixturenames:
         request.getfixturevalue("brave").clear()
     yield
+
+
+@dataclass
+class FakeStack:
+    """The outside world on loopback, for the benchmarks: a model server, the Brave API,
+    web pages, a real SearXNG on that Brave, and a scratch directory."""
+
+    llm: FakeLLM
+    brave: FakeBrave
+    pages: PageServer
+    searxng: EmbeddedSearxng
+    scratch: Path
+
+
+@contextmanager
+def fake_stack() -> Iterator[FakeStack]:
+    with (
+        FakeLLM(models=["fake-model", "fake-small"]) as llm,
+        FakeBrave(api_key=API_KEY) as brave,
+        PageServer() as pages,
+        EmbeddedSearxng(SERVER_LOCALE, environ=searxng_env(brave)) as searxng,
+        tempfile.TemporaryDirectory() as scratch,
+    ):
+        yield FakeStack(llm, brave, pages, searxng, Path(scratch))
 
 
 def run_cli(*args: str, searxng_url: str, **env: str) -> subprocess.CompletedProcess[str]:
