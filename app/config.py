@@ -120,6 +120,8 @@ class Settings:
     fetch_max_tokens: int
     fetch_allow_hosts: frozenset[str]
     """host:port pairs the fetcher may reach although private (the tests' page server)."""
+    loop_lag_probe: bool
+    """Measure the event loop's lateness and report it in /healthz (benchmarks)."""
 
 
 def log_level(raw: str) -> str:
@@ -188,6 +190,7 @@ def load(environ: dict[str, str] | None = None) -> Settings:
         max_tool_rounds=integer(env, "MAX_TOOL_ROUNDS", 6, 1),
         fetch_max_tokens=integer(env, "FETCH_MAX_TOKENS", 12_000, 500),
         fetch_allow_hosts=allow_hosts(env.get("FETCH_ALLOW_HOSTS", "")),
+        loop_lag_probe=env.get("LOOP_LAG_PROBE", "") == "1",
     )
 
 

@@ -28,6 +28,7 @@ from app.bodies import (
     errors,
 )
 from app.context import DEFAULT_COMPRESS_PROMPT
+from app.lag import LagProbe
 from app.llm import ModelClient
 from app.searxng_client import Searxng
 from app.storage import ID_PATTERN, Damaged, InvalidId, NotFound, Storage, now
@@ -116,7 +117,10 @@ def create_app(settings: config.Settings, searxng_url: str) -> FastAPI:
         model = ModelClient.from_settings(settings)
         searxng = Searxng(searxng_url, timeout=settings.searxng_timeout)
         app.state.services = Services(settings, storage, model, searxng)
+        if settings.loop_lag_probe:
+            app.state.lag.start()
         yield
+        await app.state.lag.stop()
         await model.aclose()
         await searxng.aclose()
 
@@ -129,6 +133,7 @@ def create_app(settings: config.Settings, searxng_url: str) -> FastAPI:
         # {"detail": str}; declared once here instead of FastAPI's list-shaped 422.
         responses=errors(400, 422),
     )
+    app.state.lag = LagProbe()
     app.state.access = access.Guard(allowed_hosts=settings.allowed_hosts, token=settings.auth_token)
 
     for error, code in (
@@ -151,14 +156,21 @@ def create_app(settings: config.Settings, searxng_url: str) -> FastAPI:
         return request.app.state.services
 
     @app.get("/healthz")
-    async def healthz(request: Request) -> dict[str, str]:
-        """The service is up; whether its SearXNG answers too (nothing private)."""
+    async def healthz(request: Request) -> dict[str, str | float]:
+        """The service is up; whether its SearXNG answers too (nothing private). With
+        LOOP_LAG_PROBE=1, also the event loop's worst lateness since the last call."""
         try:
             answer = await services(request).searxng.http.get("/healthz", timeout=2)
             search = "ok" if answer.status_code == 200 else "unhealthy"
         except httpx.HTTPError:
             search = "unreachable"
-        return {"status": "ok" if search == "ok" else "degraded", "search": search}
+        health: dict[str, str | float] = {
+            "status": "ok" if search == "ok" else "degraded",
+            "search": search,
+        }
+        if settings.loop_lag_probe:
+            health["loop_lag_ms"] = request.app.state.lag.take()
+        return health
 
     @app.get("/", include_in_schema=False)
     async def page() -> FileResponse:
