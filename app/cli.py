@@ -173,11 +173,7 @@ def cmd_extract(args: argparse.Namespace, settings: config.Settings) -> int:
         except (OSError, ValueError) as exc:
             print(f"error: {name}: {exc}", file=sys.stderr)
             return EXIT_ERROR
-        results[name] = {
-            "title": extracted.title,
-            "text": extracted.text,
-            "chars": len(extracted.text),
-        }
+        results[name] = extracted.as_dict()
     if args.json:
         print(json.dumps(results, ensure_ascii=False))
     else:
@@ -240,7 +236,9 @@ def parser() -> argparse.ArgumentParser:
 
     extract = commands.add_parser("extract", help="main text of local .html / .html.gz files")
     extract.add_argument("files", nargs="+", metavar="FILE")
-    extract.add_argument("--json", action="store_true", help="print {FILE: {title, text, chars}}")
+    extract.add_argument(
+        "--json", action="store_true", help="print {FILE: {title, text, chars, charset}}"
+    )
     extract.set_defaults(run=cmd_extract)
 
     check = commands.add_parser("doctor", help="check every part of the stack, say what to fix")

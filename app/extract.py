@@ -3,51 +3,60 @@
 trafilatura finds the article; we render the tree it returns as light markdown (``#``
 headings, ``-`` list items, ``| a | b |`` table rows) without inline markup such as
 ``**bold**`` or ``<u>``, which tells a model little and costs tokens (trafilatura's own
-markdown scores F1 0.958 on the corpus below, its plain text 0.962, this 0.978). selectolax
-reads the title and takes over when trafilatura finds nothing or only a flat dump (short
-pages, fragments, a page whose only text is its footer). The choices below were measured on
-../shared/corpus/extraction with bench/extraction.py; each says what it bought there.
+markdown scores F1 0.958 on the English corpus below, its plain text 0.962, this 0.978
+before the link-block rules). Link-dominated blocks (related stories, teasers, sidebars)
+are dropped. selectolax takes over when trafilatura finds nothing or only a flat dump
+(short pages, fragments, a page whose only text is its footer). Bytes are
+decoded by app.charset. The choices below were measured with bench/extraction.py on
+../shared/corpus/extraction (English) and, for the link-block rules, also on the human and
+reviewed splits of ../shared/corpus/extraction-multilingual; each says what it bought.
 """
 
 from __future__ import annotations
 
-import codecs
 import gzip
 import re
 import zlib
+from collections import Counter
+from collections.abc import Iterable
+from copy import copy
 from dataclasses import dataclass
 from pathlib import Path
 
-from lxml.etree import _Element
-from lxml.html import HtmlElement
+from lxml.etree import Element, ParserError, SubElement, _Element
+from lxml.html import HtmlElement, document_fromstring
 from selectolax.lexbor import LexborHTMLParser, LexborNode
 from trafilatura import bare_extraction
+
+# The full pass's comparison extractor, asked alone (see _may_miss_the_article).
+from trafilatura.external import try_readability
 from trafilatura.utils import load_html
 
 # The expressions trafilatura tries, in order, to find the article container. Not public API:
 # trafilatura is pinned in pyproject.toml, and a move would fail this import loudly.
 from trafilatura.xpaths import BODY_XPATH
 
+from app.charset import Source, decode_html
+
 SPACE = re.compile(r"\s+")
+META_XPATH = "//meta[@property=$name or @name=$name]/@content"
 WORD = re.compile(r"\w+")
-META_CHARSET = re.compile(rb"""<meta[^>]*?charset\s*=\s*["']?\s*([A-Za-z0-9_.:-]+)""", re.I)
-# How far into a page to look for <meta charset>: past the long <head> of news sites.
-META_SCAN_BYTES = 16_384
-# WHATWG Encoding: in HTML these labels mean windows-1252, and pages that say latin-1 do
-# use its curly quotes and dashes (0x80-0x9f), which latin-1 would turn into control codes.
-WINDOWS_1252_LABELS = frozenset(
-    {"iso-8859-1", "iso8859-1", "latin1", "latin-1", "us-ascii", "ascii"}
-)
-# A byte-order mark outranks any declared charset (WHATWG); "utf-16" reads either order.
-BOMS = (
-    (codecs.BOM_UTF8, "utf-8-sig"),
-    (codecs.BOM_UTF16_LE, "utf-16"),
-    (codecs.BOM_UTF16_BE, "utf-16"),
-)
+
+# Link-dominated blocks (see _is_link_block): a paragraph or heading with at least this share
+# of its characters in links, up to this many characters; a list with at least this share of
+# its items over that share of links.
+LINK_BLOCK_SHARE = 0.8
+LINK_BLOCK_MAX_CHARS = 200
+LINK_ITEM_SHARE = 0.5
+LINK_LIST_ITEMS = 0.8
+ELLIPSIS = ("...", "\u2026")
 
 # A heading repeating the page title is dropped only if it is at least this many words, so a
 # one-word heading ("News") is not taken for the start of "News | Site".
 MIN_TITLE_PREFIX_WORDS = 3
+
+# The containers trafilatura's article patterns look for.
+CONTAINER_TAGS = ("article", "div", "main", "section")
 
 HEADING_LEVELS = {f"h{n}": n for n in range(1, 7)}
 # Elements of trafilatura's output tree that end a line when met inside running text.
@@ -75,25 +84,49 @@ FALLBACK_BLOCKS = frozenset(
 class Extracted:
     title: str
     text: str
+    charset: str | None = None
+    """The codec bytes were decoded with (None for a page given as text), and why."""
+    charset_source: Source | None = None
 
-    def as_dict(self) -> dict[str, str | int]:
+    def as_dict(self) -> dict[str, object]:
         """The shape `extract --json` prints (and score_extraction.py reads)."""
-        return {"title": self.title, "text": self.text, "chars": len(self.text)}
+        out: dict[str, object] = {"title": self.title, "text": self.text, "chars": len(self.text)}
+        if self.charset:
+            out["charset"] = {"name": self.charset, "source": self.charset_source}
+        return out
 
 
-def extract_html(html: str | bytes, url: str | None = None) -> Extracted:
-    """Title and main text of a page; bytes are decoded by their <meta charset> or as UTF-8."""
-    text = decode_html(html) if isinstance(html, bytes) else html
-    page = LexborHTMLParser(text)
-    blocks = _article_blocks(text, url)
+def extract_html(
+    html: str | bytes, url: str | None = None, declared: str | None = None
+) -> Extracted:
+    """Title and main text of a page. Bytes are decoded by app.charset's rules, ``declared``
+    being the HTTP header's charset."""
+    decoded = decode_html(html, declared) if isinstance(html, bytes) else None
+    text = decoded.text if decoded else str(html)
+    tree = load_html(text)  # None if not a whole page, e.g. a bare "<p>...</p>" fragment
+    blocks = _article_blocks(tree, url) if tree is not None else []
     if sum(len(block) for block in blocks) < SHORT_PAGE_CHARS:
         # trafilatura found no article and fell back to a flat dump of the page, or found
         # nothing: read the page ourselves, its structure kept, without menus and footers
         # unless that leaves nothing (a contact page whose only text is its footer).
+        page = LexborHTMLParser(text)
         blocks = (
             _fallback_blocks(page, chrome=False) or blocks or _fallback_blocks(page, chrome=True)
         )
-    return Extracted(title=_title(page), text="\n\n".join(_drop_repeated_heading(blocks, page)))
+    head = tree if tree is not None else _fragment_tree(text)
+    return Extracted(
+        title=_title(head),
+        text="\n\n".join(_drop_repeated_heading(blocks, head)),
+        charset=decoded.charset if decoded else None,
+        charset_source=decoded.source if decoded else None,
+    )
+
+
+def _fragment_tree(text: str) -> HtmlElement | None:
+    try:
+        return document_fromstring(text)
+    except (ParserError, ValueError):  # nothing to parse, or an XML declaration in a str
+        return None
 
 
 def extract_file(path: Path) -> Extracted:
@@ -107,70 +140,56 @@ def extract_file(path: Path) -> Extracted:
     return extract_html(data)
 
 
-# -- decoding ---------------------------------------------------------------------------------
-
-
-def decode_text(body: bytes, declared: str | None = None) -> str:
-    """Text by its byte-order mark, else the charset the server declared, else UTF-8;
-    undecodable bytes become U+FFFD rather than an error."""
-    return _decode(body, declared, None)
-
-
-def decode_html(body: bytes, declared: str | None = None) -> str:
-    """Like decode_text, with the page's own <meta charset> after the declared charset."""
-    found = META_CHARSET.search(body[:META_SCAN_BYTES])
-    meta = found.group(1).decode("ascii") if found else None
-    # A <meta> readable as ASCII cannot be in UTF-16: WHATWG reads such pages as UTF-8.
-    if meta and (_codec(meta) or "").startswith("utf-16"):
-        meta = "utf-8"
-    return _decode(body, declared, meta)
-
-
-def _decode(body: bytes, declared: str | None, meta: str | None) -> str:
-    for bom, codec in BOMS:
-        if body.startswith(bom):
-            return body.decode(codec, errors="replace")
-    for label in (declared, meta):
-        codec = _codec(label)
-        if codec:
-            return body.decode(codec, errors="replace")
-    return body.decode("utf-8", errors="replace")
-
-
-def _codec(label: str | None) -> str | None:
-    if not label:
-        return None
-    name = label.strip().strip("\"'").lower()
-    if name in WINDOWS_1252_LABELS:
-        name = "cp1252"
-    try:
-        return codecs.lookup(name).name
-    except LookupError:
-        return None
-
-
 # -- trafilatura ------------------------------------------------------------------------------
 
 
-def _article_blocks(html: str, url: str | None) -> list[str]:
-    tree = load_html(html)
-    if tree is None:  # not HTML by trafilatura's test, e.g. a bare "<p>...</p>" fragment
-        return []
+def _article_blocks(tree: HtmlElement, url: str | None) -> list[str]:
     _merge_split_bodies(tree)
-    # Links are kept in the tree only to spot link lists (related stories, menus); they are
-    # not printed. With them trafilatura also keeps more of the article: F1 +0.006 in all.
-    # Comments are not the page's content. trafilatura's own fallbacks stay on (fast=True
-    # cost 0.016 of F1), and so do tables (0.009); favor_precision cost 0.020 and
-    # favor_recall 0.002.
-    document = bare_extraction(
-        tree, url=url, include_comments=False, include_links=True, output_format="xml"
-    )
-    if document is None or document.body is None:
+    body = _trafilatura_body(tree, url, fast=True)
+    if body is None or _may_miss_the_article(body, tree):
+        body = _trafilatura_body(tree, url, fast=False)
+    if body is None:
         return []
-    body = document.body
     # trafilatura returns a <body> of blocks, or a single element when it fell back to a
     # raw part of the page.
     return [block for block in (_blocks(body) if body.tag == "body" else _block(body, 0)) if block]
+
+
+def _trafilatura_body(tree: HtmlElement, url: str | None, fast: bool) -> _Element | None:
+    # Links are kept in the tree only to spot link lists (related stories, menus); they are
+    # not printed. With them trafilatura also keeps more of the article: F1 +0.006 in all.
+    # Comments are not the page's content. Tables stay on (0.009); favor_precision cost
+    # 0.020 and favor_recall 0.002. bare_extraction works on a copy of the tree.
+    document = bare_extraction(
+        tree, url=url, include_comments=False, include_links=True, output_format="xml", fast=fast
+    )
+    return None if document is None else document.body
+
+
+def _may_miss_the_article(body: _Element, tree: HtmlElement) -> bool:
+    """Whether trafilatura's fast pass (without its readability and justext comparison)
+    may have missed the article, so that the full pass is worth its cost.
+
+    The full pass prefers readability's text when it is over twice as long as its own or
+    its own has no paragraph, and justext's on short text. Readability reads paragraphs,
+    so a fast result holding half the page's <p> text cannot lose to it; below that,
+    readability itself is asked (a fifth of the full pass's cost), on the page before
+    trafilatura's pruning. On the three corpora (135 pages) the two passes differ on 6:
+    3 are rerun; on the other 3 this count finds readability under twice the fast text,
+    and the fast text scored better on 2 of them (F1 on human ground truth +0.007, same
+    elsewhere). 1 more short page is rerun; the rest skip readability and justext.
+    """
+    text = _chars(body.itertext())
+    if text < SHORT_PAGE_CHARS or body.find(".//p") is None:
+        return True
+    if 2 * text >= _chars(run for p in tree.iter("p") for run in p.itertext()):
+        return False
+    return _chars(try_readability(copy(tree)).itertext()) > 2 * text
+
+
+def _chars(texts: Iterable[str]) -> int:
+    """Characters other than white space."""
+    return sum(len("".join(text.split())) for text in texts)
 
 
 def _merge_split_bodies(tree: HtmlElement) -> None:
@@ -184,6 +203,8 @@ def _merge_split_bodies(tree: HtmlElement) -> None:
     this took one page from recall 0.45 to 0.98 (F1 +0.004) and changed no other; joining
     generic names too cost 0.012.
     """
+    if not _twins_may_match(tree):
+        return
     found = [element for element in BODY_XPATH[0](tree) if element is not None]
     if not found:
         return
@@ -191,6 +212,30 @@ def _merge_split_bodies(tree: HtmlElement) -> None:
     for other in list(tree.iter(first.tag)):
         if other is not first and _same_kind(first, other) and not _nested(first, other):
             first.extend(list(other))
+
+
+def _twins_may_match(tree: HtmlElement) -> bool:
+    """Whether some container with a same-kind twin matches the article pattern: only then
+    can there be anything to join. The pattern reads only the tag, class, id and itemprop,
+    so one element per kind is tried, alone; the pattern's regular expressions run in
+    Python: on the whole tree they cost twice this, 4 % of all extraction time."""
+    kinds = Counter(_kind(element) for element in tree.iter(*CONTAINER_TAGS))
+    variants = {
+        (*_kind(element), element.get("itemprop"))
+        for element in tree.iter(*CONTAINER_TAGS)
+        if kinds[_kind(element)] > 1
+    }
+    for tag, class_, id_, itemprop in variants:
+        probe = Element("div")
+        attributes = {"class": class_, "id": id_, "itemprop": itemprop}
+        SubElement(probe, tag, {name: v for name, v in attributes.items() if v is not None})
+        if BODY_XPATH[0](probe):
+            return True
+    return False
+
+
+def _kind(element: _Element) -> tuple[str, str | None, str | None]:
+    return element.tag, element.get("class"), element.get("id")
 
 
 def _same_kind(a: _Element, b: _Element) -> bool:
@@ -202,12 +247,79 @@ def _nested(a: _Element, b: _Element) -> bool:
 
 
 def _blocks(container: _Element) -> list[str]:
-    """The rendered blocks of a container, text between its children kept as paragraphs."""
+    """The rendered blocks of a container, text between its children kept as paragraphs,
+    without link-dominated blocks and the cut teasers that follow them."""
     out = [_clean(container.text)]
+    after_links = False
     for child in container:
-        out.extend(_block(child, 0))
+        dropped = _is_link_block(child) or (after_links and _is_cut(child))
+        if not dropped:
+            out.extend(_block(child, 0))
+        after_links = dropped
         out.append(_clean(child.tail))
     return [block for block in out if block]
+
+
+def _is_link_block(element: _Element) -> bool:
+    """Related stories, teasers and sidebars rather than the article: a short paragraph or
+    heading that is mostly link text, a list of mostly link items, or a teaser (a headline
+    link, then a summary cut short). Links inside prose leave their paragraph well below
+    the share, so their words stay. F1 against keeping them, on English / human / reviewed:
+    link paragraphs and headings +0.002 / +0.018 / +0.002; without the length cap they cost
+    0.004 on English (a deals page links whole paragraphs); sparing a lone link line between
+    two prose paragraphs ("Lire aussi : ...") cost 0.001 / 0.004 / 0.002. Teasers 0 /
+    +0.005 / 0. Lists: see _is_link_list.
+    """
+    tag = element.tag
+    if tag == "list":
+        return _is_link_list(element)
+    if tag not in ("p", "head", "quote") or element.find(".//ref") is None:
+        return False
+    if _link_share(element) >= LINK_BLOCK_SHARE:
+        return _chars(element.itertext()) <= LINK_BLOCK_MAX_CHARS
+    opens_with_link = not (element.text or "").strip() and element[0].tag == "ref"
+    return tag == "p" and opens_with_link and _is_cut(element)
+
+
+def _is_cut(element: _Element) -> bool:
+    """A paragraph ending in an ellipsis: after a link block, a teaser's cut summary
+    (dropping those: English 0, human +0.002, reviewed +0.001)."""
+    return element.tag == "p" and "".join(element.itertext()).rstrip().endswith(ELLIPSIS)
+
+
+def _is_link_list(element: _Element) -> bool:
+    """Lists of mostly link items: related stories, menus, most-read boxes with a view count
+    or a date beside each link. Dropping lists whose every item is nothing but links and
+    headings gained 0.004 of F1 on English; counting mostly-link items too, and lists with
+    80 % of them, gained a further 0.027 on human ground truth (0 on the others). A curated
+    list of tools, each with prose of its own beside its link, stays."""
+    items = element.findall("item")
+    return not items or sum(map(_is_link_item, items)) >= LINK_LIST_ITEMS * len(items)
+
+
+def _is_link_item(item: _Element) -> bool:
+    """Mostly link text, or nothing but links and (teaser) headings."""
+    if item.find(".//ref") is None:
+        return False
+    return _link_share(item) >= LINK_ITEM_SHARE or not _has_loose_words(item, inside_link=False)
+
+
+def _has_loose_words(element: _Element, inside_link: bool) -> bool:
+    """Whether some word of the element stands outside its links and headings."""
+    inside = inside_link or element.tag in ("ref", "head")
+    if not inside and WORD.search(element.text or ""):
+        return True
+    for child in element:
+        if _has_loose_words(child, inside) or (not inside and WORD.search(child.tail or "")):
+            return True
+    return False
+
+
+def _link_share(element: _Element) -> float:
+    """The share of the element's characters (white space aside) inside links."""
+    total = _chars(element.itertext())
+    linked = _chars(text for ref in element.iter("ref") for text in ref.itertext())
+    return linked / total if total else 0.0
 
 
 def _block(element: _Element, depth: int) -> list[str]:
@@ -230,12 +342,9 @@ def _block(element: _Element, depth: int) -> list[str]:
 
 
 def _list_lines(element: _Element, depth: int) -> list[str]:
-    # Lists whose items are nothing but links (and teaser headings) are related stories and
-    # menus: dropping them gained 0.007 of precision (F1 +0.004). An item with prose of its
-    # own beside its link, as in a curated list of tools, keeps the list.
-    items = element.findall("item")
-    if not items or all(_is_link_item(item) for item in items):
+    if _is_link_list(element):
         return []
+    items = element.findall("item")
     ordered = element.get("rend") == "ol"
     lines = []
     for number, item in enumerate(items, 1):
@@ -246,21 +355,6 @@ def _list_lines(element: _Element, depth: int) -> list[str]:
         for nested in item.findall("list"):
             lines.extend(_list_lines(nested, depth + 1))
     return lines
-
-
-def _is_link_item(item: _Element) -> bool:
-    return item.find(".//ref") is not None and not _has_loose_words(item, inside_link=False)
-
-
-def _has_loose_words(element: _Element, inside_link: bool) -> bool:
-    """Whether some word of the element stands outside its links and headings."""
-    inside = inside_link or element.tag in ("ref", "head")
-    if not inside and WORD.search(element.text or ""):
-        return True
-    for child in element:
-        if _has_loose_words(child, inside) or (not inside and WORD.search(child.tail or "")):
-            return True
-    return False
 
 
 def _table_rows(element: _Element) -> list[str]:
@@ -302,30 +396,29 @@ def _clean(text: str | None) -> str:
     return "\n".join(line for line in lines if line)
 
 
-# -- selectolax: title, repeated headings, fallback --------------------------------------------
+# -- title, repeated headings, and selectolax's fallback ---------------------------------------
 
 
-def _meta(page: LexborHTMLParser, *names: str) -> str:
+def _meta(tree: HtmlElement | None, *names: str) -> str:
     for name in names:
-        node = page.css_first(f'meta[property="{name}"], meta[name="{name}"]')
-        content = (node.attributes.get("content") or "") if node is not None else ""
+        found = tree.xpath(META_XPATH, name=name) if tree is not None else []
+        content = found[0] if found else ""
         if content.strip():
             return SPACE.sub(" ", content).strip()
     return ""
 
 
-def _html_title(page: LexborHTMLParser) -> str:
-    node = page.css_first("title")
-    return SPACE.sub(" ", node.text()).strip() if node is not None else ""
+def _first_text(tree: HtmlElement | None, tag: str) -> str:
+    node = tree.find(f".//{tag}") if tree is not None else None
+    return SPACE.sub(" ", node.text_content()).strip() if node is not None else ""
 
 
-def _title(page: LexborHTMLParser) -> str:
+def _title(tree: HtmlElement | None) -> str:
     """The page's own name for itself: og:title is free of the " | Site" suffix <title> has."""
-    heading = page.css_first("h1")
     return (
-        _meta(page, "og:title", "twitter:title")
-        or _html_title(page)
-        or (SPACE.sub(" ", heading.text()).strip() if heading is not None else "")
+        _meta(tree, "og:title", "twitter:title")
+        or _first_text(tree, "title")
+        or _first_text(tree, "h1")
     )
 
 
@@ -333,23 +426,27 @@ def _words(text: str) -> str:
     return " ".join(WORD.findall(text.lower()))
 
 
-def _drop_repeated_heading(blocks: list[str], page: LexborHTMLParser) -> list[str]:
+def _drop_repeated_heading(blocks: list[str], tree: HtmlElement | None) -> list[str]:
     """Drop the article's opening title and standfirst headings, which repeat the page's
-    title and description: the model is shown the title anyway (F1 +0.007)."""
-    if blocks and _repeats_title(blocks[0], page):
+    title and description: the model is shown the title anyway, just above the text.
+
+    Measured: F1 +0.007 on English and +0.002 on reviewed ground truth, whose references
+    leave the headline out; -0.001 on human ground truth, whose references include it.
+    """
+    if blocks and _repeats_title(blocks[0], tree):
         blocks = blocks[1:]
-    description = _words(_meta(page, "og:description", "description", "twitter:description"))
+    description = _words(_meta(tree, "og:description", "description", "twitter:description"))
     if blocks and blocks[0].startswith("#") and description and _words(blocks[0]) == description:
         blocks = blocks[1:]
     return blocks
 
 
-def _repeats_title(block: str, page: LexborHTMLParser) -> bool:
+def _repeats_title(block: str, tree: HtmlElement | None) -> bool:
     words = _words(block)
-    html_title = _words(_html_title(page))
+    html_title = _words(_first_text(tree, "title"))
     if not words:
         return False
-    if words in (_words(_meta(page, "og:title", "twitter:title")), html_title):
+    if words in (_words(_meta(tree, "og:title", "twitter:title")), html_title):
         return True
     # "# Article name" under "<title>Article name | Site</title>"
     return (

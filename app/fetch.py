@@ -20,7 +20,8 @@ from urllib.parse import unquote
 
 import httpx
 
-from app.extract import decode_html, decode_text, extract_html
+from app.charset import decode_text
+from app.extract import extract_html
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 
@@ -143,12 +144,11 @@ async def fetch_page(
     except httpx.HTTPError as exc:
         raise FetchFailed(f"network error fetching {url}: {exc}") from exc
     if reply.content_type in HTML_TYPES:
-        html = decode_html(reply.body, reply.charset)
-        # Extraction takes tens of milliseconds of CPU: keep it off the event loop.
-        extracted = await asyncio.to_thread(extract_html, html, str(final))
+        # Decoding and extraction take tens of milliseconds of CPU: keep them off the loop.
+        extracted = await asyncio.to_thread(extract_html, reply.body, str(final), reply.charset)
         title, text = extracted.title, extracted.text
     else:
-        title, text = "", decode_text(reply.body, reply.charset)
+        title, text = "", (await asyncio.to_thread(decode_text, reply.body, reply.charset)).text
     return Page(
         url=str(final),
         status=reply.status,

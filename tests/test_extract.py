@@ -1,13 +1,15 @@
 """Main-text extraction: what a model reads of a page.
 
 Structure survives as light markdown (headings, list items, table rows), the page's chrome
-does not, and every page yields its text, down to a bare fragment. On the shared corpus of
-real pages, the article text is found with F1 of at least 0.95 by the scorer's own metric.
+does not, and every page yields its text, down to a bare fragment; bytes are read in the
+charset they are really in. On the shared corpora of real pages (English, and multilingual),
+the article text is found with F1 above a floor by the scorer's own metric.
 """
 
 from __future__ import annotations
 
 import gzip
+import json
 import re
 import subprocess
 import sys
@@ -20,6 +22,7 @@ from app.extract import Extracted, extract_file, extract_html
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared"
 CORPUS = SHARED / "corpus" / "extraction"
+MULTILINGUAL = SHARED / "corpus" / "extraction-multilingual"
 SCORER = SHARED / "tools" / "score_extraction.py"
 F1_FLOOR = 0.95
 
@@ -123,6 +126,73 @@ def test_an_article_split_around_ads_is_read_whole() -> None:
     assert "Advertisement" not in extracted.text
 
 
+# -- related stories, teasers and sidebars --------------------------------------------------------
+
+
+def test_teasers_after_the_article_are_left_out_and_in_text_links_kept() -> None:
+    # The shape of a Polish news page: the article, a "next article" teaser block of headline
+    # links, each with a summary cut short.
+    teasers = "".join(
+        f'<p><a href="/{n}">{headline}</a>{summary}...</p>'
+        for n, (headline, summary) in enumerate(
+            [
+                (
+                    "Nie ma jak w domu!",
+                    "Australijscy specjaliści wybrali najpiękniejsze mieszkania",
+                ),
+                ("Po meczu: atak na sędziów", "Borussia Dortmund awansowała do półfinału"),
+            ]
+        )
+    )
+    article = (
+        f"<p>{FILLER}</p>"
+        '<p>Lekarze, jak podaje <a href="https://www.bbc.co.uk/">BBC</a>, obawiają się wzrostu '
+        "liczby chorych w obozach dla powodzian.</p>"
+        f"<p>{FILLER}</p>"
+    )
+    text = extract_html(
+        page(
+            f'<article>{article}<p>Następny tekst:</p><p><a href="/x">Koniec z '
+            f"zastrzykami</a></p>{teasers}</article>"
+        )
+    ).text
+    assert "jak podaje BBC, obawiają się" in text
+    assert "najpiękniejsze mieszkania" not in text
+    assert "Koniec z zastrzykami" not in text
+    assert "półfinału" not in text
+
+
+def test_a_related_article_line_is_left_out() -> None:
+    article = (
+        f"<p>{FILLER}</p>"
+        '<p>Lire aussi : <a href="/cnil">Les critiques de la CNIL contre le projet de loi '
+        "sur le renseignement</a></p>"
+        f"<p>{FILLER}</p>"
+    )
+    text = extract_html(page(f"<article>{article}</article>")).text
+    assert "CNIL" not in text
+    assert text.count("Every grandmother") == 2
+
+
+def test_a_most_read_list_with_counts_beside_its_links_is_left_out() -> None:
+    most_read = "".join(
+        f'<li>{n}. <a href="/a{n}">{headline}</a> Просмотров: {views}</li>'
+        for n, (headline, views) in enumerate(
+            [
+                ("Почему выпустили Луценко? Причины и последствия", 7052),
+                ("Оппозиция: комплекс разведенных котят", 4190),
+                ("Павло Балога: Живим з Партії регіонів ніхто не виходив", 8752),
+            ],
+            1,
+        )
+    )
+    text = extract_html(
+        page(f"<article><p>{FILLER} {FILLER}</p><ol>{most_read}</ol></article>")
+    ).text
+    assert "Луценко" not in text
+    assert "Every grandmother" in text
+
+
 # -- title --------------------------------------------------------------------------------------
 
 
@@ -204,25 +274,62 @@ def test_a_latin_1_label_reads_windows_1252_quotes() -> None:
 
 
 def test_undecodable_bytes_do_not_stop_extraction() -> None:
-    assert extract_html(page("<p>caf\xe9 ok</p>").encode("latin-1")).text == "caf\ufffd ok"
+    html = page("<p>caf\xe9 ok</p>", head='<meta charset="utf-8">').encode("latin-1")
+    assert extract_html(html).text == "caf\ufffd ok"
+
+
+def test_utf8_bytes_under_a_stale_header_and_meta_read_right_and_say_so() -> None:
+    text = "Правительство утвердило новые меры поддержки для семей с детьми."
+    html = page(f"<p>{text}</p>", head='<meta charset="windows-1251">').encode("utf-8")
+    extracted = extract_html(html, declared="iso-8859-1")
+    assert extracted.text == text
+    assert extracted.as_dict()["charset"] == {"name": "utf-8", "source": "utf-8 bytes"}
+
+
+def test_extract_json_shows_the_charset_it_chose(tmp_path: Path) -> None:
+    text = "Wczoraj w Łodzi odbyło się spotkanie o źródłach finansowania."
+    saved = tmp_path / "page.html"
+    saved.write_bytes(page(f"<p>{text}</p>", head='<meta charset="iso-8859-2">').encode("latin2"))
+    run = subprocess.run(
+        [sys.executable, "-m", "app", "extract", "--json", str(saved)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=60,
+        check=True,
+    )
+    result = json.loads(run.stdout)[str(saved)]
+    assert result["text"] == text
+    assert result["charset"] == {"name": "iso8859-2", "source": "meta"}
 
 
 def test_extract_file_reads_html_and_gzipped_html(tmp_path: Path) -> None:
     plain, packed = tmp_path / "page.html", tmp_path / "page.html.gz"
     plain.write_bytes(RECIPE.encode())
     packed.write_bytes(gzip.compress(RECIPE.encode()))
-    assert extract_file(plain) == extract_file(packed) == extract_html(RECIPE)
+    assert extract_file(plain) == extract_file(packed) == extract_html(RECIPE.encode())
     assert extract_file(packed).as_dict()["chars"] == len(extract_file(packed).text)
 
 
 # -- the shared corpus --------------------------------------------------------------------------
 
 
-def test_f1_on_the_shared_corpus_is_at_least_the_floor() -> None:
-    if not (CORPUS / "ground-truth.json").exists() or not SCORER.exists():
-        pytest.skip(f"{CORPUS} is absent: the shared corpus sits beside the checkout only in CI")
+@pytest.mark.parametrize(
+    ("corpus", "floor"),
+    [
+        (CORPUS, F1_FLOOR),
+        # Pages in pl, ru, zh, el with human ground truth; plain trafilatura scores 0.782.
+        (MULTILINGUAL / "human", 0.80),
+        # de, es, ja and 14 more languages; plain trafilatura scores 0.944.
+        (MULTILINGUAL / "reviewed", 0.94),
+    ],
+    ids=["english", "multilingual-human", "multilingual-reviewed"],
+)
+def test_f1_on_the_shared_corpora_is_at_least_the_floor(corpus: Path, floor: float) -> None:
+    if not (corpus / "ground-truth.json").exists() or not SCORER.exists():
+        pytest.skip(f"{corpus} is absent: the shared corpora sit beside the checkout only in CI")
     run = subprocess.run(
-        [sys.executable, str(SCORER), str(CORPUS), "--", sys.executable, "-m", "app", "extract"],
+        [sys.executable, str(SCORER), str(corpus), "--", sys.executable, "-m", "app", "extract"],
         capture_output=True,
         text=True,
         cwd=ROOT,
@@ -231,4 +338,4 @@ def test_f1_on_the_shared_corpus_is_at_least_the_floor() -> None:
     )
     assert run.returncode == 0, run.stdout + run.stderr
     f1 = float(re.search(r"F1=([0-9.]+)", run.stdout).group(1))
-    assert f1 >= F1_FLOOR, run.stdout
+    assert f1 >= floor, run.stdout
