@@ -61,6 +61,12 @@ def allow_hosts(raw: str) -> frozenset[str]:
         raise ConfigError(f"FETCH_ALLOW_HOSTS: {exc} (use host:port, comma separated)") from None
 
 
+# What each request must carry as the service built it: a MODEL_PARAMS entry for one of these
+# would send another model's name, replace the conversation, offer tools the service does
+# not run, or break the stream it reads (and its usage report).
+RESERVED_MODEL_PARAMS = ("model", "messages", "tools", "stream", "stream_options")
+
+
 def model_params(raw: str) -> dict[str, dict]:
     """MODEL_PARAMS: a JSON object of extra request parameters per model id."""
     if not raw.strip():
@@ -71,6 +77,14 @@ def model_params(raw: str) -> dict[str, dict]:
         raise ConfigError(f"MODEL_PARAMS is not valid JSON: {exc}") from None
     if not isinstance(value, dict) or not all(isinstance(v, dict) for v in value.values()):
         raise ConfigError('MODEL_PARAMS must map model ids to objects: {"id": {"temperature": 0}}')
+    for model, params in value.items():
+        for key in RESERVED_MODEL_PARAMS:
+            if key in params:
+                raise ConfigError(
+                    f"MODEL_PARAMS for {model!r} sets {key!r}, which the chat service sets "
+                    f"itself on every request ({', '.join(RESERVED_MODEL_PARAMS)}); "
+                    "remove it"
+                )
     return value
 
 

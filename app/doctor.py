@@ -18,7 +18,7 @@ from typing import Any, Literal
 import httpx
 
 from app import config
-from app.llm import LLMError, ModelClient, safe_json
+from app.llm import LLMError, ModelClient, OllamaWindow, safe_json
 from app.searxng_client import SearchError, Searxng
 from app.tools import SEARCH_DECLARATION
 
@@ -44,6 +44,15 @@ NO_KEY_FIX = (
 MODEL_URL_FIX = "start the model server or fix LLM_BASE_URL (it ends with /v1)"
 WINDOW_FIX = (
     "raise it (Ollama: num_ctx / OLLAMA_CONTEXT_LENGTH; llama-server: --ctx-size), then check again"
+)
+# Ollama's /v1 API takes no window size (docs/api/openai-compatibility.mdx, "Setting the
+# context size"), so MODEL_PARAMS cannot raise it: only the server or the model can.
+OLLAMA_WINDOW_FIX = (
+    "start Ollama with OLLAMA_CONTEXT_LENGTH=32768 (or more; its environment, e.g. "
+    "`OLLAMA_CONTEXT_LENGTH=32768 ollama serve`, the systemd unit or the container), or make "
+    "a model with a Modelfile of `FROM {model}` and `PARAMETER num_ctx 32768` (`ollama create "
+    "{model}-32k -f Modelfile`) and use that; MODEL_PARAMS cannot set it (Ollama's /v1 API "
+    "has no window size). Then check again"
 )
 
 
@@ -313,8 +322,12 @@ def model_chosen_check(settings: config.Settings, listed: list[str]) -> Check:
     return Check("model_chosen", "model", "model chosen", "ok", f"{model}: {where}")
 
 
-def window_check(window: int | None, settings: config.Settings) -> Check:
+def window_check(
+    window: int | None, settings: config.Settings, ollama: OllamaWindow | None = None
+) -> Check:
     name = "served context window"
+    if ollama is not None and ollama.runs_default:
+        return ollama_default_window_check(ollama, settings.default_model)
     if window is None:
         detail = (
             "not reported by this server; the budget is CONTEXT_BUDGET_TOKENS "
@@ -325,6 +338,32 @@ def window_check(window: int | None, settings: config.Settings) -> Check:
         detail = f"the server serves only {window} tokens: long conversations get compressed early"
         return Check("model_window", "model", name, "warning", detail, WINDOW_FIX)
     return Check("model_window", "model", name, "ok", f"{window} tokens; the budget stays below it")
+
+
+def ollama_default_window_check(ollama: OllamaWindow, model: str) -> Check:
+    """Ollama runs a model without num_ctx in a small default window and cuts a longer
+    prompt from the start without an error: the persona, memory and tool note go first."""
+    if ollama.loaded:
+        served = f"is running {model} with a window of {ollama.loaded} tokens"
+    else:
+        served = (
+            f"serves {model} with its default window: {ollama.default} tokens unless "
+            "OLLAMA_CONTEXT_LENGTH is set on the Ollama server (the model is not loaded now, "
+            "so it cannot say)"
+        )
+    trained = f"; the model was trained for {ollama.trained}" if ollama.trained else ""
+    detail = (
+        f"Ollama {served}{trained}. A longer conversation is cut from its start without an "
+        "error; the chat compresses early to stay inside it"
+    )
+    return Check(
+        "model_window",
+        "model",
+        "served context window",
+        "warning",
+        detail,
+        OLLAMA_WINDOW_FIX.format(model=model),
+    )
 
 
 async def model_quick_checks(
@@ -341,7 +380,16 @@ async def model_quick_checks(
     if not chosen.ok:
         return [reachable, chosen]
     window = await (read_window or client.served_window)(settings.default_model)
-    return [reachable, chosen, window_check(window, settings)]
+    ollama = await ollama_window(client, settings.default_model)
+    return [reachable, chosen, window_check(window, settings, ollama)]
+
+
+async def ollama_window(client: ModelClient, model: str) -> OllamaWindow | None:
+    try:
+        async with asyncio.timeout(QUICK_TIMEOUT):
+            return await client.ollama_window(model)
+    except (httpx.HTTPError, TimeoutError, ValueError, TypeError, AttributeError):
+        return None
 
 
 async def tool_check(client: ModelClient, model: str, *, timeout: float = TOOL_TIMEOUT) -> Check:

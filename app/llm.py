@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import secrets
 from collections.abc import AsyncIterator, Awaitable
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
@@ -48,7 +49,9 @@ class Failure(StrEnum):
 
 CONTEXT_OVERFLOW = re.compile(
     r"context length|context size|context window|maximum context|too many tokens|"
-    r"exceed_context|context_length_exceeded|prompt is too long",
+    r"exceed_context|context_length_exceeded|prompt is too long|"
+    # LM Studio's llama.cpp engine: "Cannot truncate prompt with n_keep (15028) >= n_ctx (7424)"
+    r"n_keep.*n_ctx",
     re.I,
 )
 CONTENT_FILTER = re.compile(r"content.?(filter|policy|management)|safety|moderation", re.I)
@@ -59,7 +62,10 @@ TOOL_OUTPUT_UNPARSED = re.compile(
 )
 TOOLS_UNSUPPORTED = re.compile(
     r"does not support tools|tools? (are|is) not supported|tool.?choice.*not supported|"
-    r"unsupported.*tools|tools.*unsupported|function calling is not",
+    r"unsupported.*tools|tools.*unsupported|function calling is not|"
+    # vLLM started without a tool parser: '"auto" tool choice requires
+    # --enable-auto-tool-choice and --tool-call-parser to be set' (400)
+    r"enable-auto-tool-choice",
     re.I,
 )
 
@@ -149,25 +155,32 @@ class Usage:
 
 
 def normalize_usage(raw: dict[str, Any] | None, floor_prompt_tokens: int = 0) -> Usage | None:
-    """One shape for the three seen in the wild.
+    """One shape for the ones seen in the wild.
 
-    Cached tokens come as ``cache_read_input_tokens`` (Anthropic-style),
-    ``prompt_tokens_details.cached_tokens`` (OpenAI-style) or not at all. Some servers
-    count only the uncached part in ``prompt_tokens``: when it is smaller than the
-    cached count, the two are added. The local estimate is a floor.
+    OpenAI-style (llama.cpp, vLLM, OpenRouter, LiteLLM): ``prompt_tokens`` counts the whole
+    prompt, cached part included, which comes as ``prompt_tokens_details.cached_tokens`` or
+    (LiteLLM) ``cache_read_input_tokens``. Some servers count only the uncached part in
+    ``prompt_tokens``: when it is smaller than the cached count, the two are added.
+    Anthropic-style (``input_tokens`` without ``prompt_tokens``): the prompt is
+    ``input_tokens`` plus the cache reads and writes, which it leaves out (Anthropic's
+    prompt caching docs, "Tracking cache performance"). The local estimate is a floor.
     """
     if not raw:
         return None
     details = raw.get("prompt_tokens_details") or {}
-    cached = raw.get("cache_read_input_tokens") or details.get("cached_tokens") or 0
-    prompt = int(raw.get("prompt_tokens") or raw.get("input_tokens") or 0)
-    if prompt < cached:
-        prompt += cached
+    cached = int(raw.get("cache_read_input_tokens") or details.get("cached_tokens") or 0)
+    if raw.get("prompt_tokens") is None and raw.get("input_tokens") is not None:
+        written = int(raw.get("cache_creation_input_tokens") or 0)
+        prompt = int(raw["input_tokens"]) + cached + written
+    else:
+        prompt = int(raw.get("prompt_tokens") or 0)
+        if prompt < cached:
+            prompt += cached
     cost = raw.get("cost")
     return Usage(
         prompt_tokens=max(prompt, floor_prompt_tokens),
         completion_tokens=int(raw.get("completion_tokens") or raw.get("output_tokens") or 0),
-        cached_tokens=int(cached),
+        cached_tokens=cached,
         cost=float(cost) if isinstance(cost, int | float) else None,
     )
 
@@ -200,10 +213,129 @@ class ToolCallAssembler:
         return [self.calls[i] for i in sorted(self.calls)]
 
 
+# Wrappers models put around a tool call they write as text: Hermes / Qwen templates
+# (<tool_call>...</tool_call>, vllm tool_parsers/hermes_tool_parser.py), Mistral
+# ([TOOL_CALLS][...], mistral_tool_parser.py), Llama 3.x (<|python_tag|> and ";" between
+# calls, llama_tool_parser.py), or a markdown code fence.
+TEXT_CALL_OPENERS = ("<tool_call>", "[TOOL_CALLS]", "<|python_tag|>", "```json", "```")
+TEXT_CALL_WRAPPERS = re.compile(r"</?tool_call>|\[TOOL_CALLS\]|<\|python_tag\|>")
+TEXT_CALL_FENCE = re.compile(r"```(?:json)?\s*(.*?)\s*```", re.S)
+HOLD_LIMIT = 4000
+"""Characters of content held back at most while it may be a tool call written as text."""
+
+
+def declared_tools(payload: dict[str, Any]) -> frozenset[str]:
+    return frozenset(
+        tool.get("function", {}).get("name", "")
+        for tool in payload.get("tools") or []
+        if isinstance(tool, dict)
+    )
+
+
+def could_be_call(text: str) -> bool:
+    """Whether content that starts like this may still turn out to be a JSON tool call."""
+    rest = text.lstrip()
+    for opener in TEXT_CALL_OPENERS:
+        if opener.startswith(rest):
+            return True
+        if rest.startswith(opener):
+            rest = rest[len(opener) :].lstrip()
+            break
+    if rest.startswith("["):
+        rest = rest[1:].lstrip()
+    if not rest:
+        return True
+    if rest[0] != "{":
+        return False
+    rest = rest[1:].lstrip()
+    return not rest or rest[0] == '"'
+
+
+def json_values(text: str) -> list[Any] | None:
+    """Every JSON value in the text, lists flattened, separated by spaces, ";" or ","."""
+    decoder = json.JSONDecoder()
+    values: list[Any] = []
+    at = 0
+    while True:
+        while at < len(text) and text[at] in " \t\r\n;,":
+            at += 1
+        if at == len(text):
+            return values
+        try:
+            value, at = decoder.raw_decode(text, at)
+        except ValueError:
+            return None
+        values.extend(value if isinstance(value, list) else [value])
+
+
+def text_call(value: Any, declared: frozenset[str]) -> ToolCall | None:
+    """{"name": ..., "arguments" or "parameters": {...}}, bare or under "function"."""
+    if not isinstance(value, dict):
+        return None
+    function = value["function"] if isinstance(value.get("function"), dict) else value
+    name = function.get("name")
+    arguments = function.get("arguments", function.get("parameters", {}))
+    if name not in declared:
+        return None
+    if isinstance(arguments, dict):
+        arguments = json.dumps(arguments, ensure_ascii=False)
+    if not isinstance(arguments, str):
+        return None
+    return ToolCall(id=f"call_{secrets.token_hex(6)}", name=name, arguments=arguments)
+
+
+def parse_text_calls(text: str, declared: frozenset[str]) -> list[ToolCall]:
+    """The tool calls a whole answer consists of, or none when it is anything else."""
+    body = TEXT_CALL_WRAPPERS.sub(" ", text).strip()
+    if fenced := TEXT_CALL_FENCE.fullmatch(body):
+        body = fenced.group(1)
+    values = json_values(body)
+    calls = [text_call(value, declared) for value in values or []]
+    return [c for c in calls if c is not None] if calls and None not in calls else []
+
+
+@dataclass
+class TextToolCalls:
+    """Content held back while it may be a tool call the model wrote as text instead of as
+    ``tool_calls`` (small models do, on Ollama and vLLM without a matching tool parser).
+    Only when tools were declared; an answer that starts like prose is never held."""
+
+    declared: frozenset[str]
+    held: str = ""
+    holding: bool = True
+    raw: str = ""
+    """The text the calls were parsed from, once found."""
+
+    def feed(self, text: str) -> str:
+        """The content to show now: nothing while it may still be a call."""
+        if not self.declared or not self.holding:
+            return text
+        self.held += text
+        if len(self.held) <= HOLD_LIMIT and could_be_call(self.held):
+            return ""
+        self.holding = False
+        return self.release()
+
+    def finish(self, *, parse: bool) -> tuple[str, list[ToolCall]]:
+        """At the stream's end: the calls the held content is, or the content to show."""
+        calls = parse_text_calls(self.held, self.declared) if parse and self.held else []
+        if calls:
+            self.raw = self.release()
+            return "", calls
+        return self.release(), []
+
+    def release(self) -> str:
+        held, self.held = self.held, ""
+        return held
+
+
 @dataclass
 class Event:
     """One thing the stream said: ``reasoning`` / ``delta`` text, ``tool_calls``,
-    ``finish`` (with the reason) or ``usage``."""
+    ``finish`` (with the reason) or ``usage`` (once per request, before ``finish``).
+
+    ``tool_calls`` with ``text`` set are calls the model wrote as text in its answer
+    instead of as ``tool_calls`` (``text`` is what it wrote, never shown as a delta)."""
 
     type: str
     text: str = ""
@@ -218,6 +350,8 @@ class ModelClient:
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self.base_url = base_url.rstrip("/")
         self.limits = limits or Limits()
+        self.ollama_windows: dict[str, OllamaWindow] = {}
+        """What Ollama last said of each model's window (read_window), for the context bar."""
         # Reads are bounded by `limits` with deadlines of our own: httpx's read timeout
         # cannot tell the wait for the first byte from the wait between two events.
         self.http = httpx.AsyncClient(
@@ -241,6 +375,8 @@ class ModelClient:
         is a lost connection (kind ``network``), never a complete answer."""
         body = {**payload, "stream": True, "stream_options": {"include_usage": True}}
         tools = ToolCallAssembler()
+        written = TextToolCalls(declared_tools(payload))
+        usage: dict[str, Any] | None = None
         finish: str | None = None
         deadline = asyncio.get_running_loop().time() + self.limits.total
         try:
@@ -271,11 +407,20 @@ class ModelClient:
                         finish = finish or "stop"
                         break
                     chunk = parse_chunk(sse.data)
-                    if chunk.get("error"):
+                    # {"error": {...}}: OpenAI, vLLM, OpenRouter; {"object": "error", ...}:
+                    # vLLM before its errors moved under "error".
+                    if chunk.get("error") or chunk.get("object") == "error":
                         raise classify(500, chunk, {})
                     for event in chunk_events(chunk, tools):
                         if event.type == "finish":
                             finish = event.text
+                        elif event.type == "usage":
+                            # vLLM with continuous_usage_stats (or a gateway forcing it) sends
+                            # a running total in every chunk: only the last one counts.
+                            usage = event.usage
+                        elif event.type == "delta":
+                            if shown := written.feed(event.text):
+                                yield Event("delta", text=shown)
                         else:
                             yield event
         except SSEError as exc:
@@ -301,8 +446,17 @@ class ModelClient:
                 "the model server ended the stream before the answer finished "
                 "(no finish_reason, no [DONE])",
             )
+        if finish == "error":  # OpenRouter's mark of a failure mid-answer, when no error came
+            raise LLMError("upstream", "the model server stopped the answer with an error")
+        shown, from_text = written.finish(parse=not tools.calls)
+        if shown:
+            yield Event("delta", text=shown)
+        if usage is not None:
+            yield Event("usage", usage=usage)
         if tools.calls:
             yield Event("tool_calls", tool_calls=tools.result())
+        elif from_text:
+            yield Event("tool_calls", tool_calls=from_text, text=written.raw)
         yield Event("finish", text=finish)
 
     async def next_event(
@@ -384,18 +538,23 @@ class ModelClient:
 
     async def served_window(self, model: str) -> int | None:
         """The context window the server actually runs with, where it says so:
-        llama.cpp's ``/props`` ``n_ctx``, Ollama's ``/api/show`` ``num_ctx``. Both asks
-        together take at most WINDOW_PROBE_SECONDS: a hung server costs the turn that, not
-        more, and is asked again only after a while (Services.served_window)."""
+        llama.cpp's ``/props``, Ollama's (OllamaWindow.served), LM Studio's loaded context
+        length. All the asks together take at most WINDOW_PROBE_SECONDS: a hung server
+        costs the turn that, not more, and is asked again only after a while
+        (Services.served_window)."""
         try:
             async with asyncio.timeout(self.limits.probe(WINDOW_PROBE_SECONDS)):
                 return await self.read_window(model)
         except (httpx.HTTPError, TimeoutError, ValueError, TypeError, AttributeError):
             return None
 
+    @property
+    def root(self) -> str:
+        """The server's own address, for the APIs it serves beside /v1."""
+        return self.base_url.removesuffix("/v1")
+
     async def read_window(self, model: str) -> int | None:
-        root = self.base_url.removesuffix("/v1")
-        props = await self.http.get(f"{root}/props")
+        props = await self.http.get(f"{self.root}/props")
         if props.status_code == 200:
             data = props.json()
             n_ctx = data.get("n_ctx") or (data.get("default_generation_settings") or {}).get(
@@ -403,12 +562,97 @@ class ModelClient:
             )
             if n_ctx:
                 return int(n_ctx)
-        show = await self.http.post(f"{root}/api/show", json={"model": model})
-        if show.status_code == 200:
-            match = re.search(r"num_ctx\s+(\d+)", show.json().get("parameters") or "")
-            if match:
-                return int(match.group(1))
+        ollama = await self.ollama_window(model)
+        if ollama is not None:
+            self.ollama_windows[model] = ollama
+            return ollama.served
+        return await self.lmstudio_window(model)
+
+    async def ollama_window(self, model: str) -> OllamaWindow | None:
+        """What Ollama says of the model's window, or None when this is not Ollama.
+
+        Ollama never takes a window size through /v1 (its docs: "The OpenAI API does not
+        have a way of setting the context size"), so this is all the service can know."""
+        show = await self.http.post(f"{self.root}/api/show", json={"model": model})
+        if show.status_code != 200:
+            return None
+        shown = show.json()
+        match = re.search(r"num_ctx\s+(\d+)", shown.get("parameters") or "")
+        info = shown.get("model_info") or {}
+        trained = next((v for k, v in info.items() if k.endswith(".context_length")), None)
+        version, running = await asyncio.gather(
+            self.http.get(f"{self.root}/api/version"), self.http.get(f"{self.root}/api/ps")
+        )
+        loaded = [
+            m.get("context_length")
+            for m in (running.json().get("models") if running.status_code == 200 else None) or []
+            if same_ollama_model(m.get("model") or m.get("name") or "", model)
+        ]
+        return OllamaWindow(
+            version=str(version.json().get("version", "")) if version.status_code == 200 else "",
+            modelfile=int(match.group(1)) if match else None,
+            loaded=int(loaded[0]) if loaded and loaded[0] else None,
+            trained=int(trained) if isinstance(trained, int) else None,
+        )
+
+    async def lmstudio_window(self, model: str) -> int | None:
+        """LM Studio's native API: a loaded instance's context_length (docs: developer/rest,
+        "List your models"). Not loaded: LM Studio loads it on the first request with the
+        length set in its app, so nothing is known yet."""
+        listed = await self.http.get(f"{self.root}/api/v1/models")
+        if listed.status_code != 200:
+            return None
+        for entry in listed.json().get("models") or []:
+            if entry.get("key") == model:
+                for instance in entry.get("loaded_instances") or []:
+                    length = (instance.get("config") or {}).get("context_length")
+                    if length:
+                        return int(length)
         return None
+
+
+def same_ollama_model(listed: str, asked: str) -> bool:
+    """Ollama names a model with or without its ":latest" tag."""
+    return listed.removesuffix(":latest") == asked.removesuffix(":latest")
+
+
+OLLAMA_DEFAULT_WINDOW = 4096
+"""Ollama's window for a model without num_ctx, unless OLLAMA_CONTEXT_LENGTH says otherwise:
+4096 since 0.6.7 (envconfig/config.go, commit 44b466e). Since 0.15.5 it depends on the GPU's
+memory (4k below 24 GiB, then 32k, 256k; docs/context-length.mdx); 4096 is the least."""
+OLLAMA_OLD_DEFAULT_WINDOW = 2048
+"""The same before Ollama 0.6.7."""
+
+
+@dataclass(frozen=True)
+class OllamaWindow:
+    """An Ollama model's windows: the one it is loaded with (``/api/ps`` context_length),
+    the Modelfile's ``PARAMETER num_ctx`` (``/api/show`` parameters) and the one it was
+    trained for (``/api/show`` model_info ``<arch>.context_length``), which Ollama does
+    not use unless told to."""
+
+    version: str
+    modelfile: int | None
+    loaded: int | None
+    trained: int | None
+
+    @property
+    def default(self) -> int:
+        """The window Ollama gives a model without num_ctx, as far as this server can say
+        (OLLAMA_CONTEXT_LENGTH on the server raises it and is visible only once loaded)."""
+        parts = tuple(int(p) for p in re.findall(r"\d+", self.version)[:3])
+        old = len(parts) == 3 and parts < (0, 6, 7)
+        return OLLAMA_OLD_DEFAULT_WINDOW if old else OLLAMA_DEFAULT_WINDOW
+
+    @property
+    def served(self) -> int:
+        """What a prompt must fit: Ollama cuts a longer one silently, keeping its end."""
+        return self.loaded or self.modelfile or self.default
+
+    @property
+    def runs_default(self) -> bool:
+        """Served with Ollama's small default window: nobody set num_ctx or raised it."""
+        return self.modelfile is None and self.served <= self.default
 
 
 def safe_json(response: httpx.Response) -> Any:

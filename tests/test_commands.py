@@ -18,6 +18,7 @@ import pytest
 
 from app.embedded_searxng import free_port
 from tests.conftest import API_KEY, ROOT, run_cli
+from tests.fakes.conventions import ollama_routes
 from tests.fakes.llm_server import FakeLLM, Reply, ToolCall, tools_unsupported
 from tests.fakes.pages import ARTICLE_TITLE
 
@@ -293,6 +294,46 @@ def test_doctor_reports_a_model_without_tool_calling(searxng, brave, llm):
     assert checks["model server reachable"] == "ok"
     assert "does not support tools" in run.stdout
     assert "fix: pick a model with tool calling" in run.stdout
+
+
+def doctor_line(stdout: str, name: str) -> tuple[str, str]:
+    """The check's line and the fix line under it (empty when none)."""
+    lines = stdout.splitlines()
+    at = next(i for i, line in enumerate(lines) if f"  {name}:" in line)
+    after = lines[at + 1].strip() if at + 1 < len(lines) else ""
+    return lines[at], after if after.startswith("fix:") else ""
+
+
+def test_doctor_warns_of_ollamas_small_default_window_and_says_how_to_raise_it(searxng):
+    routes = ollama_routes("qwen3:8b")  # no num_ctx, not loaded: Ollama's default applies
+    with FakeLLM(models=["qwen3:8b"], routes=routes) as ollama:
+        run = run_cli(
+            "doctor",
+            searxng_url=searxng.url,
+            LLM_BASE_URL=ollama.api_base,
+            DEFAULT_MODEL="qwen3:8b",
+            MODELS="",
+        )
+    assert run.returncode == 0, run.stdout + run.stderr  # a warning, not a failure
+    line, fix = doctor_line(run.stdout, "served context window")
+    assert line.startswith("warn")
+    assert "4096 tokens" in line and "40960" in line  # served, and what it was trained for
+    assert "OLLAMA_CONTEXT_LENGTH" in fix and "PARAMETER num_ctx" in fix
+    assert "MODEL_PARAMS cannot set it" in fix
+
+
+def test_doctor_reads_the_window_ollama_loaded_the_model_with(searxng):
+    routes = ollama_routes("qwen3:8b", loaded=32768)  # OLLAMA_CONTEXT_LENGTH=32768
+    with FakeLLM(models=["qwen3:8b"], routes=routes) as ollama:
+        run = run_cli(
+            "doctor",
+            searxng_url=searxng.url,
+            LLM_BASE_URL=ollama.api_base,
+            DEFAULT_MODEL="qwen3:8b",
+            MODELS="",
+        )
+    line, fix = doctor_line(run.stdout, "served context window")
+    assert line.startswith("ok") and "32768" in line and not fix, run.stdout
 
 
 # -- serve -----------------------------------------------------------------------------------

@@ -21,6 +21,10 @@ Shapes follow what real servers send:
 - ``GET /props`` as llama.cpp serves it and ``POST /api/show`` as Ollama serves it, so the
   service can read the window the server actually runs with.
 
+Other servers' conventions (Ollama, vLLM, LM Studio, OpenRouter...) are replayed exactly by
+the builders in tests/fakes/conventions.py: a `Reply` with ``wire`` sends the events they
+build for the request, and ``FakeLLM(routes=...)`` serves their side APIs.
+
 Faults a `Reply` can script, for the failure tests: an error status, a crash mid-body
 (``break_after``), silence after accepting (``silent``), a stall with the connection open
 (``stall_after``), a body that ends cleanly without ``finish_reason`` or ``[DONE]``
@@ -37,7 +41,7 @@ import socket
 import threading
 import time
 from collections import deque
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
@@ -51,6 +55,13 @@ JSON_CONTENT_TYPE = "application/json"
 OLLAMA_TRAINED_CONTEXT = 131072  # model_info holds the trained window, not the served one
 OLLAMA_PARAM_WIDTH = 30  # `ollama show` pads parameter names to this width
 HOLD_POLL_SECONDS = 0.1  # a held connection checks this often whether the fake is stopping
+
+Wire = Callable[[dict], "list[dict | str] | dict"]
+"""A server's exact answer to one request body: a stream's events (a dict is one `data:` JSON
+event, "[DONE]" the end marker, a str starting with ":" an SSE comment line) or, for a
+non-streamed request, the whole JSON body."""
+Route = Callable[[bytes], "tuple[int, dict[str, Any]]"]
+"""A side API of a server (its window, its version): request body in, status and JSON out."""
 
 
 # --------------------------------------------------------------------------------------------
@@ -92,6 +103,9 @@ class Reply:
     cut_after: int | None = None  # then send half of the next event and drop the connection
     malformed_after: int | None = None  # then one event whose data is not JSON, then the rest
     endless: bool = False  # repeat `text` forever, never finishing (pace it with chunk_delay)
+    # A server's own shapes, replayed as built (tests/fakes/conventions.py); the fields
+    # above that shape a stream are then unused, the pacing and break_after still apply.
+    wire: Wire | None = None
 
 
 @dataclass
@@ -179,7 +193,8 @@ def tools_unsupported(model: str = "fake-model", server: str = "ollama") -> Repl
         }
         return Reply(status=500, error={"error": error})
     message = f"registry.ollama.ai/library/{model} does not support tools"
-    return openai_error(400, message, type_="api_error")
+    # Ollama's openai.NewError types a 400 as invalid_request_error (openai/openai.go).
+    return openai_error(400, message)
 
 
 def server_error(status: int = 500) -> Reply:
@@ -297,6 +312,7 @@ class _Answer:
     call_ids: list[str]
     usage: dict
     include_usage: bool
+    body: dict = field(default_factory=dict)
 
     def envelope(self, choices: list[dict[str, Any]]) -> dict[str, Any]:
         chunk: dict[str, Any] = {
@@ -325,6 +341,9 @@ class _Answer:
 
     def frames(self) -> Iterator[tuple[str, bytes]]:
         """Every SSE event of the stream, made as it is sent so the first goes out at once."""
+        if self.reply.wire is not None:
+            yield from _replayed(self.reply.wire(self.body))
+            return
         for kind, delta in self.deltas():
             yield kind, _sse(self.envelope([{"index": 0, "delta": delta, "finish_reason": None}]))
         finish = {"index": 0, "delta": {}, "finish_reason": _finish_reason(self.reply)}
@@ -340,6 +359,10 @@ class _Answer:
     def completion(self) -> dict[str, Any]:
         """The whole answer as one chat.completion object (usage always present)."""
         reply = self.reply
+        if reply.wire is not None:
+            whole = reply.wire(self.body)
+            assert isinstance(whole, dict), "this wire has no non-streamed answer"
+            return whole
         text = _whole(reply.text)
         message: dict[str, Any] = {"role": "assistant", "content": text or None}
         reasoning = _whole(reply.reasoning)
@@ -374,9 +397,21 @@ def _sse(event: dict[str, Any]) -> bytes:
     return b"data: " + json.dumps(event, ensure_ascii=False).encode("utf-8") + b"\n\n"
 
 
+def _replayed(events: list[dict | str] | dict) -> Iterator[tuple[str, bytes]]:
+    """A built stream as frames: JSON events count as content, "[DONE]" ends the answer."""
+    assert isinstance(events, list), "this wire has no streamed answer"
+    for event in events:
+        if isinstance(event, dict):
+            yield "content", _sse(event)
+        elif event == "[DONE]":
+            yield "done", b"data: [DONE]\n\n"
+        else:
+            yield "comment", event.encode("utf-8") + b"\n\n"
+
+
 def _breaks_before(kind: str, content_sent: int, limit: int) -> bool:
     """With break_after, die at the limit, or where content ends if it is shorter than that."""
-    if kind in ("role", "reasoning"):
+    if kind in ("role", "reasoning", "comment"):
         return False
     return kind != "content" or content_sent >= limit
 
@@ -663,8 +698,10 @@ class FakeLLM(LoopbackFake):
         api_key: str | None = None,
         n_ctx: int | None = None,
         ollama_num_ctx: int | None = None,
+        routes: Mapping[tuple[str, str], Route] | None = None,
     ) -> None:
         super().__init__()
+        self.routes = dict(routes or {})  # (method, path) -> answer, before the built-in ones
         self.models = list(models)
         self.api_key = api_key
         self.n_ctx = n_ctx
@@ -745,7 +782,7 @@ class FakeLLM(LoopbackFake):
         options = body.get("stream_options")
         include_usage = isinstance(options, dict) and bool(options.get("include_usage"))
         usage = reply.usage if reply.usage is not None else _estimate_usage(body, reply)
-        return _Answer(reply, ident, self._created, model, call_ids, usage, include_usage)
+        return _Answer(reply, ident, self._created, model, call_ids, usage, include_usage, body)
 
     def _set_completed(self, recorded: Recorded) -> None:
         with self._changed:
@@ -782,6 +819,8 @@ class FakeLLM(LoopbackFake):
             refusal = self._auth_error(headers)
             if refusal is not None:
                 return refusal
+        if (method, path) in self.routes:
+            return self.routes[method, path](raw)
         if path in MODELS_PATHS and method == "GET":
             return 200, self._models_body()
         if path == "/props" and method == "GET" and self.n_ctx is not None:
