@@ -233,3 +233,27 @@ def test_dockerignore_keeps_secrets_and_bulk_out_but_not_what_the_image_copies()
     assert wanted <= ignored, sorted(wanted - ignored)
     copied = re.findall(r"^COPY\s+(\S+)", (ROOT / "Dockerfile").read_text(), re.MULTILINE)
     assert copied and not ignored & set(copied)
+
+
+def test_the_llm_profile_runs_a_pinned_llama_server_the_chat_service_can_reach():
+    llama = SERVICES["llama"]
+    assert llama["profiles"] == ["llm"]  # `docker compose up` alone does not start it
+    assert re.fullmatch(r"ghcr\.io/ggml-org/llama\.cpp:server-b\d+", llama["image"])
+    assert "ports" not in llama, "the model server is for the stack only"
+    others = [name for name, service in SERVICES.items() if name != "llama"]
+    assert all("profiles" not in SERVICES[name] for name in others)
+
+    stack = resolved(COMPOSE_LLM_BASE_URL="http://llama:8080/v1", LLAMA_MODEL_DIR="/srv/gguf")
+    assert schema_errors(stack) == []
+    served = stack["services"]["llama"]
+    command = served["command"]
+    option = dict(zip(command, command[1:], strict=False))
+    # The chat service's URL names this service and the port it listens on, on all its
+    # interfaces (loopback in the container would be unreachable from the chat service).
+    chat_url = stack["services"]["chat"]["environment"]["LLM_BASE_URL"]
+    assert chat_url == f"http://llama:{option['--port']}/v1" and option["--host"] == "0.0.0.0"
+    assert "--jinja" in command and int(option["--ctx-size"]) == 8192
+    # The model file is read from the host directory, mounted read-only.
+    assert "/srv/gguf:/models:ro" in served["volumes"]
+    assert option["--model"] == "/models/model.gguf"
+    assert served["healthcheck"]["test"][-1].endswith(":8080/health")
