@@ -33,6 +33,10 @@ bench: $(BIN)/python
 	$(BIN)/python bench/faults.py
 	$(BIN)/python bench/schema.py
 	$(BIN)/python bench/crash.py
+	$(BIN)/python bench/load.py
+	$(BIN)/python bench/turn_cpu.py
+	$(BIN)/python bench/save_cost.py
+	$(BIN)/python bench/llama.py
 
 # The README's pictures: a finished search + fetch answer, light and dark, into docs/.
 screenshots: $(BIN)/python

@@ -1,0 +1,212 @@
+"""The chat service's own CPU time per turn: utime + stime of its process (from /proc, all its
+threads) over sequential short turns in one conversation (no tools), then over turns with a
+search. SearXNG runs in its own process and the fakes in this one, so neither counts. Then a
+short turn's time to first token with 50 streams at once, against one alone.
+
+With --py-spy PATH, each phase is also sampled with py-spy (all threads, the service is not
+paused) and the top functions are printed in milliseconds of CPU per turn.
+
+Run: .venv/bin/python bench/turn_cpu.py [--short 100] [--search 30] [--streams 50]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.common import (  # noqa: E402
+    SEARCH,
+    Service,
+    app_root_argument,
+    bench_stack,
+    chat_turn,
+    client,
+    code_version,
+    machine_load,
+    new_conversation,
+    percentile,
+    service,
+)
+from tests.fakes.llm_server import Reply  # noqa: E402
+
+ANSWER = Reply(text=[f"word{n} " for n in range(12)])  # instant: only the service's time
+WARM_UP = 5
+STREAM_TURNS = 4  # turns per conversation when many stream at once
+SAMPLES_PER_SECOND = 500
+TOP = 25
+
+
+@dataclass
+class Phase:
+    name: str
+    turns: int
+    cpu: float  # seconds
+    wall: float  # seconds
+    first_deltas: list[float]
+    failures: int
+
+
+async def sequential(svc: Service, turns: int, *, search: bool) -> Phase:
+    tools = {"web_search": search, "web_fetch": False}
+    async with client() as http:
+        conversation = await new_conversation(http, svc.url, **tools)
+        for n in range(WARM_UP):
+            await chat_turn(http, svc.url, conversation, f"warm-up {n} {SEARCH if search else ''}")
+        before, started = svc.cpu_seconds(), time.perf_counter()
+        firsts, failures = [], 0
+        for n in range(turns):
+            text = f"turn {n}: {SEARCH} pierogi {n}" if search else f"turn {n}: how long to boil?"
+            turn = await chat_turn(http, svc.url, conversation, text)
+            failures += turn.done is None or turn.error is not None
+            failures += search and (len(turn.tools) != 1 or "error" in turn.tools[0])
+            firsts += [turn.first_delta] if turn.first_delta is not None else []
+        cpu, wall = svc.cpu_seconds() - before, time.perf_counter() - started
+    name = "turn with a search" if search else "short turn (no tools)"
+    return Phase(name, turns, cpu, wall, firsts, failures)
+
+
+async def concurrent(svc: Service, streams: int) -> Phase:
+    async with client() as http:
+        conversations = await asyncio.gather(
+            *(
+                new_conversation(http, svc.url, web_search=False, web_fetch=False)
+                for _ in range(streams)
+            )
+        )
+
+        async def converse(conversation: str) -> list:
+            return [
+                await chat_turn(http, svc.url, conversation, f"turn {n}: how long to boil?")
+                for n in range(STREAM_TURNS)
+            ]
+
+        before, started = svc.cpu_seconds(), time.perf_counter()
+        runs = await asyncio.gather(*(converse(c) for c in conversations))
+        cpu, wall = svc.cpu_seconds() - before, time.perf_counter() - started
+    turns = [t for run in runs for t in run]
+    firsts = [t.first_delta for t in turns if t.first_delta is not None]
+    failures = sum(t.done is None or t.error is not None for t in turns)
+    return Phase(f"short turn, {streams} streams at once", len(turns), cpu, wall, firsts, failures)
+
+
+def report(phase: Phase) -> None:
+    firsts = phase.first_deltas
+    print(
+        f"{phase.name:34} {phase.turns:>5} {phase.cpu * 1000 / phase.turns:9.1f} "
+        f"{phase.wall * 1000 / phase.turns:9.1f} "
+        f"{percentile(firsts, 0.5) * 1000:9.1f} {percentile(firsts, 0.99) * 1000:9.1f} "
+        f"{phase.failures:>8}"
+    )
+
+
+def idle_cpu(svc: Service, seconds: float = 3.0) -> float:
+    """CPU milliseconds per second the service burns doing nothing (timers, pings)."""
+    before = svc.cpu_seconds()
+    time.sleep(seconds)
+    return (svc.cpu_seconds() - before) * 1000 / seconds
+
+
+def sampled(py_spy: Path | None, svc: Service, out: Path) -> subprocess.Popen | None:
+    if py_spy is None:
+        return None
+    command = [str(py_spy), "record", "--pid", str(svc.process.pid), "--format", "raw"]
+    command += ["--function", "--gil", "--nonblocking", "--rate", str(SAMPLES_PER_SECOND)]
+    command += ["--output", str(out)]
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    time.sleep(1.0)  # py-spy attaches
+    return process
+
+
+def module_of(frame: str) -> str:
+    """`function (path/file.py:line)` -> the package, or the file for app/ and the stdlib."""
+    where = frame.rpartition("(")[2].partition(":")[0]
+    if "site-packages/" in where:
+        return where.split("site-packages/")[1].split("/")[0]
+    return where.split("python3.11/")[-1] if "python3." in where else where
+
+
+def print_profile(path: Path, turns: int) -> None:
+    """Top functions by own and by inclusive samples, and own samples by module, as CPU
+    milliseconds per turn."""
+    own: Counter[str] = Counter()
+    inclusive: Counter[str] = Counter()
+    for line in path.read_text().splitlines():
+        stack, _, count = line.rpartition(" ")
+        frames = [f for f in stack.split(";") if not f.startswith(("process ", "thread "))]
+        if not frames or not count.isdigit():
+            continue
+        own[frames[-1]] += int(count)
+        for frame in set(frames):
+            inclusive[frame] += int(count)
+    per_turn = 1000 / SAMPLES_PER_SECOND / turns
+    print(f"  sampled CPU: {sum(own.values()) * per_turn:.1f} ms per turn")
+    modules: Counter[str] = Counter()
+    for frame, count in own.items():
+        modules[module_of(frame)] += count
+    ours = Counter({frame: n for frame, n in inclusive.items() if "(app/" in frame})
+    for title, counter in (
+        ("own time", own),
+        ("own time, by module", modules),
+        ("inclusive time, app/ functions", ours),
+    ):
+        print(f"  top by {title} (ms per turn):")
+        for frame, count in counter.most_common(TOP):
+            print(f"    {count * per_turn:7.2f}  {frame[:150]}")
+
+
+def run_phase(svc: Service, py_spy: Path | None, scratch: Path, job) -> Phase:
+    profile = scratch / f"profile-{time.monotonic_ns()}.txt"
+    sampler = sampled(py_spy, svc, profile)
+    phase = asyncio.run(job)
+    report(phase)
+    if sampler is not None:
+        sampler.send_signal(signal.SIGINT)
+        sampler.wait(timeout=60)
+        if profile.exists():
+            print_profile(profile, phase.turns)
+    return phase
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--short", type=int, default=100, help="sequential short turns (0: skip)")
+    parser.add_argument("--search", type=int, default=30, help="sequential turns with a search")
+    parser.add_argument("--streams", type=int, default=50, help="streams at once")
+    parser.add_argument("--py-spy", type=Path, help="sample each phase with this py-spy")
+    app_root_argument(parser)
+    args = parser.parse_args()
+    print(f"{code_version(args.app_root)}; {machine_load()} at start")
+    phases = []
+    with bench_stack(ANSWER) as stack, tempfile.TemporaryDirectory() as scratch:
+        print(
+            f"{'':34} {'turns':>5} {'cpu ms':>9} {'wall ms':>9} {'ttft50':>9} {'ttft99':>9} "
+            f"{'failures':>8}\n{'':34} {'':>5} {'per turn':>9} {'per turn':>9} {'ms':>9} {'ms':>9}"
+        )
+        jobs = [
+            lambda svc: sequential(svc, args.short, search=False),
+            lambda svc: sequential(svc, args.search, search=True),
+            lambda svc: concurrent(svc, args.streams),
+        ]
+        counts = (args.short, args.search, args.streams)
+        idle = 0.0
+        for job in (job for job, count in zip(jobs, counts, strict=True) if count > 0):
+            with service(stack.service_env(f"cpu-{len(phases)}"), args.app_root) as svc:
+                idle = idle_cpu(svc)
+                phases.append(run_phase(svc, args.py_spy, Path(scratch), job(svc)))
+        print(f"(idle service: {idle:.2f} ms of CPU per second)")
+    print(f"{machine_load()} at end")
+    return 1 if any(p.failures for p in phases) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
