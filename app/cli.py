@@ -196,6 +196,33 @@ def cmd_doctor(args: argparse.Namespace, settings: config.Settings) -> int:
     return 0 if all(check.ok for check in checks) else EXIT_ERROR
 
 
+def cmd_export(args: argparse.Namespace, settings: config.Settings) -> int:
+    from app.export import markdown
+    from app.storage import DATABASE, Damaged, Database, InvalidId, NotFound
+
+    path = settings.data_dir / DATABASE
+    if not path.exists():
+        print(f"error: no conversations here: {path} does not exist (DATA_DIR?)", file=sys.stderr)
+        return EXIT_ERROR
+    database = Database(path)
+    wanted = database.ids() if args.all else [args.id]
+    exported, status = [], 0
+    for conversation_id in wanted:
+        try:
+            exported.append(database.load(conversation_id))
+        except (NotFound, InvalidId, Damaged) as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            status = EXIT_ERROR
+    database.close()
+    if not exported and not args.all:
+        return status
+    if args.json:
+        print(json.dumps(exported if args.all else exported[0], ensure_ascii=False, indent=1))
+    else:
+        print("\n---\n\n".join(markdown(c) for c in exported), end="")
+    return status
+
+
 def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(prog="python -m app", description=__doc__)
     commands = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -240,6 +267,15 @@ def parser() -> argparse.ArgumentParser:
         "--json", action="store_true", help="print {FILE: {title, text, chars, charset}}"
     )
     extract.set_defaults(run=cmd_extract)
+
+    export = commands.add_parser(
+        "export", help="print conversations as Markdown or JSON, without the service"
+    )
+    which = export.add_mutually_exclusive_group(required=True)
+    which.add_argument("id", nargs="?", help="a conversation id (see the page's address)")
+    which.add_argument("--all", action="store_true", help="every conversation, oldest first")
+    export.add_argument("--json", action="store_true", help="JSON as the API serves it")
+    export.set_defaults(run=cmd_export)
 
     check = commands.add_parser("doctor", help="check every part of the stack, say what to fix")
     check.set_defaults(run=cmd_doctor)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import aclosing, asynccontextmanager
 from pathlib import Path
 from typing import Annotated, Any
@@ -27,13 +27,20 @@ from app.bodies import (
     Regenerate,
     errors,
 )
-from app.context import DEFAULT_COMPRESS_PROMPT
 from app.lag import LagProbe
 from app.llm import ModelClient
 from app.searxng_client import Searxng
-from app.storage import ID_PATTERN, Damaged, InvalidId, NotFound, Storage, now
-from app.tools import DEFAULT_TOOL_NOTE
-from app.turn import NEW_TITLE, Services, rewind, run_turn
+from app.storage import (
+    ID_PATTERN,
+    Conflict,
+    Conversation,
+    Damaged,
+    InvalidId,
+    Lease,
+    NotFound,
+    Storage,
+)
+from app.turn import Services, conversation_defaults, run_turn
 
 ConversationId = Annotated[str, PathParam(pattern=ID_PATTERN, description="a conversation id")]
 SSE_RESPONSE = {
@@ -71,22 +78,6 @@ PAGE_HEADERS = {
 }
 
 
-def conversation_defaults(settings: config.Settings) -> dict[str, Any]:
-    return {
-        "model": settings.default_model,
-        "system_prompt": config.presets().get("default", "You are a helpful assistant."),
-        "context_budget": settings.context_budget_tokens,
-        "web_search": True,
-        "web_fetch": True,
-        "search_max_uses": settings.web_search_max_uses,
-        "fetch_max_uses": settings.web_fetch_max_uses,
-        "tool_note": DEFAULT_TOOL_NOTE,
-        "compress_prompt": DEFAULT_COMPRESS_PROMPT,
-        "search_locale": settings.search_locale,
-        "search_engines": "",
-    }
-
-
 def refused(message: str, status: int = 400) -> HTTPException:
     return HTTPException(status_code=status, detail=message)
 
@@ -110,7 +101,8 @@ def validation_message(exc: RequestValidationError) -> str:
 
 def create_app(settings: config.Settings, searxng_url: str) -> FastAPI:
     storage = Storage(settings.data_dir)
-    storage.clean_leftovers()
+    storage.open()
+    db = storage.database
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -123,6 +115,7 @@ def create_app(settings: config.Settings, searxng_url: str) -> FastAPI:
         await app.state.lag.stop()
         await model.aclose()
         await searxng.aclose()
+        storage.close()
 
     app = FastAPI(
         title="private search chat",
@@ -140,6 +133,7 @@ def create_app(settings: config.Settings, searxng_url: str) -> FastAPI:
         (InvalidId, 400),
         (NotFound, 404),
         (Damaged, 409),
+        (Conflict, 409),
         (config.ConfigError, 400),
     ):
 
@@ -196,7 +190,7 @@ def create_app(settings: config.Settings, searxng_url: str) -> FastAPI:
             "models": {
                 "configured": list(settings.models),
                 "server": [m for m in listed if m not in settings.models],
-                "added": storage.read_models(),
+                "added": await storage.run(db.models),
             },
             "default_model": settings.default_model,
             "summary_model": settings.summary_model,
@@ -208,22 +202,22 @@ def create_app(settings: config.Settings, searxng_url: str) -> FastAPI:
 
     @app.get("/api/memory", responses=errors(409))
     async def get_memory() -> dict[str, str]:
-        return {"text": storage.read_memory()}
+        return {"text": await storage.read_memory()}
 
     @app.put("/api/memory", responses=errors(413, 415, 422))
     async def put_memory(body: MemoryText, request: Request) -> dict[str, str]:
         async with services(request).memory_lock:  # shared with compression's merge
-            storage.write_memory(body.text)
+            await storage.write_memory(body.text)
         return {"text": body.text}
 
     @app.put("/api/models", responses=errors(413, 415, 422))
     async def put_models(body: ModelList) -> dict[str, list[str]]:
-        storage.write_models(body.models)
+        await storage.run(db.set_models, body.models)
         return {"models": body.models}
 
     @app.get("/api/conversations")
     async def list_conversations(q: Annotated[str, config.Text(200)] = "") -> list[dict[str, Any]]:
-        return storage.list(q)
+        return await storage.run(db.list, q)
 
     @app.post("/api/conversations", status_code=201, responses=errors(404, 413, 415, 422))
     async def create_conversation(
@@ -233,19 +227,13 @@ def create_app(settings: config.Settings, searxng_url: str) -> FastAPI:
         chosen = body.settings.changes()
         if "model" in chosen:
             await check_model(request, chosen["model"])
-        return storage.create(
-            {
-                "title": body.title,
-                "settings": {**conversation_defaults(settings), **chosen},
-                "messages": [],
-                "summary": "",
-                "summarized": 0,
-            }
+        return await storage.run(
+            db.create, body.title, {**conversation_defaults(settings), **chosen}
         )
 
     @app.get("/api/conversations/{conversation_id}", responses=errors(404, 409, 422))
     async def get_conversation(conversation_id: ConversationId) -> dict[str, Any]:
-        return storage.load(conversation_id)
+        return await storage.run(db.load, conversation_id)
 
     @app.get(
         "/api/conversations/{conversation_id}/export",
@@ -253,7 +241,7 @@ def create_app(settings: config.Settings, searxng_url: str) -> FastAPI:
         response_class=Response,
     )
     async def export_conversation(conversation_id: ConversationId) -> Response:
-        conversation = storage.load(conversation_id)
+        conversation = await storage.run(db.load, conversation_id)
         name = f"conversation-{conversation_id}.md"
         return Response(
             export.markdown(conversation),
@@ -265,24 +253,15 @@ def create_app(settings: config.Settings, searxng_url: str) -> FastAPI:
     async def patch_conversation(
         conversation_id: ConversationId, body: ConversationChange, request: Request
     ) -> dict[str, Any]:
-        storage.load(conversation_id)
+        await storage.run(db.row, conversation_id)  # 404 before a model check
         chosen = body.settings.changes() if body.settings else {}
         if "model" in chosen:
             await check_model(request, chosen["model"])
-
-        def change(conversation: dict[str, Any]) -> None:
-            if body.title is not None:
-                conversation["title"] = body.title
-                conversation.pop("title_from_message", None)
-            conversation["settings"].update(chosen)
-
-        return storage.update(conversation_id, change)
+        return await storage.run(db.change, conversation_id, body.title, chosen)
 
     @app.delete("/api/conversations/{conversation_id}", status_code=204, responses=errors(404, 409))
     async def delete_conversation(conversation_id: ConversationId) -> Response:
-        if conversation_id in storage.running:
-            raise refused("a turn is running in this conversation; stop it first", 409)
-        storage.delete(conversation_id)
+        await storage.run(db.delete, conversation_id)
         return Response(status_code=204)
 
     async def check_model(request: Request, model: str) -> str:
@@ -297,39 +276,35 @@ def create_app(settings: config.Settings, searxng_url: str) -> FastAPI:
             )
         return model
 
-    async def chosen_model(request: Request, asked: str | None, conversation: dict) -> str:
+    async def chosen_model(request: Request, asked: str | None, conversation: Conversation) -> str:
         model = asked or conversation["settings"]["model"] or settings.default_model
         if not model:
             raise refused("no model chosen: pass model, or set DEFAULT_MODEL", 422)
         return await check_model(request, model.strip())
 
-    def start_turn(
-        request: Request, conversation_id: str, model: str, prepare: Callable[[dict], None]
-    ) -> Response:
-        """SSE for one turn, which holds the conversation until it ends.
+    def stream_turn(request: Request, lease: Lease, model: str) -> Response:
+        """SSE for one turn, which holds the conversation's lease until it ends.
 
-        The claim is released by the stream's end and, should the client leave before the
-        stream starts, by the response's background task."""
-        if not storage.claim(conversation_id):
-            raise refused("a turn is already running in this conversation", 409)
+        The lease is released once the outcome is written, and, should the client leave
+        before the stream starts, by the response's background task (only its owner can
+        release it, so a late release frees nothing another turn holds)."""
 
         async def events() -> AsyncIterator[dict[str, str]]:
             try:
-                storage.update(conversation_id, prepare)
                 # aclosing: however the stream ends (even a hang-up at a yield), the turn's
-                # own finally writes its outcome before the claim below is released.
-                async with aclosing(run_turn(services(request), conversation_id, model)) as turn:
+                # own finally writes its outcome before the lease below is released.
+                turn = run_turn(services(request), lease.conversation_id, model)
+                async with aclosing(turn):
                     async for event in turn:
                         if event["type"] in ("done", "error"):
                             # The outcome is written before these are yielded; releasing
                             # now lets a client that sends again on seeing them find it free.
-                            storage.release(conversation_id)
+                            await lease.release()
                         yield {"data": json.dumps(event, ensure_ascii=False)}
             finally:
-                storage.release(conversation_id)
+                await lease.release()
 
-        release = BackgroundTask(storage.release, conversation_id)
-        return EventSourceResponse(events(), ping=15, background=release)
+        return EventSourceResponse(events(), ping=15, background=BackgroundTask(lease.release))
 
     @app.post(
         "/api/conversations/{conversation_id}/chat",
@@ -338,18 +313,15 @@ def create_app(settings: config.Settings, searxng_url: str) -> FastAPI:
     async def chat(
         conversation_id: ConversationId, body: ChatMessage, request: Request
     ) -> Response:
-        conversation = storage.load(conversation_id)
+        conversation = await storage.run(db.load, conversation_id)
         model = await chosen_model(request, body.model, conversation)
-        message = body.message
-
-        def prepare(conversation: dict[str, Any]) -> None:
-            conversation["settings"]["model"] = model  # the picker is saved at once
-            if conversation["title"] == NEW_TITLE and not conversation["messages"]:
-                conversation["title"] = " ".join(message.split())[:60].strip()
-                conversation["title_from_message"] = True
-            conversation["messages"].append({"role": "user", "content": message, "created": now()})
-
-        return start_turn(request, conversation_id, model, prepare)
+        lease = await storage.lease(conversation_id)
+        try:
+            await storage.run(db.add_user_message, conversation_id, body.message, model)
+        except BaseException:
+            await lease.release()
+            raise
+        return stream_turn(request, lease, model)
 
     @app.post(
         "/api/conversations/{conversation_id}/regenerate",
@@ -358,26 +330,20 @@ def create_app(settings: config.Settings, searxng_url: str) -> FastAPI:
     async def regenerate(
         conversation_id: ConversationId, request: Request, body: Regenerate | None = None
     ) -> Response:
-        conversation = storage.load(conversation_id)
+        conversation = await storage.run(db.load, conversation_id)
         if not any(m["role"] == "user" for m in conversation["messages"]):
             raise refused("nothing to regenerate: the conversation has no message", 409)
         model = await chosen_model(request, body.model if body else None, conversation)
-
-        def prepare(conversation: dict[str, Any]) -> None:
-            conversation["settings"]["model"] = model
-            while conversation["messages"] and conversation["messages"][-1]["role"] != "user":
-                conversation["messages"].pop()
-
-        return start_turn(request, conversation_id, model, prepare)
+        lease = await storage.lease(conversation_id)
+        try:
+            await storage.run(db.drop_answer, conversation_id, model)
+        except BaseException:
+            await lease.release()
+            raise
+        return stream_turn(request, lease, model)
 
     @app.post("/api/conversations/{conversation_id}/rewind", responses=errors(404, 409, 415, 422))
     async def rewind_last_message(conversation_id: ConversationId) -> dict[str, Any]:
-        if conversation_id in storage.running:
-            raise refused("a turn is running in this conversation; stop it first", 409)
-        if not any(m["role"] == "user" for m in storage.load(conversation_id)["messages"]):
-            raise refused("nothing to rewind: the conversation has no message", 409)
-        restored: list[str | None] = []
-        storage.update(conversation_id, lambda c: restored.append(rewind(c)))
-        return {"message": restored[0]}
+        return {"message": await storage.run(db.rewind, conversation_id)}
 
     return app

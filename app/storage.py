@@ -1,25 +1,104 @@
-"""Conversations on disk: one JSON file each under DATA_DIR, readable with cat.
+"""Conversations in SQLite (DATA_DIR/chat.db): a row per conversation, a row per message.
 
-Writes are atomic (temp file, fsync, rename), so a crash leaves the old file or the
-new one, never half of one. A read-modify-write (`update`) never awaits, so on the
-server's event loop no other request can interleave with it; a whole turn, which does
-await, claims its conversation, and a second turn on it is refused meanwhile.
+One thread owns the connection and runs every query in the order they were asked, so no
+request waits on the event loop for the disk, and a write asked for before another lands
+before it (a turn's outcome before its lease is released). WAL mode lets other processes
+sharing DATA_DIR read while one writes; writes take the lock up front (BEGIN IMMEDIATE).
+
+A turn holds its conversation through a lease row (owner, expiry, renewed while it runs):
+a second turn, a rewind or a delete meanwhile is refused, from any process. A lease whose
+owner died (a crash) or expired is taken over.
+
+memory.md stays a plain file people edit; `python -m app export` prints any conversation.
+JSON files from before the database are imported on first start, then moved aside.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
+import logging
 import os
 import re
 import secrets
+import socket
+import sqlite3
 import tempfile
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, NotRequired, TypedDict, TypeVar
+
+import anyio
+
+logger = logging.getLogger(__name__)
 
 ID_PATTERN = r"^[a-z0-9][a-z0-9-]{5,63}$"
 ID = re.compile(ID_PATTERN)
+NEW_TITLE = "New conversation"
+DATABASE = "chat.db"
+LEASE_SECONDS = 30.0
+"""A crashed owner on another host holds a conversation at most this long."""
+BUSY_TIMEOUT_MS = 10_000
+T = TypeVar("T")
+
+
+class Message(TypedDict):
+    """One entry of the log. An answer also carries its activity, sources, usage, status,
+    timing, warnings and error, stored as they were streamed."""
+
+    role: str
+    content: str
+    created: NotRequired[str]
+    status: NotRequired[str]
+
+
+class Conversation(TypedDict):
+    id: str
+    title: str
+    created: str
+    updated: str
+    settings: dict[str, Any]
+    messages: list[Message]
+    summary: str
+    summarized: int
+    """How many of the oldest messages the summary stands for."""
+    title_from_message: NotRequired[bool]
+    totals: NotRequired[dict[str, Any]]
+    usage: NotRequired[dict[str, int]]
+    """The last measured prompt, and how many messages it covered."""
+    budget: NotRequired[dict[str, Any]]
+
+
+class Entry(TypedDict):
+    """A conversation in the list."""
+
+    id: str
+    title: str
+    created: str
+    updated: str
+    damaged: NotRequired[str]
+
+
+class OutcomeWrite(TypedDict):
+    """What a turn leaves in its conversation, written in one transaction."""
+
+    position: int
+    """Where the answer goes: right after the user's message."""
+    answer: Message | None
+    rewind: bool
+    """Take the user's message back out (a turn that failed before any output)."""
+    summary: str | None
+    summarized: int | None
+    totals: dict[str, int | float]
+    """Added to the conversation's totals."""
+    budget: dict[str, Any] | None
+    usage: dict[str, int] | None
 
 
 class NotFound(LookupError):
@@ -31,8 +110,16 @@ class InvalidId(ValueError):
 
 
 class Damaged(ValueError):
-    """A file on disk that cannot be read as what it should be; the message says which
-    file and what to do. The rest of the data stays usable."""
+    """Data that cannot be read as what it should be; the message says which and what to
+    do. The rest of the data stays usable."""
+
+
+class Conflict(RuntimeError):
+    """The request does not apply to the conversation as it is now (nothing to rewind)."""
+
+
+class Busy(Conflict):
+    """A turn holds the conversation."""
 
 
 def now() -> str:
@@ -54,106 +141,554 @@ def write_atomic(path: Path, text: str) -> None:
         raise
 
 
+def check_id(conversation_id: str) -> str:
+    if not isinstance(conversation_id, str) or not ID.fullmatch(conversation_id):
+        raise InvalidId(f"invalid conversation id: {conversation_id!r}")
+    return conversation_id
+
+
+def new_owner() -> str:
+    """A lease owner: this host and process (so a dead owner is recognised at once) and a
+    random part (so two turns of one process are told apart)."""
+    return f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(6)}"
+
+
+def owner_alive(owner: str) -> bool:
+    """False only when the owner certainly died: a process of this host that is gone."""
+    host, _, rest = owner.partition(":")
+    pid = rest.partition(":")[0]
+    if host != socket.gethostname() or not pid.isdigit():
+        return True
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+# Each migration takes the schema from its index to the next; PRAGMA user_version says
+# where a database stands. Append, never edit: a database out there is at some step.
+MIGRATIONS = [
+    """
+    CREATE TABLE conversations (
+        rowid INTEGER PRIMARY KEY,
+        id TEXT NOT NULL UNIQUE,
+        title TEXT NOT NULL,
+        title_from_message INTEGER NOT NULL DEFAULT 0,
+        created TEXT NOT NULL,
+        updated TEXT NOT NULL,
+        settings TEXT NOT NULL,
+        summary TEXT NOT NULL DEFAULT '',
+        summarized INTEGER NOT NULL DEFAULT 0,
+        totals TEXT,
+        usage TEXT,
+        budget TEXT
+    );
+    CREATE INDEX conversations_updated ON conversations (updated);
+    CREATE TABLE messages (
+        rowid INTEGER PRIMARY KEY,
+        conversation INTEGER NOT NULL REFERENCES conversations (rowid) ON DELETE CASCADE,
+        position INTEGER NOT NULL,
+        role TEXT NOT NULL,
+        content TEXT NOT NULL,
+        details TEXT NOT NULL,
+        UNIQUE (conversation, position)
+    );
+    CREATE TABLE models (position INTEGER PRIMARY KEY, id TEXT NOT NULL);
+    CREATE TABLE leases (
+        conversation TEXT PRIMARY KEY,
+        owner TEXT NOT NULL,
+        expires REAL NOT NULL
+    );
+    CREATE VIRTUAL TABLE message_words USING fts5 (
+        content, content='messages', content_rowid='rowid',
+        tokenize='unicode61 remove_diacritics 2'
+    );
+    CREATE VIRTUAL TABLE title_words USING fts5 (
+        title, content='conversations', content_rowid='rowid',
+        tokenize='unicode61 remove_diacritics 2'
+    );
+    CREATE TRIGGER messages_added AFTER INSERT ON messages BEGIN
+        INSERT INTO message_words (rowid, content) VALUES (new.rowid, new.content);
+    END;
+    CREATE TRIGGER messages_removed AFTER DELETE ON messages BEGIN
+        INSERT INTO message_words (message_words, rowid, content)
+        VALUES ('delete', old.rowid, old.content);
+    END;
+    CREATE TRIGGER messages_changed AFTER UPDATE OF content ON messages BEGIN
+        INSERT INTO message_words (message_words, rowid, content)
+        VALUES ('delete', old.rowid, old.content);
+        INSERT INTO message_words (rowid, content) VALUES (new.rowid, new.content);
+    END;
+    CREATE TRIGGER conversations_added AFTER INSERT ON conversations BEGIN
+        INSERT INTO title_words (rowid, title) VALUES (new.rowid, new.title);
+    END;
+    CREATE TRIGGER conversations_removed AFTER DELETE ON conversations BEGIN
+        INSERT INTO title_words (title_words, rowid, title) VALUES ('delete', old.rowid, old.title);
+    END;
+    CREATE TRIGGER conversations_renamed AFTER UPDATE OF title ON conversations BEGIN
+        INSERT INTO title_words (title_words, rowid, title) VALUES ('delete', old.rowid, old.title);
+        INSERT INTO title_words (rowid, title) VALUES (new.rowid, new.title);
+    END;
+    """,
+]
+SCHEMA_VERSION = len(MIGRATIONS)
+
+CONVERSATION_COLUMNS = (
+    "rowid, id, title, title_from_message, created, updated, settings, summary, summarized, "
+    "totals, usage, budget"
+)
+
+
+class Database:
+    """The queries, run by one thread at a time (Storage's). Usable alone: the CLI's export
+    and the benchmarks open it directly."""
+
+    def __init__(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.path = path
+        self.db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        self.db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        self.db.execute("PRAGMA journal_mode = WAL")
+        # NORMAL in WAL mode survives a crash of the process; a turn's outcome and the
+        # user's message ask for FULL (see `write`), which survives a power cut too.
+        self.db.execute("PRAGMA synchronous = NORMAL")
+        self.db.execute("PRAGMA foreign_keys = ON")
+        self.db.create_function("owner_alive", 1, owner_alive, deterministic=False)
+        self.migrate()
+
+    def close(self) -> None:
+        self.db.close()
+
+    @contextmanager
+    def write(self, *, durable: bool = False) -> Iterator[None]:
+        """One transaction holding the write lock from its start."""
+        if durable:
+            self.db.execute("PRAGMA synchronous = FULL")
+        self.db.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+            self.db.execute("COMMIT")
+        except BaseException:
+            self.db.execute("ROLLBACK")
+            raise
+        finally:
+            if durable:
+                self.db.execute("PRAGMA synchronous = NORMAL")
+
+    def migrate(self) -> None:
+        with self.write():
+            version = self.db.execute("PRAGMA user_version").fetchone()[0]
+            if version > SCHEMA_VERSION:
+                raise Damaged(
+                    f"{self.path} was written by a newer version of this service (schema "
+                    f"{version}, this one knows {SCHEMA_VERSION}): update the service"
+                )
+            for script in MIGRATIONS[version:]:
+                for statement in split_script(script):
+                    self.db.execute(statement)
+            self.db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+
+    def integrity(self) -> str:
+        return self.db.execute("PRAGMA integrity_check").fetchone()[0]
+
+    # -- conversations --------------------------------------------------------------------
+
+    def create(self, title: str, settings: dict[str, Any]) -> Conversation:
+        conversation_id = datetime.now(UTC).strftime("%Y%m%d-") + secrets.token_hex(5)
+        stamp = now()
+        with self.write():
+            self.db.execute(
+                "INSERT INTO conversations (id, title, created, updated, settings) "
+                "VALUES (?, ?, ?, ?, ?)",
+                (conversation_id, title, stamp, stamp, dumps(settings)),
+            )
+        return self.load(conversation_id)
+
+    def load(self, conversation_id: str) -> Conversation:
+        row = self.row(conversation_id)
+        messages = self.db.execute(
+            "SELECT role, content, details FROM messages WHERE conversation = ? ORDER BY position",
+            (row[0],),
+        ).fetchall()
+        try:
+            conversation = conversation_from_row(row)
+            conversation["messages"] = [
+                {"role": role, "content": content, **json.loads(details)}
+                for role, content, details in messages
+            ]
+        except ValueError as exc:
+            raise Damaged(
+                f"conversation {conversation_id} is damaged in {self.path} ({exc}): "
+                f"export what is readable with `python -m app export {conversation_id}`, "
+                "or delete it"
+            ) from None
+        return conversation
+
+    def row(self, conversation_id: str) -> tuple:
+        row = self.db.execute(
+            f"SELECT {CONVERSATION_COLUMNS} FROM conversations WHERE id = ?",
+            (check_id(conversation_id),),
+        ).fetchone()
+        if row is None:
+            raise NotFound(f"no conversation {conversation_id}")
+        return row
+
+    def ids(self) -> list[str]:
+        return [r[0] for r in self.db.execute("SELECT id FROM conversations ORDER BY created")]
+
+    def list(self, query: str = "") -> list[Entry]:
+        """Newest first; with a query, those whose title or messages have words starting
+        with each of the query's words (any case, accents optional)."""
+        columns = "id, title, created, updated, json_valid(settings)"
+        if not query.strip():
+            rows = self.db.execute(f"SELECT {columns} FROM conversations ORDER BY updated DESC")
+        else:
+            words = re.findall(r"\w+", query)
+            if not words:
+                return []
+            match = " ".join('"' + word.replace('"', '""') + '"*' for word in words)
+            rows = self.db.execute(
+                f"SELECT {columns} FROM conversations WHERE rowid IN ("
+                " SELECT rowid FROM title_words WHERE title_words MATCH ?"
+                " UNION SELECT m.conversation FROM message_words"
+                " JOIN messages m ON m.rowid = message_words.rowid WHERE message_words MATCH ?"
+                ") ORDER BY updated DESC",
+                (match, match),
+            )
+        entries: list[Entry] = []
+        for conversation_id, title, created, updated, valid in rows:
+            entry: Entry = {"id": conversation_id, "title": title, "created": created}
+            entry["updated"] = updated
+            if not valid:
+                entry["damaged"] = "its settings are not valid JSON"
+            entries.append(entry)
+        return entries
+
+    def change(
+        self, conversation_id: str, title: str | None, settings: dict[str, Any]
+    ) -> Conversation:
+        """Rename and change settings; a turn running meanwhile keeps its own copy."""
+        with self.write():
+            row = self.row(conversation_id)
+            merged = {**json.loads(row[6]), **settings}
+            self.db.execute(
+                "UPDATE conversations SET settings = ?, updated = ? WHERE rowid = ?",
+                (dumps(merged), now(), row[0]),
+            )
+            if title is not None:
+                self.db.execute(
+                    "UPDATE conversations SET title = ?, title_from_message = 0 WHERE rowid = ?",
+                    (title, row[0]),
+                )
+        return self.load(conversation_id)
+
+    def delete(self, conversation_id: str) -> None:
+        with self.write():
+            self.row(conversation_id)
+            self.refuse_if_held(conversation_id, "delete")
+            self.db.execute("DELETE FROM conversations WHERE id = ?", (conversation_id,))
+            self.db.execute("DELETE FROM leases WHERE conversation = ?", (conversation_id,))
+
+    def add_user_message(self, conversation_id: str, text: str, model: str) -> int:
+        """The user's message at the end of the log, and the model chosen for it; the first
+        message names a conversation still called NEW_TITLE. Returns its position."""
+        with self.write(durable=True):
+            row = self.row(conversation_id)
+            position = self.count(row[0])
+            if position == 0 and row[2] == NEW_TITLE:
+                self.db.execute(
+                    "UPDATE conversations SET title = ?, title_from_message = 1 WHERE rowid = ?",
+                    (" ".join(text.split())[:60].strip(), row[0]),
+                )
+            self.set_model(row, model)
+            self.insert(row[0], position, {"role": "user", "content": text, "created": now()})
+            return position
+
+    def drop_answer(self, conversation_id: str, model: str) -> int:
+        """For Regenerate: what follows the last user message goes; its position."""
+        with self.write():
+            row = self.row(conversation_id)
+            last = self.db.execute(
+                "SELECT max(position) FROM messages WHERE conversation = ? AND role = 'user'",
+                (row[0],),
+            ).fetchone()[0]
+            if last is None:
+                raise Conflict("nothing to regenerate: the conversation has no message")
+            self.db.execute(
+                "DELETE FROM messages WHERE conversation = ? AND position > ?", (row[0], last)
+            )
+            self.set_model(row, model)
+            return last
+
+    def rewind(self, conversation_id: str) -> str:
+        """Take the last user message (and what follows) out of the log; its text."""
+        with self.write():
+            row = self.row(conversation_id)
+            self.refuse_if_held(conversation_id, "rewind")
+            return self.take_back(row)
+
+    def take_back(self, row: tuple) -> str:
+        found = self.db.execute(
+            "SELECT position, content FROM messages WHERE conversation = ? AND role = 'user' "
+            "ORDER BY position DESC LIMIT 1",
+            (row[0],),
+        ).fetchone()
+        if found is None:
+            raise Conflict("nothing to rewind: the conversation has no message")
+        position, text = found
+        self.db.execute(
+            "DELETE FROM messages WHERE conversation = ? AND position >= ?", (row[0], position)
+        )
+        if position == 0 and row[3]:  # the title came from this message: it goes too
+            self.db.execute(
+                "UPDATE conversations SET title = ?, title_from_message = 0 WHERE rowid = ?",
+                (NEW_TITLE, row[0]),
+            )
+        self.touch(row[0])
+        return text
+
+    def put_message(self, conversation_id: str, position: int, message: Message) -> None:
+        """An answer being streamed, at its place (a checkpoint)."""
+        with self.write():
+            row = self.row(conversation_id)
+            self.upsert(row[0], position, message)
+            self.db.execute("UPDATE conversations SET updated = ? WHERE rowid = ?", (now(), row[0]))
+
+    def save_outcome(self, conversation_id: str, outcome: OutcomeWrite) -> dict[str, Any]:
+        """A turn's whole outcome in one transaction; the conversation's new totals."""
+        with self.write(durable=True):
+            row = self.row(conversation_id)
+            if outcome["rewind"]:
+                self.db.execute(
+                    "DELETE FROM messages WHERE conversation = ? AND position >= ?",
+                    (row[0], outcome["position"]),
+                )
+                self.take_back(row)
+            elif outcome["answer"] is not None:
+                self.upsert(row[0], outcome["position"], outcome["answer"])
+            totals = json.loads(row[9] or "{}")
+            for key, value in outcome["totals"].items():
+                totals[key] = totals.get(key, 0) + value
+            changes: dict[str, Any] = {"totals": dumps(totals), "updated": now()}
+            if outcome["summary"] is not None:
+                changes["summary"] = outcome["summary"]
+            if outcome["summarized"] is not None:
+                changes["summarized"] = outcome["summarized"]
+            if outcome["budget"] is not None:
+                changes["budget"] = dumps(outcome["budget"])
+            if outcome["usage"] is not None:
+                changes["usage"] = dumps(outcome["usage"])
+            assignments = ", ".join(f"{column} = ?" for column in changes)
+            self.db.execute(
+                f"UPDATE conversations SET {assignments} WHERE rowid = ?",
+                (*changes.values(), row[0]),
+            )
+            return totals
+
+    # -- helpers of the above, inside their transaction -------------------------------------
+
+    def count(self, rowid: int) -> int:
+        query = "SELECT count(*) FROM messages WHERE conversation = ?"
+        return self.db.execute(query, (rowid,)).fetchone()[0]
+
+    def insert(self, rowid: int, position: int, message: Message) -> None:
+        role, content, details = message_columns(message)
+        self.db.execute(
+            "INSERT INTO messages (conversation, position, role, content, details) "
+            "VALUES (?, ?, ?, ?, ?)",
+            (rowid, position, role, content, details),
+        )
+
+    def upsert(self, rowid: int, position: int, message: Message) -> None:
+        role, content, details = message_columns(message)
+        self.db.execute(
+            "INSERT INTO messages (conversation, position, role, content, details) "
+            "VALUES (?, ?, ?, ?, ?) ON CONFLICT (conversation, position) DO UPDATE SET "
+            "role = excluded.role, content = excluded.content, details = excluded.details",
+            (rowid, position, role, content, details),
+        )
+
+    def set_model(self, row: tuple, model: str) -> None:
+        settings = {**json.loads(row[6]), "model": model}  # the picker is saved at once
+        self.db.execute(
+            "UPDATE conversations SET settings = ?, updated = ? WHERE rowid = ?",
+            (dumps(settings), now(), row[0]),
+        )
+
+    def touch(self, rowid: int) -> None:
+        self.db.execute("UPDATE conversations SET updated = ? WHERE rowid = ?", (now(), rowid))
+
+    def refuse_if_held(self, conversation_id: str, what: str) -> None:
+        held = self.db.execute(
+            "SELECT 1 FROM leases WHERE conversation = ? AND expires >= ? AND owner_alive(owner)",
+            (conversation_id, time.time()),
+        ).fetchone()
+        if held:
+            raise Busy(f"a turn is running in this conversation; stop it first, then {what}")
+
+    # -- leases ---------------------------------------------------------------------------
+
+    def acquire(self, conversation_id: str, owner: str) -> bool:
+        """The conversation for this owner, unless a live owner holds an unexpired lease."""
+        with self.write():
+            self.row(conversation_id)
+            taken = self.db.execute(
+                "INSERT INTO leases (conversation, owner, expires) VALUES (?, ?, ?) "
+                "ON CONFLICT (conversation) DO UPDATE SET owner = excluded.owner, "
+                "expires = excluded.expires "
+                "WHERE leases.expires < ? OR NOT owner_alive(leases.owner)",
+                (conversation_id, owner, time.time() + LEASE_SECONDS, time.time()),
+            )
+            return taken.rowcount == 1
+
+    def renew(self, conversation_id: str, owner: str) -> bool:
+        with self.write():
+            renewed = self.db.execute(
+                "UPDATE leases SET expires = ? WHERE conversation = ? AND owner = ?",
+                (time.time() + LEASE_SECONDS, conversation_id, owner),
+            )
+            return renewed.rowcount == 1
+
+    def release(self, conversation_id: str, owner: str) -> None:
+        """Only its owner releases a lease: a late release from an old turn is a no-op."""
+        with self.write():
+            self.db.execute(
+                "DELETE FROM leases WHERE conversation = ? AND owner = ?", (conversation_id, owner)
+            )
+
+    def held(self, conversation_id: str) -> bool:
+        row = self.db.execute(
+            "SELECT 1 FROM leases WHERE conversation = ? AND expires >= ? AND owner_alive(owner)",
+            (conversation_id, time.time()),
+        ).fetchone()
+        return row is not None
+
+    # -- the user's models ----------------------------------------------------------------
+
+    def models(self) -> list[str]:
+        return [r[0] for r in self.db.execute("SELECT id FROM models ORDER BY position")]
+
+    def set_models(self, models: list[str]) -> None:
+        with self.write():
+            self.db.execute("DELETE FROM models")
+            self.db.executemany(
+                "INSERT INTO models (position, id) VALUES (?, ?)", enumerate(models)
+            )
+
+    # -- import of the JSON files of earlier versions -------------------------------------
+
+    def import_files(self, root: Path) -> int:
+        """Conversations from DATA_DIR/conversations/*.json, then the folder is renamed
+        aside (never deleted). Safe to repeat after a crash: an id already here is skipped.
+        Returns how many were imported."""
+        folder = root / "conversations"
+        imported = 0
+        for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
+            try:
+                conversation = parse_conversation(path.read_bytes())
+                check_id(conversation["id"])
+            except (OSError, ValueError) as exc:
+                logger.warning("not imported, kept in the folder set aside: %s (%s)", path, exc)
+                continue
+            imported += self.import_one(conversation)
+        models_file = root / "models.json"
+        if models_file.exists():
+            try:
+                listed = json.loads(models_file.read_text(encoding="utf-8"))
+                self.set_models([m for m in listed if isinstance(m, str)])
+            except ValueError as exc:
+                logger.warning("models.json not imported (%s)", exc)
+            models_file.rename(root / "models.json.imported")
+        if folder.is_dir():
+            aside = root / f"conversations.imported-{datetime.now(UTC):%Y%m%d-%H%M%S}"
+            folder.rename(aside)
+            logger.info(
+                "imported %d conversation files into %s; the files are in %s",
+                imported,
+                self.path,
+                aside,
+            )
+        return imported
+
+    def import_one(self, conversation: dict[str, Any]) -> int:
+        with self.write(durable=True):
+            exists = "SELECT 1 FROM conversations WHERE id = ?"
+            if self.db.execute(exists, (conversation["id"],)).fetchone():
+                return 0
+            stamp = now()
+            optional = [conversation.get(k) for k in ("totals", "usage", "budget")]
+            rowid = self.db.execute(
+                "INSERT INTO conversations (id, title, title_from_message, created, updated, "
+                "settings, summary, summarized, totals, usage, budget) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    conversation["id"],
+                    conversation["title"],
+                    int(bool(conversation.get("title_from_message"))),
+                    str(conversation.get("created") or stamp),
+                    str(conversation.get("updated") or stamp),
+                    dumps(conversation["settings"]),
+                    str(conversation.get("summary") or ""),
+                    int(conversation.get("summarized") or 0),
+                    *(dumps(value) if value is not None else None for value in optional),
+                ),
+            ).lastrowid
+            for position, message in enumerate(conversation["messages"]):
+                if isinstance(message, dict) and isinstance(message.get("role"), str):
+                    self.insert(
+                        rowid, position, {**message, "content": str(message.get("content") or "")}
+                    )
+            return 1
+
+
 class Storage:
-    """Conversations, the memory file and the user's model list under one directory."""
+    """The database for the service: each query runs in Storage's own thread, awaited
+    without blocking the event loop and never cut short by a cancellation (Stop), so a
+    write that was asked for is made."""
 
     def __init__(self, root: Path) -> None:
         self.root = root
-        self.conversations = root / "conversations"
         self.memory_path = root / "memory.md"
-        self.models_path = root / "models.json"
-        self.running: set[str] = set()
+        self.thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="storage")
+        self.database = Database(root / DATABASE)
 
-    def clean_leftovers(self) -> int:
-        """Remove temporary files a crash left mid-write (the real files are intact: the
-        rename never happened). Returns how many."""
-        leftovers = [*self.root.glob(".*.tmp"), *self.conversations.glob(".*.tmp")]
+    async def run(self, query: Callable[..., T], *args: Any) -> T:
+        future = asyncio.get_running_loop().run_in_executor(self.thread, partial(query, *args))
+        with anyio.CancelScope(shield=True):
+            return await asyncio.shield(future)
+
+    def open(self) -> None:
+        """At start: import old files, remove temporary files a crash left mid-write."""
+        self.database.import_files(self.root)
+        leftovers = list(self.root.glob(".*.tmp"))
         for leftover in leftovers:
             leftover.unlink(missing_ok=True)
-        return len(leftovers)
+        if leftovers:
+            logger.info("removed %d temporary files left by a crash", len(leftovers))
 
-    def path(self, conversation_id: str) -> Path:
-        if not isinstance(conversation_id, str) or not ID.fullmatch(conversation_id):
-            raise InvalidId(f"invalid conversation id: {conversation_id!r}")
-        return self.conversations / f"{conversation_id}.json"
+    def close(self) -> None:
+        self.thread.shutdown(wait=True)
+        self.database.close()
 
-    def claim(self, conversation_id: str) -> bool:
-        """Mark a turn as running in the conversation; False if one already is."""
-        if conversation_id in self.running:
-            return False
-        self.running.add(conversation_id)
-        return True
+    async def lease(self, conversation_id: str) -> Lease:
+        """The conversation for one turn, renewed until released; Busy if a turn holds it."""
+        owner = new_owner()
+        if not await self.run(self.database.acquire, conversation_id, owner):
+            raise Busy("a turn is already running in this conversation")
+        lease = Lease(self, conversation_id, owner)
+        lease.renewal = asyncio.create_task(lease.keep())
+        return lease
 
-    def release(self, conversation_id: str) -> None:
-        self.running.discard(conversation_id)
+    async def read_memory(self) -> str:
+        return await self.run(self.memory_text)
 
-    def create(self, conversation: dict[str, Any]) -> dict[str, Any]:
-        conversation = {
-            "id": datetime.now(UTC).strftime("%Y%m%d-") + secrets.token_hex(5),
-            "created": now(),
-            "updated": now(),
-            **conversation,
-        }
-        self.save(conversation)
-        return conversation
+    async def write_memory(self, text: str) -> None:
+        await self.run(write_atomic, self.memory_path, text)
 
-    def load(self, conversation_id: str) -> dict[str, Any]:
-        path = self.path(conversation_id)
-        try:
-            return parse_conversation(path.read_bytes())
-        except FileNotFoundError:
-            raise NotFound(f"no conversation {conversation_id}") from None
-        except ValueError as exc:
-            raise Damaged(
-                f"conversation {conversation_id} is damaged on disk ({exc}): "
-                f"repair or remove {path}"
-            ) from None
-
-    def save(self, conversation: dict[str, Any]) -> None:
-        conversation["updated"] = now()
-        text = json.dumps(conversation, ensure_ascii=False, indent=1)
-        write_atomic(self.path(conversation["id"]), text)
-
-    def update(
-        self, conversation_id: str, change: Callable[[dict[str, Any]], Any]
-    ) -> dict[str, Any]:
-        """Apply change to the freshly read conversation and save it, without awaiting."""
-        conversation = self.load(conversation_id)
-        change(conversation)
-        self.save(conversation)
-        return conversation
-
-    def delete(self, conversation_id: str) -> None:
-        try:
-            self.path(conversation_id).unlink()
-        except FileNotFoundError:
-            raise NotFound(f"no conversation {conversation_id}") from None
-
-    def list(self, query: str = "") -> list[dict[str, Any]]:
-        """Newest first; with a query, those whose title or messages contain it."""
-        found = []
-        needle = query.casefold()
-        for path in self.conversations.glob("*.json"):
-            try:
-                conversation = parse_conversation(path.read_bytes())
-            except OSError:
-                continue
-            except ValueError as exc:
-                entry = damaged_entry(path, str(exc))
-                if needle in entry["title"].casefold():
-                    found.append(entry)
-                continue
-            haystack = " ".join(
-                [conversation.get("title", "")]
-                + [str(m.get("content", "")) for m in conversation.get("messages", [])]
-            ).casefold()
-            if needle in haystack:
-                found.append(
-                    {k: conversation.get(k) for k in ("id", "title", "created", "updated")}
-                )
-        return sorted(found, key=lambda c: c["updated"] or "", reverse=True)
-
-    def read_memory(self) -> str:
+    def memory_text(self) -> str:
         try:
             return self.memory_path.read_bytes().decode("utf-8")
         except FileNotFoundError:
@@ -164,22 +699,73 @@ class Storage:
                 "save it as UTF-8, or replace it in Settings"
             ) from None
 
-    def write_memory(self, text: str) -> None:
-        write_atomic(self.memory_path, text)
 
-    def read_models(self) -> list[str]:
-        try:
-            models = json.loads(self.models_path.read_text(encoding="utf-8"))
-        except (FileNotFoundError, ValueError):
-            return []
-        return [m for m in models if isinstance(m, str)]
+@dataclass
+class Lease:
+    storage: Storage
+    conversation_id: str
+    owner: str
+    renewal: asyncio.Task[None] | None = None
 
-    def write_models(self, models: list[str]) -> None:
-        write_atomic(self.models_path, json.dumps(models, ensure_ascii=False, indent=1))
+    async def keep(self) -> None:
+        while True:
+            await asyncio.sleep(LEASE_SECONDS / 3)
+            if not await self.storage.run(
+                self.storage.database.renew, self.conversation_id, self.owner
+            ):
+                logger.warning(
+                    "lost the lease of %s (expired and taken over)", self.conversation_id
+                )
+                return
+
+    async def release(self) -> None:
+        """Idempotent; only this owner's row goes."""
+        if self.renewal:
+            self.renewal.cancel()
+        await self.storage.run(self.storage.database.release, self.conversation_id, self.owner)
+
+
+def split_script(script: str) -> list[str]:
+    """Statements of a migration, triggers kept whole (their bodies hold semicolons)."""
+    statements, current = [], ""
+    for line in script.strip().splitlines():
+        current += line + "\n"
+        if sqlite3.complete_statement(current):
+            statements.append(current.strip())
+            current = ""
+    return statements
+
+
+def dumps(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def message_columns(message: Message) -> tuple[str, str, str]:
+    details = {k: v for k, v in message.items() if k not in ("role", "content")}
+    return message["role"], message["content"], dumps(details)
+
+
+def conversation_from_row(row: tuple) -> Conversation:
+    conversation: Conversation = {
+        "id": row[1],
+        "title": row[2],
+        "created": row[4],
+        "updated": row[5],
+        "settings": json.loads(row[6]),
+        "messages": [],
+        "summary": row[7],
+        "summarized": row[8],
+    }
+    if row[3]:
+        conversation["title_from_message"] = True
+    for key, value in (("totals", row[9]), ("usage", row[10]), ("budget", row[11])):
+        if value is not None:
+            conversation[key] = json.loads(value)
+    return conversation
 
 
 def parse_conversation(raw: bytes) -> dict[str, Any]:
-    """A conversation as stored, or ValueError saying what is wrong with it."""
+    """A conversation file of earlier versions, or ValueError saying what is wrong."""
     try:
         conversation = json.loads(raw.decode("utf-8"))
     except UnicodeDecodeError:
@@ -192,15 +778,3 @@ def parse_conversation(raw: bytes) -> dict[str, Any]:
         if not isinstance(conversation.get(key), kind):
             raise ValueError(f"its {key!r} is missing or not a {kind.__name__}")
     return conversation
-
-
-def damaged_entry(path: Path, reason: str) -> dict[str, Any]:
-    """How the list shows a file it cannot read: by its name, marked, never silently gone."""
-    changed = datetime.fromtimestamp(path.stat().st_mtime, UTC).isoformat(timespec="microseconds")
-    return {
-        "id": path.stem,
-        "title": f"Damaged conversation {path.stem}",
-        "created": changed,
-        "updated": changed,
-        "damaged": reason,
-    }

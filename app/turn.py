@@ -1,8 +1,9 @@
 """One chat turn, top to bottom: project, compress, assemble, stream with tools, record.
 
-`run_turn` is the whole pipeline; it yields the SSE events the page shows. Whatever
-ends the turn (a final answer, an error, the user's Stop cancelling it), `TurnRecord`
-persists the outcome exactly once.
+`run_turn` is the whole pipeline; it yields the SSE events the page shows. What the turn
+produces is gathered in an `Outcome` (plain data); a `Saver` writes it: checkpoints while it
+streams, then the whole outcome once, whichever way the turn ends (an answer, an error, the
+user's Stop cancelling it).
 """
 
 from __future__ import annotations
@@ -17,17 +18,18 @@ from datetime import UTC, date, datetime
 from typing import Any
 
 from app import config, context
+from app.context import DEFAULT_COMPRESS_PROMPT
+from app.events import DoneEvent, ErrorEvent, Event
 from app.llm import LLMError, ModelClient, ToolCall, Usage, normalize_usage
 from app.searxng_client import Searxng
-from app.storage import Damaged, Storage, now
-from app.tools import ToolRunner
+from app.storage import Conversation, Damaged, Message, OutcomeWrite, Storage, now
+from app.tools import DEFAULT_TOOL_NOTE, ToolRunner
 
 logger = logging.getLogger(__name__)
 
 WINDOW_RETRY_SECONDS = 300.0
 MODELS_CACHE_SECONDS = 60.0
 CHECKPOINT_SECONDS = 0.5
-NEW_TITLE = "New conversation"
 UNSAVED = "this answer could not be saved (the service log says why); copy it if you need it"
 
 
@@ -52,7 +54,8 @@ class Services:
         if time.monotonic() - read_at >= MODELS_CACHE_SECONDS:
             listed = await self.model.models() or []
             self.listed = (listed, time.monotonic())
-        return list(dict.fromkeys([*self.settings.models, *listed, *self.storage.read_models()]))
+        added = await self.storage.run(self.storage.database.models)
+        return list(dict.fromkeys([*self.settings.models, *listed, *added]))
 
     async def served_window(self, model: str) -> int | None:
         """Read once per model. A server that did not say (a hosted API, or one that was
@@ -64,12 +67,35 @@ class Services:
         return window
 
 
-async def run_turn(services: Services, conversation_id: str, model: str) -> AsyncIterator[dict]:
-    """Answer the conversation's last user message. Yields SSE event dicts."""
-    conversation = services.storage.load(conversation_id)
-    chosen = conversation["settings"]
+def conversation_defaults(settings: config.Settings) -> dict[str, Any]:
+    """A new conversation's settings; they also fill in what an older conversation lacks."""
+    return {
+        "model": settings.default_model,
+        "system_prompt": config.presets().get("default", "You are a helpful assistant."),
+        "context_budget": settings.context_budget_tokens,
+        "web_search": True,
+        "web_fetch": True,
+        "search_max_uses": settings.web_search_max_uses,
+        "fetch_max_uses": settings.web_fetch_max_uses,
+        "tool_note": DEFAULT_TOOL_NOTE,
+        "compress_prompt": DEFAULT_COMPRESS_PROMPT,
+        "search_locale": settings.search_locale,
+        "search_engines": "",
+    }
+
+
+async def run_turn(services: Services, conversation_id: str, model: str) -> AsyncIterator[Event]:
+    """Answer the conversation's last user message, yielding SSE events. The caller holds
+    the conversation's lease, and closes this generator (aclosing) before releasing it."""
+    storage = services.storage
+    conversation = await storage.run(storage.database.load, conversation_id)
+    chosen = {**conversation_defaults(services.settings), **conversation["settings"]}
+    conversation["settings"] = chosen
     pending = conversation["messages"][-1]["content"]
-    record = TurnRecord(services, conversation_id, model, floor=context.estimate_tokens(pending))
+    outcome = Outcome(
+        model, position=len(conversation["messages"]), floor=context.estimate_tokens(pending)
+    )
+    saver = Saver(storage, conversation_id, outcome)
     runner = ToolRunner(
         searxng=services.searxng,
         settings=services.settings,
@@ -80,27 +106,27 @@ async def run_turn(services: Services, conversation_id: str, model: str) -> Asyn
         # An address the user gave is asked for; one only a page suggests is flagged.
         user_text="\n".join(m["content"] for m in conversation["messages"] if m["role"] == "user"),
     )
-    record.sources = runner.sources
+    outcome.sources = runner.sources
     try:
         # 1. Project the next request's size from the last measured prompt.
         window = await services.served_window(model)
         budget = context.effective_budget(chosen["context_budget"], window)
         reserve = context.completion_reserve(services.settings.max_completion_tokens, budget)
         projected = context.projected_tokens(measured_base(conversation), pending, reserve)
-        record.budget = {"limit": budget, "window": window, "projected": projected}
+        outcome.budget = {"limit": budget, "window": window, "projected": projected}
 
         # 2. Compress when over budget: old turns into the summary, facts into memory.
         keep = services.settings.keep_recent_messages
         if projected > budget and len(unsummarised(conversation)) > keep:
-            async for event in compress(services, conversation, record):
+            async for event in compress(services, conversation, outcome):
                 yield event
 
         # 3. Assemble [persona][memory][summary][date][tool note][history].
-        memory, trouble = read_memory(services)
+        memory, trouble = await read_memory(services)
         if trouble:
-            record.warnings.append(trouble)
+            outcome.warnings.append(trouble)
             yield {"type": "warning", "message": trouble}
-        messages = assemble(services, conversation, runner, record, memory)
+        messages = assemble(conversation, runner, outcome, memory)
 
         # 4. Stream, running the tool loop until the model answers.
         with_tools = bool(runner.declarations())
@@ -119,73 +145,82 @@ async def run_turn(services: Services, conversation_id: str, model: str) -> Asyn
             try:
                 async for event in services.model.stream(payload):
                     if event.type == "delta":
-                        record.clock.tick(thinking=False)
-                        record.text += event.text
-                        record.checkpoint()
+                        outcome.clock.tick(thinking=False)
+                        outcome.text += event.text
+                        await saver.checkpoint()
                         yield {"type": "delta", "text": event.text}
                     elif event.type == "reasoning":
-                        record.clock.tick(thinking=True)
-                        record.reasoning += event.text
-                        record.checkpoint()
+                        outcome.clock.tick(thinking=True)
+                        outcome.reasoning += event.text
+                        await saver.checkpoint()
                         yield {"type": "reasoning", "text": event.text}
                     elif event.type == "usage":
-                        record.add_usage(event.usage)
+                        outcome.add_usage(event.usage)
                     elif event.type == "tool_calls":
                         calls = event.tool_calls
                     elif event.type == "finish" and event.text == "content_filter":
                         raise LLMError("content_filter", "the model server filtered the answer")
                     elif event.type == "finish" and event.text == "length":
-                        record.truncated = True
+                        outcome.truncated = True
             except LLMError as error:
-                if error.kind == "tools_unsupported" and "tools" in payload and not record.produced:
+                if (
+                    error.kind == "tools_unsupported"
+                    and "tools" in payload
+                    and not outcome.produced
+                ):
                     with_tools = False
                     notice = "this model rejected the web tools; answering without them"
-                    record.warnings.append(notice)
+                    outcome.warnings.append(notice)
                     yield {"type": "warning", "message": notice}
                     continue
-                if error.kind == "context_overflow" and not record.produced and not record.forced:
-                    record.forced = True  # compress once and retry; a second overflow fails
-                    async for event in compress(services, conversation, record):
+                if error.kind == "context_overflow" and not outcome.produced and not outcome.forced:
+                    outcome.forced = True  # compress once and retry; a second overflow fails
+                    async for event in compress(services, conversation, outcome):
                         yield event
-                    messages = assemble(services, conversation, runner, record, memory)
+                    messages = assemble(conversation, runner, outcome, memory)
                     continue
                 raise
             if not calls:
                 break
-            messages.append(assistant_tool_message(record.round_text(), calls))
-            record.clock.pause()
+            messages.append(assistant_tool_message(outcome.round_text(), calls))
+            outcome.clock.pause()
             for call in calls:
-                outcome = await runner.run(call)
-                record.activity.append(outcome.event)
-                yield outcome.event
-                if outcome.warning:
-                    record.warnings.append(outcome.warning)
-                    yield {"type": "warning", "message": outcome.warning}
-                messages.append({"role": "tool", "tool_call_id": call.id, "content": outcome.text})
-                record.checkpoint(force=True)
+                result = await runner.run(call)
+                outcome.activity.append(result.event)
+                yield result.event
+                if result.warning:
+                    outcome.warnings.append(result.warning)
+                    yield {"type": "warning", "message": result.warning}
+                messages.append({"role": "tool", "tool_call_id": call.id, "content": result.text})
+                await saver.checkpoint(force=True)
 
         # 5. Record the measured usage; it is step 1's input next turn.
-        record.status = "complete"
-        record.persist()
-        if not record.persisted:
+        outcome.status = "complete"
+        if not await saver.persist():
             yield {"type": "warning", "message": UNSAVED}
-        logger.info("turn %s complete: %d chars", conversation_id, len(record.text))
-        yield record.done_event()
+        logger.info("turn %s complete: %d chars", conversation_id, len(outcome.text))
+        yield outcome.done_event(saver.totals)
     except LLMError as error:
         logger.info("turn %s failed (%s): %s", conversation_id, error.kind, error.message)
-        yield record.fail(error)
+        failed = outcome.fail(error, pending)
+        if not await saver.persist():
+            yield {"type": "warning", "message": UNSAVED}
+        yield failed
     except (asyncio.CancelledError, GeneratorExit):
-        record.status = "interrupted"  # Stop, and only Stop: keep what came, marked
-        logger.info("turn %s interrupted after %d chars", conversation_id, len(record.text))
+        outcome.status = "interrupted"  # Stop, and only Stop: keep what came, marked
+        logger.info("turn %s interrupted after %d chars", conversation_id, len(outcome.text))
         raise
     except Exception as exc:  # a bug of ours or a shape nobody expected: say so, keep text
         logger.exception("turn %s failed unexpectedly", conversation_id)
-        yield record.fail(LLMError("internal", f"the chat service failed: {exc!r}"))
+        failed = outcome.fail(LLMError("internal", f"the chat service failed: {exc!r}"), pending)
+        if not await saver.persist():
+            yield {"type": "warning", "message": UNSAVED}
+        yield failed
     finally:
-        record.persist()
+        await saver.persist()
 
 
-def measured_base(conversation: dict[str, Any]) -> int:
+def measured_base(conversation: Conversation) -> int:
     """The history before the new message: the last measured prompt plus an estimate of
     what came after it (an answer the server never measured, e.g. one cut by Stop), or an
     estimate of it all when nothing was measured yet."""
@@ -197,11 +232,11 @@ def measured_base(conversation: dict[str, Any]) -> int:
     return usage["last_prompt_tokens"] + context.message_tokens(since)
 
 
-def unsummarised(conversation: dict[str, Any]) -> list[dict[str, Any]]:
+def unsummarised(conversation: Conversation) -> list[Message]:
     return conversation["messages"][conversation.get("summarized", 0) :]
 
 
-def model_history(conversation: dict[str, Any]) -> list[dict[str, str]]:
+def model_history(conversation: Conversation) -> list[dict[str, str]]:
     """What the model sees of the log: user and assistant text, never an empty turn
     (an empty assistant message breaks the alternation some servers enforce)."""
     return [
@@ -211,21 +246,17 @@ def model_history(conversation: dict[str, Any]) -> list[dict[str, str]]:
     ]
 
 
-def read_memory(services: Services) -> tuple[str, str | None]:
+async def read_memory(services: Services) -> tuple[str, str | None]:
     """memory.md's text, or nothing and why: a damaged file leaves the answer without
     memory rather than without an answer, and is never overwritten."""
     try:
-        return services.storage.read_memory(), None
+        return await services.storage.read_memory(), None
     except Damaged as exc:
         return "", f"memory left out of this answer: {exc}"
 
 
 def assemble(
-    services: Services,
-    conversation: dict[str, Any],
-    runner: ToolRunner,
-    record: TurnRecord,
-    memory: str,
+    conversation: Conversation, runner: ToolRunner, outcome: Outcome, memory: str
 ) -> list[dict[str, Any]]:
     """The request's messages, and the breakdown of what fills the context."""
     history = model_history(conversation)
@@ -239,7 +270,7 @@ def assemble(
         else "",
     )
     declarations = json.dumps(runner.declarations()) if runner.declarations() else ""
-    record.breakdown = context.breakdown(layers, history, context.estimate_tokens(declarations))
+    outcome.breakdown = context.breakdown(layers, history, context.estimate_tokens(declarations))
     return context.assemble(layers, history)
 
 
@@ -255,8 +286,8 @@ def assistant_tool_message(text: str, calls: list[ToolCall]) -> dict[str, Any]:
 
 
 async def compress(
-    services: Services, conversation: dict[str, Any], record: TurnRecord
-) -> AsyncIterator[dict]:
+    services: Services, conversation: Conversation, outcome: Outcome
+) -> AsyncIterator[Event]:
     """Fold all but the last N messages into the rolling summary and memory, in one call
     to the summary model; on failure drop them unsummarised and say exactly what."""
     keep = services.settings.keep_recent_messages
@@ -264,7 +295,7 @@ async def compress(
     if not old:
         return
     start = conversation.get("summarized", 0)
-    memory, trouble = read_memory(services)
+    memory, trouble = await read_memory(services)
     request = context.compression_request(
         conversation["settings"]["compress_prompt"],
         memory,
@@ -274,20 +305,19 @@ async def compress(
     try:
         text, usage = await services.model.complete(
             {
-                "model": services.settings.summary_model or record.model,
+                "model": services.settings.summary_model or outcome.model,
                 "messages": request,
                 "max_tokens": services.settings.compress_max_tokens,
             }
         )
         result = context.parse_compression(text)
     except (LLMError, ValueError) as error:
-        record.dropped = (start, start + len(old))
-        conversation["summarized"] = start + len(old)
+        outcome.summarized = conversation["summarized"] = start + len(old)
         message = (
             f"compression failed ({error}); dropped the {len(old)} oldest messages without a "
             f"summary (from {preview(old[0])!r} to {preview(old[-1])!r}); answering anyway"
         )
-        record.warnings.append(message)
+        outcome.warnings.append(message)
         yield {"type": "warning", "message": message}
         return
     added: list[str] = []
@@ -295,16 +325,14 @@ async def compress(
         # Merged into memory.md as it is now, not as it was before the summary call:
         # an edit made meanwhile in Settings stays.
         async with services.memory_lock:
-            current, trouble = read_memory(services)
+            current, trouble = await read_memory(services)
             if not trouble:
                 new_memory, added = context.merge_facts(current, result.facts)
                 if added:
-                    services.storage.write_memory(new_memory)
-    record.summary = result.summary
-    record.summarized = start + len(old)
-    record.compression_usage = normalize_usage(usage)
-    conversation["summary"] = result.summary
-    conversation["summarized"] = start + len(old)
+                    await services.storage.write_memory(new_memory)
+    outcome.summary = conversation["summary"] = result.summary
+    outcome.summarized = conversation["summarized"] = start + len(old)
+    outcome.compression_usage = normalize_usage(usage)
     yield {
         "type": "compression",
         "messages": len(old),
@@ -313,19 +341,7 @@ async def compress(
     }
 
 
-def rewind(conversation: dict[str, Any]) -> str | None:
-    """Take the last user message (and any answer after it) out of the log; its text.
-    A title taken from the only message goes with it."""
-    messages = conversation["messages"]
-    while messages and messages[-1]["role"] != "user":
-        messages.pop()
-    text = messages.pop()["content"] if messages else None
-    if not messages and conversation.pop("title_from_message", False):
-        conversation["title"] = NEW_TITLE
-    return text
-
-
-def preview(message: dict[str, Any], length: int = 40) -> str:
+def preview(message: Message, length: int = 40) -> str:
     text = " ".join((message.get("content") or "").split())
     return text if len(text) <= length else text[: length - 1] + "…"
 
@@ -359,12 +375,12 @@ class Clock:
 
 
 @dataclass
-class TurnRecord:
-    """The turn's outcome, written to the conversation once whichever path ends it."""
+class Outcome:
+    """What a turn produced, gathered while it streams: plain data, written by a Saver."""
 
-    services: Services
-    conversation_id: str
     model: str
+    position: int
+    """Where the answer goes in the log: right after the user's message."""
     floor: int = 0
     """The measured prompt is at least the new message's estimate."""
     text: str = ""
@@ -377,22 +393,15 @@ class TurnRecord:
     compression_usage: Usage | None = None
     summary: str | None = None
     summarized: int | None = None
-    dropped: tuple[int, int] | None = None
     status: str = "running"
-    error: dict[str, Any] | None = None
+    error: ErrorEvent | None = None
     truncated: bool = False
     forced: bool = False
-    rewound: bool = False
+    rewind: bool = False
     breakdown: dict[str, int] = field(default_factory=dict)
     budget: dict[str, Any] = field(default_factory=dict)
-    persisted: bool = False
-    totals: dict[str, Any] = field(default_factory=dict)
-    """The conversation's totals as persist wrote them, for the done event."""
     text_mark: int = 0
     clock: Clock = field(default_factory=Clock)
-    checkpoint_at: float = 0.0
-    checkpoint_index: int | None = None
-    """Where the answer sits in the log once checkpointed."""
 
     @property
     def produced(self) -> bool:
@@ -421,99 +430,22 @@ class TurnRecord:
             "reported": bool(self.usages),
         }
 
-    def fail(self, error: LLMError) -> dict[str, Any]:
+    def fail(self, error: LLMError, message: str) -> ErrorEvent:
         """The error event; before any output the user's message leaves the log and goes
         back to the input (a content filter always rewinds: the same text would fail)."""
         self.status = "error"
-        restore = None
-        if error.kind == "content_filter" or not self.produced:
-            restore = self.rewind_user_message()
+        self.rewind = error.kind == "content_filter" or not self.produced
         self.error = {
             "type": "error",
             "kind": error.kind,
             "message": error.message,
             "recovery": error.kind.recovery,
             "retry_after": error.retry_after,
-            "restore": restore,
+            "restore": message if self.rewind else None,
         }
-        self.persist()
         return self.error
 
-    def rewind_user_message(self) -> str | None:
-        restored: list[str | None] = []
-        self.services.storage.update(
-            self.conversation_id, lambda conversation: restored.append(rewind(conversation))
-        )
-        self.rewound = True
-        return restored[0]
-
-    def persist(self) -> None:
-        """Write the outcome once: the first path that gets here wins. It never awaits,
-        so it also runs to the end in a turn being cancelled by Stop. A failed write is
-        tried once more, then logged: it must not replace the error that ended the turn."""
-        if self.persisted:
-            return
-        if self.status == "running":
-            self.status = "interrupted"
-        for attempt in (1, 2):
-            try:
-                self.services.storage.update(self.conversation_id, self.apply)
-            except Exception:
-                logger.exception("writing turn %s failed (try %d)", self.conversation_id, attempt)
-                continue
-            self.persisted = True
-            return
-
-    def apply(self, conversation: dict[str, Any]) -> None:
-        if self.summary is not None:
-            conversation["summary"] = self.summary
-            conversation["summarized"] = self.summarized
-        elif self.dropped:
-            conversation["summarized"] = self.dropped[1]
-        totals = self.totals = conversation.setdefault("totals", empty_totals())
-        for usage in self.usages + ([self.compression_usage] if self.compression_usage else []):
-            add_to_totals(totals, usage)
-        totals["turns_unreported"] += 0 if self.usages else 1
-        totals["searches"] += sum(1 for a in self.activity if a.get("type") == "search")
-        totals["fetches"] += sum(1 for a in self.activity if a.get("type") == "fetch")
-        if self.produced and not self.rewound:  # no empty assistant turn is ever stored
-            self.place(conversation, self.assistant_message())
-        if self.breakdown:
-            conversation["budget"] = self.budget_report()
-        if self.first_prompt_tokens is not None:
-            conversation["usage"] = {
-                "last_prompt_tokens": self.first_prompt_tokens + context.estimate_tokens(self.text),
-                "measured_messages": len(conversation["messages"]),
-            }
-
-    def checkpoint(self, *, force: bool = False) -> None:
-        """Write what the user has seen so far, at most every CHECKPOINT_SECONDS while text
-        arrives (and after each tool step), marked interrupted: that is what a crash leaves.
-        The outcome's write replaces it."""
-        now_ = time.monotonic()
-        if self.persisted or not self.produced:
-            return
-        if not force and now_ - self.checkpoint_at < CHECKPOINT_SECONDS:
-            return
-        self.checkpoint_at = now_
-        partial = {**self.assistant_message(), "status": "interrupted"}
-        try:
-            self.services.storage.update(
-                self.conversation_id, lambda conversation: self.place(conversation, partial)
-            )
-        except Exception:
-            logger.exception("checkpoint of turn %s failed", self.conversation_id)
-
-    def place(self, conversation: dict[str, Any], message: dict[str, Any]) -> None:
-        """The turn's answer in the log: where its checkpoint is, or appended."""
-        messages = conversation["messages"]
-        if self.checkpoint_index is not None and self.checkpoint_index < len(messages):
-            messages[self.checkpoint_index] = message
-        else:
-            messages.append(message)
-            self.checkpoint_index = len(messages) - 1
-
-    def assistant_message(self) -> dict[str, Any]:
+    def answer(self) -> Message:
         return {
             "role": "assistant",
             "content": self.text,
@@ -530,6 +462,42 @@ class TurnRecord:
             "created": now(),
         }
 
+    def write(self) -> OutcomeWrite:
+        """The outcome as the conversation keeps it. No empty answer is ever stored."""
+        answer = self.answer() if self.produced and not self.rewind else None
+        usage = None
+        if self.first_prompt_tokens is not None:
+            after = self.position + (1 if answer else -1 if self.rewind else 0)
+            usage = {
+                "last_prompt_tokens": self.first_prompt_tokens + context.estimate_tokens(self.text),
+                "measured_messages": after,
+            }
+        return {
+            "position": self.position,
+            "answer": answer,
+            "rewind": self.rewind,
+            "summary": self.summary,
+            "summarized": self.summarized,
+            "totals": self.totals_added(),
+            "budget": self.budget_report() if self.breakdown else None,
+            "usage": usage,
+        }
+
+    def totals_added(self) -> dict[str, int | float]:
+        requests = self.usages + ([self.compression_usage] if self.compression_usage else [])
+        costs = [u.cost for u in requests if u.cost is not None]
+        return {
+            "prompt_tokens": sum(u.prompt_tokens for u in requests),
+            "completion_tokens": sum(u.completion_tokens for u in requests),
+            "cached_tokens": sum(u.cached_tokens for u in requests),
+            "cost": sum(costs, 0.0),
+            "requests_with_cost": len(costs),
+            "requests_unreported_cost": len(requests) - len(costs),
+            "turns_unreported": 0 if self.usages else 1,
+            "searches": sum(1 for a in self.activity if a.get("type") == "search"),
+            "fetches": sum(1 for a in self.activity if a.get("type") == "fetch"),
+        }
+
     def budget_report(self) -> dict[str, Any]:
         """For the context bar: the limit, the served window, the measured prompt of this
         turn's first request (what the next turn builds on), the largest prompt of the turn
@@ -543,13 +511,13 @@ class TurnRecord:
             "parts": self.breakdown,
         }
 
-    def done_event(self) -> dict[str, Any]:
+    def done_event(self, totals: dict[str, Any]) -> DoneEvent:
         return {
             "type": "done",
             "status": self.status,
             "usage": self.turn_usage(),
             "sources": self.sources,
-            "totals": self.totals,
+            "totals": totals,
             "budget": self.budget_report(),
             "truncated": self.truncated,
             "timing": self.clock.as_dict(),
@@ -557,26 +525,56 @@ class TurnRecord:
         }
 
 
-def empty_totals() -> dict[str, Any]:
-    return {
-        "prompt_tokens": 0,
-        "completion_tokens": 0,
-        "cached_tokens": 0,
-        "cost": 0.0,
-        "requests_with_cost": 0,
-        "requests_unreported_cost": 0,
-        "turns_unreported": 0,
-        "searches": 0,
-        "fetches": 0,
-    }
+@dataclass
+class Saver:
+    """Writes a turn's outcome: what the user has seen while it streams (checkpoints), then
+    the whole outcome once, whichever path gets there first."""
 
+    storage: Storage
+    conversation_id: str
+    outcome: Outcome
+    checkpoint_at: float = 0.0
+    saved: bool = False
+    totals: dict[str, Any] = field(default_factory=dict)
+    """The conversation's totals once the outcome is written, for the done event."""
 
-def add_to_totals(totals: dict[str, Any], usage: Usage) -> None:
-    totals["prompt_tokens"] += usage.prompt_tokens
-    totals["completion_tokens"] += usage.completion_tokens
-    totals["cached_tokens"] += usage.cached_tokens
-    if usage.cost is None:
-        totals["requests_unreported_cost"] += 1
-    else:
-        totals["cost"] += usage.cost
-        totals["requests_with_cost"] += 1
+    async def checkpoint(self, *, force: bool = False) -> None:
+        """The answer so far, at most every CHECKPOINT_SECONDS while text arrives (and after
+        each tool step), marked interrupted: that is what a crash leaves. The outcome's
+        write replaces it."""
+        now_ = time.monotonic()
+        if self.saved or not self.outcome.produced:
+            return
+        if not force and now_ - self.checkpoint_at < CHECKPOINT_SECONDS:
+            return
+        self.checkpoint_at = now_
+        partial: Message = {**self.outcome.answer(), "status": "interrupted"}
+        try:
+            await self.storage.run(
+                self.storage.database.put_message,
+                self.conversation_id,
+                self.outcome.position,
+                partial,
+            )
+        except Exception:
+            logger.exception("checkpoint of turn %s failed", self.conversation_id)
+
+    async def persist(self) -> bool:
+        """Write the outcome once; whether it is written. A turn still running here was
+        stopped. A failed write is tried once more, then logged: it must not replace the
+        error that ended the turn."""
+        if self.saved:
+            return True
+        if self.outcome.status == "running":
+            self.outcome.status = "interrupted"
+        for attempt in (1, 2):
+            try:
+                self.totals = await self.storage.run(
+                    self.storage.database.save_outcome, self.conversation_id, self.outcome.write()
+                )
+            except Exception:
+                logger.exception("writing turn %s failed (try %d)", self.conversation_id, attempt)
+                continue
+            self.saved = True
+            return True
+        return False

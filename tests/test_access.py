@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import http.server
 import json
+import sqlite3
 import socket
 import threading
 from collections.abc import Iterator
@@ -303,24 +304,19 @@ def test_an_id_with_a_trailing_newline_is_refused(chat):
 
 
 def test_a_damaged_conversation_gives_a_clear_error_and_the_rest_works(chat):
-    good, bad, shapeless = (new_conversation(chat) for _ in range(3))
-    folder = chat.settings.data_dir / "conversations"
-    path = folder / f"{bad}.json"
-    path.write_bytes(path.read_bytes()[:40])
-    shapeless_path = folder / f"{shapeless}.json"
-    shapeless_path.write_text(json.dumps({"id": shapeless, "title": "x", "settings": {}}))
-    for conversation_id, reason in ((bad, "not valid JSON"), (shapeless, "'messages'")):
-        response = httpx.get(f"{chat.url}/api/conversations/{conversation_id}")
-        assert response.status_code == 409
-        assert reason in response.json()["detail"] and str(folder) in response.json()["detail"]
-        chat_response = httpx.post(
-            f"{chat.url}/api/conversations/{conversation_id}/chat", json={"message": "hi"}
-        )
-        assert chat_response.status_code == 409
+    good, bad = (new_conversation(chat) for _ in range(2))
+    database = chat.settings.data_dir / "chat.db"
+    with sqlite3.connect(database) as db:  # a hand edit gone wrong
+        db.execute("UPDATE conversations SET settings = '{\"model\": ' WHERE id = ?", (bad,))
+    response = httpx.get(f"{chat.url}/api/conversations/{bad}")
+    assert response.status_code == 409
+    detail = response.json()["detail"]
+    assert bad in detail and str(database) in detail and "python -m app export" in detail
+    chat_response = httpx.post(f"{chat.url}/api/conversations/{bad}/chat", json={"message": "hi"})
+    assert chat_response.status_code == 409
     listed = {c["id"]: c for c in conversations(chat)}
-    assert set(listed) == {good, bad, shapeless}
-    assert listed[bad]["damaged"] and listed[bad]["title"].startswith("Damaged conversation")
-    assert "damaged" not in listed[good]
+    assert set(listed) == {good, bad}
+    assert listed[bad]["damaged"] and "damaged" not in listed[good]
     assert httpx.get(f"{chat.url}/api/conversations/{good}").status_code == 200
 
 

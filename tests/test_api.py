@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import sqlite3
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -133,9 +134,6 @@ def test_added_models_persist_for_a_fresh_service(chat, llm, searxng, tmp_path):
     )
     assert response.status_code == 200
     assert response.json() == {"models": ["gpt-oss:20b", "gemma3:4b"]}
-
-    models_file = chat.settings.data_dir / "models.json"
-    assert json.loads(models_file.read_text(encoding="utf-8")) == ["gpt-oss:20b", "gemma3:4b"]
 
     # A restart (a new service on the same DATA_DIR) still offers them.
     with own_service(llm, tmp_path, searxng.url) as restarted:
@@ -304,7 +302,6 @@ def test_delete_then_it_is_gone(chat):
     assert response.content == b""
     assert httpx.get(url).status_code == 404
     assert httpx.delete(url).status_code == 404
-    assert not (chat.settings.data_dir / "conversations" / f"{conversation_id}.json").exists()
     assert httpx.get(f"{chat.url}/api/conversations").json() == []
 
 
@@ -316,7 +313,7 @@ def test_unknown_conversation_is_404(chat):
     assert httpx.post(f"{url}/rewind", json={}).status_code == 404
 
 
-def test_files_on_disk_are_plain_json_and_no_temp_file_is_left(chat, llm):
+def test_the_data_is_one_database_and_the_memory_file(chat, llm):
     llm.script(Reply(text="Sure."))
     conversation_id = create_conversation(chat, title="On disk")["id"]
     done(send(chat, conversation_id, "Hello there"))
@@ -325,14 +322,16 @@ def test_files_on_disk_are_plain_json_and_no_temp_file_is_left(chat, llm):
     httpx.put(f"{chat.url}/api/models", json={"models": ["extra-model"]})
 
     data = chat.settings.data_dir
-    path = data / "conversations" / f"{conversation_id}.json"
-    on_disk = json.loads(path.read_text(encoding="utf-8"))
-    assert on_disk == get_conversation(chat, conversation_id)
-    assert on_disk["title"] == "Renamed"
-    assert [m["content"] for m in on_disk["messages"]] == ["Hello there", "Sure."]
-
+    assert (data / "memory.md").read_text(encoding="utf-8") == "- a fact\n"
     files = sorted(str(p.relative_to(data)) for p in data.rglob("*") if p.is_file())
-    assert files == ["conversations/" + path.name, "memory.md", "models.json"]
+    assert files[0] == "chat.db" and "memory.md" in files
+    assert not [f for f in files if f.endswith(".tmp")]
+    # Readable without the service, by anything that reads SQLite.
+    with sqlite3.connect(data / "chat.db") as db:
+        title = db.execute("SELECT title FROM conversations WHERE id = ?", (conversation_id,))
+        assert title.fetchone() == ("Renamed",)
+        texts = db.execute("SELECT role, content FROM messages ORDER BY position").fetchall()
+        assert texts == [("user", "Hello there"), ("assistant", "Sure.")]
 
 
 # -- regenerate and rewind -------------------------------------------------------------------

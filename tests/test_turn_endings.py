@@ -12,7 +12,7 @@ import time
 import httpx
 import pytest
 
-from app.storage import Storage
+from app.storage import Database, Storage
 from app.tools import ToolRunner
 from tests.chat_client import get_conversation, new_conversation, send
 from tests.conftest import ChatService, chat_env
@@ -29,7 +29,7 @@ def streaming_in_background(chat, conversation_id: str, message: str) -> threadi
 
 def wait_until_running(chat, conversation_id: str) -> None:
     deadline = time.monotonic() + 10
-    while conversation_id not in chat_storage(chat).running:
+    while not chat_storage(chat).database.held(conversation_id):
         assert time.monotonic() < deadline, "the turn never started"
         time.sleep(0.01)
 
@@ -85,15 +85,12 @@ def test_an_unexpected_failure_is_an_error_event_with_the_text_kept(chat, llm, m
 def failing_turn_writes(monkeypatch) -> list[int]:
     """Make every write of a turn's outcome fail; the count of tries is returned."""
     tries: list[int] = []
-    original = Storage.update
 
-    def update(self, conversation_id, change):
-        if getattr(change, "__name__", "") == "apply":
-            tries.append(1)
-            raise OSError("disk full")
-        return original(self, conversation_id, change)
+    def save_outcome(self, conversation_id, outcome):
+        tries.append(1)
+        raise OSError("disk full")
 
-    monkeypatch.setattr(Storage, "update", update)
+    monkeypatch.setattr(Database, "save_outcome", save_outcome)
     return tries
 
 

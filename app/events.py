@@ -1,0 +1,57 @@
+"""The Server-Sent Events of a turn, as the page reads them (`data: {"type": ...}`)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal, NotRequired, TypedDict
+
+
+class TextEvent(TypedDict):
+    """A piece of the answer ("delta") or of the model's reasoning ("reasoning")."""
+
+    type: Literal["delta", "reasoning"]
+    text: str
+
+
+class WarningEvent(TypedDict):
+    type: Literal["warning"]
+    message: str
+
+
+class CompressionEvent(TypedDict):
+    type: Literal["compression"]
+    messages: int
+    summary_tokens: int
+    facts_added: list[str]
+
+
+class ToolEvent(TypedDict):
+    """A search or a page read: its query or address, and what came back."""
+
+    type: Literal["search", "fetch"]
+    query: NotRequired[str]
+    url: NotRequired[str]
+
+
+class ErrorEvent(TypedDict):
+    type: Literal["error"]
+    kind: str
+    message: str
+    recovery: str
+    retry_after: float | None
+    restore: str | None
+    """The user's message, given back to the input when the turn left no answer."""
+
+
+class DoneEvent(TypedDict):
+    type: Literal["done"]
+    status: str
+    usage: dict[str, Any]
+    sources: list[dict[str, Any]]
+    totals: dict[str, Any]
+    budget: dict[str, Any]
+    truncated: bool
+    timing: dict[str, float]
+    at: str
+
+
+Event = TextEvent | WarningEvent | CompressionEvent | ToolEvent | ErrorEvent | DoneEvent

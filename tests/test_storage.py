@@ -1,0 +1,279 @@
+"""Conversations in SQLite: the import of older JSON files, search, leases shared by every
+process on the same DATA_DIR, schema versions, the export command, and a disk that is slow
+never freezing the other requests."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+
+import httpx
+import pytest
+
+from app.storage import SCHEMA_VERSION, Damaged, Database, new_owner
+from tests.chat_client import get_conversation, new_conversation, send
+from tests.conftest import ROOT, ChatService, chat_env
+from tests.fakes.llm_server import Reply
+
+OLD_FILE = {
+    "id": "20250301-0a1b2c3d4e",
+    "title": "Pierogi w Gdańsku",
+    "created": "2025-03-01T10:00:00.000000+00:00",
+    "updated": "2025-03-01T10:05:00.000000+00:00",
+    "settings": {"model": "fake-model", "search_locale": "pl-PL", "web_search": True},
+    "messages": [
+        {"role": "user", "content": "Gdzie zjeść pierogi?", "created": "2025-03-01T10:00:00"},
+        {
+            "role": "assistant",
+            "content": "W Gdańsku, na Starym Mieście.",
+            "status": "complete",
+            "sources": [{"url": "https://example.pl/pierogi", "title": "Pierogarnia"}],
+            "usage": {"prompt_tokens": 120, "completion_tokens": 9},
+        },
+    ],
+    "summary": "",
+    "summarized": 0,
+    "totals": {"prompt_tokens": 120, "completion_tokens": 9, "searches": 1},
+}
+
+
+@pytest.fixture
+def service(llm, searxng, tmp_path):
+    llm.clear()
+    started = ChatService(chat_env(llm, tmp_path), searxng.url).start()
+    yield started
+    started.stop()
+
+
+def listed(chat, query: str = "") -> list[str]:
+    response = httpx.get(f"{chat.url}/api/conversations", params={"q": query})
+    assert response.status_code == 200
+    return [c["id"] for c in response.json()]
+
+
+# -- import of the JSON files of earlier versions ----------------------------------------------
+
+
+def test_old_conversation_files_are_imported_then_set_aside(llm, searxng, tmp_path):
+    folder = tmp_path / "data" / "conversations"
+    folder.mkdir(parents=True)
+    (folder / f"{OLD_FILE['id']}.json").write_text(json.dumps(OLD_FILE), encoding="utf-8")
+    (folder / "20250302-ffffffffff.json").write_text('{"id": "20250302-ff', encoding="utf-8")
+    (tmp_path / "data" / "models.json").write_text('["my-model"]', encoding="utf-8")
+
+    service = ChatService(chat_env(llm, tmp_path), searxng.url).start()
+    try:
+        imported = get_conversation(service, OLD_FILE["id"])
+        assert imported["title"] == OLD_FILE["title"]
+        assert imported["messages"] == OLD_FILE["messages"]
+        assert imported["totals"] == OLD_FILE["totals"]
+        assert listed(service) == [OLD_FILE["id"]]  # the damaged file is not half-imported
+        config = httpx.get(f"{service.url}/api/config").json()
+        assert config["models"]["added"] == ["my-model"]
+        llm.script(Reply(text="Też w Krakowie."))
+        assert send(service, OLD_FILE["id"], "A w Krakowie?")[-1]["type"] == "done"
+    finally:
+        service.stop()
+    assert not folder.exists()
+    aside = next((tmp_path / "data").glob("conversations.imported-*"))
+    # Nothing deleted: both files, the unreadable one included, are kept where a user finds them.
+    assert sorted(p.name for p in aside.iterdir()) == [
+        f"{OLD_FILE['id']}.json",
+        "20250302-ffffffffff.json",
+    ]
+    assert (tmp_path / "data" / "models.json.imported").exists()
+
+
+def test_an_import_interrupted_halfway_is_finished_without_duplicates(tmp_path):
+    folder = tmp_path / "conversations"
+    folder.mkdir()
+    (folder / f"{OLD_FILE['id']}.json").write_text(json.dumps(OLD_FILE), encoding="utf-8")
+    database = Database(tmp_path / "chat.db")
+    database.import_one(OLD_FILE)  # a first start got this far, then died
+    assert database.import_files(tmp_path) == 0
+    assert database.ids() == [OLD_FILE["id"]]
+    assert len(database.load(OLD_FILE["id"])["messages"]) == 2
+
+
+# -- search ------------------------------------------------------------------------------------
+
+
+def test_search_matches_word_starts_in_any_case_with_or_without_accents(service, llm):
+    llm.script(Reply(text="Zupa żurek jest kwaśna."))
+    soup = new_conversation(service)
+    send(service, soup, "Jak ugotować żurek w Łodzi?")
+    other = new_conversation(service)
+    assert listed(service, "żurek") == [soup]
+    assert listed(service, "ZUREK") == [soup]  # no Polish keyboard needed
+    assert listed(service, "łodz") == [soup]  # a word's start, ó or o
+    assert listed(service, "kwaśna zupa") == [soup]  # every word, from the answer
+    assert listed(service, "kwaśna rosół") == []
+    assert listed(service, '"*) OR (') == []  # query syntax is text, not an error
+    assert set(listed(service, "")) == {soup, other}
+
+
+def test_a_renamed_conversation_is_found_by_its_new_title_only(service):
+    conversation_id = new_conversation(service)
+    url = f"{service.url}/api/conversations/{conversation_id}"
+    httpx.patch(url, json={"title": "Wakacje w Chorwacji"})
+    assert listed(service, "chorwacji") == [conversation_id]
+    httpx.patch(url, json={"title": "Urlop nad morzem"})
+    assert listed(service, "chorwacji") == [] and listed(service, "morzem") == [conversation_id]
+
+
+# -- leases ------------------------------------------------------------------------------------
+
+
+def test_two_services_on_one_data_dir_never_run_two_turns_at_once(llm, searxng, tmp_path):
+    env = chat_env(llm, tmp_path)
+    first = ChatService(env, searxng.url).start()
+    second = ChatService(env, searxng.url).start()
+    try:
+        conversation_id = new_conversation(first)
+        llm.script(Reply(text=[f"part {n} " for n in range(40)], chunk_delay=0.05))
+        thread = threading.Thread(target=send, args=(first, conversation_id, "Slowly."))
+        thread.start()
+        deadline = time.monotonic() + 10
+        while not first.app.state.services.storage.database.held(conversation_id):
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        url = f"{second.url}/api/conversations/{conversation_id}"
+        refused = httpx.post(f"{url}/chat", json={"message": "Me too"})
+        assert refused.status_code == 409 and "already running" in refused.json()["detail"]
+        assert httpx.post(f"{url}/rewind", json={}).status_code == 409
+        assert httpx.delete(url).status_code == 409
+        thread.join(timeout=30)
+        llm.script(Reply(text="Now it is my turn."))
+        assert send(second, conversation_id, "Me too")[-1]["type"] == "done"
+        messages = get_conversation(second, conversation_id)["messages"]
+        assert [m["content"] for m in messages][-2:] == ["Me too", "Now it is my turn."]
+        assert len(messages) == 4
+    finally:
+        first.stop()
+        second.stop()
+
+
+def dead_pid() -> int:
+    finished = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return int(finished.stdout)
+
+
+@pytest.mark.parametrize(
+    ("owner", "expires_in", "blocks"),
+    [
+        pytest.param(f"{socket.gethostname()}:{{dead}}:ab", 30, False, id="dead-owner-here"),
+        pytest.param("other-host:1:ab", -1, False, id="expired-elsewhere"),
+        pytest.param("other-host:1:ab", 30, True, id="live-elsewhere"),
+        pytest.param(f"{socket.gethostname()}:{os.getpid()}:ab", 30, True, id="live-here"),
+    ],
+)
+def test_a_lease_left_by_a_crash_is_taken_over(service, llm, owner, expires_in, blocks):
+    conversation_id = new_conversation(service)
+    with sqlite3.connect(service.settings.data_dir / "chat.db") as db:
+        db.execute(
+            "INSERT INTO leases (conversation, owner, expires) VALUES (?, ?, ?)",
+            (conversation_id, owner.format(dead=dead_pid()), time.time() + expires_in),
+        )
+    llm.script(Reply(text="Answered."))
+    url = f"{service.url}/api/conversations/{conversation_id}"
+    response = httpx.post(f"{url}/chat", json={"message": "Anyone there?"})
+    assert response.status_code == (409 if blocks else 200)
+
+
+def test_only_its_owner_releases_a_lease(tmp_path):
+    database = Database(tmp_path / "chat.db")
+    conversation_id = database.create("x", {})["id"]
+    mine, late = new_owner(), new_owner()
+    assert database.acquire(conversation_id, mine)
+    database.release(conversation_id, late)  # a late release from an older turn
+    assert database.held(conversation_id) and not database.acquire(conversation_id, late)
+    database.release(conversation_id, mine)
+    assert not database.held(conversation_id)
+
+
+# -- schema ------------------------------------------------------------------------------------
+
+
+def test_a_new_database_is_at_the_current_schema_and_a_newer_one_is_refused(tmp_path):
+    path = tmp_path / "chat.db"
+    Database(path).close()
+    with sqlite3.connect(path) as db:
+        assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+        assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        db.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
+    with pytest.raises(Damaged, match="newer version"):
+        Database(path)
+
+
+# -- nothing waits for the disk on the event loop ----------------------------------------------
+
+
+def test_a_slow_disk_does_not_hold_up_other_requests(service, monkeypatch):
+    conversation_id = new_conversation(service)
+    entered, release = threading.Event(), threading.Event()
+    original = Database.load
+
+    def slow_load(self, wanted):
+        entered.set()
+        release.wait(10)
+        return original(self, wanted)
+
+    monkeypatch.setattr(Database, "load", slow_load)
+    url = f"{service.url}/api/conversations/{conversation_id}"
+    reader = threading.Thread(target=httpx.get, args=(url,), kwargs={"timeout": 20})
+    reader.start()
+    assert entered.wait(10)
+    try:  # the load is stuck in the storage thread; the loop still answers
+        assert httpx.get(f"{service.url}/healthz", timeout=5).status_code == 200
+    finally:
+        release.set()
+        reader.join(timeout=20)
+
+
+# -- export ------------------------------------------------------------------------------------
+
+
+def export(data_dir, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "app", "export", *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, "DATA_DIR": str(data_dir)},
+        timeout=60,
+    )
+
+
+def test_export_prints_conversations_without_the_service(service, llm):
+    llm.script(Reply(text="Use **systemd** timers."))
+    first = new_conversation(service)
+    send(service, first, "How to run a job nightly?")
+    second = new_conversation(service)
+    data = service.settings.data_dir
+
+    as_markdown = export(data, first)
+    assert as_markdown.returncode == 0, as_markdown.stderr
+    assert "> How to run a job nightly?" in as_markdown.stdout
+    assert "Use **systemd** timers." in as_markdown.stdout
+
+    as_json = export(data, first, "--json")
+    assert json.loads(as_json.stdout) == get_conversation(service, first)
+
+    everything = export(data, "--all", "--json")
+    assert [c["id"] for c in json.loads(everything.stdout)] == [first, second]
+
+    missing = export(data, "20250101-0000000000")
+    assert missing.returncode == 1 and "no conversation" in missing.stderr
+    nowhere = export(data / "absent", "--all")
+    assert nowhere.returncode == 1 and "does not exist" in nowhere.stderr
