@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import http.server
 import json
-import sqlite3
 import socket
+import sqlite3
 import threading
 from collections.abc import Iterator
 

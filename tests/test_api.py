@@ -7,7 +7,6 @@ a test's own when it needs another model server or configuration)."""
 from __future__ import annotations
 
 import contextlib
-import json
 import sqlite3
 import time
 from collections.abc import Iterator
