@@ -158,7 +158,8 @@ def test_extract_json_maps_each_file_as_given(tmp_path):
     result = json.loads(run.stdout)
     assert list(result) == [relative, str(packed)]
     for entry in result.values():
-        assert set(entry) == {"title", "text", "chars"}
+        assert set(entry) == {"title", "text", "chars", "charset"}
+        assert entry["charset"]["name"] in ("utf-8", "ascii")
         assert entry["title"] == "Notes on sourdough"
         assert entry["text"].startswith("A sourdough starter is flour and water")
         assert entry["chars"] == len(entry["text"])
