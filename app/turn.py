@@ -533,7 +533,8 @@ class Saver:
     storage: Storage
     conversation_id: str
     outcome: Outcome
-    checkpoint_at: float = 0.0
+    checkpoint_at: float = field(default_factory=time.monotonic)
+    """Starts with the turn: the first piece of text goes to the user without a write."""
     saved: bool = False
     totals: dict[str, Any] = field(default_factory=dict)
     """The conversation's totals once the outcome is written, for the done event."""
