@@ -522,11 +522,7 @@ class Database:
         self.db.execute("UPDATE conversations SET updated = ? WHERE rowid = ?", (now(), rowid))
 
     def refuse_if_held(self, conversation_id: str, what: str) -> None:
-        held = self.db.execute(
-            "SELECT 1 FROM leases WHERE conversation = ? AND expires >= ? AND owner_alive(owner)",
-            (conversation_id, time.time()),
-        ).fetchone()
-        if held:
+        if self.held(conversation_id):
             raise Busy(f"a turn is running in this conversation; stop it first, then {what}")
 
     # -- leases ---------------------------------------------------------------------------
