@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import gc
 import ipaddress
 import json
 import logging
@@ -144,7 +145,11 @@ def cmd_serve(args: argparse.Namespace, settings: config.Settings) -> int:
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     with searxng_url(settings, supervise=True) as url:
         print(f"SearXNG: {url}; model server: {settings.llm_base_url}", flush=True)
-        uvicorn.run(create_app(settings, url), host=args.host, port=args.port, log_level="info")
+        app = create_app(settings, url)
+        # What start-up built lives as long as the process: out of the collector's sight,
+        # full collections stop walking it, which they would do mid-stream.
+        gc.freeze()
+        uvicorn.run(app, host=args.host, port=args.port, log_level="info")
     return 0
 
 

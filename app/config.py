@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -310,8 +311,10 @@ def settings_help() -> dict[str, str]:
     }
 
 
+@functools.cache
 def presets() -> dict[str, str]:
-    """System-prompt presets: file name without .txt -> text."""
+    """System-prompt presets: file name without .txt -> text. Read once: they ship with
+    the code, and every turn asks for the default one."""
     return {
         p.stem: p.read_text(encoding="utf-8").strip() for p in sorted(PRESETS_DIR.glob("*.txt"))
     }

@@ -76,6 +76,8 @@ CONNECT_SECONDS = 10.0
 # longer than a first byte may take).
 WINDOW_PROBE_SECONDS = 2.0
 MODELS_PROBE_SECONDS = 5.0
+DRAIN_SECONDS = 0.2
+"""How long the end of a body is waited for after [DONE], to keep the connection."""
 
 
 @dataclass(frozen=True)
@@ -405,6 +407,7 @@ class ModelClient:
                 while (sse := await self.next_event(events, deadline)) is not None:
                     if sse.data.strip() == "[DONE]":
                         finish = finish or "stop"
+                        await self.drain(events)
                         break
                     chunk = parse_chunk(sse.data)
                     # {"error": {...}}: OpenAI, vLLM, OpenRouter; {"object": "error", ...}:
@@ -473,6 +476,17 @@ class ModelClient:
             )
         except StopAsyncIteration:
             return None
+
+    async def drain(self, events: AsyncIterator[ServerSentEvent]) -> None:
+        """Read the body's end after [DONE], which usually came in the same packet: a
+        response read to its end leaves its connection open for the next request, saving
+        a connect per turn. A server that holds the body open is not waited for."""
+        try:
+            async with asyncio.timeout(DRAIN_SECONDS):
+                async for _ in events:
+                    pass
+        except (TimeoutError, httpx.TransportError, httpx.StreamError):
+            pass  # the answer was whole at [DONE]; this connection is simply not reused
 
     async def within(
         self, seconds: float, deadline: float, step: Awaitable[T], *, silent: str

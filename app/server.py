@@ -33,7 +33,6 @@ from app.searxng_client import Searxng
 from app.storage import (
     ID_PATTERN,
     Conflict,
-    Conversation,
     Damaged,
     InvalidId,
     Lease,
@@ -76,6 +75,16 @@ PAGE_HEADERS = {
     "Referrer-Policy": "no-referrer",
     "Cache-Control": "no-cache",
 }
+
+
+class PageFiles(StaticFiles):
+    """The page's scripts and styles, under the page's own headers. (Not an HTTP
+    middleware: one of those would also sit in the path of every SSE event.)"""
+
+    def file_response(self, *args: Any, **kwargs: Any) -> Response:
+        response = super().file_response(*args, **kwargs)
+        response.headers.update(PAGE_HEADERS)
+        return response
 
 
 def refused(message: str, status: int = 400) -> HTTPException:
@@ -170,18 +179,11 @@ def create_app(settings: config.Settings, searxng_url: str) -> FastAPI:
     async def page() -> FileResponse:
         return FileResponse(STATIC_DIR / "index.html", headers=PAGE_HEADERS)
 
-    @app.middleware("http")
-    async def static_headers(request: Request, call_next: Any) -> Response:
-        response = await call_next(request)
-        if request.url.path.startswith("/static/"):
-            response.headers.update(PAGE_HEADERS)
-        return response
-
     app.add_middleware(access.AccessControl, guard=app.state.access)  # outermost: first
     app.include_router(access.router)
     app.include_router(lab.router)
     app.include_router(status.router)
-    app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
+    app.mount("/static", PageFiles(directory=STATIC_DIR), name="static")
 
     @app.get("/api/config")
     async def api_config(request: Request) -> dict[str, Any]:
@@ -276,8 +278,8 @@ def create_app(settings: config.Settings, searxng_url: str) -> FastAPI:
             )
         return model
 
-    async def chosen_model(request: Request, asked: str | None, conversation: Conversation) -> str:
-        model = asked or conversation["settings"]["model"] or settings.default_model
+    async def chosen_model(request: Request, asked: str | None, chosen: dict[str, Any]) -> str:
+        model = asked or chosen.get("model") or settings.default_model
         if not model:
             raise refused("no model chosen: pass model, or set DEFAULT_MODEL", 422)
         return await check_model(request, model.strip())
@@ -313,8 +315,8 @@ def create_app(settings: config.Settings, searxng_url: str) -> FastAPI:
     async def chat(
         conversation_id: ConversationId, body: ChatMessage, request: Request
     ) -> Response:
-        conversation = await storage.run(db.load, conversation_id)
-        model = await chosen_model(request, body.model, conversation)
+        chosen = await storage.run(db.settings, conversation_id)
+        model = await chosen_model(request, body.model, chosen)
         lease = await storage.lease(conversation_id)
         try:
             await storage.run(db.add_user_message, conversation_id, body.message, model)
@@ -330,10 +332,8 @@ def create_app(settings: config.Settings, searxng_url: str) -> FastAPI:
     async def regenerate(
         conversation_id: ConversationId, request: Request, body: Regenerate | None = None
     ) -> Response:
-        conversation = await storage.run(db.load, conversation_id)
-        if not any(m["role"] == "user" for m in conversation["messages"]):
-            raise refused("nothing to regenerate: the conversation has no message", 409)
-        model = await chosen_model(request, body.model if body else None, conversation)
+        chosen = await storage.run(db.settings, conversation_id)
+        model = await chosen_model(request, body.model if body else None, chosen)
         lease = await storage.lease(conversation_id)
         try:
             await storage.run(db.drop_answer, conversation_id, model)

@@ -307,18 +307,13 @@ class Database:
             )
         return self.load(conversation_id)
 
-    def load(self, conversation_id: str) -> Conversation:
+    def load(self, conversation_id: str, *, details: bool = True) -> Conversation:
+        """The conversation; without `details` its messages are role and text only (what a
+        turn sends the model): their details (activity, sources) are most of the parsing."""
         row = self.row(conversation_id)
-        messages = self.db.execute(
-            "SELECT role, content, details FROM messages WHERE conversation = ? ORDER BY position",
-            (row[0],),
-        ).fetchall()
         try:
             conversation = conversation_from_row(row)
-            conversation["messages"] = [
-                {"role": role, "content": content, **json.loads(details)}
-                for role, content, details in messages
-            ]
+            conversation["messages"] = self.messages(row[0], details=details)
         except ValueError as exc:
             raise Damaged(
                 f"conversation {conversation_id} is damaged in {self.path} ({exc}): "
@@ -326,6 +321,24 @@ class Database:
                 "or delete it"
             ) from None
         return conversation
+
+    def settings(self, conversation_id: str) -> dict[str, Any]:
+        """Only the settings: what a request checks before a turn starts."""
+        try:
+            return json.loads(self.row(conversation_id)[6])
+        except ValueError as exc:
+            raise Damaged(f"conversation {conversation_id}: settings damaged ({exc})") from None
+
+    def messages(self, rowid: int, *, details: bool) -> list[Message]:
+        columns = "role, content, details" if details else "role, content, '{}'"
+        rows = self.db.execute(
+            f"SELECT {columns} FROM messages WHERE conversation = ? ORDER BY position", (rowid,)
+        )
+        if not details:
+            return [{"role": role, "content": content} for role, content, _ in rows]
+        return [
+            {"role": role, "content": content, **json.loads(extra)} for role, content, extra in rows
+        ]
 
     def row(self, conversation_id: str) -> tuple:
         row = self.db.execute(
@@ -651,8 +664,9 @@ class Storage:
         self.thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="storage")
         self.database = Database(root / DATABASE)
 
-    async def run(self, query: Callable[..., T], *args: Any) -> T:
-        future = asyncio.get_running_loop().run_in_executor(self.thread, partial(query, *args))
+    async def run(self, query: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        call = partial(query, *args, **kwargs)
+        future = asyncio.get_running_loop().run_in_executor(self.thread, call)
         with anyio.CancelScope(shield=True):
             return await asyncio.shield(future)
 
@@ -702,6 +716,7 @@ class Lease:
     conversation_id: str
     owner: str
     renewal: asyncio.Task[None] | None = None
+    released: bool = False
 
     async def keep(self) -> None:
         while True:
@@ -716,6 +731,9 @@ class Lease:
 
     async def release(self) -> None:
         """Idempotent; only this owner's row goes."""
+        if self.released:
+            return
+        self.released = True
         if self.renewal:
             self.renewal.cancel()
         await self.storage.run(self.storage.database.release, self.conversation_id, self.owner)

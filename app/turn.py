@@ -88,7 +88,7 @@ async def run_turn(services: Services, conversation_id: str, model: str) -> Asyn
     """Answer the conversation's last user message, yielding SSE events. The caller holds
     the conversation's lease, and closes this generator (aclosing) before releasing it."""
     storage = services.storage
-    conversation = await storage.run(storage.database.load, conversation_id)
+    conversation = await storage.run(storage.database.load, conversation_id, details=False)
     chosen = {**conversation_defaults(services.settings), **conversation["settings"]}
     conversation["settings"] = chosen
     pending = conversation["messages"][-1]["content"]

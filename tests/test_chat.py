@@ -131,6 +131,15 @@ def test_stop_closes_the_upstream_stream_and_keeps_the_partial_answer(chat, llm)
     assert messages[1]["content"] == "A fresh answer." and messages[1]["status"] == "complete"
 
 
+def test_turns_reuse_one_connection_to_the_model_server(chat, llm):
+    """A stream read to its end after [DONE] keeps its connection: no connect per turn."""
+    llm.script(*(Reply(text=f"answer {n}", split=3) for n in range(3)))
+    conversation_id = new_conversation(chat)
+    for n in range(3):
+        assert send(chat, conversation_id, f"question {n}")[-1]["type"] == "done"
+    assert len({r.client_port for r in llm.requests}) == 1
+
+
 def send_until(chat, conversation_id: str, message: str, deltas: int) -> Events:
     return stream(
         chat,

@@ -118,6 +118,7 @@ class Recorded:
     received_at: float  # time.monotonic()
     hung_up_at: float | None = None  # when the server noticed the client had gone, else None
     completed: bool = False  # the whole answer was sent (set just before its last bytes go out)
+    client_port: int = 0  # the connection it came on: requests on one kept-alive share it
 
 
 # --------------------------------------------------------------------------------------------
@@ -511,7 +512,7 @@ class _Handler(DispatchingHandler):
     def _chat(self, path: str, headers: dict[str, str], raw: bytes) -> None:
         fake = self.server.fake
         body, problem = _parse_chat(raw)
-        recorded = fake._record(body, headers, path)
+        recorded = fake._record(body, headers, path, self.client_address[1])
         refusal = fake._auth_error(headers) or problem  # auth is checked first, as OpenAI does
         if refusal is not None:
             fake._set_completed(recorded)
@@ -759,8 +760,8 @@ class FakeLLM(LoopbackFake):
         except IndexError:
             return None
 
-    def _record(self, body: dict, headers: dict[str, str], path: str) -> Recorded:
-        recorded = Recorded(body=body, headers=headers, path=path, received_at=time.monotonic())
+    def _record(self, body: dict, headers: dict[str, str], path: str, port: int) -> Recorded:
+        recorded = Recorded(body, headers, path, time.monotonic(), client_port=port)
         with self._changed:
             self.requests.append(recorded)
             self._changed.notify_all()
