@@ -59,12 +59,30 @@ class Services:
 
     async def served_window(self, model: str) -> int | None:
         """Read once per model. A server that did not say (a hosted API, or one that was
-        down) is asked again after a while, not on every turn: each read costs a round trip."""
+        down) is asked again after a while, not on every turn: each read costs a round trip.
+        Ollama's default window is only assumed until the model is loaded, when Ollama says
+        the one it really got (OLLAMA_CONTEXT_LENGTH may raise it): read again every turn
+        until then."""
         window, read_at = self.windows.get(model, (None, -WINDOW_RETRY_SECONDS))
-        if window is None and time.monotonic() - read_at >= WINDOW_RETRY_SECONDS:
+        unknown = window is None and time.monotonic() - read_at >= WINDOW_RETRY_SECONDS
+        ollama = self.model.ollama_windows.get(model)
+        if unknown or (ollama is not None and ollama.assumed):
             window = await self.model.served_window(model)
             self.windows[model] = (window, time.monotonic())
         return window
+
+    def window_note(self, model: str) -> str | None:
+        """For the context bar: Ollama runs the model in its small default window, which
+        cuts a longer prompt from its start without an error, and nothing here can raise it."""
+        ollama = self.model.ollama_windows.get(model)
+        if ollama is None or not ollama.runs_default:
+            return None
+        known = "" if ollama.loaded else " (assumed: the model is not loaded yet)"
+        return (
+            f"Ollama runs this model with its default window of {ollama.served} tokens{known} "
+            "and cuts a longer prompt from its start; raise it with OLLAMA_CONTEXT_LENGTH on "
+            "the Ollama server or PARAMETER num_ctx in a Modelfile"
+        )
 
 
 def conversation_defaults(settings: config.Settings) -> dict[str, Any]:
@@ -113,7 +131,12 @@ async def run_turn(services: Services, conversation_id: str, model: str) -> Asyn
         budget = context.effective_budget(chosen["context_budget"], window)
         reserve = context.completion_reserve(services.settings.max_completion_tokens, budget)
         projected = context.projected_tokens(measured_base(conversation), pending, reserve)
-        outcome.budget = {"limit": budget, "window": window, "projected": projected}
+        outcome.budget = {
+            "limit": budget,
+            "window": window,
+            "window_note": services.window_note(model),
+            "projected": projected,
+        }
 
         # 2. Compress when over budget: old turns into the summary, facts into memory.
         keep = services.settings.keep_recent_messages

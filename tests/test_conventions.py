@@ -167,11 +167,6 @@ def test_ollama_window_caps_the_budget(searxng, tmp_path, served_with, window):
     assert budget["limit"] == window  # below the default budget of 102400
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="app/turn.py Services.served_window keeps a read window for good; an Ollama "
-    "default is an assumption to read again (lead: see the helper report)",
-)
 def test_an_assumed_ollama_window_is_read_again_once_the_model_is_loaded(searxng, tmp_path):
     with served(searxng, tmp_path, routes=ollama_routes(OLLAMA_MODEL)) as (fake, chat):
         fake.script(ollama_stream(OLLAMA_MODEL, ["One."]), ollama_stream(OLLAMA_MODEL, ["Two."]))
@@ -182,18 +177,17 @@ def test_an_assumed_ollama_window_is_read_again_once_the_model_is_loaded(searxng
         second = send(chat, conversation_id, "Again")
     assert done(first)["budget"]["window"] == 4096
     assert done(second)["budget"]["window"] == 32768
+    assert done(second)["budget"]["window_note"] is None  # no longer Ollama's default
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="app/turn.py budget_report has no word for the context bar on Ollama's default "
-    "window yet (lead: see the helper report)",
-)
 def test_the_context_bar_is_told_when_ollama_runs_its_default_window(searxng, tmp_path):
     with served(searxng, tmp_path, routes=ollama_routes(OLLAMA_MODEL)) as (fake, chat):
         fake.script(ollama_stream(OLLAMA_MODEL, ["Warsaw."]))
-        budget = done(one_turn(chat))["budget"]
-    assert "OLLAMA_CONTEXT_LENGTH" in (budget.get("window_note") or "")
+        conversation_id, events = converse(chat, "What is the capital of Poland?")
+        stored = get_conversation(chat, conversation_id)["budget"]
+    note = done(events)["budget"].get("window_note") or ""
+    assert "4096" in note and "OLLAMA_CONTEXT_LENGTH" in note and "num_ctx" in note
+    assert stored["window_note"] == note  # a reopened conversation shows it too
 
 
 # -- vLLM ------------------------------------------------------------------------------------

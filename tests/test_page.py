@@ -14,7 +14,9 @@ from playwright.sync_api import Page, expect
 from tests.browser import open_page
 from tests.chat_client import get_conversation
 from tests.conftest import ChatService, chat_env
+from tests.fakes.conventions import ollama_routes, ollama_stream
 from tests.fakes.llm_server import (
+    FakeLLM,
     Reply,
     ToolCall,
     content_filtered,
@@ -555,3 +557,25 @@ def test_a_refused_and_unsolicited_fetch_shows_in_the_trail(page, llm):
     expect(step).to_contain_text(f"Refused to read “{metadata}”")
     expect(step.locator(".unsolicited")).to_have_text("not from a result or your message")
     assert page.log.outside() == []
+
+
+def test_ollamas_default_window_is_noted_on_the_context_bar(browser, pages, searxng, tmp_path):
+    routes = ollama_routes("fake-model")  # not loaded, no num_ctx: Ollama's default window
+    with FakeLLM(models=["fake-model", "fake-small"], routes=routes) as fake:
+        service = ChatService(chat_env(fake, tmp_path, pages), searxng.url).start()
+        page = open_page(browser, service.url)
+        try:
+            fake.script(ollama_stream("fake-model", ["Warsaw."]))
+            send(page, "What is the capital of Poland?")
+            wait_turn_end(page)
+            note = page.locator(".context-label .window-note.warning")
+            expect(note).to_be_visible()
+            expect(note).to_contain_text("default window of 4096 tokens")
+            expect(note).to_contain_text("OLLAMA_CONTEXT_LENGTH")
+            # Reopened, the conversation's stored budget brings the note back.
+            page.reload()
+            expect(page.locator(".context-label .window-note.warning")).to_be_visible()
+            assert page.log.errors == []
+        finally:
+            page.context.close()
+            service.stop()
