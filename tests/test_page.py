@@ -14,7 +14,7 @@ from playwright.sync_api import Page, expect
 from tests.browser import open_page
 from tests.chat_client import get_conversation
 from tests.conftest import ChatService, chat_env
-from tests.fakes.conventions import ollama_routes, ollama_stream
+from tests.fakes.conventions import llamacpp_stream_unparsed, ollama_routes, ollama_stream
 from tests.fakes.llm_server import (
     FakeLLM,
     Reply,
@@ -231,6 +231,21 @@ def test_a_model_without_tools_answers_with_a_visible_warning(page, llm):
     expect(answer.locator(".trail summary")).to_contain_text("1 warning")
     answer.locator(".trail summary").click()
     expect(answer.locator(".timeline .warning")).to_contain_text("rejected the web tools")
+
+
+def test_text_of_an_attempt_the_server_discards_leaves_the_page(page, llm):
+    garbage = ["You may call ", "these tools ", "by answering.\n\n", "Still garbage "]
+    llm.script(
+        llamacpp_stream_unparsed("fake-model", garbage, delay=0.05),
+        Reply(text="Answer without the web."),
+    )
+    send(page, "Anything new?")
+    wait_turn_end(page)
+    answer = page.locator(".message.assistant").last
+    expect(answer.locator(".answer")).to_have_text("Answer without the web.")
+    answer.locator(".trail summary").click()
+    expect(answer.locator(".timeline .warning")).to_contain_text("did not parse")
+    assert page.log.errors == []
 
 
 def test_a_lost_connection_to_the_service_says_so_and_retries(page, llm, chat):

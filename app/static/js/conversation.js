@@ -369,6 +369,9 @@ export class ConversationView {
       case "reasoning":
         answer.addReasoning(event.text);
         return null;
+      case "retry":
+        answer.replaceStreamed(event.text, event.reasoning);
+        return null;
       case "search":
       case "fetch":
         answer.addActivity(event);
