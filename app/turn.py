@@ -77,11 +77,12 @@ class Services:
         ollama = self.model.ollama_windows.get(model)
         if ollama is None or not ollama.runs_default:
             return None
-        known = "" if ollama.loaded else " (assumed: the model is not loaded yet)"
+        # Not "not loaded": the turn's request loads it, and the note is stored with the turn.
+        window = f"{ollama.served} tokens" if ollama.loaded else f"assumed {ollama.served} tokens"
         return (
-            f"Ollama runs this model with its default window of {ollama.served} tokens{known} "
-            "and cuts a longer prompt from its start; raise it with OLLAMA_CONTEXT_LENGTH on "
-            "the Ollama server or PARAMETER num_ctx in a Modelfile"
+            f"Ollama runs this model with its default window ({window}) and silently cuts a "
+            "longer prompt from its start; raise it with OLLAMA_CONTEXT_LENGTH on the Ollama "
+            "server or PARAMETER num_ctx in a Modelfile"
         )
 
 

@@ -585,7 +585,7 @@ def test_ollamas_default_window_is_noted_on_the_context_bar(browser, pages, sear
             wait_turn_end(page)
             note = page.locator(".context-label .window-note.warning")
             expect(note).to_be_visible()
-            expect(note).to_contain_text("default window of 4096 tokens")
+            expect(note).to_contain_text("default window (assumed 4096 tokens)")
             expect(note).to_contain_text("OLLAMA_CONTEXT_LENGTH")
             # Reopened, the conversation's stored budget brings the note back.
             page.reload()
