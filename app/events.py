@@ -12,6 +12,16 @@ class TextEvent(TypedDict):
     text: str
 
 
+class RetryEvent(TypedDict):
+    """What the answer keeps when an attempt that already streamed is discarded and run
+    again (a tool call llama.cpp could not parse): the page shows these in place of all it
+    was sent so far."""
+
+    type: Literal["retry"]
+    text: str
+    reasoning: str
+
+
 class WarningEvent(TypedDict):
     type: Literal["warning"]
     message: str
@@ -54,4 +64,6 @@ class DoneEvent(TypedDict):
     at: str
 
 
-Event = TextEvent | WarningEvent | CompressionEvent | ToolEvent | ErrorEvent | DoneEvent
+Event = (
+    TextEvent | RetryEvent | WarningEvent | CompressionEvent | ToolEvent | ErrorEvent | DoneEvent
+)

@@ -664,6 +664,12 @@ class OllamaWindow:
         return self.loaded or self.modelfile or self.default
 
     @property
+    def assumed(self) -> bool:
+        """The window is our guess of Ollama's default, not one Ollama reported: a model that
+        is not loaded may still get a larger one from OLLAMA_CONTEXT_LENGTH."""
+        return self.loaded is None and self.modelfile is None
+
+    @property
     def runs_default(self) -> bool:
         """Served with Ollama's small default window: nobody set num_ctx or raised it."""
         return self.modelfile is None and self.served <= self.default

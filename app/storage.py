@@ -470,6 +470,14 @@ class Database:
             self.upsert(row[0], position, message)
             self.db.execute("UPDATE conversations SET updated = ? WHERE rowid = ?", (now(), row[0]))
 
+    def drop_message(self, conversation_id: str, position: int) -> None:
+        """A checkpointed answer whose text was discarded, with nothing left to keep."""
+        with self.write():
+            row = self.row(conversation_id)
+            self.db.execute(
+                "DELETE FROM messages WHERE conversation = ? AND position = ?", (row[0], position)
+            )
+
     def save_outcome(self, conversation_id: str, outcome: OutcomeWrite) -> dict[str, Any]:
         """A turn's whole outcome in one transaction; the conversation's new totals."""
         with self.write(durable=True):

@@ -59,12 +59,31 @@ class Services:
 
     async def served_window(self, model: str) -> int | None:
         """Read once per model. A server that did not say (a hosted API, or one that was
-        down) is asked again after a while, not on every turn: each read costs a round trip."""
+        down) is asked again after a while, not on every turn: each read costs a round trip.
+        Ollama's default window is only assumed until the model is loaded, when Ollama says
+        the one it really got (OLLAMA_CONTEXT_LENGTH may raise it): read again every turn
+        until then."""
         window, read_at = self.windows.get(model, (None, -WINDOW_RETRY_SECONDS))
-        if window is None and time.monotonic() - read_at >= WINDOW_RETRY_SECONDS:
+        unknown = window is None and time.monotonic() - read_at >= WINDOW_RETRY_SECONDS
+        ollama = self.model.ollama_windows.get(model)
+        if unknown or (ollama is not None and ollama.assumed):
             window = await self.model.served_window(model)
             self.windows[model] = (window, time.monotonic())
         return window
+
+    def window_note(self, model: str) -> str | None:
+        """For the context bar: Ollama runs the model in its small default window, which
+        cuts a longer prompt from its start without an error, and nothing here can raise it."""
+        ollama = self.model.ollama_windows.get(model)
+        if ollama is None or not ollama.runs_default:
+            return None
+        # Not "not loaded": the turn's request loads it, and the note is stored with the turn.
+        window = f"{ollama.served} tokens" if ollama.loaded else f"assumed {ollama.served} tokens"
+        return (
+            f"Ollama runs this model with its default window ({window}) and silently cuts a "
+            "longer prompt from its start; raise it with OLLAMA_CONTEXT_LENGTH on the Ollama "
+            "server or PARAMETER num_ctx in a Modelfile"
+        )
 
 
 def conversation_defaults(settings: config.Settings) -> dict[str, Any]:
@@ -113,7 +132,12 @@ async def run_turn(services: Services, conversation_id: str, model: str) -> Asyn
         budget = context.effective_budget(chosen["context_budget"], window)
         reserve = context.completion_reserve(services.settings.max_completion_tokens, budget)
         projected = context.projected_tokens(measured_base(conversation), pending, reserve)
-        outcome.budget = {"limit": budget, "window": window, "projected": projected}
+        outcome.budget = {
+            "limit": budget,
+            "window": window,
+            "window_note": services.window_note(model),
+            "projected": projected,
+        }
 
         # 2. Compress when over budget: old turns into the summary, facts into memory.
         keep = services.settings.keep_recent_messages
@@ -142,6 +166,7 @@ async def run_turn(services: Services, conversation_id: str, model: str) -> Asyn
             if with_tools and runner.declarations():
                 payload["tools"] = runner.declarations()
             calls: list[ToolCall] = []
+            outcome.start_round()
             try:
                 async for event in services.model.stream(payload):
                     if event.type == "delta":
@@ -163,13 +188,23 @@ async def run_turn(services: Services, conversation_id: str, model: str) -> Asyn
                     elif event.type == "finish" and event.text == "length":
                         outcome.truncated = True
             except LLMError as error:
-                if (
-                    error.kind == "tools_unsupported"
-                    and "tools" in payload
-                    and not outcome.produced
-                ):
+                if error.kind == "tools_unsupported" and "tools" in payload:
+                    # llama.cpp streams the text, then fails when it does not parse as a
+                    # tool call: that text is garbage, so it goes, and the round runs again
+                    # without tools (once: the retry declares none).
                     with_tools = False
                     notice = "this model rejected the web tools; answering without them"
+                    if outcome.discard_round():
+                        await saver.retract()
+                        yield {
+                            "type": "retry",
+                            "text": outcome.text,
+                            "reasoning": outcome.reasoning,
+                        }
+                        notice = (
+                            "this model could not call the web tools (its output did not parse); "
+                            "answering again without them"
+                        )
                     outcome.warnings.append(notice)
                     yield {"type": "warning", "message": notice}
                     continue
@@ -401,16 +436,29 @@ class Outcome:
     breakdown: dict[str, int] = field(default_factory=dict)
     budget: dict[str, Any] = field(default_factory=dict)
     text_mark: int = 0
+    """Where this round's text starts (the text before it went with earlier tool calls)."""
+    reasoning_mark: int = 0
     clock: Clock = field(default_factory=Clock)
 
     @property
     def produced(self) -> bool:
         return bool(self.text or self.reasoning or self.activity)
 
+    def start_round(self) -> None:
+        self.text_mark, self.reasoning_mark = len(self.text), len(self.reasoning)
+
     def round_text(self) -> str:
-        """Text streamed since the last tool round (it goes with that round's calls)."""
-        text, self.text_mark = self.text[self.text_mark :], len(self.text)
-        return text
+        """Text streamed in this round (it goes with this round's calls)."""
+        return self.text[self.text_mark :]
+
+    def discard_round(self) -> bool:
+        """Forget what this round streamed, for a retry; whether there was anything."""
+        streamed = len(self.text) > self.text_mark or len(self.reasoning) > self.reasoning_mark
+        self.text, self.reasoning = (
+            self.text[: self.text_mark],
+            self.reasoning[: self.reasoning_mark],
+        )
+        return streamed
 
     def add_usage(self, raw: dict[str, Any] | None) -> None:
         usage = normalize_usage(raw, floor_prompt_tokens=self.floor)
@@ -536,6 +584,7 @@ class Saver:
     checkpoint_at: float = field(default_factory=time.monotonic)
     """Starts with the turn: the first piece of text goes to the user without a write."""
     saved: bool = False
+    checkpointed: bool = False
     totals: dict[str, Any] = field(default_factory=dict)
     """The conversation's totals once the outcome is written, for the done event."""
 
@@ -557,8 +606,26 @@ class Saver:
                 self.outcome.position,
                 partial,
             )
+            self.checkpointed = True
         except Exception:
             logger.exception("checkpoint of turn %s failed", self.conversation_id)
+
+    async def retract(self) -> None:
+        """Text the user saw was discarded: a checkpoint holding it is rewritten now, or
+        removed when nothing is left, not at the outcome's write (a crash meanwhile would
+        leave the discarded text as the answer)."""
+        if self.saved or not self.checkpointed:
+            return
+        if self.outcome.produced:
+            await self.checkpoint(force=True)
+            return
+        try:
+            await self.storage.run(
+                self.storage.database.drop_message, self.conversation_id, self.outcome.position
+            )
+            self.checkpointed = False
+        except Exception:
+            logger.exception("removing the checkpoint of turn %s failed", self.conversation_id)
 
     async def persist(self) -> bool:
         """Write the outcome once; whether it is written. A turn still running here was

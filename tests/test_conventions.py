@@ -16,9 +16,17 @@ import pytest
 
 from app import config
 from app.llm import classify, could_be_call, parse_text_calls
-from tests.chat_client import Events, event_types, get_conversation, new_conversation, send
+from tests.chat_client import (
+    Events,
+    event_types,
+    get_conversation,
+    new_conversation,
+    send,
+    stream,
+)
 from tests.conftest import ChatService, chat_env
 from tests.fakes.conventions import (
+    llamacpp_stream_unparsed,
     lmstudio_context_overflow,
     lmstudio_routes,
     lmstudio_stream,
@@ -167,11 +175,6 @@ def test_ollama_window_caps_the_budget(searxng, tmp_path, served_with, window):
     assert budget["limit"] == window  # below the default budget of 102400
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="app/turn.py Services.served_window keeps a read window for good; an Ollama "
-    "default is an assumption to read again (lead: see the helper report)",
-)
 def test_an_assumed_ollama_window_is_read_again_once_the_model_is_loaded(searxng, tmp_path):
     with served(searxng, tmp_path, routes=ollama_routes(OLLAMA_MODEL)) as (fake, chat):
         fake.script(ollama_stream(OLLAMA_MODEL, ["One."]), ollama_stream(OLLAMA_MODEL, ["Two."]))
@@ -182,18 +185,17 @@ def test_an_assumed_ollama_window_is_read_again_once_the_model_is_loaded(searxng
         second = send(chat, conversation_id, "Again")
     assert done(first)["budget"]["window"] == 4096
     assert done(second)["budget"]["window"] == 32768
+    assert done(second)["budget"]["window_note"] is None  # no longer Ollama's default
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="app/turn.py budget_report has no word for the context bar on Ollama's default "
-    "window yet (lead: see the helper report)",
-)
 def test_the_context_bar_is_told_when_ollama_runs_its_default_window(searxng, tmp_path):
     with served(searxng, tmp_path, routes=ollama_routes(OLLAMA_MODEL)) as (fake, chat):
         fake.script(ollama_stream(OLLAMA_MODEL, ["Warsaw."]))
-        budget = done(one_turn(chat))["budget"]
-    assert "OLLAMA_CONTEXT_LENGTH" in (budget.get("window_note") or "")
+        conversation_id, events = converse(chat, "What is the capital of Poland?")
+        stored = get_conversation(chat, conversation_id)["budget"]
+    note = done(events)["budget"].get("window_note") or ""
+    assert "4096" in note and "OLLAMA_CONTEXT_LENGTH" in note and "num_ctx" in note
+    assert stored["window_note"] == note  # a reopened conversation shows it too
 
 
 # -- vLLM ------------------------------------------------------------------------------------
@@ -264,6 +266,48 @@ def test_vllm_without_a_tool_parser_is_answered_without_tools(chat, llm):
     events = one_turn(chat, "Hi")
     assert event_types(events) == ["warning", "delta", "done"]
     assert "tools" not in llm.requests[-1].body
+
+
+# -- llama.cpp -------------------------------------------------------------------------------
+
+GARBAGE = ["You may call ", "these tools ", "by answering ", "with "]
+
+
+def test_llamacpp_output_that_does_not_parse_is_discarded_and_answered_without_tools(chat, llm):
+    llm.script(llamacpp_stream_unparsed("fake-model", GARBAGE), Reply(text="Warsaw."))
+    conversation_id, events = converse(chat, "What is the capital of Poland?")
+    first, retried = (r.body for r in llm.requests[-2:])
+    assert event_types(events) == ["delta", "retry", "warning", "delta", "done"]
+    retry = next(e for e in events if e["type"] == "retry")
+    assert retry == {"type": "retry", "text": "", "reasoning": ""}  # nothing of it is kept
+    warning = next(e for e in events if e["type"] == "warning")["message"]
+    assert "did not parse" in warning and "without them" in warning
+    assert "tools" in first and "tools" not in retried
+    stored = get_conversation(chat, conversation_id)["messages"][-1]
+    assert (stored["content"], stored["status"]) == ("Warsaw.", "complete")
+    assert stored["warnings"] == [warning]
+
+
+def test_a_discarded_attempt_leaves_no_checkpoint_behind(chat, llm):
+    """Its text was checkpointed while it streamed; Stop once the retry is announced, before
+    any new text, must not leave that text stored as the interrupted answer."""
+    llm.script(llamacpp_stream_unparsed("fake-model", GARBAGE, delay=0.25), Reply(stall_after=0))
+    conversation_id = new_conversation(chat)
+    checkpointed: list[str] = []
+
+    def stop(events: Events) -> bool:
+        if sum(e["type"] == "delta" for e in events) == len(GARBAGE) and not checkpointed:
+            answer = get_conversation(chat, conversation_id)["messages"][-1]
+            checkpointed.append(answer["content"] if answer["role"] == "assistant" else "")
+        return events[-1]["type"] == "warning"
+
+    events = stream(
+        chat, f"/api/conversations/{conversation_id}/chat", {"message": "Capital?"}, stop=stop
+    )
+    assert events[-2]["type"] == "retry"
+    assert checkpointed and checkpointed[0].startswith("You may call")  # it had been saved
+    messages = get_conversation(chat, conversation_id)["messages"]
+    assert [m["role"] for m in messages] == ["user"]
 
 
 # -- LM Studio -------------------------------------------------------------------------------

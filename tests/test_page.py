@@ -14,7 +14,9 @@ from playwright.sync_api import Page, expect
 from tests.browser import open_page
 from tests.chat_client import get_conversation
 from tests.conftest import ChatService, chat_env
+from tests.fakes.conventions import llamacpp_stream_unparsed, ollama_routes, ollama_stream
 from tests.fakes.llm_server import (
+    FakeLLM,
     Reply,
     ToolCall,
     content_filtered,
@@ -229,6 +231,21 @@ def test_a_model_without_tools_answers_with_a_visible_warning(page, llm):
     expect(answer.locator(".trail summary")).to_contain_text("1 warning")
     answer.locator(".trail summary").click()
     expect(answer.locator(".timeline .warning")).to_contain_text("rejected the web tools")
+
+
+def test_text_of_an_attempt_the_server_discards_leaves_the_page(page, llm):
+    garbage = ["You may call ", "these tools ", "by answering.\n\n", "Still garbage "]
+    llm.script(
+        llamacpp_stream_unparsed("fake-model", garbage, delay=0.05),
+        Reply(text="Answer without the web."),
+    )
+    send(page, "Anything new?")
+    wait_turn_end(page)
+    answer = page.locator(".message.assistant").last
+    expect(answer.locator(".answer")).to_have_text("Answer without the web.")
+    answer.locator(".trail summary").click()
+    expect(answer.locator(".timeline .warning")).to_contain_text("did not parse")
+    assert page.log.errors == []
 
 
 def test_a_lost_connection_to_the_service_says_so_and_retries(page, llm, chat):
@@ -555,3 +572,25 @@ def test_a_refused_and_unsolicited_fetch_shows_in_the_trail(page, llm):
     expect(step).to_contain_text(f"Refused to read “{metadata}”")
     expect(step.locator(".unsolicited")).to_have_text("not from a result or your message")
     assert page.log.outside() == []
+
+
+def test_ollamas_default_window_is_noted_on_the_context_bar(browser, pages, searxng, tmp_path):
+    routes = ollama_routes("fake-model")  # not loaded, no num_ctx: Ollama's default window
+    with FakeLLM(models=["fake-model", "fake-small"], routes=routes) as fake:
+        service = ChatService(chat_env(fake, tmp_path, pages), searxng.url).start()
+        page = open_page(browser, service.url)
+        try:
+            fake.script(ollama_stream("fake-model", ["Warsaw."]))
+            send(page, "What is the capital of Poland?")
+            wait_turn_end(page)
+            note = page.locator(".context-label .window-note.warning")
+            expect(note).to_be_visible()
+            expect(note).to_contain_text("default window (assumed 4096 tokens)")
+            expect(note).to_contain_text("OLLAMA_CONTEXT_LENGTH")
+            # Reopened, the conversation's stored budget brings the note back.
+            page.reload()
+            expect(page.locator(".context-label .window-note.warning")).to_be_visible()
+            assert page.log.errors == []
+        finally:
+            page.context.close()
+            service.stop()

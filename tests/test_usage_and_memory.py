@@ -57,6 +57,17 @@ def test_projection_adds_measured_estimate_and_reserve():
 def test_estimate_rounds_up_and_counts_bytes():
     assert context.estimate_tokens("abcd") == 2
     assert context.estimate_tokens("żółć") > context.estimate_tokens("zolc")
+    assert context.estimate_tokens("") == 0
+
+
+def test_estimate_counts_each_ascii_digit_and_punctuation_mark_as_a_token():
+    # Gemma's, Llama's and Qwen's tokenizers split numbers into single digits.
+    assert context.estimate_tokens("2024-01-15") == 10
+    assert context.estimate_tokens("$1,234.50") == 9
+    # Only the rest goes by bytes: "Room " and " floor" are 11 bytes, 4 tokens.
+    assert context.estimate_tokens("Room 101, floor") == 4 + 3 + 1
+    # A digit of another script is not ASCII: it goes by its bytes (٣ is 2 bytes).
+    assert context.estimate_tokens("٣٣٣") == 2
 
 
 def test_tool_calls_assembled_from_fragments_by_index():

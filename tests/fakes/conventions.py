@@ -298,6 +298,37 @@ def vllm_tools_unsupported() -> Reply:
 
 
 # --------------------------------------------------------------------------------------------
+# llama.cpp's llama-server (the build tests/test_llama_server.py runs, from the llama.cpp
+# sources of llama-cpp-python 0.3.36: its stream recorded with tools declared, greedy)
+
+LLAMACPP_UNPARSED = "The model produced output that does not match the expected peg-native format"
+
+
+def llamacpp_stream_unparsed(model: str, text: list[str], *, delay: float = 0.0) -> Reply:
+    """Tools declared and the output not a call it can parse: llama-server streams the text
+    as content (a first chunk with ``content: null``), then one error event (code 500,
+    type server_error) and ends the stream: no finish_reason, no usage, no [DONE]."""
+
+    def build(body: dict) -> list[dict | str]:
+        def chunk(delta: dict) -> dict[str, Any]:
+            return {
+                "choices": [{"finish_reason": None, "index": 0, "delta": delta}],
+                "created": CREATED,
+                "id": "chatcmpl-4k4no138STeCJrzclqplM3kiPFGdK1mt",
+                "model": model,
+                "system_fingerprint": "b1-0c1e570",
+                "object": "chat.completion.chunk",
+            }
+
+        events: list[dict | str] = [chunk({"role": "assistant", "content": None})]
+        events += [chunk({"content": t}) for t in text]
+        error = {"code": 500, "message": LLAMACPP_UNPARSED, "type": "server_error"}
+        return [*events, {"error": error}]
+
+    return Reply(wire=build, chunk_delay=delay)
+
+
+# --------------------------------------------------------------------------------------------
 # LM Studio (lmstudio-ai/docs: 1_developer/3_openai-compat/chat-completions.md lists the
 # payload parameters it takes, stream_options not among them; 1_developer/2_rest/list.md)
 

@@ -218,7 +218,11 @@ export class ConversationView {
         el("span", { className: "context-share", text: `context ${format.percent(used + results, limit)}% of ${format.tokens(limit)}` }),
         el("span", { text: measured ? `${used.toLocaleString()} tokens measured by the server${results ? `, ${results.toLocaleString()} more for this turn's tool results` : ""}` : `~${format.tokens(used)} estimated (the server reported no usage)` }),
       );
-      if (budget.window && budget.window < this.settings.context_budget) {
+      // Ollama's default window says more than "capped": the prompt is cut silently, and
+      // only the Ollama server's settings can raise it.
+      if (budget.window_note) {
+        label.append(el("span", { className: "window-note warning", role: "note", text: budget.window_note }));
+      } else if (budget.window && budget.window < this.settings.context_budget) {
         label.append(el("span", { className: "window-note", text: `the server serves ${format.tokens(budget.window)} tokens: budget capped` }));
       }
     } else {
@@ -364,6 +368,9 @@ export class ConversationView {
         return null;
       case "reasoning":
         answer.addReasoning(event.text);
+        return null;
+      case "retry":
+        answer.replaceStreamed(event.text, event.reasoning);
         return null;
       case "search":
       case "fetch":

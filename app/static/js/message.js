@@ -88,6 +88,15 @@ export class AnswerView {
     this.renderTrail();
   }
 
+  /** The service discarded an attempt it runs again: only what it keeps stays shown. */
+  replaceStreamed(text, reasoning) {
+    this.text = text;
+    this.reasoning = reasoning;
+    this.renderedStable = -1;
+    this.scheduleRender();
+    this.renderTrail();
+  }
+
   addActivity(event) {
     this.activity.push(event);
     this.renderTrail();
