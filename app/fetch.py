@@ -12,16 +12,20 @@ from __future__ import annotations
 
 import asyncio
 import ipaddress
+import multiprocessing
 import re
 import socket
 import zlib
+from collections.abc import Awaitable, Callable
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import asdict, dataclass
 from urllib.parse import unquote
 
 import httpx
 
 from app.charset import decode_text
-from app.extract import extract_html
+from app.extract import Extracted, extract_html
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 
@@ -125,6 +129,41 @@ class _Reply:
     body: bytes
 
 
+Extract = Callable[[bytes, str, str | None], Awaitable[Extracted]]
+"""Title and main text from an HTML body, its final address and its declared charset."""
+
+
+async def extract_in_thread(body: bytes, url: str, charset: str | None) -> Extracted:
+    """For a command that fetches one page: nothing else waits on its event loop."""
+    return await asyncio.to_thread(extract_html, body, url, charset)
+
+
+class ExtractionProcess:
+    """Extraction in a worker process, for the service. A page of a few MB takes seconds of
+    CPU in lxml and trafilatura; in a thread that would hold the GIL, and every stream
+    would stall behind it. The worker starts with the first page (its imports take about
+    a third of a second) and is replaced if it dies."""
+
+    def __init__(self) -> None:
+        self.pool: ProcessPoolExecutor | None = None
+
+    async def __call__(self, body: bytes, url: str, charset: str | None) -> Extracted:
+        if self.pool is None:
+            # spawn: a fork of a process running threads (storage, SQLite) is not safe.
+            context = multiprocessing.get_context("spawn")
+            self.pool = ProcessPoolExecutor(max_workers=1, mp_context=context)
+        loop = asyncio.get_running_loop()
+        try:
+            return await loop.run_in_executor(self.pool, extract_html, body, url, charset)
+        except BrokenProcessPool as exc:
+            self.pool = None
+            raise FetchFailed(f"extracting {url} failed: the worker process died") from exc
+
+    def close(self) -> None:
+        if self.pool is not None:
+            self.pool.shutdown(wait=False, cancel_futures=True)
+
+
 async def fetch_page(
     url: str,
     *,
@@ -132,6 +171,7 @@ async def fetch_page(
     max_bytes: int = 5_000_000,
     timeout: float = 15.0,
     max_redirects: int = 5,
+    extract: Extract = extract_in_thread,
 ) -> Page:
     """Fetch a page and extract its main text. ``allow_hosts`` holds ``host:port`` entries
     exempt from the port and address rules: the test suite's loopback page server."""
@@ -144,10 +184,10 @@ async def fetch_page(
     except httpx.HTTPError as exc:
         raise FetchFailed(f"network error fetching {url}: {exc}") from exc
     if reply.content_type in HTML_TYPES:
-        # Decoding and extraction take tens of milliseconds of CPU: keep them off the loop.
-        extracted = await asyncio.to_thread(extract_html, reply.body, str(final), reply.charset)
+        extracted = await extract(reply.body, str(final), reply.charset)
         title, text = extracted.title, extracted.text
     else:
+        # Decoding takes milliseconds of CPU a megabyte: off the loop.
         title, text = "", (await asyncio.to_thread(decode_text, reply.body, reply.charset)).text
     return Page(
         url=str(final),

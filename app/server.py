@@ -124,6 +124,7 @@ def create_app(settings: config.Settings, searxng_url: str) -> FastAPI:
         await app.state.lag.stop()
         await model.aclose()
         await searxng.aclose()
+        app.state.services.extraction.close()
         storage.close()
 
     app = FastAPI(

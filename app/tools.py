@@ -17,7 +17,14 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from app import config
-from app.fetch import FetchFailed, FetchRefused, fetch_page, for_model
+from app.fetch import (
+    Extract,
+    FetchFailed,
+    FetchRefused,
+    extract_in_thread,
+    fetch_page,
+    for_model,
+)
 from app.llm import ToolCall
 from app.searxng_client import SearchError, Searxng
 
@@ -94,6 +101,7 @@ class ToolRunner:
     fetches_left: int
     user_text: str = ""
     """The conversation's user messages: an address found there was asked for by the user."""
+    extract: Extract = extract_in_thread
     sources: list[dict[str, Any]] = field(default_factory=list)
     done: dict[str, Outcome] = field(default_factory=dict)
     seen_urls: set[str] = field(default_factory=set)
@@ -211,7 +219,9 @@ class ToolRunner:
             event["unsolicited"] = True
         started = time.monotonic()
         try:
-            page = await fetch_page(url, allow_hosts=self.settings.fetch_allow_hosts)
+            page = await fetch_page(
+                url, allow_hosts=self.settings.fetch_allow_hosts, extract=self.extract
+            )
         except FetchRefused as exc:
             return failed({**event, "refused": True}, f"fetch refused: {exc}")
         except FetchFailed as exc:

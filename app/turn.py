@@ -20,6 +20,7 @@ from typing import Any
 from app import config, context
 from app.context import DEFAULT_COMPRESS_PROMPT
 from app.events import DoneEvent, ErrorEvent, Event
+from app.fetch import ExtractionProcess
 from app.llm import LLMError, ModelClient, ToolCall, Usage, normalize_usage
 from app.searxng_client import Searxng
 from app.storage import Conversation, Damaged, Message, OutcomeWrite, Storage, now
@@ -45,6 +46,7 @@ class Services:
     listed: tuple[list[str], float] = ([], -MODELS_CACHE_SECONDS)
     memory_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     """Held by every write of memory.md: the Settings editor's and compression's."""
+    extraction: ExtractionProcess = field(default_factory=ExtractionProcess)
 
     async def offered_models(self) -> list[str]:
         """The picker's models: configured, listed by the server (asked at most once a
@@ -124,6 +126,7 @@ async def run_turn(services: Services, conversation_id: str, model: str) -> Asyn
         fetches_left=chosen["fetch_max_uses"] if chosen["web_fetch"] else 0,
         # An address the user gave is asked for; one only a page suggests is flagged.
         user_text="\n".join(m["content"] for m in conversation["messages"] if m["role"] == "user"),
+        extract=services.extraction,
     )
     outcome.sources = runner.sources
     try:

@@ -94,13 +94,13 @@ class ScriptedLLM(FakeLLM):
         self.first_requests: dict[str, dict] = {}
         self._asked = threading.local()
 
-    def _record(self, body: dict, headers: dict[str, str], path: str) -> Recorded:
+    def _record(self, body: dict, headers: dict[str, str], path: str, port: int) -> Recorded:
         # Called on the request's own thread just before _next_reply, which reads it back.
         self._asked.body = body
         messages = body.get("messages") or [{}]
         if messages[-1].get("role") == "user":
             self.first_requests[str(messages[-1].get("content"))] = body
-        return super()._record(body, headers, path)
+        return super()._record(body, headers, path, port)
 
     def _next_reply(self) -> Reply:
         body = self._asked.body

@@ -190,7 +190,7 @@ async def seed_big(http: httpx.AsyncClient, url: str) -> tuple[str, int]:
     while written < BIG_BYTES:
         turn = await chat_turn(http, url, conversation, f"{written}: {text}")
         if turn.done is None:
-            raise RuntimeError(f"seeding the big conversation failed: {turn}")
+            raise RuntimeError(f"seeding the big conversation failed: {turn.error or turn.types}")
         written += len(text.encode())
     response = await http.get(f"{url}/api/conversations/{conversation}")
     return conversation, len(response.content)

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import ipaddress
+import multiprocessing
+import os
 import shutil
 import subprocess
 from collections.abc import Iterator
@@ -28,7 +30,7 @@ from app.fetch import (
     for_model,
     parse_allow_hosts,
 )
-from tests.fakes.pages import ARTICLE_TITLE, PLAIN_TEXT, POLISH_SENTENCE, PageServer
+from tests.fakes.pages import ARTICLE, ARTICLE_TITLE, PLAIN_TEXT, POLISH_SENTENCE, PageServer
 
 
 def fetch_url(url: str, **kwargs: Any) -> Page:
@@ -296,3 +298,36 @@ def test_a_long_page_is_cut_to_the_token_cap_with_a_visible_marker() -> None:
 
 def test_an_empty_page_says_so_rather_than_sending_nothing() -> None:
     assert for_model(page_with("")).endswith("(the page has no readable text)")
+
+
+def test_the_service_extracts_in_a_worker_process_and_replaces_one_that_dies(
+    pages: PageServer,
+) -> None:
+    """A worker killed mid-page fails that page with a clear error; the next page gets a
+    new worker. (In a thread, a large page would hold the GIL against every stream.)"""
+    huge = ARTICLE.replace("</article>", "<p>Pierogi z kapustą. </p>" * 150_000 + "</article>")
+
+    async def scenario() -> tuple[Page, str, Page]:
+        extraction = fetch.ExtractionProcess()
+        try:
+            first = await fetch_page(
+                pages.url + "/article", allow_hosts=frozenset({pages.host}), extract=extraction
+            )
+            workers = multiprocessing.active_children()
+            assert len(workers) == 1 and workers[0].pid != os.getpid()
+            doomed = asyncio.ensure_future(extraction(huge.encode(), "http://x/", "utf-8"))
+            await asyncio.sleep(0.3)
+            workers[0].kill()
+            with pytest.raises(FetchFailed) as failed:
+                await doomed
+            again = await fetch_page(
+                pages.url + "/article", allow_hosts=frozenset({pages.host}), extract=extraction
+            )
+            return first, str(failed.value), again
+        finally:
+            extraction.close()
+
+    first, failure, again = asyncio.run(scenario())
+    assert first.title == ARTICLE_TITLE
+    assert "worker process died" in failure
+    assert again.text == first.text
