@@ -11,10 +11,12 @@ wire, in bytes once decompressed, and in content type.
 from __future__ import annotations
 
 import asyncio
+import functools
 import ipaddress
 import multiprocessing
 import re
 import socket
+import ssl
 import zlib
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ProcessPoolExecutor
@@ -22,6 +24,7 @@ from concurrent.futures.process import BrokenProcessPool
 from dataclasses import asdict, dataclass
 from urllib.parse import unquote
 
+import certifi
 import httpx
 
 from app.charset import decode_text
@@ -146,12 +149,12 @@ class ExtractionProcess:
 
     def __init__(self) -> None:
         self.pool: ProcessPoolExecutor | None = None
+        self.starting = asyncio.Lock()
 
     async def __call__(self, body: bytes, url: str, charset: str | None) -> Extracted:
-        if self.pool is None:
-            # spawn: a fork of a process running threads (storage, SQLite) is not safe.
-            context = multiprocessing.get_context("spawn")
-            self.pool = ProcessPoolExecutor(max_workers=1, mp_context=context)
+        async with self.starting:
+            if self.pool is None:
+                self.pool = await asyncio.to_thread(started_pool)
         loop = asyncio.get_running_loop()
         try:
             return await loop.run_in_executor(self.pool, extract_html, body, url, charset)
@@ -162,6 +165,15 @@ class ExtractionProcess:
     def close(self) -> None:
         if self.pool is not None:
             self.pool.shutdown(wait=False, cancel_futures=True)
+
+
+def started_pool() -> ProcessPoolExecutor:
+    """A pool whose worker is already running: starting one takes milliseconds of CPU (and
+    the first submit starts it), which must not be the event loop's."""
+    # spawn: a fork of a process running threads (storage, SQLite) is not safe.
+    pool = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"))
+    pool.submit(int).result()
+    return pool
 
 
 async def fetch_page(
@@ -457,13 +469,21 @@ async def _request(
     # A client per hop: a pooled TLS connection verified for one name must not carry a
     # request for another. trust_env=False: a proxy from the environment would resolve the
     # name again, past our checks.
-    async with httpx.AsyncClient(timeout=timeout, trust_env=False) as client:
+    verify = await asyncio.to_thread(tls_context, certifi.where())
+    async with httpx.AsyncClient(timeout=timeout, trust_env=False, verify=verify) as client:
         request = client.build_request("GET", target, headers=headers, extensions=extensions)
         response = await client.send(request, stream=True)
         try:
             return await _reply(url, response, max_bytes)
         finally:
             await response.aclose()
+
+
+@functools.lru_cache(maxsize=2)
+def tls_context(cafile: str) -> ssl.SSLContext:
+    """Made once, in a thread: loading the CA bundle takes over 10 ms of CPU, which a new
+    client would otherwise spend on the event loop at every hop."""
+    return ssl.create_default_context(cafile=cafile)
 
 
 async def _reply(url: httpx.URL, response: httpx.Response, max_bytes: int) -> _Reply | httpx.URL:

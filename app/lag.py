@@ -1,13 +1,24 @@
 """How late the event loop runs: a ticker that sleeps a fixed interval and records how much
 longer than asked each sleep took. A stream stalls exactly as long as the loop is late, so
-this is what a user feels when one request blocks the others (LOOP_LAG_PROBE=1)."""
+this is what a user feels when one request blocks the others (LOOP_LAG_PROBE=1).
+
+A watchdog thread also logs where the loop was when it ran later than STALL_LOG_MS: the
+stack of whatever held it, which is the way to find what to move off the loop."""
 
 from __future__ import annotations
 
 import asyncio
+import logging
+import sys
+import threading
 import time
+import traceback
+
+logger = logging.getLogger(__name__)
 
 TICK_SECONDS = 0.005
+STALL_LOG_MS = 20.0
+WATCH_SECONDS = 0.002
 
 
 class LagProbe:
@@ -16,11 +27,17 @@ class LagProbe:
     def __init__(self) -> None:
         self.worst_ms = 0.0
         self.task: asyncio.Task[None] | None = None
+        self.beat = time.perf_counter()
+        self.watching = threading.Event()
 
     def start(self) -> None:
         self.task = asyncio.create_task(self._tick())
+        self.watching.set()
+        loop_thread = threading.get_ident()
+        threading.Thread(target=self._watch, args=(loop_thread,), daemon=True).start()
 
     async def stop(self) -> None:
+        self.watching.clear()
         if self.task:
             self.task.cancel()
             await asyncio.gather(self.task, return_exceptions=True)
@@ -33,4 +50,17 @@ class LagProbe:
         while True:
             asked = time.perf_counter() + TICK_SECONDS
             await asyncio.sleep(TICK_SECONDS)
-            self.worst_ms = max(self.worst_ms, (time.perf_counter() - asked) * 1000)
+            self.beat = time.perf_counter()
+            self.worst_ms = max(self.worst_ms, (self.beat - asked) * 1000)
+
+    def _watch(self, loop_thread: int) -> None:
+        logged = 0.0
+        while self.watching.is_set():
+            time.sleep(WATCH_SECONDS)
+            beat = self.beat
+            late_ms = (time.perf_counter() - beat) * 1000 - TICK_SECONDS * 1000
+            if late_ms > STALL_LOG_MS and beat != logged:
+                logged = beat  # one report per stall
+                frame = sys._current_frames().get(loop_thread)
+                stack = "".join(traceback.format_stack(frame)[-12:]) if frame else "(gone)\n"
+                logger.warning("event loop held for over %.0f ms, at:\n%s", late_ms, stack)

@@ -78,6 +78,9 @@ WINDOW_PROBE_SECONDS = 2.0
 MODELS_PROBE_SECONDS = 5.0
 DRAIN_SECONDS = 0.2
 """How long the end of a body is waited for after [DONE], to keep the connection."""
+LARGE_REQUEST_CHARS = 200_000
+"""A request whose messages hold more text than this is encoded in a thread."""
+JSON_HEADERS = {"Content-Type": "application/json"}
 
 
 @dataclass(frozen=True)
@@ -345,6 +348,27 @@ class Event:
     usage: dict[str, Any] | None = None
 
 
+async def request_body(body: dict[str, Any]) -> bytes:
+    """The request's JSON. A long history (megabytes) is encoded in a thread, a message at
+    a time: json.dumps of it whole is one C call that holds the GIL, and so the event loop
+    and every other stream, for tens of milliseconds."""
+    messages = body.get("messages") or []
+    if sum(len(str(m.get("content") or "")) for m in messages) < LARGE_REQUEST_CHARS:
+        return compact_json(body)
+    return await asyncio.to_thread(encode_in_parts, body)
+
+
+def encode_in_parts(body: dict[str, Any]) -> bytes:
+    others = compact_json({k: v for k, v in body.items() if k != "messages"})[1:-1]
+    parts = b",".join(compact_json(m) for m in body["messages"])
+    return b"{" + others + (b"," if others else b"") + b'"messages":[' + parts + b"]}"
+
+
+def compact_json(value: Any) -> bytes:
+    """As httpx encodes a json= body."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
+
+
 class ModelClient:
     """One OpenAI-compatible server (``LLM_BASE_URL`` ends with ``/v1``)."""
 
@@ -388,7 +412,11 @@ class ModelClient:
                     deadline,
                     stack.enter_async_context(
                         aconnect_sse(
-                            self.http, "POST", f"{self.base_url}/chat/completions", json=body
+                            self.http,
+                            "POST",
+                            f"{self.base_url}/chat/completions",
+                            content=await request_body(body),
+                            headers=JSON_HEADERS,
                         )
                     ),
                     silent=f"no answer within {self.limits.first_byte:g} s "
@@ -514,7 +542,9 @@ class ModelClient:
         try:
             async with asyncio.timeout(self.limits.total):
                 response = await self.http.post(
-                    f"{self.base_url}/chat/completions", json={**payload, "stream": False}
+                    f"{self.base_url}/chat/completions",
+                    content=await request_body({**payload, "stream": False}),
+                    headers=JSON_HEADERS,
                 )
         except TimeoutError:
             raise LLMError(

@@ -99,8 +99,9 @@ class ToolRunner:
     engines: str | None
     searches_left: int
     fetches_left: int
-    user_text: str = ""
-    """The conversation's user messages: an address found there was asked for by the user."""
+    user_messages: list[str] = field(default_factory=list)
+    """An address found in the user's messages was asked for by the user. Searched only
+    when a page is fetched: joined every turn, a long conversation's would cost the loop."""
     extract: Extract = extract_in_thread
     sources: list[dict[str, Any]] = field(default_factory=list)
     done: dict[str, Outcome] = field(default_factory=dict)
@@ -242,7 +243,9 @@ class ToolRunner:
         one that came from neither was likely put in the model's way by a page."""
         wanted = normalized_url(url)
         return wanted in self.seen_urls or any(
-            normalized_url(found) == wanted for found in URL_IN_TEXT.findall(self.user_text)
+            normalized_url(found) == wanted
+            for text in self.user_messages
+            for found in URL_IN_TEXT.findall(text)
         )
 
 

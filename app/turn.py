@@ -125,7 +125,7 @@ async def run_turn(services: Services, conversation_id: str, model: str) -> Asyn
         searches_left=chosen["search_max_uses"] if chosen["web_search"] else 0,
         fetches_left=chosen["fetch_max_uses"] if chosen["web_fetch"] else 0,
         # An address the user gave is asked for; one only a page suggests is flagged.
-        user_text="\n".join(m["content"] for m in conversation["messages"] if m["role"] == "user"),
+        user_messages=[m["content"] for m in conversation["messages"] if m["role"] == "user"],
         extract=services.extraction,
     )
     outcome.sources = runner.sources

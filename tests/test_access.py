@@ -239,6 +239,15 @@ def test_a_chat_message_with_a_lone_surrogate_is_refused_before_the_turn(chat, l
     assert llm.requests == []
 
 
+def test_brackets_and_escaped_quotes_inside_text_are_not_nesting(chat):
+    """Only structure counts towards the depth limit: code or a quote pasted in a text
+    (brackets, escaped quotes and backslashes) goes through."""
+    text = 'print(d["k"]) # \\" [[[[[[[[[[[[[[[[[[[[ {{{{{{{{{{{{{{{{{{{{\n' * 50
+    saved = httpx.put(f"{chat.url}/api/memory", json={"text": text})
+    assert saved.status_code == 200, saved.text
+    assert httpx.get(f"{chat.url}/api/memory").json()["text"] == text
+
+
 def test_size_and_depth_limits_name_the_limit(chat):
     huge = {"text": "x" * (MAX_BODY_BYTES + 10)}
     too_big = httpx.put(f"{chat.url}/api/memory", json=huge)

@@ -140,6 +140,25 @@ def test_turns_reuse_one_connection_to_the_model_server(chat, llm):
     assert len({r.client_port for r in llm.requests}) == 1
 
 
+def test_a_long_history_reaches_the_model_server_whole(chat, llm):
+    """Past LARGE_REQUEST_CHARS the request is encoded in a thread, a message at a time."""
+    pasted = 'Zażółć gęślą jaźń "cytat" \\ ✓\n' * 4_000  # about 125,000 characters
+    llm.script(Reply(text="Read it."), Reply(text="Read that too."), Reply(text="Still here."))
+    conversation_id = new_conversation(chat)
+    send(chat, conversation_id, pasted)
+    send(chat, conversation_id, pasted.upper())
+    assert send(chat, conversation_id, "and now?")[-1]["type"] == "done"
+    sent = llm.requests[2].body
+    assert [m["content"] for m in sent["messages"] if m["role"] != "system"] == [
+        pasted,
+        "Read it.",
+        pasted.upper(),
+        "Read that too.",
+        "and now?",
+    ]
+    assert sent["model"] and sent["stream"] is True
+
+
 def send_until(chat, conversation_id: str, message: str, deltas: int) -> Events:
     return stream(
         chat,

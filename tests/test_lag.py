@@ -1,0 +1,36 @@
+"""LOOP_LAG_PROBE: how late the event loop ran, and where it was held when a stall was long."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+
+import pytest
+
+from app.lag import STALL_LOG_MS, LagProbe
+
+
+def hold_the_loop(seconds: float) -> None:
+    time.sleep(seconds)  # what a blocking call in a handler does to every stream
+
+
+def test_a_stall_is_measured_and_logged_with_the_stack_that_held_the_loop(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    async def scenario() -> float:
+        probe = LagProbe()
+        probe.start()
+        await asyncio.sleep(0.05)
+        probe.take()
+        hold_the_loop(STALL_LOG_MS * 3 / 1000)
+        await asyncio.sleep(0.05)
+        stalled = probe.take()
+        await probe.stop()
+        return stalled
+
+    with caplog.at_level(logging.WARNING, logger="app.lag"):
+        stalled = asyncio.run(scenario())
+    assert stalled >= STALL_LOG_MS * 2
+    reports = [r.getMessage() for r in caplog.records if r.name == "app.lag"]
+    assert any("event loop held" in r and "hold_the_loop" in r for r in reports)
