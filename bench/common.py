@@ -225,6 +225,15 @@ class Service:
         return found
 
 
+def service_log() -> int:
+    """Where the service's log goes: BENCH_SERVICE_LOG=path keeps it (appended), e.g. for
+    LOOP_LAG_PROBE's reports of what held the event loop."""
+    path = os.environ.get("BENCH_SERVICE_LOG")
+    if not path:
+        return subprocess.DEVNULL
+    return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+
+
 @contextmanager
 def service(
     env: dict[str, str], root: Path = ROOT, *, wrapper: list[str] | None = None
@@ -233,9 +242,10 @@ def service(
     e.g. a profiler); stopped with SIGTERM, as a supervisor stops it, so a profiler writes."""
     port = free_port()
     command = [*(wrapper or [sys.executable]), "-m", "app", "serve", "--port", str(port)]
-    process = subprocess.Popen(
-        command, cwd=root, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-    )
+    log = service_log()
+    process = subprocess.Popen(command, cwd=root, env=env, stdout=subprocess.DEVNULL, stderr=log)
+    if log != subprocess.DEVNULL:
+        os.close(log)  # the service has its own copy
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 60
     while True:
