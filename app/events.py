@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any, Literal, NotRequired, TypedDict
 
+from app.storage import ToolRefusal
+
 
 class TextEvent(TypedDict):
     """A piece of the answer ("delta") or of the model's reasoning ("reasoning")."""
@@ -25,6 +27,9 @@ class RetryEvent(TypedDict):
 class WarningEvent(TypedDict):
     type: Literal["warning"]
     message: str
+    tools_refused: NotRequired[ToolRefusal]
+    """The model's server refused the web tools and that is now remembered: the page marks
+    the model in its picker."""
 
 
 class CompressionEvent(TypedDict):

@@ -110,11 +110,21 @@ class Limits:
 class LLMError(Exception):
     """A failed model call, with the kind that decides its recovery (SPEC 4.5)."""
 
-    def __init__(self, kind: str, message: str, retry_after: float | None = None) -> None:
+    def __init__(
+        self,
+        kind: str,
+        message: str,
+        retry_after: float | None = None,
+        *,
+        tools_refused: bool = False,
+    ) -> None:
         super().__init__(message)
         self.kind = Failure(kind)
         self.message = message
         self.retry_after = retry_after
+        self.tools_refused = tools_refused
+        """The server refused the tool declarations themselves, as it will every time (not
+        a model output that failed to parse as a tool call, which may parse next time)."""
 
 
 def error_text(body: Any) -> str:
@@ -143,7 +153,9 @@ def classify(status: int, body: Any, headers: httpx.Headers | dict[str, str]) ->
     if CONTENT_FILTER.search(f"{code} {text}"):
         return LLMError("content_filter", f"the model server refused the content: {text}")
     if status in (400, 404, 422) and TOOLS_UNSUPPORTED.search(text):
-        return LLMError("tools_unsupported", f"the model does not accept tools: {text}")
+        return LLMError(
+            "tools_unsupported", f"the model does not accept tools: {text}", tools_refused=True
+        )
     if TOOL_OUTPUT_UNPARSED.search(text):
         return LLMError("tools_unsupported", f"the model cannot call tools here: {text}")
     return LLMError("upstream", f"the model server answered {status}: {text}")

@@ -42,6 +42,9 @@ from app.storage import (
 from app.turn import Services, conversation_defaults, run_turn
 
 ConversationId = Annotated[str, PathParam(pattern=ID_PATTERN, description="a conversation id")]
+ModelPath = Annotated[
+    str, PathParam(min_length=1, max_length=200, description="a model id, slashes and all")
+]
 SSE_RESPONSE = {
     200: {
         "description": "Server-Sent Events: data: {type, ...} frames",
@@ -195,6 +198,7 @@ def create_app(settings: config.Settings, searxng_url: str) -> FastAPI:
                 "server": [m for m in listed if m not in settings.models],
                 "added": await storage.run(db.models),
             },
+            "tool_refusals": await storage.run(db.tool_refusals),
             "default_model": settings.default_model,
             "summary_model": settings.summary_model,
             "defaults": conversation_defaults(settings),
@@ -217,6 +221,13 @@ def create_app(settings: config.Settings, searxng_url: str) -> FastAPI:
     async def put_models(body: ModelList) -> dict[str, list[str]]:
         await storage.run(db.set_models, body.models)
         return {"models": body.models}
+
+    @app.delete("/api/models/tool-refusals/{model:path}", status_code=204, responses=errors(404))
+    async def forget_tool_refusal(model: ModelPath) -> Response:
+        """Forget that the model's server refused the web tools: its next turn offers them."""
+        if not await storage.run(db.forget_tool_refusal, model):
+            raise refused(f"no refusal of the web tools is remembered for {model[:80]!r}", 404)
+        return Response(status_code=204)
 
     @app.get("/api/conversations")
     async def list_conversations(q: Annotated[str, config.Text(200)] = "") -> list[dict[str, Any]]:

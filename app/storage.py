@@ -45,6 +45,8 @@ DATABASE = "chat.db"
 LEASE_SECONDS = 30.0
 """A crashed owner on another host holds a conversation at most this long."""
 BUSY_TIMEOUT_MS = 10_000
+MAX_REASON_CHARS = 500
+"""A model server's refusal is kept this long: enough to say why, bounded whatever it sent."""
 T = TypeVar("T")
 
 
@@ -99,6 +101,16 @@ class OutcomeWrite(TypedDict):
     """Added to the conversation's totals."""
     budget: dict[str, Any] | None
     usage: dict[str, int] | None
+
+
+class ToolRefusal(TypedDict):
+    """A model whose server refused the tool declarations: it is offered none until the
+    user clears this, instead of each turn being refused and sent again."""
+
+    model: str
+    at: str
+    reason: str
+    """The model server's words."""
 
 
 class NotFound(LookupError):
@@ -232,6 +244,13 @@ MIGRATIONS = [
         INSERT INTO title_words (title_words, rowid, title) VALUES ('delete', old.rowid, old.title);
         INSERT INTO title_words (rowid, title) VALUES (new.rowid, new.title);
     END;
+    """,
+    """
+    CREATE TABLE tool_refusals (
+        model TEXT PRIMARY KEY,
+        at TEXT NOT NULL,
+        reason TEXT NOT NULL
+    );
     """,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -594,6 +613,34 @@ class Database:
             self.db.executemany(
                 "INSERT INTO models (position, id) VALUES (?, ?)", enumerate(models)
             )
+
+    # -- models that refused the tools ----------------------------------------------------
+
+    def tool_refusals(self) -> list[ToolRefusal]:
+        rows = self.db.execute("SELECT model, at, reason FROM tool_refusals ORDER BY model")
+        return [{"model": model, "at": at, "reason": reason} for model, at, reason in rows]
+
+    def tool_refusal(self, model: str) -> ToolRefusal | None:
+        row = self.db.execute(
+            "SELECT model, at, reason FROM tool_refusals WHERE model = ?", (model,)
+        ).fetchone()
+        return {"model": row[0], "at": row[1], "reason": row[2]} if row else None
+
+    def refuse_tools(self, model: str, reason: str) -> ToolRefusal:
+        refusal: ToolRefusal = {"model": model, "at": now(), "reason": reason[:MAX_REASON_CHARS]}
+        with self.write():
+            self.db.execute(
+                "INSERT INTO tool_refusals (model, at, reason) VALUES (?, ?, ?) "
+                "ON CONFLICT (model) DO UPDATE SET at = excluded.at, reason = excluded.reason",
+                (refusal["model"], refusal["at"], refusal["reason"]),
+            )
+        return refusal
+
+    def forget_tool_refusal(self, model: str) -> bool:
+        """Whether there was one: the next turn with this model declares the tools again."""
+        with self.write():
+            forgotten = self.db.execute("DELETE FROM tool_refusals WHERE model = ?", (model,))
+            return forgotten.rowcount == 1
 
     # -- import of the JSON files of earlier versions -------------------------------------
 

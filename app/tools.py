@@ -117,6 +117,10 @@ class ToolRunner:
             offered.append(FETCH_DECLARATION)
         return offered
 
+    def withdraw(self) -> None:
+        """No tool from here on: the model cannot take them."""
+        self.searches_left = self.fetches_left = 0
+
     def note(self, template: str) -> str:
         # Plain replacement, not str.format: an edited note may hold other braces.
         return template.replace("{searches}", str(self.searches_left)).replace(

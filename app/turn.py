@@ -19,11 +19,11 @@ from typing import Any
 
 from app import config, context
 from app.context import DEFAULT_COMPRESS_PROMPT
-from app.events import DoneEvent, ErrorEvent, Event
+from app.events import DoneEvent, ErrorEvent, Event, WarningEvent
 from app.fetch import ExtractionProcess
 from app.llm import LLMError, ModelClient, ToolCall, Usage, normalize_usage
 from app.searxng_client import Searxng
-from app.storage import Conversation, Damaged, Message, OutcomeWrite, Storage, now
+from app.storage import Conversation, Damaged, Message, OutcomeWrite, Storage, ToolRefusal, now
 from app.tools import DEFAULT_TOOL_NOTE, ToolRunner
 
 logger = logging.getLogger(__name__)
@@ -130,6 +130,7 @@ async def run_turn(services: Services, conversation_id: str, model: str) -> Asyn
     )
     outcome.sources = runner.sources
     try:
+        refusal = await storage.run(storage.database.tool_refusal, model)
         # 1. Project the next request's size from the last measured prompt.
         window = await services.served_window(model)
         budget = context.effective_budget(chosen["context_budget"], window)
@@ -153,10 +154,17 @@ async def run_turn(services: Services, conversation_id: str, model: str) -> Asyn
         if trouble:
             outcome.warnings.append(trouble)
             yield {"type": "warning", "message": trouble}
+        if refusal and runner.declarations():
+            # Not declared at all: the server would refuse them again, and the retry costs
+            # a round trip (and the tool note a share of the context) every turn.
+            runner.withdraw()
+            notice = withheld_notice(refusal)
+            outcome.warnings.append(notice)
+            yield {"type": "warning", "message": notice}
         messages = assemble(conversation, runner, outcome, memory)
+        assembled = len(messages)
 
         # 4. Stream, running the tool loop until the model answers.
-        with_tools = bool(runner.declarations())
         for round_number in range(services.settings.max_tool_rounds + 1):
             if round_number == services.settings.max_tool_rounds:
                 runner.searches_left = runner.fetches_left = 0  # last round: answer now
@@ -166,7 +174,7 @@ async def run_turn(services: Services, conversation_id: str, model: str) -> Asyn
                 "max_tokens": reserve,
                 **services.settings.model_params.get(model, {}),
             }
-            if with_tools and runner.declarations():
+            if runner.declarations():
                 payload["tools"] = runner.declarations()
             calls: list[ToolCall] = []
             outcome.start_round()
@@ -194,9 +202,23 @@ async def run_turn(services: Services, conversation_id: str, model: str) -> Asyn
                 if error.kind == "tools_unsupported" and "tools" in payload:
                     # llama.cpp streams the text, then fails when it does not parse as a
                     # tool call: that text is garbage, so it goes, and the round runs again
-                    # without tools (once: the retry declares none).
-                    with_tools = False
-                    notice = "this model rejected the web tools; answering without them"
+                    # without tools (once: the retry declares none) and without the note
+                    # that offers them; this round's tool exchanges stay.
+                    runner.withdraw()
+                    fresh = assemble(conversation, runner, outcome, memory)
+                    messages, assembled = fresh + messages[assembled:], len(fresh)
+                    warning: WarningEvent = {
+                        "type": "warning",
+                        "message": "this model rejected the web tools; answering without them",
+                    }
+                    if error.tools_refused:  # every later turn would be refused too
+                        warning["tools_refused"] = await storage.run(
+                            storage.database.refuse_tools, model, error.message
+                        )
+                        warning["message"] = (
+                            "this model rejected the web tools; answering without them, now "
+                            "and in later turns (the model picker can clear that)"
+                        )
                     if outcome.discard_round():
                         await saver.retract()
                         yield {
@@ -204,18 +226,19 @@ async def run_turn(services: Services, conversation_id: str, model: str) -> Asyn
                             "text": outcome.text,
                             "reasoning": outcome.reasoning,
                         }
-                        notice = (
+                        warning["message"] = (
                             "this model could not call the web tools (its output did not parse); "
                             "answering again without them"
                         )
-                    outcome.warnings.append(notice)
-                    yield {"type": "warning", "message": notice}
+                    outcome.warnings.append(warning["message"])
+                    yield warning
                     continue
                 if error.kind == "context_overflow" and not outcome.produced and not outcome.forced:
                     outcome.forced = True  # compress once and retry; a second overflow fails
                     async for event in compress(services, conversation, outcome):
                         yield event
                     messages = assemble(conversation, runner, outcome, memory)
+                    assembled = len(messages)
                     continue
                 raise
             if not calls:
@@ -310,6 +333,14 @@ def assemble(
     declarations = json.dumps(runner.declarations()) if runner.declarations() else ""
     outcome.breakdown = context.breakdown(layers, history, context.estimate_tokens(declarations))
     return context.assemble(layers, history)
+
+
+def withheld_notice(refusal: ToolRefusal) -> str:
+    return (
+        f"web tools not offered: this model refused them on {refusal['at'][:10]} "
+        f"({refusal['reason']}); answering without them. Clear that in the model picker to "
+        "try them again."
+    )
 
 
 def assistant_tool_message(text: str, calls: list[ToolCall]) -> dict[str, Any]:

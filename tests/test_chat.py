@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 import pytest
@@ -17,6 +18,7 @@ from tests.chat_client import (
     send,
     stream,
 )
+from tests.conftest import ChatService, chat_env
 from tests.fakes.llm_server import (
     Reply,
     ToolCall,
@@ -24,6 +26,7 @@ from tests.fakes.llm_server import (
     invalid_api_key,
     rate_limited,
     server_error,
+    tools_unsupported,
 )
 
 
@@ -219,13 +222,80 @@ def test_content_filter_after_text_still_rewinds(chat, llm):
 
 
 def test_model_rejecting_tools_gets_one_retry_without_them(chat, llm):
-    from tests.fakes.llm_server import tools_unsupported
-
     llm.script(tools_unsupported(), Reply(text="Answer without tools."))
     events = send(chat, new_conversation(chat), "question")
     assert any(e["type"] == "warning" and "without them" in e["message"] for e in events)
     assert events[-1]["type"] == "done"
     assert "tools" in llm.requests[0].body and "tools" not in llm.requests[1].body
+
+
+TOOL_NOTE_START = "You can look things up."
+
+
+def system_text(request) -> str:
+    return request.body["messages"][0]["content"]
+
+
+def tool_refusals(chat) -> list[dict[str, str]]:
+    return httpx.get(f"{chat.url}/api/config").json()["tool_refusals"]
+
+
+def test_a_model_that_rejected_tools_is_not_offered_them_again(chat, llm):
+    llm.script(tools_unsupported(), Reply(text="First, without tools."), Reply(text="Second."))
+    conversation_id = new_conversation(chat)
+    first = send(chat, conversation_id, "question")
+    learnt = next(e for e in first if e["type"] == "warning")
+    assert learnt["tools_refused"]["model"] == "fake-model"
+    assert "does not support tools" in learnt["tools_refused"]["reason"]
+    # The retry drops the tool note with the tools, and the context bar counts neither.
+    assert TOOL_NOTE_START in system_text(llm.requests[0])
+    assert TOOL_NOTE_START not in system_text(llm.requests[1])
+    assert first[-1]["budget"]["parts"]["tools"] == 0
+
+    second = send(chat, conversation_id, "another question")
+    assert event_types(second) == ["warning", "delta", "done"]
+    assert "web tools not offered" in second[0]["message"]
+    assert "does not support tools" in second[0]["message"]
+    assert "tools" not in llm.requests[2].body
+    assert TOOL_NOTE_START not in system_text(llm.requests[2])
+    assert second[-1]["budget"]["parts"]["tools"] == 0
+    assert sum("tools" in r.body for r in llm.requests) == 1  # refused once, never again
+    stored = get_conversation(chat, conversation_id)["messages"][-1]
+    assert stored["warnings"] == [second[0]["message"]]
+
+
+def test_a_tool_refusal_survives_a_restart_until_the_user_clears_it(llm, searxng, tmp_path):
+    model = "library/qwen3:8b"  # a slash in the id, as Ollama's and hosted ids have
+    env = chat_env(llm, tmp_path, MODELS=f"fake-model,{model}")
+    llm.clear()
+    llm.script(tools_unsupported(model), Reply(text="Without tools."))
+    service = ChatService(env, searxng.url).start()
+    try:
+        conversation_id = new_conversation(service, model=model)
+        send(service, conversation_id, "question")
+        assert [r["model"] for r in tool_refusals(service)] == [model]
+    finally:
+        service.stop()
+
+    llm.script(Reply(text="Still without."), Reply(text="With tools again."))
+    service = ChatService(env, searxng.url).start()
+    try:
+        refusal = tool_refusals(service)[0]
+        assert refusal["model"] == model and "does not support tools" in refusal["reason"]
+        send(service, conversation_id, "after the restart")
+        assert "tools" not in llm.requests[-1].body
+
+        url = f"{service.url}/api/models/tool-refusals/{quote(model, safe='')}"
+        assert httpx.delete(url).status_code == 204
+        assert tool_refusals(service) == []
+        assert httpx.delete(url).status_code == 404  # nothing left to forget
+        send(service, conversation_id, "and now?")
+        assert tool_names(llm.requests[-1]) == ["web_search", "web_fetch"]
+        assert TOOL_NOTE_START in system_text(llm.requests[-1])
+        # The other model never refused the tools: nothing to forget.
+        assert httpx.delete(f"{service.url}/api/models/tool-refusals/fake-model").status_code == 404
+    finally:
+        service.stop()
 
 
 def test_llama_cpp_tool_parse_failure_retries_without_tools(chat, llm):
@@ -242,11 +312,16 @@ def test_llama_cpp_tool_parse_failure_retries_without_tools(chat, llm):
             }
         },
     )
-    llm.script(unparsed, Reply(text="Answer without tools."))
-    events = send(chat, new_conversation(chat), "question")
+    llm.script(unparsed, Reply(text="Answer without tools."), Reply(text="Next."))
+    conversation_id = new_conversation(chat)
+    events = send(chat, conversation_id, "question")
     assert any(e["type"] == "warning" and "without them" in e["message"] for e in events)
     assert events[-1]["type"] == "done"
     assert "tools" not in llm.requests[1].body
+    # One output that did not parse says nothing of the next: the tools are offered again.
+    assert tool_refusals(chat) == []
+    send(chat, conversation_id, "next question")
+    assert "tools" in llm.requests[2].body
 
 
 def test_failed_search_goes_to_the_model_as_text_and_to_the_user(chat, llm, brave):

@@ -233,6 +233,39 @@ def test_a_model_without_tools_answers_with_a_visible_warning(page, llm):
     expect(answer.locator(".timeline .warning")).to_contain_text("rejected the web tools")
 
 
+def test_the_picker_marks_a_model_that_refused_tools_until_the_user_clears_it(page, llm, chat):
+    llm.script(
+        tools_unsupported(),
+        Reply(text="Answer without the web."),
+        Reply(text="Still without."),
+        Reply(text="With the web again."),
+    )
+    picked = page.locator("#model-picker option:checked")
+    expect(page.locator("#no-tools")).to_be_hidden()
+    send(page, "Anything new?")
+    wait_turn_end(page)
+    # Marked as soon as the server refused, and still after a reload.
+    expect(picked).to_have_text("fake-model · no tools")
+    expect(page.locator("#no-tools")).to_be_visible()
+    page.reload()
+    expect(page.locator("#no-tools")).to_be_visible()
+    expect(page.locator("#no-tools")).to_have_attribute("title", re.compile("does not support"))
+    send(page, "And now?")
+    wait_turn_end(page)
+    assert "tools" not in llm.requests[-1].body
+    # Another model is not marked; back on this one, the control forgets the refusal.
+    page.select_option("#model-picker", "fake-small")
+    expect(page.locator("#no-tools")).to_be_hidden()
+    page.select_option("#model-picker", "fake-model")
+    page.get_by_role("button", name="Try tools again").click()
+    expect(page.locator("#no-tools")).to_be_hidden()
+    expect(picked).to_have_text("fake-model")
+    assert httpx.get(f"{chat.url}/api/config").json()["tool_refusals"] == []
+    send(page, "Search this time.")
+    wait_turn_end(page)
+    assert "tools" in llm.requests[-1].body
+
+
 def test_text_of_an_attempt_the_server_discards_leaves_the_page(page, llm):
     garbage = ["You may call ", "these tools ", "by answering.\n\n", "Still garbage "]
     llm.script(

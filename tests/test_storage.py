@@ -16,7 +16,7 @@ import time
 import httpx
 import pytest
 
-from app.storage import SCHEMA_VERSION, Damaged, Database, new_owner
+from app.storage import MIGRATIONS, SCHEMA_VERSION, Damaged, Database, new_owner
 from tests.chat_client import get_conversation, new_conversation, send
 from tests.conftest import ROOT, ChatService, chat_env
 from tests.fakes.llm_server import Reply
@@ -214,6 +214,25 @@ def test_a_new_database_is_at_the_current_schema_and_a_newer_one_is_refused(tmp_
         db.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
     with pytest.raises(Damaged, match="newer version"):
         Database(path)
+
+
+def test_a_database_of_schema_1_is_migrated_keeping_its_conversations(tmp_path):
+    path = tmp_path / "chat.db"
+    with sqlite3.connect(path) as db:  # as the first release left it, with one conversation
+        db.executescript(MIGRATIONS[0])
+        db.execute(
+            "INSERT INTO conversations (id, title, created, updated, settings) "
+            "VALUES ('20250301-0a1b2c3d4e', 'Kept', '2025-03-01', '2025-03-01', '{}')"
+        )
+        db.execute("PRAGMA user_version = 1")
+    db.close()
+
+    database = Database(path)
+    assert database.db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+    assert database.load("20250301-0a1b2c3d4e")["title"] == "Kept"
+    assert database.tool_refusals() == []
+    database.refuse_tools("fake-model", "does not support tools")
+    assert [r["model"] for r in database.tool_refusals()] == ["fake-model"]
 
 
 # -- nothing waits for the disk on the event loop ----------------------------------------------

@@ -57,6 +57,7 @@ export class ConversationView {
     this.input.addEventListener("input", () => this.grow());
     this.stopButton.addEventListener("click", () => this.stop());
     this.picker.addEventListener("change", () => this.pickModel());
+    $("#forget-tool-refusal").addEventListener("click", () => this.forgetToolRefusal());
     this.messages.addEventListener("scroll", () => {
       this.following = this.atBottom();
       this.jump.hidden = this.following;
@@ -158,6 +159,7 @@ export class ConversationView {
     pill.textContent = search || read ? `web: ${[search ? `search ${settings.search_max_uses}` : "", read ? `read ${settings.fetch_max_uses}` : ""].filter(Boolean).join(" / ")}` : "web: off";
     pill.classList.toggle("off", !(search || read));
     pill.title = `Web tools per answer; the search locale is ${settings.search_locale}. Change them in Settings.`;
+    this.renderToolRefusal();
     this.renderTotals();
     this.renderContextBar(this.conversation && this.conversation.budget);
     $("#export-conversation").disabled = !this.conversation;
@@ -241,7 +243,7 @@ export class ConversationView {
     for (const [label, models] of groups) {
       const unique = models.filter((m, i) => models.indexOf(m) === i);
       if (!unique.length) continue;
-      this.picker.append(el("optgroup", { label }, unique.map((m) => el("option", { value: m, text: m }))));
+      this.picker.append(el("optgroup", { label }, unique.map((m) => el("option", { value: m, text: this.modelLabel(m) }))));
     }
     if (!this.picker.options.length) this.picker.append(el("option", { value: "", text: "no model: set MODELS or add one in Settings" }));
     this.selectModel(this.config.default_model);
@@ -249,12 +251,52 @@ export class ConversationView {
 
   selectModel(model) {
     if (model && ![...this.picker.options].some((o) => o.value === model)) {
-      this.picker.append(el("option", { value: model, text: model }));
+      this.picker.append(el("option", { value: model, text: this.modelLabel(model) }));
     }
     if (model) this.picker.value = model;
   }
 
+  // ---- models whose server refused the web tools ------------------------------------------
+
+  toolRefusal(model) {
+    return this.config.tool_refusals.find((refusal) => refusal.model === model) || null;
+  }
+
+  modelLabel(model) {
+    return this.toolRefusal(model) ? `${model} · no tools` : model;
+  }
+
+  /** The picker's labels and the header's mark, after a refusal was learnt or forgotten. */
+  renderToolRefusal() {
+    for (const option of this.picker.options) if (option.value) option.textContent = this.modelLabel(option.value);
+    const refusal = this.toolRefusal(this.picker.value);
+    const mark = $("#no-tools");
+    mark.hidden = $("#forget-tool-refusal").hidden = !refusal;
+    if (refusal) mark.title = `This model's server refused the web tools on ${format.day(refusal.at)}: ${refusal.reason}. Its answers are written without searching until you try the tools again.`;
+  }
+
+  learnToolRefusal(refusal) {
+    this.config.tool_refusals = [...this.config.tool_refusals.filter((r) => r.model !== refusal.model), refusal];
+    this.renderToolRefusal();
+  }
+
+  async forgetToolRefusal() {
+    const model = this.picker.value;
+    try {
+      await api(`/api/models/tool-refusals/${encodeURIComponent(model)}`, { method: "DELETE" });
+    } catch (error) {
+      // 404: already forgotten (another tab); anything else is worth saying.
+      if (error.status !== 404) {
+        this.flash(`The refusal was not forgotten: ${error.message}`);
+        return;
+      }
+    }
+    this.config.tool_refusals = this.config.tool_refusals.filter((r) => r.model !== model);
+    this.renderToolRefusal();
+  }
+
   async pickModel() {
+    this.renderToolRefusal();
     if (!this.conversation) return;
     try {
       this.conversation = await api(`/api/conversations/${this.conversation.id}`, { method: "PATCH", body: { settings: { model: this.picker.value } } });
@@ -378,6 +420,7 @@ export class ConversationView {
         return null;
       case "warning":
         answer.addWarning(event.message);
+        if (event.tools_refused) this.learnToolRefusal(event.tools_refused);
         return null;
       case "compression":
         this.messages.insertBefore(compressionNotice(event), answer.node);
