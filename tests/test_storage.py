@@ -4,6 +4,7 @@ never freezing the other requests."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import socket
@@ -16,7 +17,7 @@ import time
 import httpx
 import pytest
 
-from app.storage import MIGRATIONS, SCHEMA_VERSION, Damaged, Database, new_owner
+from app.storage import MIGRATIONS, SCHEMA_VERSION, Damaged, Database, Storage, new_owner
 from tests.chat_client import get_conversation, new_conversation, send
 from tests.conftest import ROOT, ChatService, chat_env
 from tests.fakes.llm_server import Reply
@@ -296,3 +297,35 @@ def test_export_prints_conversations_without_the_service(service, llm):
     assert missing.returncode == 1 and "no conversation" in missing.stderr
     nowhere = export(data / "absent", "--all")
     assert nowhere.returncode == 1 and "does not exist" in nowhere.stderr
+
+
+def test_a_cancelled_caller_does_not_cancel_its_write(tmp_path):
+    """Stop cancels the turn's task (plain asyncio, not anyio) while its outcome waits for
+    the storage thread: the caller is cancelled at once, the write still lands, in order,
+    before the next query."""
+    storage = Storage(tmp_path)
+    conversation_id = storage.database.create("Before", {})["id"]
+    disk_is_slow = threading.Event()
+
+    async def scenario() -> tuple[bool, str]:
+        busy = asyncio.create_task(storage.run(disk_is_slow.wait, 10))
+        writing = asyncio.create_task(
+            storage.run(storage.database.change, conversation_id, "After", {})
+        )
+        await asyncio.sleep(0.05)  # the rename waits behind the slow query
+        writing.cancel()
+        try:
+            await writing
+        except asyncio.CancelledError:
+            cancelled = True
+        else:
+            cancelled = False
+        disk_is_slow.set()
+        await busy
+        title = (await storage.run(storage.database.load, conversation_id))["title"]
+        return cancelled, title
+
+    try:
+        assert asyncio.run(scenario()) == (True, "After")
+    finally:
+        storage.close()
