@@ -280,8 +280,7 @@ def create_app(settings: config.Settings, searxng_url: str) -> FastAPI:
 
     async def check_model(request: Request, model: str) -> str:
         """Only the picker's models: an invented id is refused here, not sent upstream."""
-        offered = await services(request).offered_models()
-        if model not in offered:
+        if not await services(request).offers(model):
             # 404, as OpenAI answers for a model that does not exist.
             raise refused(
                 f"unknown model {model[:80]!r}: pick one of the listed models, or add it in "

@@ -48,16 +48,17 @@ class Services:
     """Held by every write of memory.md: the Settings editor's and compression's."""
     extraction: ExtractionProcess = field(default_factory=ExtractionProcess)
 
-    async def offered_models(self) -> list[str]:
-        """The picker's models: configured, listed by the server (asked at most once a
-        minute), added by the user. A turn may use only these, so per-model state stays
-        bounded and an invented id never reaches the server."""
+    async def offers(self, model: str) -> bool:
+        """Whether the picker offers this model: configured, listed by the server (asked at
+        most once a minute), or added by the user. A turn may use only these, so per-model
+        state stays bounded and an invented id never reaches the server."""
         listed, read_at = self.listed
         if time.monotonic() - read_at >= MODELS_CACHE_SECONDS:
             listed = await self.model.models() or []
             self.listed = (listed, time.monotonic())
-        added = await self.storage.run(self.storage.database.models)
-        return list(dict.fromkeys([*self.settings.models, *listed, *added]))
+        if model in self.settings.models or model in listed:
+            return True  # without a query: this is on the way to every turn's first token
+        return model in await self.storage.run(self.storage.database.models)
 
     async def served_window(self, model: str) -> int | None:
         """Read once per model. A server that did not say (a hosted API, or one that was
