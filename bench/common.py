@@ -225,6 +225,10 @@ class Service:
         return found
 
 
+SERVE = ["app", "serve"]
+FLOOR = ["uvicorn", "bench.floor_app:app", "--log-level", "warning"]
+
+
 def service_log() -> int:
     """Where the service's log goes: BENCH_SERVICE_LOG=path keeps it (appended), e.g. for
     LOOP_LAG_PROBE's reports of what held the event loop."""
@@ -236,12 +240,17 @@ def service_log() -> int:
 
 @contextmanager
 def service(
-    env: dict[str, str], root: Path = ROOT, *, wrapper: list[str] | None = None
+    env: dict[str, str],
+    root: Path = ROOT,
+    *,
+    wrapper: list[str] | None = None,
+    module: list[str] = SERVE,
 ) -> Iterator[Service]:
-    """`python -m app serve` from `root` in its own process (optionally under `wrapper`,
-    e.g. a profiler); stopped with SIGTERM, as a supervisor stops it, so a profiler writes."""
+    """`python -m app serve` (or another `module` taking --port and serving /healthz) from
+    `root` in its own process, optionally under `wrapper`, e.g. a profiler; stopped with
+    SIGTERM, as a supervisor stops it, so a profiler writes."""
     port = free_port()
-    command = [*(wrapper or [sys.executable]), "-m", "app", "serve", "--port", str(port)]
+    command = [*(wrapper or [sys.executable]), "-m", *module, "--port", str(port)]
     log = service_log()
     process = subprocess.Popen(command, cwd=root, env=env, stdout=subprocess.DEVNULL, stderr=log)
     if log != subprocess.DEVNULL:

@@ -6,6 +6,9 @@ short turn's time to first token with 50 streams at once, against one alone.
 With --py-spy PATH, each phase is also sampled with py-spy (all threads, the service is not
 paused) and the top functions are printed in milliseconds of CPU per turn.
 
+Last, the same short turns through bench/floor_app.py, a bare proxy on the same web stack
+(FastAPI, sse-starlette, httpx): the part of the CPU that is the stack's, not ours.
+
 Run: .venv/bin/python bench/turn_cpu.py [--short 100] [--search 30] [--streams 50]
 """
 
@@ -25,6 +28,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import (  # noqa: E402
+    FLOOR,
     SEARCH,
     Service,
     app_root_argument,
@@ -73,6 +77,19 @@ async def sequential(svc: Service, turns: int, *, search: bool) -> Phase:
         cpu, wall = svc.cpu_seconds() - before, time.perf_counter() - started
     name = "turn with a search" if search else "short turn (no tools)"
     return Phase(name, turns, cpu, wall, firsts, failures)
+
+
+async def floor(svc: Service, turns: int) -> Phase:
+    """The same short turns through bench/floor_app.py: the web stack's own cost."""
+    async with client() as http:
+        for n in range(WARM_UP):
+            await chat_turn(http, svc.url, "floor", f"warm-up {n}")
+        before, started = svc.cpu_seconds(), time.perf_counter()
+        turns_ = [await chat_turn(http, svc.url, "floor", f"turn {n}") for n in range(turns)]
+        cpu, wall = svc.cpu_seconds() - before, time.perf_counter() - started
+    firsts = [t.first_delta for t in turns_ if t.first_delta is not None]
+    failures = sum(t.done is None for t in turns_)
+    return Phase("floor: a bare proxy, same stack", turns, cpu, wall, firsts, failures)
 
 
 async def concurrent(svc: Service, streams: int) -> Phase:
@@ -203,6 +220,9 @@ def main() -> int:
             with service(stack.service_env(f"cpu-{len(phases)}"), args.app_root) as svc:
                 idle = idle_cpu(svc)
                 phases.append(run_phase(svc, args.py_spy, Path(scratch), job(svc)))
+        if args.short:
+            with service(stack.service_env("floor"), args.app_root, module=FLOOR) as svc:
+                phases.append(run_phase(svc, None, Path(scratch), floor(svc, args.short)))
         print(f"(idle service: {idle:.2f} ms of CPU per second)")
     print(f"{machine_load()} at end")
     return 1 if any(p.failures for p in phases) else 0
