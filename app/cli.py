@@ -155,7 +155,13 @@ def cmd_serve(args: argparse.Namespace, settings: config.Settings) -> int:
 
 def cmd_fetch(args: argparse.Namespace, settings: config.Settings) -> int:
     try:
-        page = asyncio.run(fetch_page(args.url, allow_hosts=settings.fetch_allow_hosts))
+        page = asyncio.run(
+            fetch_page(
+                args.url,
+                allow_hosts=settings.fetch_allow_hosts,
+                timeout=settings.fetch_timeout,
+            )
+        )
     except FetchRefused as exc:
         print(f"refused: {exc}", file=sys.stderr)
         return EXIT_REFUSED

@@ -133,6 +133,8 @@ class Settings:
     web_fetch_max_uses: int
     max_tool_rounds: int
     fetch_max_tokens: int
+    fetch_timeout: int
+    """Seconds one page may take to arrive, redirects included."""
     fetch_allow_hosts: frozenset[str]
     """host:port pairs the fetcher may reach although private (the tests' page server)."""
     loop_lag_probe: bool
@@ -204,6 +206,7 @@ def load(environ: dict[str, str] | None = None) -> Settings:
         web_fetch_max_uses=integer(env, "WEB_FETCH_MAX_USES", 2),
         max_tool_rounds=integer(env, "MAX_TOOL_ROUNDS", 6, 1),
         fetch_max_tokens=integer(env, "FETCH_MAX_TOKENS", 12_000, 500),
+        fetch_timeout=integer(env, "FETCH_TIMEOUT", 15, 1),
         fetch_allow_hosts=allow_hosts(env.get("FETCH_ALLOW_HOSTS", "")),
         loop_lag_probe=env.get("LOOP_LAG_PROBE", "") == "1",
     )

@@ -225,7 +225,10 @@ class ToolRunner:
         started = time.monotonic()
         try:
             page = await fetch_page(
-                url, allow_hosts=self.settings.fetch_allow_hosts, extract=self.extract
+                url,
+                allow_hosts=self.settings.fetch_allow_hosts,
+                timeout=self.settings.fetch_timeout,
+                extract=self.extract,
             )
         except FetchRefused as exc:
             return failed({**event, "refused": True}, f"fetch refused: {exc}")
