@@ -194,9 +194,9 @@ class ToolRunner:
             config.check_locale(locale)
             response = await self.searxng.search(query, locale=locale, engines=self.engines)
         except (SearchError, config.ConfigError) as exc:
-            return failed(event, f"search failed: {exc}")
+            return failed(event, "search failed", str(exc), "web_search")
         if not response.results and response.engine_errors:
-            return failed(event, "search failed: " + "; ".join(response.engine_errors))
+            return failed(event, "search failed", "; ".join(response.engine_errors), "web_search")
         lines = []
         for result in response.results:
             number = self.cite(
@@ -231,9 +231,9 @@ class ToolRunner:
                 extract=self.extract,
             )
         except FetchRefused as exc:
-            return failed({**event, "refused": True}, f"fetch refused: {exc}")
+            return failed({**event, "refused": True}, "fetch refused", str(exc), "web_fetch")
         except FetchFailed as exc:
-            return failed(event, f"fetch failed: {exc}")
+            return failed(event, "fetch failed", str(exc), "web_fetch")
         number = self.cite(page.url, page.title, read=True)
         event.update(
             title=page.title,
@@ -273,9 +273,13 @@ def normalized_url(url: str) -> str:
     return urlunsplit((parts.scheme.lower(), parts.netloc.lower(), path, parts.query, ""))
 
 
-def failed(event: dict[str, Any], message: str) -> Outcome:
-    """A failure goes to the model as text, never as an empty result, and to the user."""
-    return Outcome(message, {**event, "error": message}, warning=message)
+def failed(event: dict[str, Any], what: str, detail: str = "", source: str = "") -> Outcome:
+    """A failure goes to the model as text, never as an empty result, and to the user. Its
+    detail may quote a server (an error body, a redirect's address, an engine's message):
+    the model gets that as untrusted data, like a page."""
+    message = f"{what}: {detail}" if detail else what
+    text = f"{what}:\n{untrusted(detail, source)}" if detail else what
+    return Outcome(text, {**event, "error": message}, warning=message)
 
 
 TEXT_ARGUMENTS = {"web_search": ("query", "language"), "web_fetch": ("url",)}
