@@ -180,6 +180,18 @@ def owner_alive(owner: str) -> bool:
     return True
 
 
+# Letters with no decomposition, which unicode61's remove_diacritics leaves as they are.
+FOLDED = str.maketrans(
+    dict(zip("łŁøØđĐðÐħĦıŀĿ", "lLoOdDdDhHilL", strict=True))
+    | {"ß": "ss", "æ": "ae", "Æ": "AE", "œ": "oe", "Œ": "OE", "þ": "th", "Þ": "TH"}
+)
+
+
+def fold(text: str | None) -> str | None:
+    """Text as the search index holds it; SQL's fold() in the index's triggers."""
+    return text.translate(FOLDED) if text is not None else None
+
+
 # Each migration takes the schema from its index to the next; PRAGMA user_version says
 # where a database stands. Append, never edit: a database out there is at some step.
 MIGRATIONS = [
@@ -252,6 +264,43 @@ MIGRATIONS = [
         reason TEXT NOT NULL
     );
     """,
+    # Search folds the letters unicode61 keeps (ł, ø, đ, ß...): "lodz" finds "Łódź".
+    """
+    DROP TRIGGER messages_added;
+    DROP TRIGGER messages_removed;
+    DROP TRIGGER messages_changed;
+    DROP TRIGGER conversations_added;
+    DROP TRIGGER conversations_removed;
+    DROP TRIGGER conversations_renamed;
+    CREATE TRIGGER messages_added AFTER INSERT ON messages BEGIN
+        INSERT INTO message_words (rowid, content) VALUES (new.rowid, fold(new.content));
+    END;
+    CREATE TRIGGER messages_removed AFTER DELETE ON messages BEGIN
+        INSERT INTO message_words (message_words, rowid, content)
+        VALUES ('delete', old.rowid, fold(old.content));
+    END;
+    CREATE TRIGGER messages_changed AFTER UPDATE OF content ON messages BEGIN
+        INSERT INTO message_words (message_words, rowid, content)
+        VALUES ('delete', old.rowid, fold(old.content));
+        INSERT INTO message_words (rowid, content) VALUES (new.rowid, fold(new.content));
+    END;
+    CREATE TRIGGER conversations_added AFTER INSERT ON conversations BEGIN
+        INSERT INTO title_words (rowid, title) VALUES (new.rowid, fold(new.title));
+    END;
+    CREATE TRIGGER conversations_removed AFTER DELETE ON conversations BEGIN
+        INSERT INTO title_words (title_words, rowid, title)
+        VALUES ('delete', old.rowid, fold(old.title));
+    END;
+    CREATE TRIGGER conversations_renamed AFTER UPDATE OF title ON conversations BEGIN
+        INSERT INTO title_words (title_words, rowid, title)
+        VALUES ('delete', old.rowid, fold(old.title));
+        INSERT INTO title_words (rowid, title) VALUES (new.rowid, fold(new.title));
+    END;
+    INSERT INTO message_words (message_words) VALUES ('delete-all');
+    INSERT INTO message_words (rowid, content) SELECT rowid, fold(content) FROM messages;
+    INSERT INTO title_words (title_words) VALUES ('delete-all');
+    INSERT INTO title_words (rowid, title) SELECT rowid, fold(title) FROM conversations;
+    """,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -276,6 +325,7 @@ class Database:
         self.db.execute("PRAGMA synchronous = NORMAL")
         self.db.execute("PRAGMA foreign_keys = ON")
         self.db.create_function("owner_alive", 1, owner_alive, deterministic=False)
+        self.db.create_function("fold", 1, fold, deterministic=True)
         self.migrate()
 
     def close(self) -> None:
@@ -378,7 +428,7 @@ class Database:
         if not query.strip():
             rows = self.db.execute(f"SELECT {columns} FROM conversations ORDER BY updated DESC")
         else:
-            words = re.findall(r"\w+", query)
+            words = re.findall(r"\w+", fold(query))
             if not words:
                 return []
             match = " ".join('"' + word.replace('"', '""') + '"*' for word in words)

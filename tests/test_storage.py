@@ -113,6 +113,8 @@ def test_search_matches_word_starts_in_any_case_with_or_without_accents(service,
     assert listed(service, "żurek") == [soup]
     assert listed(service, "ZUREK") == [soup]  # no Polish keyboard needed
     assert listed(service, "łodz") == [soup]  # a word's start, ó or o
+    assert listed(service, "lodz") == [soup]  # ł, which has no accent to remove, or l
+    assert listed(service, "ŁÓDŹ") == [soup]
     assert listed(service, "kwaśna zupa") == [soup]  # every word, from the answer
     assert listed(service, "kwaśna rosół") == []
     assert listed(service, '"*) OR (') == []  # query syntax is text, not an error
@@ -223,14 +225,21 @@ def test_a_database_of_schema_1_is_migrated_keeping_its_conversations(tmp_path):
         db.executescript(MIGRATIONS[0])
         db.execute(
             "INSERT INTO conversations (id, title, created, updated, settings) "
-            "VALUES ('20250301-0a1b2c3d4e', 'Kept', '2025-03-01', '2025-03-01', '{}')"
+            "VALUES ('20250301-0a1b2c3d4e', 'Kept in Łódź', '2025-03-01', '2025-03-01', '{}')"
+        )
+        db.execute(
+            "INSERT INTO messages (conversation, position, role, content, details) "
+            "VALUES (1, 0, 'user', 'Gdzie jest żółw?', '{}')"
         )
         db.execute("PRAGMA user_version = 1")
     db.close()
 
     database = Database(path)
     assert database.db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
-    assert database.load("20250301-0a1b2c3d4e")["title"] == "Kept"
+    assert database.load("20250301-0a1b2c3d4e")["title"] == "Kept in Łódź"
+    # the index is rebuilt folded: found by letters a Polish keyboard is not needed for
+    assert [e["id"] for e in database.list("lodz")] == ["20250301-0a1b2c3d4e"]
+    assert [e["id"] for e in database.list("zolw")] == ["20250301-0a1b2c3d4e"]
     assert database.tool_refusals() == []
     database.refuse_tools("fake-model", "does not support tools")
     assert [r["model"] for r in database.tool_refusals()] == ["fake-model"]
