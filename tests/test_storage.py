@@ -143,9 +143,11 @@ def test_two_services_on_one_data_dir_never_run_two_turns_at_once(llm, searxng, 
         thread = threading.Thread(target=send, args=(first, conversation_id, "Slowly."))
         thread.start()
         deadline = time.monotonic() + 10
-        while not first.app.state.services.storage.database.held(conversation_id):
+        watcher = Database(first.settings.data_dir / "chat.db")  # not the service's connection
+        while not watcher.held(conversation_id):
             assert time.monotonic() < deadline
             time.sleep(0.01)
+        watcher.close()
         url = f"{second.url}/api/conversations/{conversation_id}"
         refused = httpx.post(f"{url}/chat", json={"message": "Me too"})
         assert refused.status_code == 409 and "already running" in refused.json()["detail"]

@@ -12,7 +12,7 @@ import time
 import httpx
 import pytest
 
-from app.storage import Database, Storage
+from app.storage import Database
 from app.tools import ToolRunner
 from tests.chat_client import get_conversation, new_conversation, send
 from tests.conftest import ChatService, chat_env
@@ -28,14 +28,16 @@ def streaming_in_background(chat, conversation_id: str, message: str) -> threadi
 
 
 def wait_until_running(chat, conversation_id: str) -> None:
-    deadline = time.monotonic() + 10
-    while not chat_storage(chat).database.held(conversation_id):
-        assert time.monotonic() < deadline, "the turn never started"
-        time.sleep(0.01)
-
-
-def chat_storage(chat) -> Storage:
-    return chat.app.state.services.storage
+    """Asked on a connection of its own: one SQLite connection used from two threads at
+    once (the service's storage thread and this one) can deadlock."""
+    database = Database(chat.settings.data_dir / "chat.db")
+    try:
+        deadline = time.monotonic() + 10
+        while not database.held(conversation_id):
+            assert time.monotonic() < deadline, "the turn never started"
+            time.sleep(0.01)
+    finally:
+        database.close()
 
 
 def test_a_rewind_or_delete_during_a_turn_is_refused_and_the_turn_lands(chat, llm):
