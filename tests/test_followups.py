@@ -72,6 +72,10 @@ def test_a_follow_up_sees_the_last_answers_results_and_page_as_web_data(chat, ll
     assert len(kept) <= 4_000 + 100
     # The context bar counts the kept sources as their own part.
     assert done["budget"]["parts"]["kept_sources"] > 0
+    # The next request carries them byte for byte: the server's prompt cache still hits.
+    llm.script(Reply(text="Nothing more."))
+    send(chat, conversation_id, "Thanks")
+    assert llm.requests[4].body["messages"][2] == answer
 
 
 def test_only_the_last_answers_keep_their_sources(chat, llm):
