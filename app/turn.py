@@ -385,7 +385,7 @@ async def compress(
         conversation["settings"]["compress_prompt"],
         memory,
         conversation.get("summary", ""),
-        old,
+        with_last_digests(old, services.settings.keep_sources_turns),
     )
     try:
         text, usage = await services.model.complete(
@@ -424,6 +424,18 @@ async def compress(
         "summary_tokens": context.estimate_tokens(result.summary),
         "facts_added": added,
     }
+
+
+def with_last_digests(messages: list[Message], turns: int) -> list[Message]:
+    """The messages to fold, only the last `turns` digests among them kept: the summary
+    keeps what those sources said, and its request grows by no more than a history carries
+    (every folded answer's digest could overflow the summary model)."""
+    digested = [p for p, m in enumerate(messages) if m.get("digest")]
+    keep = set(digested[-turns:] if turns > 0 else [])
+    return [
+        m if p in keep else {"role": m["role"], "content": m["content"]}
+        for p, m in enumerate(messages)
+    ]
 
 
 def preview(message: Message, length: int = 40) -> str:

@@ -5,19 +5,31 @@ first when over budget, and a compression folds them into the summary."""
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from typing import Any
 
 import httpx
+import pytest
 
 from app import context
 from tests.chat_client import get_conversation, new_conversation, send
+from tests.conftest import ChatService, chat_env
 from tests.fakes.llm_server import Reply, ToolCall
-from tests.test_compression import small_chat, summary_reply  # noqa: F401 - a fixture
+from tests.test_compression import summary_reply
 
 KEPT = re.compile(
     r'<untrusted-data source="earlier_results" id="(\w+)">\n(.*?)\n</untrusted-data id="\1">',
     re.S,
 )
+
+
+@pytest.fixture
+def folding_chat(llm, searxng, tmp_path) -> Iterator[ChatService]:
+    """Keeps only the last 2 messages verbatim when it folds."""
+    llm.clear()
+    service = ChatService(chat_env(llm, tmp_path, KEEP_RECENT_MESSAGES="2"), searxng.url).start()
+    yield service
+    service.stop()
 
 
 def kept_blocks(request_messages: list[dict[str, Any]]) -> list[str]:
@@ -121,19 +133,28 @@ def test_over_budget_the_oldest_sources_go_before_any_message_is_folded(chat, ll
     assert events[-1]["budget"]["parts"]["kept_sources"] == newer
 
 
-def test_a_compression_folds_the_answers_sources_into_the_summary_request(small_chat, llm):  # noqa: F811
-    conversation_id = new_conversation(small_chat)
-    search = search_turn(small_chat, llm, conversation_id, "python asyncio", "About asyncio [1].")
+def test_a_compression_folds_the_last_answers_sources_into_the_summary_request(folding_chat, llm):
+    conversation_id = new_conversation(folding_chat)
+    topics = ["python asyncio", "docker compose", "linux systemd", "postgres databases"]
+    searches = [
+        search_turn(folding_chat, llm, conversation_id, topic, f"About {topic} [1].")
+        for topic in topics
+    ]
     llm.script(Reply(text="Plain answer.", usage={"prompt_tokens": 12000}))
-    send(small_chat, conversation_id, "Thanks")
+    send(folding_chat, conversation_id, "Thanks")
     small = {"settings": {"context_budget": 1000}}
-    httpx.patch(f"{small_chat.url}/api/conversations/{conversation_id}", json=small)
+    httpx.patch(f"{folding_chat.url}/api/conversations/{conversation_id}", json=small)
 
-    llm.script(summary_reply("Asked about asyncio.", []), Reply(text="Answer."))
-    events = send(small_chat, conversation_id, "Another question")
-    assert next(e for e in events if e["type"] == "compression")["messages"] == 3
+    llm.script(summary_reply("Asked about four topics.", []), Reply(text="Answer."))
+    events = send(folding_chat, conversation_id, "Another question")
+    assert next(e for e in events if e["type"] == "compression")["messages"] == 9
     summary_request = llm.requests[-2].body["messages"][0]["content"]
-    [kept] = KEPT.findall(summary_request)
-    assert search["results"][0]["title"] in kept[1] and search["results"][0]["url"] in kept[1]
-    # Folded: the answer's sources no longer go with the history.
+    folded = "\n".join(body for _, body in KEPT.findall(summary_request))
+    # The summary sees what the sources said, as web data; like a history, at most the
+    # last KEEP_SOURCES_TURNS (3) answers' sources.
+    for search in searches[1:]:
+        assert search["results"][0]["title"] in folded and search["results"][0]["url"] in folded
+    assert searches[0]["results"][0]["url"] not in folded
+    assert "About python asyncio [1]." in summary_request
+    # Folded: the answers' sources no longer go with the history.
     assert kept_blocks(llm.requests[-1].body["messages"]) == []
