@@ -216,6 +216,7 @@ async def run_turn(services: Services, conversation_id: str, model: str) -> Asyn
                     continue
                 if error.kind == "context_overflow" and not outcome.produced and not outcome.forced:
                     outcome.forced = True  # compress once and retry; a second overflow fails
+                    outcome.kept = {}  # the estimate was short: earlier sources go first
                     async for event in compress(services, conversation, outcome):
                         yield event
                     messages = assemble(conversation, runner, outcome, memory)

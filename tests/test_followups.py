@@ -14,7 +14,7 @@ import pytest
 from app import context
 from tests.chat_client import get_conversation, new_conversation, send
 from tests.conftest import ChatService, chat_env
-from tests.fakes.llm_server import Reply, ToolCall
+from tests.fakes.llm_server import Reply, ToolCall, context_length_exceeded
 from tests.test_compression import summary_reply
 
 KEPT = re.compile(
@@ -131,6 +131,22 @@ def test_over_budget_the_oldest_sources_go_before_any_message_is_folded(chat, ll
     assert first["results"][0]["url"] not in kept
     assert any(m["content"] == "Tell me about python asyncio" for m in follow_up)
     assert events[-1]["budget"]["parts"]["kept_sources"] == newer
+
+
+def test_a_context_overflow_retries_without_the_kept_sources(chat, llm):
+    conversation_id = new_conversation(chat)
+    search = search_turn(chat, llm, conversation_id, "python asyncio", "About asyncio [1].")
+    llm.script(context_length_exceeded(), Reply(text="Answer without them."))
+    events = send(chat, conversation_id, "And the first result?")
+    assert events[-1]["type"] == "done"
+    refused, retried = llm.requests[-2].body["messages"], llm.requests[-1].body["messages"]
+    assert search["results"][0]["url"] in "\n".join(kept_blocks(refused))
+    assert kept_blocks(retried) == []
+    assert retried[1:] == [
+        {"role": "user", "content": "Tell me about python asyncio"},
+        {"role": "assistant", "content": "About asyncio [1]."},
+        {"role": "user", "content": "And the first result?"},
+    ]
 
 
 def test_a_compression_folds_the_last_answers_sources_into_the_summary_request(folding_chat, llm):
