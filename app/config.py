@@ -127,6 +127,9 @@ class Settings:
     data_dir: Path
     context_budget_tokens: int
     keep_recent_messages: int
+    keep_sources_turns: int
+    """How many of the last answers keep their tool results' digest in the history, for
+    follow-up questions; 0 keeps none."""
     max_completion_tokens: int
     compress_max_tokens: int
     web_search_max_uses: int
@@ -200,6 +203,7 @@ def load(environ: dict[str, str] | None = None) -> Settings:
         data_dir=Path(env.get("DATA_DIR", "").strip() or ROOT / "data"),
         context_budget_tokens=integer(env, "CONTEXT_BUDGET_TOKENS", 102_400, 1_000),
         keep_recent_messages=integer(env, "KEEP_RECENT_MESSAGES", 8, 2),
+        keep_sources_turns=integer(env, "KEEP_SOURCES_TURNS", 3),
         max_completion_tokens=integer(env, "MAX_COMPLETION_TOKENS", 4_096, 16),
         compress_max_tokens=integer(env, "COMPRESS_MAX_TOKENS", 1_200, 100),
         web_search_max_uses=integer(env, "WEB_SEARCH_MAX_USES", 3),

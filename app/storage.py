@@ -58,6 +58,9 @@ class Message(TypedDict):
     content: str
     created: NotRequired[str]
     status: NotRequired[str]
+    digest: NotRequired[str]
+    """An answer's tool results in short (titles, addresses, dates, snippets, the start of
+    each page read), wrapped as web data: what a follow-up question needs of its sources."""
 
 
 class Conversation(TypedDict):
@@ -399,12 +402,18 @@ class Database:
             raise Damaged(f"conversation {conversation_id}: settings damaged ({exc})") from None
 
     def messages(self, rowid: int, *, details: bool) -> list[Message]:
-        columns = "role, content, details" if details else "role, content, '{}'"
+        # Without details, SQLite picks out only the digest (C speed, no Python JSON
+        # parsing); a damaged details text gives none rather than failing the turn.
+        columns = (
+            "role, content, details"
+            if details
+            else "role, content, iif(json_valid(details), json_extract(details, '$.digest'), NULL)"
+        )
         rows = self.db.execute(
             f"SELECT {columns} FROM messages WHERE conversation = ? ORDER BY position", (rowid,)
         )
         if not details:
-            return [{"role": role, "content": content} for role, content, _ in rows]
+            return [brief(role, content, digest) for role, content, digest in rows]
         return [
             {"role": role, "content": content, **json.loads(extra)} for role, content, extra in rows
         ]
@@ -862,6 +871,14 @@ def dumps(value: Any) -> str:
 def message_columns(message: Message) -> tuple[str, str, str]:
     details = {k: v for k, v in message.items() if k not in ("role", "content")}
     return message["role"], message["content"], dumps(details)
+
+
+def brief(role: str, content: str, digest: object) -> Message:
+    """A message as a turn reads it: role, text and, for an answer that used tools, its digest."""
+    message: Message = {"role": role, "content": content}
+    if isinstance(digest, str) and digest:
+        message["digest"] = digest
+    return message
 
 
 def conversation_from_row(row: tuple) -> Conversation:

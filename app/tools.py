@@ -44,6 +44,10 @@ UNTRUSTED_TAG = "untrusted-data"
 # that looks like ours.
 TAG_IN_TEXT = re.compile(re.escape(UNTRUSTED_TAG), re.IGNORECASE)
 URL_IN_TEXT = re.compile(r"https?://[^\s<>\"'`]+", re.IGNORECASE)
+DIGEST_MAX_CHARS = 4_000
+"""A turn's kept sources at most (about 1,300 tokens): they ride along for several turns."""
+SNIPPET_KEEP_CHARS = 300
+PAGE_KEEP_CHARS = 1_500
 
 SEARCH_DECLARATION = {
     "type": "function",
@@ -107,6 +111,10 @@ class ToolRunner:
     done: dict[str, Outcome] = field(default_factory=dict)
     seen_urls: set[str] = field(default_factory=set)
     """Normalised addresses of this turn's search results."""
+    snippets: dict[int, str] = field(default_factory=dict)
+    """Each search result's text by source number, for the answer's digest."""
+    excerpts: dict[int, str] = field(default_factory=dict)
+    """The start of each page read, by source number, for the answer's digest."""
 
     def declarations(self) -> list[dict[str, Any]]:
         """Only the tools with uses left: a spent tool is withdrawn so the model answers."""
@@ -203,6 +211,7 @@ class ToolRunner:
                 result.url, result.title, date=(result.publishedDate or "")[:10] or None
             )
             self.seen_urls.add(normalized_url(result.url))
+            self.snippets.setdefault(number, clipped(result.content, SNIPPET_KEEP_CHARS))
             lines.append(f"[{number}] {result.title}\n{result.url}\n{result.content}")
         event["results"] = [
             {
@@ -242,8 +251,39 @@ class ToolRunner:
             seconds=round(time.monotonic() - started, 3),
             source=number,
         )
+        self.excerpts[number] = clipped(page.text, PAGE_KEEP_CHARS)
         text = for_model(page, self.settings.fetch_max_tokens)
         return Outcome(f"[{number}] {untrusted(text, 'web_fetch')}", event)
+
+    def digest(self) -> str:
+        """This turn's results in short, for follow-up questions ("what else did the second
+        result say?"): numbered as the answer cites them, pages read first (what an answer
+        most likely rests on), then the other results, within DIGEST_MAX_CHARS; wrapped as
+        web data once, here, so the history's text stays the same from turn to turn and the
+        server's prompt cache keeps hitting. Empty when no tool gave anything."""
+        order = [*self.excerpts, *(n for n in self.snippets if n not in self.excerpts)]
+        kept: dict[int, str] = {}
+        size = 0
+        for number in order:
+            entry = self.digest_entry(number)
+            if size + len(entry) > DIGEST_MAX_CHARS:
+                break
+            kept[number] = entry
+            size += len(entry) + 2
+        if not kept:
+            return ""
+        entries = [kept[n] for n in sorted(kept)]
+        if len(kept) < len(order):
+            entries.append(f"({len(order) - len(kept)} more results not kept)")
+        return untrusted("\n\n".join(entries), "earlier_results")
+
+    def digest_entry(self, number: int) -> str:
+        source = self.sources[number - 1]
+        dated = f" ({source['date']})" if source.get("date") else ""
+        head = f"[{number}] {source['title']}{dated}\n{source['url']}"
+        if number in self.excerpts:
+            return f"{head}\nThe page read, its start:\n{self.excerpts[number]}"
+        return f"{head}\n{self.snippets[number]}"
 
     def solicited(self, url: str) -> bool:
         """Whether the address came from this turn's search results or the user's messages:
@@ -263,6 +303,11 @@ def untrusted(text: str, source: str) -> str:
     body = TAG_IN_TEXT.sub("untrusted_data", text)
     opening = f'<{UNTRUSTED_TAG} source="{source}" id="{nonce}">'
     return f'{opening}\n{body}\n</{UNTRUSTED_TAG} id="{nonce}">'
+
+
+def clipped(text: str, length: int) -> str:
+    text = text.strip()
+    return text if len(text) <= length else text[: length - 1].rstrip() + "…"
 
 
 def normalized_url(url: str) -> str:

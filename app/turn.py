@@ -137,6 +137,9 @@ async def run_turn(services: Services, conversation_id: str, model: str) -> Asyn
         budget = context.effective_budget(chosen["context_budget"], window)
         reserve = context.completion_reserve(services.settings.max_completion_tokens, budget)
         projected = context.projected_tokens(measured_base(conversation), pending, reserve)
+        outcome.kept, projected = fit_sources(
+            kept_sources(conversation, services.settings.keep_sources_turns), projected, budget
+        )
         outcome.budget = {
             "limit": budget,
             "window": window,
@@ -236,6 +239,7 @@ async def run_turn(services: Services, conversation_id: str, model: str) -> Asyn
                     continue
                 if error.kind == "context_overflow" and not outcome.produced and not outcome.forced:
                     outcome.forced = True  # compress once and retry; a second overflow fails
+                    outcome.kept = {}  # the estimate was short: earlier sources go first
                     async for event in compress(services, conversation, outcome):
                         yield event
                     messages = assemble(conversation, runner, outcome, memory)
@@ -249,6 +253,7 @@ async def run_turn(services: Services, conversation_id: str, model: str) -> Asyn
             for call in calls:
                 result = await runner.run(call)
                 outcome.activity.append(result.event)
+                outcome.digest = runner.digest()
                 yield result.event
                 if result.warning:
                     outcome.warnings.append(result.warning)
@@ -283,29 +288,64 @@ async def run_turn(services: Services, conversation_id: str, model: str) -> Asyn
 
 
 def measured_base(conversation: Conversation) -> int:
-    """The history before the new message: the last measured prompt plus an estimate of
-    what came after it (an answer the server never measured, e.g. one cut by Stop), or an
-    estimate of it all when nothing was measured yet."""
+    """The history before the new message, without kept sources: the last measured prompt
+    less the sources it carried, plus an estimate of what came after it (an answer the
+    server never measured, e.g. one cut by Stop), or an estimate of it all when nothing was
+    measured yet. Which sources go this time is decided anew (`fit_sources`)."""
     usage = conversation.get("usage", {})
     history = conversation["messages"][:-1]
     if not usage.get("last_prompt_tokens"):
         return context.message_tokens(unsummarised(conversation)[:-1])
     since = history[usage.get("measured_messages", len(history)) :]
-    return usage["last_prompt_tokens"] + context.message_tokens(since)
+    measured = max(0, usage["last_prompt_tokens"] - usage.get("sources_tokens", 0))
+    return measured + context.message_tokens(since)
 
 
 def unsummarised(conversation: Conversation) -> list[Message]:
     return conversation["messages"][conversation.get("summarized", 0) :]
 
 
-def model_history(conversation: Conversation) -> list[dict[str, str]]:
-    """What the model sees of the log: user and assistant text, never an empty turn
-    (an empty assistant message breaks the alternation some servers enforce)."""
+def model_history(conversation: Conversation, kept: dict[int, str]) -> list[dict[str, str]]:
+    """What the model sees of the log: user and assistant text, the kept sources after
+    their answers (by position), never an empty turn (an empty assistant message breaks the
+    alternation some servers enforce)."""
+    start = conversation.get("summarized", 0)
     return [
-        {"role": m["role"], "content": m["content"]}
-        for m in unsummarised(conversation)
-        if m["role"] in ("user", "assistant") and (m.get("content") or "").strip()
+        {"role": m["role"], "content": m["content"] + kept.get(position, "")}
+        for position, m in enumerate(conversation["messages"][start:], start)
+        if in_history(m)
     ]
+
+
+def in_history(message: Message) -> bool:
+    return message["role"] in ("user", "assistant") and bool((message.get("content") or "").strip())
+
+
+def kept_sources(conversation: Conversation, turns: int) -> dict[int, str]:
+    """The digests of the last `turns` answers in the history, as they follow their answers'
+    text, by position, oldest first."""
+    start = conversation.get("summarized", 0)
+    messages = conversation["messages"]
+    answers = [
+        position
+        for position, m in enumerate(messages[start:], start)
+        if m["role"] == "assistant" and in_history(m)
+    ]
+    chosen = answers[-turns:] if turns > 0 else []
+    return {p: context.sources_text(messages[p]) for p in chosen if messages[p].get("digest")}
+
+
+def fit_sources(kept: dict[int, str], projected: int, budget: int) -> tuple[dict[int, str], int]:
+    """The kept sources that fit and the projection with them: over budget, the oldest go
+    first, before any message is compressed (a digest is cheaper to lose than the
+    conversation's own words, and a follow-up most likely asks about the last answer)."""
+    fitting = dict(kept)
+    projected += sum(context.estimate_tokens(text) for text in fitting.values())
+    for position in kept:
+        if projected <= budget:
+            break
+        projected -= context.estimate_tokens(fitting.pop(position))
+    return fitting, projected
 
 
 async def read_memory(services: Services) -> tuple[str, str | None]:
@@ -321,7 +361,10 @@ def assemble(
     conversation: Conversation, runner: ToolRunner, outcome: Outcome, memory: str
 ) -> list[dict[str, Any]]:
     """The request's messages, and the breakdown of what fills the context."""
-    history = model_history(conversation)
+    # A compression may have folded answers whose sources were to go with them.
+    start = conversation.get("summarized", 0)
+    kept = {p: text for p, text in outcome.kept.items() if p >= start}
+    history = model_history(conversation, kept)
     layers = context.Layers(
         persona=conversation["settings"]["system_prompt"],
         memory=memory,
@@ -332,7 +375,12 @@ def assemble(
         else "",
     )
     declarations = json.dumps(runner.declarations()) if runner.declarations() else ""
-    outcome.breakdown = context.breakdown(layers, history, context.estimate_tokens(declarations))
+    outcome.breakdown = context.breakdown(
+        layers,
+        history,
+        context.estimate_tokens(declarations),
+        sum(context.estimate_tokens(text) for text in kept.values()),
+    )
     return context.assemble(layers, history)
 
 
@@ -370,7 +418,7 @@ async def compress(
         conversation["settings"]["compress_prompt"],
         memory,
         conversation.get("summary", ""),
-        old,
+        with_last_digests(old, services.settings.keep_sources_turns),
     )
     try:
         text, usage = await services.model.complete(
@@ -409,6 +457,18 @@ async def compress(
         "summary_tokens": context.estimate_tokens(result.summary),
         "facts_added": added,
     }
+
+
+def with_last_digests(messages: list[Message], turns: int) -> list[Message]:
+    """The messages to fold, only the last `turns` digests among them kept: the summary
+    keeps what those sources said, and its request grows by no more than a history carries
+    (every folded answer's digest could overflow the summary model)."""
+    digested = [p for p, m in enumerate(messages) if m.get("digest")]
+    keep = set(digested[-turns:] if turns > 0 else [])
+    return [
+        m if p in keep else {"role": m["role"], "content": m["content"]}
+        for p, m in enumerate(messages)
+    ]
 
 
 def preview(message: Message, length: int = 40) -> str:
@@ -469,6 +529,10 @@ class Outcome:
     forced: bool = False
     rewind: bool = False
     breakdown: dict[str, int] = field(default_factory=dict)
+    kept: dict[int, str] = field(default_factory=dict)
+    """Earlier answers' sources sent with them this turn, by position."""
+    digest: str = ""
+    """This turn's tool results in short, kept with the answer for follow-up questions."""
     budget: dict[str, Any] = field(default_factory=dict)
     text_mark: int = 0
     """Where this round's text starts (the text before it went with earlier tool calls)."""
@@ -530,6 +594,7 @@ class Outcome:
 
     def answer(self) -> Message:
         return {
+            **({"digest": self.digest} if self.digest else {}),
             "role": "assistant",
             "content": self.text,
             "status": self.status,
@@ -554,6 +619,7 @@ class Outcome:
             usage = {
                 "last_prompt_tokens": self.first_prompt_tokens + context.estimate_tokens(self.text),
                 "measured_messages": after,
+                "sources_tokens": self.breakdown.get("kept_sources", 0),
             }
         return {
             "position": self.position,

@@ -130,6 +130,27 @@ def test_a_search_and_fetch_turn_keeps_its_trail_and_sources_after_a_reload(page
     expect(page.locator(".conversation-item.current")).to_contain_text("Jak długo gotować")
 
 
+def test_a_follow_up_shows_the_kept_sources_on_the_context_bar(page, llm):
+    llm.script(
+        Reply(tool_calls=[ToolCall("web_search", {"query": "pierogi czas gotowania"})]),
+        Reply(text="Boil them for four minutes [2].", usage={"prompt_tokens": 3000}),
+        Reply(text="The second result also says to salt the water.", usage={"prompt_tokens": 4000}),
+    )
+    send(page, "Jak długo gotować pierogi?")
+    wait_turn_end(page)
+    expect(page.locator("#context-bar .context-track .context-part.kept_sources")).to_have_count(0)
+    send(page, "Co jeszcze mówił drugi wynik?")
+    wait_turn_end(page)
+    segment = page.locator("#context-bar .context-track .context-part.kept_sources")
+    expect(segment).to_have_count(1)
+    expect(segment).to_have_attribute("title", re.compile(r"earlier answers' sources \(kept\): ~"))
+    assert segment.bounding_box()["width"] > 0
+    page.locator("#context-bar .context-track").focus()
+    legend = page.locator("#context-bar .context-legend")
+    expect(legend).to_contain_text("earlier answers' sources (kept) ~")
+    assert page.log.errors == []
+
+
 def test_stop_keeps_the_partial_answer_and_closes_the_model_stream(page, llm, chat):
     llm.script(Reply(text=LONG_ANSWER, chunk_delay=0.05))
     send(page, "Tell me a long story.")

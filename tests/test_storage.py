@@ -207,6 +207,26 @@ def test_only_its_owner_releases_a_lease(tmp_path):
     assert not database.held(conversation_id)
 
 
+def test_a_turn_reads_the_answers_digests_without_their_other_details(tmp_path):
+    database = Database(tmp_path / "chat.db")
+    conversation_id = database.create("x", {})["id"]
+    database.put_message(conversation_id, 0, {"role": "user", "content": "Where?"})
+    answer = {"role": "assistant", "content": "Here [1].", "digest": "[1] A page", "sources": []}
+    database.put_message(conversation_id, 1, answer)
+    database.put_message(conversation_id, 2, {"role": "assistant", "content": "Plain."})
+    database.put_message(conversation_id, 3, {"role": "assistant", "content": "Broken."})
+    with sqlite3.connect(tmp_path / "chat.db") as db:
+        db.execute("UPDATE messages SET details = '{\"digest\": ' WHERE position = 3")
+    loaded = database.load(conversation_id, details=False)["messages"]
+    assert loaded == [
+        {"role": "user", "content": "Where?"},
+        {"role": "assistant", "content": "Here [1].", "digest": "[1] A page"},
+        {"role": "assistant", "content": "Plain."},
+        # Damaged details cost the turn that answer's digest, not the whole turn.
+        {"role": "assistant", "content": "Broken."},
+    ]
+
+
 # -- schema ------------------------------------------------------------------------------------
 
 

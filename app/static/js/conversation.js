@@ -20,6 +20,7 @@ const CONTEXT_PARTS = [
   ["summary", "summary"],
   ["tools", "tool note and declarations"],
   ["history", "history"],
+  ["kept_sources", "earlier answers' sources (kept)"],
 ];
 const FOLLOW_SLACK = 48; // px from the bottom that still counts as "at the bottom"
 
