@@ -304,6 +304,14 @@ MIGRATIONS = [
     INSERT INTO title_words (title_words) VALUES ('delete-all');
     INSERT INTO title_words (rowid, title) SELECT rowid, fold(title) FROM conversations;
     """,
+    # An answer's digest of its sources in a column: every turn reads the recent ones, and
+    # picking them out of the details' JSON cost more than the rest of the load.
+    """
+    ALTER TABLE messages ADD COLUMN digest TEXT;
+    UPDATE messages
+    SET digest = json_extract(details, '$.digest'), details = json_remove(details, '$.digest')
+    WHERE json_valid(details) AND json_type(details, '$.digest') = 'text';
+    """,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -402,20 +410,15 @@ class Database:
             raise Damaged(f"conversation {conversation_id}: settings damaged ({exc})") from None
 
     def messages(self, rowid: int, *, details: bool) -> list[Message]:
-        # Without details, SQLite picks out only the digest (C speed, no Python JSON
-        # parsing); a damaged details text gives none rather than failing the turn.
-        columns = (
-            "role, content, details"
-            if details
-            else "role, content, iif(json_valid(details), json_extract(details, '$.digest'), NULL)"
-        )
+        columns = "role, content, digest, details" if details else "role, content, digest, ''"
         rows = self.db.execute(
             f"SELECT {columns} FROM messages WHERE conversation = ? ORDER BY position", (rowid,)
         )
         if not details:
-            return [brief(role, content, digest) for role, content, digest in rows]
+            return [brief(role, content, digest) for role, content, digest, _ in rows]
         return [
-            {"role": role, "content": content, **json.loads(extra)} for role, content, extra in rows
+            {**brief(role, content, digest), **json.loads(extra)}
+            for role, content, digest, extra in rows
         ]
 
     def row(self, conversation_id: str) -> tuple:
@@ -594,20 +597,19 @@ class Database:
         return self.db.execute(query, (rowid,)).fetchone()[0]
 
     def insert(self, rowid: int, position: int, message: Message) -> None:
-        role, content, details = message_columns(message)
         self.db.execute(
-            "INSERT INTO messages (conversation, position, role, content, details) "
-            "VALUES (?, ?, ?, ?, ?)",
-            (rowid, position, role, content, details),
+            "INSERT INTO messages (conversation, position, role, content, details, digest) "
+            "VALUES (?, ?, ?, ?, ?, ?)",
+            (rowid, position, *message_columns(message)),
         )
 
     def upsert(self, rowid: int, position: int, message: Message) -> None:
-        role, content, details = message_columns(message)
         self.db.execute(
-            "INSERT INTO messages (conversation, position, role, content, details) "
-            "VALUES (?, ?, ?, ?, ?) ON CONFLICT (conversation, position) DO UPDATE SET "
-            "role = excluded.role, content = excluded.content, details = excluded.details",
-            (rowid, position, role, content, details),
+            "INSERT INTO messages (conversation, position, role, content, details, digest) "
+            "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (conversation, position) DO UPDATE SET "
+            "role = excluded.role, content = excluded.content, details = excluded.details, "
+            "digest = excluded.digest",
+            (rowid, position, *message_columns(message)),
         )
 
     def set_model(self, row: tuple, model: str) -> None:
@@ -868,9 +870,9 @@ def dumps(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
-def message_columns(message: Message) -> tuple[str, str, str]:
-    details = {k: v for k, v in message.items() if k not in ("role", "content")}
-    return message["role"], message["content"], dumps(details)
+def message_columns(message: Message) -> tuple[str, str, str, str | None]:
+    details = {k: v for k, v in message.items() if k not in ("role", "content", "digest")}
+    return message["role"], message["content"], dumps(details), message.get("digest")
 
 
 def brief(role: str, content: str, digest: object) -> Message:

@@ -222,7 +222,7 @@ def test_a_turn_reads_the_answers_digests_without_their_other_details(tmp_path):
         {"role": "user", "content": "Where?"},
         {"role": "assistant", "content": "Here [1].", "digest": "[1] A page"},
         {"role": "assistant", "content": "Plain."},
-        # Damaged details cost the turn that answer's digest, not the whole turn.
+        # A turn never parses the details: damaged ones do not stop it.
         {"role": "assistant", "content": "Broken."},
     ]
 
@@ -253,6 +253,11 @@ def test_a_database_of_schema_1_is_migrated_keeping_its_conversations(tmp_path):
             "INSERT INTO messages (conversation, position, role, content, details) "
             "VALUES (1, 0, 'user', 'Gdzie jest żółw?', '{}')"
         )
+        db.execute(  # a digest kept in the details, as the third schema had it
+            "INSERT INTO messages (conversation, position, role, content, details) "
+            "VALUES (1, 1, 'assistant', 'W ZOO [1].', ?)",
+            ('{"digest": "[1] ZOO", "status": "complete"}',),
+        )
         db.execute("PRAGMA user_version = 1")
     db.close()
 
@@ -262,6 +267,9 @@ def test_a_database_of_schema_1_is_migrated_keeping_its_conversations(tmp_path):
     # the index is rebuilt folded: found by letters a Polish keyboard is not needed for
     assert [e["id"] for e in database.list("lodz")] == ["20250301-0a1b2c3d4e"]
     assert [e["id"] for e in database.list("zolw")] == ["20250301-0a1b2c3d4e"]
+    answer = {"role": "assistant", "content": "W ZOO [1].", "digest": "[1] ZOO"}
+    assert database.load("20250301-0a1b2c3d4e", details=False)["messages"][1] == answer
+    assert database.load("20250301-0a1b2c3d4e")["messages"][1] == {**answer, "status": "complete"}
     assert database.tool_refusals() == []
     database.refuse_tools("fake-model", "does not support tools")
     assert [r["model"] for r in database.tool_refusals()] == ["fake-model"]
