@@ -493,6 +493,33 @@ def test_conversations_are_listed_searched_renamed_and_deleted(page, llm):
     expect(page.locator(".conversation-item")).to_contain_text("Nginx proxy")
 
 
+def test_a_late_answer_to_an_older_search_does_not_replace_the_list(page, llm):
+    for question in ("Pierogi recipe", "Nginx proxy"):
+        llm.script(Reply(text="Done."))
+        page.locator("#new-conversation").click()
+        send(page, question)
+        wait_turn_end(page)
+    items = page.locator(".conversation-item")
+    expect(items).to_have_count(2)
+    # A search's answer comes a second late, after the search box was cleared.
+    page.evaluate(
+        """() => {
+            const original = window.fetch;
+            window.fetch = async (url, init) => {
+                const response = await original(url, init);
+                if (String(url).includes("q=")) await new Promise((r) => setTimeout(r, 1000));
+                return response;
+            };
+        }"""
+    )
+    page.fill("#chat-search", "pierogi")
+    page.wait_for_timeout(400)  # past the search box's pause: the search has left
+    page.fill("#chat-search", "")
+    expect(items).to_have_count(2)
+    page.wait_for_timeout(1200)  # the late answer has arrived: it must change nothing
+    assert items.count() == 2
+
+
 def test_export_downloads_the_conversation_as_markdown(page, llm, pages):
     article = f"{pages.url}/article"
     llm.script(

@@ -141,13 +141,21 @@ async function route() {
 
 // ---- the conversation list -----------------------------------------------------------------
 
+// Refreshes overlap (a turn ends while a search is typed): only the latest one is shown,
+// whichever answer arrives last.
+let listRequests = 0;
+
 async function refreshList() {
+  const request = ++listRequests;
+  let conversations;
   try {
-    state.conversations = await api(`/api/conversations${state.query ? `?q=${encodeURIComponent(state.query)}` : ""}`);
+    conversations = await api(`/api/conversations${state.query ? `?q=${encodeURIComponent(state.query)}` : ""}`);
   } catch (error) {
     if (!(error instanceof ConnectionLost)) throw error;
     return;
   }
+  if (request !== listRequests) return;
+  state.conversations = conversations;
   const list = clear($("#conversation-list"));
   if (!state.conversations.length) {
     list.append(el("p", { className: "conversation-empty", text: state.query ? "No conversation matches." : "No conversations yet." }));
