@@ -204,38 +204,13 @@ async def run_turn(services: Services, conversation_id: str, model: str) -> Asyn
                         outcome.truncated = True
             except LLMError as error:
                 if error.kind == "tools_unsupported" and "tools" in payload:
-                    # llama.cpp streams the text, then fails when it does not parse as a
-                    # tool call: that text is garbage, so it goes, and the round runs again
-                    # without tools (once: the retry declares none) and without the note
-                    # that offers them; this round's tool exchanges stay.
+                    # The round runs again without tools (once: the retry declares none)
+                    # and without the note that offers them; its tool exchanges stay.
                     runner.withdraw()
                     fresh = assemble(conversation, runner, outcome, memory)
                     messages, assembled = fresh + messages[assembled:], len(fresh)
-                    warning: WarningEvent = {
-                        "type": "warning",
-                        "message": "this model rejected the web tools; answering without them",
-                    }
-                    if error.tools_refused:  # every later turn would be refused too
-                        warning["tools_refused"] = await storage.run(
-                            storage.database.refuse_tools, model, error.message
-                        )
-                        warning["message"] = (
-                            "this model rejected the web tools; answering without them, now "
-                            "and in later turns (the model picker can clear that)"
-                        )
-                    if outcome.discard_round():
-                        await saver.retract()
-                        yield {
-                            "type": "retry",
-                            "text": outcome.text,
-                            "reasoning": outcome.reasoning,
-                        }
-                        warning["message"] = (
-                            "this model could not call the web tools (its output did not parse); "
-                            "answering again without them"
-                        )
-                    outcome.warnings.append(warning["message"])
-                    yield warning
+                    for event in await without_tools(services, saver, model, error):
+                        yield event
                     continue
                 if error.kind == "context_overflow" and not outcome.produced and not outcome.forced:
                     outcome.forced = True  # compress once and retry; a second overflow fails
@@ -285,6 +260,39 @@ async def run_turn(services: Services, conversation_id: str, model: str) -> Asyn
         yield failed
     finally:
         await saver.persist()
+
+
+async def without_tools(
+    services: Services, saver: Saver, model: str, error: LLMError
+) -> list[Event]:
+    """What the user is told when the tools are dropped: a server that refuses their
+    declarations is remembered (every later turn would be refused too); llama.cpp, which
+    streams the text and then fails when it does not parse as a tool call, has its text
+    discarded: it is garbage, and the page is told to clear it."""
+    outcome = saver.outcome
+    events: list[Event] = []
+    warning: WarningEvent = {
+        "type": "warning",
+        "message": "this model rejected the web tools; answering without them",
+    }
+    if error.tools_refused:
+        storage = services.storage
+        warning["tools_refused"] = await storage.run(
+            storage.database.refuse_tools, model, error.message
+        )
+        warning["message"] = (
+            "this model rejected the web tools; answering without them, now and in later "
+            "turns (the model picker can clear that)"
+        )
+    if outcome.discard_round():
+        await saver.retract()
+        events.append({"type": "retry", "text": outcome.text, "reasoning": outcome.reasoning})
+        warning["message"] = (
+            "this model could not call the web tools (its output did not parse); "
+            "answering again without them"
+        )
+    outcome.warnings.append(warning["message"])
+    return [*events, warning]
 
 
 def measured_base(conversation: Conversation) -> int:
