@@ -320,7 +320,7 @@ def method_table(app: Any) -> list[tuple[re.Pattern[str], frozenset[str]]]:
 def route_methods(scope: Scope) -> set[str]:
     """The methods served at this path (empty: no such path)."""
     app = scope["app"]
-    if not hasattr(app.state, "method_table"):
+    if not hasattr(app.state, "method_table"):  # an app started without its lifespan
         app.state.method_table = method_table(app)
     path = scope["path"]
     methods = {m for pattern, ms in app.state.method_table if pattern.match(path) for m in ms}

@@ -121,6 +121,10 @@ def create_app(settings: config.Settings, searxng_url: str) -> FastAPI:
         model = ModelClient.from_settings(settings)
         searxng = Searxng(searxng_url, timeout=settings.searxng_timeout)
         app.state.services = Services(settings, storage, model, searxng)
+        # Built before the first request rather than during it (tens of ms each): the
+        # OpenAPI schema the access check reads its methods from, and the presets.
+        app.state.method_table = access.method_table(app)
+        config.presets()
         if settings.loop_lag_probe:
             app.state.lag.start()
         yield
