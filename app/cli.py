@@ -140,6 +140,8 @@ def cmd_serve(args: argparse.Namespace, settings: config.Settings) -> int:
             "could use your model and search; set AUTH_TOKEN or bind 127.0.0.1"
         )
     logging.basicConfig(level=settings.log_level, format="%(levelname)s %(name)s: %(message)s")
+    if settings.log_level != "DEBUG":  # a line per request to the model server and SearXNG
+        logging.getLogger("httpx").setLevel(logging.WARNING)
     # uvicorn re-raises the signal it stopped on; exiting cleanly lets the embedded
     # SearXNG be stopped and its files removed.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))

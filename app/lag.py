@@ -31,6 +31,7 @@ class LagProbe:
         self.watching = threading.Event()
 
     def start(self) -> None:
+        self.beat = time.perf_counter()
         self.task = asyncio.create_task(self._tick())
         self.watching.set()
         loop_thread = threading.get_ident()
