@@ -268,6 +268,7 @@ def test_the_picker_marks_a_model_that_refused_tools_until_the_user_clears_it(pa
     # Marked as soon as the server refused, and still after a reload.
     expect(picked).to_have_text("fake-model · no tools")
     expect(page.locator("#no-tools")).to_be_visible()
+    expect(page.locator("#tools-pill")).to_be_hidden()  # its "search 3 / read 2" is moot
     page.reload()
     expect(page.locator("#no-tools")).to_be_visible()
     expect(page.locator("#no-tools")).to_have_attribute("title", re.compile("does not support"))
@@ -280,6 +281,7 @@ def test_the_picker_marks_a_model_that_refused_tools_until_the_user_clears_it(pa
     page.select_option("#model-picker", "fake-model")
     page.get_by_role("button", name="Try tools again").click()
     expect(page.locator("#no-tools")).to_be_hidden()
+    expect(page.locator("#tools-pill")).to_be_visible()
     expect(picked).to_have_text("fake-model")
     assert httpx.get(f"{chat.url}/api/config").json()["tool_refusals"] == []
     send(page, "Search this time.")

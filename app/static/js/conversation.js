@@ -273,6 +273,7 @@ export class ConversationView {
     const refusal = this.toolRefusal(this.picker.value);
     const mark = $("#no-tools");
     mark.hidden = $("#forget-tool-refusal").hidden = !refusal;
+    $("#tools-pill").hidden = Boolean(refusal); // the conversation's tool settings do not apply
     if (refusal) mark.title = `This model's server refused the web tools on ${format.day(refusal.at)}: ${refusal.reason}. Its answers are written without searching until you try the tools again.`;
   }
 
