@@ -184,16 +184,18 @@ async def run_turn(services: Services, conversation_id: str, model: str) -> Asyn
             outcome.start_round()
             try:
                 async for event in services.model.stream(payload):
+                    # Checkpoints follow the yield: resumed, the piece has been sent, so
+                    # what a crash leaves is never more than the user was sent.
                     if event.type == "delta":
                         outcome.clock.tick(thinking=False)
                         outcome.text += event.text
-                        await saver.checkpoint()
                         yield {"type": "delta", "text": event.text}
+                        await saver.checkpoint()
                     elif event.type == "reasoning":
                         outcome.clock.tick(thinking=True)
                         outcome.reasoning += event.text
-                        await saver.checkpoint()
                         yield {"type": "reasoning", "text": event.text}
+                        await saver.checkpoint()
                     elif event.type == "usage":
                         outcome.add_usage(event.usage)
                     elif event.type == "tool_calls":
