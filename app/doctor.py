@@ -20,6 +20,7 @@ import httpx
 from app import config
 from app.llm import LLMError, ModelClient, OllamaWindow, safe_json
 from app.searxng_client import SearchError, Searxng
+from app.storage import DATABASE, Database, ToolRefusal
 from app.tools import SEARCH_DECLARATION
 
 State = Literal["ok", "warning", "fail"]
@@ -424,6 +425,35 @@ async def tool_check(client: ModelClient, model: str, *, timeout: float = TOOL_T
     return Check("model_tools", "model", name, "ok", "a request with tools was answered")
 
 
+def remembered_refusal_check(refusal: ToolRefusal | None, tools: Check) -> Check | None:
+    """The chat withholds the tools from a model that once refused them: said when the
+    model accepts them now, so the user knows to clear it (None otherwise)."""
+    if refusal is None or tools.state != "ok":
+        return None
+    model = refusal["model"]
+    return Check(
+        "model_tool_refusal",
+        "model",
+        f"web tools offered to {model} in the chat",
+        "warning",
+        f"no: it refused them on {refusal['at'][:10]} ({refusal['reason']}), and accepts them now",
+        f"click Try tools again next to the model picker (or DELETE "
+        f"/api/models/tool-refusals/{model})",
+    )
+
+
+def stored_refusal(settings: config.Settings, model: str) -> ToolRefusal | None:
+    """For the command line, which has no service: read from DATA_DIR, never created."""
+    path = settings.data_dir / DATABASE
+    if not path.exists():
+        return None
+    database = Database(path)
+    try:
+        return database.tool_refusal(model)
+    finally:
+        database.close()
+
+
 async def model_checks(settings: config.Settings) -> list[Check]:
     """Every model check, tool calling included (the command line's).
 
@@ -432,7 +462,12 @@ async def model_checks(settings: config.Settings) -> list[Check]:
     try:
         checks = await model_quick_checks(client, settings)
         if first_failure(checks) is None:
-            checks.append(await tool_check(client, settings.default_model, timeout=60))
+            model = settings.default_model
+            tools = await tool_check(client, model, timeout=60)
+            refusal = await asyncio.to_thread(stored_refusal, settings, model)
+            checks.append(tools)
+            if remembered := remembered_refusal_check(refusal, tools):
+                checks.append(remembered)
         return [c for c in checks if not (c.id == "model_chosen" and c.state == "ok")]
     finally:
         await client.aclose()

@@ -40,7 +40,12 @@ async def model_checks(state: Services, *, tools: bool) -> list[doctor.Check]:
 
     checks = await doctor.model_quick_checks(state.model, state.settings, read_window)
     if tools and doctor.first_failure(checks) is None:
-        checks.append(await doctor.tool_check(state.model, state.settings.default_model))
+        model = state.settings.default_model
+        tools = await doctor.tool_check(state.model, model)
+        refusal = await state.storage.run(state.storage.database.tool_refusal, model)
+        checks.append(tools)
+        if remembered := doctor.remembered_refusal_check(refusal, tools):
+            checks.append(remembered)
     return checks
 
 

@@ -17,6 +17,7 @@ import httpx
 import pytest
 
 from app.embedded_searxng import free_port
+from app.storage import Database
 from tests.conftest import API_KEY, ROOT, run_cli
 from tests.fakes.conventions import ollama_routes
 from tests.fakes.llm_server import FakeLLM, Reply, ToolCall, tools_unsupported
@@ -281,6 +282,26 @@ def test_doctor_with_no_model_server_says_to_fix_llm_base_url(searxng, brave):
     fix = next(line for line in run.stdout.splitlines() if line.strip().startswith("fix:"))
     assert "LLM_BASE_URL" in fix
     assert "Traceback" not in run.stderr
+
+
+def test_doctor_says_the_chat_still_withholds_tools_a_model_accepts_now(
+    searxng, brave, llm, tmp_path
+):
+    database = Database(tmp_path / "chat.db")  # as the chat left it after a refusal
+    database.refuse_tools("fake-model", "fake-model does not support tools")
+    database.close()
+    llm.clear()
+    run = run_cli(
+        "doctor",
+        searxng_url=searxng.url,
+        LLM_BASE_URL=llm.api_base,
+        DEFAULT_MODEL="fake-model",
+        DATA_DIR=str(tmp_path),
+    )
+    assert doctor_lines(run.stdout)["tool calling accepted by fake-model"] == "ok"
+    line = next(x for x in run.stdout.splitlines() if "web tools offered to fake-model" in x)
+    assert line.startswith("warn") and "does not support tools" in line
+    assert "Try tools again" in run.stdout
 
 
 def test_doctor_reports_a_model_without_tool_calling(searxng, brave, llm):

@@ -13,8 +13,9 @@ import pytest
 from app import config
 from app.embedded_searxng import free_port
 from tests.browser import open_page
+from tests.chat_client import new_conversation, send
 from tests.conftest import ChatService, chat_env
-from tests.fakes.llm_server import FakeLLM
+from tests.fakes.llm_server import FakeLLM, Reply, tools_unsupported
 from tests.fakes.loopback import LoopbackFake, LoopbackHandler
 
 QUICK_IDS = [
@@ -326,3 +327,19 @@ def test_a_dead_model_server_opens_the_status_view_by_itself(browser, service, b
             screenshot(page, f"status-warning-{'dark' if dark else 'light'}.png")
         finally:
             page.context.close()
+
+
+def test_a_model_that_accepts_tools_again_is_said_to_be_still_withheld(chat, brave, llm):
+    """The chat remembers a refusal; when the model takes tools now, Status says how to
+    offer them again, and says nothing once that is done."""
+    llm.script(tools_unsupported(), Reply(text="Without the web."))
+    conversation_id = new_conversation(chat)
+    send(chat, conversation_id, "Anything new?")
+    checks = by_id(status(chat))
+    assert checks["model_tools"]["state"] == "ok"  # the fake takes tools this time
+    remembered = checks["model_tool_refusal"]
+    assert remembered["state"] == "warning" and "does not support tools" in remembered["detail"]
+    assert "Try tools again" in remembered["fix"]
+    cleared = httpx.delete(f"{chat.url}/api/models/tool-refusals/fake-model")
+    assert cleared.status_code == 204
+    assert "model_tool_refusal" not in by_id(status(chat))
