@@ -319,11 +319,9 @@ def method_table(app: Any) -> list[tuple[re.Pattern[str], frozenset[str]]]:
 
 def route_methods(scope: Scope) -> set[str]:
     """The methods served at this path (empty: no such path)."""
-    app = scope["app"]
-    if not hasattr(app.state, "method_table"):  # an app started without its lifespan
-        app.state.method_table = method_table(app)
     path = scope["path"]
-    methods = {m for pattern, ms in app.state.method_table if pattern.match(path) for m in ms}
+    table = scope["app"].state.method_table  # built at start (server.py's lifespan)
+    methods = {m for pattern, ms in table if pattern.match(path) for m in ms}
     if path == "/" or path.startswith("/static/"):
         methods |= PAGE_METHODS
     return methods

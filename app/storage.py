@@ -410,16 +410,13 @@ class Database:
             raise Damaged(f"conversation {conversation_id}: settings damaged ({exc})") from None
 
     def messages(self, rowid: int, *, details: bool) -> list[Message]:
-        columns = "role, content, digest, details" if details else "role, content, digest, ''"
+        columns = "role, content, digest, details" if details else "role, content, digest"
         rows = self.db.execute(
             f"SELECT {columns} FROM messages WHERE conversation = ? ORDER BY position", (rowid,)
         )
         if not details:
-            return [brief(role, content, digest) for role, content, digest, _ in rows]
-        return [
-            {**brief(role, content, digest), **json.loads(extra)}
-            for role, content, digest, extra in rows
-        ]
+            return [brief(*row) for row in rows]
+        return [{**brief(*row[:3]), **json.loads(row[3])} for row in rows]
 
     def row(self, conversation_id: str) -> tuple:
         row = self.db.execute(
@@ -875,10 +872,10 @@ def message_columns(message: Message) -> tuple[str, str, str, str | None]:
     return message["role"], message["content"], dumps(details), message.get("digest")
 
 
-def brief(role: str, content: str, digest: object) -> Message:
+def brief(role: str, content: str, digest: str | None) -> Message:
     """A message as a turn reads it: role, text and, for an answer that used tools, its digest."""
     message: Message = {"role": role, "content": content}
-    if isinstance(digest, str) and digest:
+    if digest:
         message["digest"] = digest
     return message
 

@@ -326,16 +326,20 @@ def doctor_line(stdout: str, name: str) -> tuple[str, str]:
     return lines[at], after if after.startswith("fix:") else ""
 
 
-def test_doctor_warns_of_ollamas_small_default_window_and_says_how_to_raise_it(searxng):
-    routes = ollama_routes("qwen3:8b")  # no num_ctx, not loaded: Ollama's default applies
-    with FakeLLM(models=["qwen3:8b"], routes=routes) as ollama:
-        run = run_cli(
+def doctor_against_ollama(searxng, **shape: int) -> subprocess.CompletedProcess[str]:
+    """`doctor` with qwen3:8b on a fake Ollama shaped as `ollama_routes` takes it."""
+    with FakeLLM(models=["qwen3:8b"], routes=ollama_routes("qwen3:8b", **shape)) as ollama:
+        return run_cli(
             "doctor",
             searxng_url=searxng.url,
             LLM_BASE_URL=ollama.api_base,
             DEFAULT_MODEL="qwen3:8b",
             MODELS="",
         )
+
+
+def test_doctor_warns_of_ollamas_small_default_window_and_says_how_to_raise_it(searxng):
+    run = doctor_against_ollama(searxng)  # no num_ctx, not loaded: Ollama's default applies
     assert run.returncode == 0, run.stdout + run.stderr  # a warning, not a failure
     line, fix = doctor_line(run.stdout, "served context window")
     assert line.startswith("warn")
@@ -345,15 +349,7 @@ def test_doctor_warns_of_ollamas_small_default_window_and_says_how_to_raise_it(s
 
 
 def test_doctor_reads_the_window_ollama_loaded_the_model_with(searxng):
-    routes = ollama_routes("qwen3:8b", loaded=32768)  # OLLAMA_CONTEXT_LENGTH=32768
-    with FakeLLM(models=["qwen3:8b"], routes=routes) as ollama:
-        run = run_cli(
-            "doctor",
-            searxng_url=searxng.url,
-            LLM_BASE_URL=ollama.api_base,
-            DEFAULT_MODEL="qwen3:8b",
-            MODELS="",
-        )
+    run = doctor_against_ollama(searxng, loaded=32768)  # OLLAMA_CONTEXT_LENGTH=32768
     line, fix = doctor_line(run.stdout, "served context window")
     assert line.startswith("ok") and "32768" in line and not fix, run.stdout
 
