@@ -247,10 +247,11 @@ async def measure_locales(
     query = check_query(q)
     count = check_number("top", top, 1, MAX_TOP)
     home = default_locale(request)
+    # Checked even when `locales` overrides it: a wrong value is refused, never ignored.
+    base = config.check_locale(locale.strip() or home)
     if locales.strip():
         chosen = check_locales(locales)
     else:
-        base = config.check_locale(locale.strip() or home)
         chosen = language.default_locales(base) or [base]
     # The language to count: asked for, else the last locale's, else the user's own.
     wanted = target.strip().lower() or target_of(chosen[-1]) or target_of(home)

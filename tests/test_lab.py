@@ -134,6 +134,7 @@ def test_measure_defaults_follow_the_chosen_locale(chat):
         ("search", {"q": "   "}, "the query is empty"),
         ("search", {"q": "x", "page": "11"}, "page must be a whole number from 1 to 10"),
         ("measure", {"q": "x", "locales": "all,xx_YY"}, "invalid search locale 'xx_YY'"),
+        ("measure", {"q": "x", "locales": "pl", "locale": "Yã"}, "invalid search locale 'Yã'"),
         ("measure", {"q": ""}, "the query is empty"),
         ("measure", {"q": "x", "top": "0"}, "top must be a whole number from 1 to 50"),
         ("measure", {"q": "x", "top": "51"}, "top must be a whole number from 1 to 50"),
