@@ -151,7 +151,9 @@ def cmd_serve(args: argparse.Namespace, settings: config.Settings) -> int:
         # What start-up built lives as long as the process: out of the collector's sight,
         # full collections stop walking it, which they would do mid-stream.
         gc.freeze()
-        uvicorn.run(app, host=args.host, port=args.port, log_level="info")
+        uvicorn.run(
+            app, host=args.host, port=args.port, log_level="info", loop="uvloop", http="httptools"
+        )
     return 0
 
 

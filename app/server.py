@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator
-from contextlib import aclosing, asynccontextmanager
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -14,8 +13,6 @@ from fastapi import Path as PathParam
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
-from sse_starlette.sse import EventSourceResponse
-from starlette.background import BackgroundTask
 
 from app import access, config, export, lab, status
 from app.bodies import (
@@ -30,6 +27,7 @@ from app.bodies import (
 from app.lag import LagProbe
 from app.llm import ModelClient
 from app.searxng_client import Searxng
+from app.sse import EventStream
 from app.storage import (
     ID_PATTERN,
     Conflict,
@@ -300,28 +298,12 @@ def create_app(settings: config.Settings, searxng_url: str) -> FastAPI:
         return await check_model(request, model.strip())
 
     def stream_turn(request: Request, lease: Lease, model: str) -> Response:
-        """SSE for one turn, which holds the conversation's lease until it ends.
-
-        The lease is released once the outcome is written, and, should the client leave
-        before the stream starts, by the response's background task (only its owner can
-        release it, so a late release frees nothing another turn holds)."""
-
-        async def events() -> AsyncIterator[dict[str, str]]:
-            try:
-                # aclosing: however the stream ends (even a hang-up at a yield), the turn's
-                # own finally writes its outcome before the lease below is released.
-                turn = run_turn(services(request), lease.conversation_id, model)
-                async with aclosing(turn):
-                    async for event in turn:
-                        if event["type"] in ("done", "error"):
-                            # The outcome is written before these are yielded; releasing
-                            # now lets a client that sends again on seeing them find it free.
-                            await lease.release()
-                        yield {"data": json.dumps(event, ensure_ascii=False)}
-            finally:
-                await lease.release()
-
-        return EventSourceResponse(events(), ping=15, background=BackgroundTask(lease.release))
+        """SSE for one turn, which holds the conversation's lease until it ends: the
+        outcome's write releases it (in the same transaction), and the stream's end does
+        should the write fail or the client leave before the turn starts (only its owner
+        can release it, so a late release frees nothing another turn holds). The stream
+        closes the turn before that: its own finally writes the outcome first."""
+        return EventStream(run_turn(services(request), lease, model), closed=lease.release)
 
     @app.post(
         "/api/conversations/{conversation_id}/chat",
@@ -332,12 +314,7 @@ def create_app(settings: config.Settings, searxng_url: str) -> FastAPI:
     ) -> Response:
         chosen = await storage.run(db.settings, conversation_id)
         model = await chosen_model(request, body.model, chosen)
-        lease = await storage.lease(conversation_id)
-        try:
-            await storage.run(db.add_user_message, conversation_id, body.message, model)
-        except BaseException:
-            await lease.release()
-            raise
+        lease = await storage.begin_turn(conversation_id, body.message, model)
         return stream_turn(request, lease, model)
 
     @app.post(
@@ -349,12 +326,7 @@ def create_app(settings: config.Settings, searxng_url: str) -> FastAPI:
     ) -> Response:
         chosen = await storage.run(db.settings, conversation_id)
         model = await chosen_model(request, body.model if body else None, chosen)
-        lease = await storage.lease(conversation_id)
-        try:
-            await storage.run(db.drop_answer, conversation_id, model)
-        except BaseException:
-            await lease.release()
-            raise
+        lease = await storage.begin_turn(conversation_id, None, model)
         return stream_turn(request, lease, model)
 
     @app.post("/api/conversations/{conversation_id}/rewind", responses=errors(404, 409, 415, 422))

@@ -483,36 +483,50 @@ class Database:
             self.db.execute("DELETE FROM conversations WHERE id = ?", (conversation_id,))
             self.db.execute("DELETE FROM leases WHERE conversation = ?", (conversation_id,))
 
-    def add_user_message(self, conversation_id: str, text: str, model: str) -> int:
-        """The user's message at the end of the log, and the model chosen for it; the first
-        message names a conversation still called NEW_TITLE. Returns its position."""
+    def begin_turn(self, conversation_id: str, owner: str, message: str | None, model: str) -> bool:
+        """A turn's start, in one durable transaction: the lease for `owner`, then the user's
+        `message` at the end of the log or, for Regenerate (None), what followed the last user
+        message removed; the model chosen is saved. False (and nothing written) if a live
+        owner holds the conversation."""
         with self.write(durable=True):
             row = self.row(conversation_id)
-            position = self.count(row[0])
-            if position == 0 and row[2] == NEW_TITLE:
-                self.db.execute(
-                    "UPDATE conversations SET title = ?, title_from_message = 1 WHERE rowid = ?",
-                    (" ".join(text.split())[:60].strip(), row[0]),
-                )
-            self.set_model(row, model)
-            self.insert(row[0], position, {"role": "user", "content": text, "created": now()})
-            return position
-
-    def drop_answer(self, conversation_id: str, model: str) -> int:
-        """For Regenerate: what follows the last user message goes; its position."""
-        with self.write():
-            row = self.row(conversation_id)
-            last = self.db.execute(
-                "SELECT max(position) FROM messages WHERE conversation = ? AND role = 'user'",
-                (row[0],),
-            ).fetchone()[0]
-            if last is None:
-                raise Conflict("nothing to regenerate: the conversation has no message")
-            self.db.execute(
-                "DELETE FROM messages WHERE conversation = ? AND position > ?", (row[0], last)
+            taken = self.db.execute(
+                "INSERT INTO leases (conversation, owner, expires) VALUES (?, ?, ?) "
+                "ON CONFLICT (conversation) DO UPDATE SET owner = excluded.owner, "
+                "expires = excluded.expires "
+                "WHERE leases.expires < ? OR NOT owner_alive(leases.owner)",
+                (conversation_id, owner, time.time() + LEASE_SECONDS, time.time()),
             )
+            if taken.rowcount != 1:
+                return False
+            if message is None:
+                self.drop_answer(row)
+            else:
+                self.append_user_message(row, message)
             self.set_model(row, model)
-            return last
+            return True
+
+    def append_user_message(self, row: tuple, text: str) -> None:
+        """The first message names a conversation still called NEW_TITLE."""
+        position = self.count(row[0])
+        if position == 0 and row[2] == NEW_TITLE:
+            self.db.execute(
+                "UPDATE conversations SET title = ?, title_from_message = 1 WHERE rowid = ?",
+                (" ".join(text.split())[:60].strip(), row[0]),
+            )
+        self.insert(row[0], position, {"role": "user", "content": text, "created": now()})
+
+    def drop_answer(self, row: tuple) -> None:
+        """For Regenerate: what follows the last user message goes."""
+        last = self.db.execute(
+            "SELECT max(position) FROM messages WHERE conversation = ? AND role = 'user'",
+            (row[0],),
+        ).fetchone()[0]
+        if last is None:
+            raise Conflict("nothing to regenerate: the conversation has no message")
+        self.db.execute(
+            "DELETE FROM messages WHERE conversation = ? AND position > ?", (row[0], last)
+        )
 
     def rewind(self, conversation_id: str) -> str:
         """Take the last user message (and what follows) out of the log; its text."""
@@ -556,10 +570,14 @@ class Database:
                 "DELETE FROM messages WHERE conversation = ? AND position = ?", (row[0], position)
             )
 
-    def save_outcome(self, conversation_id: str, outcome: OutcomeWrite) -> dict[str, Any]:
-        """A turn's whole outcome in one transaction; the conversation's new totals."""
+    def save_outcome(
+        self, conversation_id: str, outcome: OutcomeWrite, owner: str
+    ) -> dict[str, Any]:
+        """A turn's whole outcome in one transaction, which releases the turn's lease (the
+        outcome is written before another turn can start); the conversation's new totals."""
         with self.write(durable=True):
             row = self.row(conversation_id)
+            self.drop_lease(conversation_id, owner)
             if outcome["rewind"]:
                 self.db.execute(
                     "DELETE FROM messages WHERE conversation = ? AND position >= ?",
@@ -625,19 +643,6 @@ class Database:
 
     # -- leases ---------------------------------------------------------------------------
 
-    def acquire(self, conversation_id: str, owner: str) -> bool:
-        """The conversation for this owner, unless a live owner holds an unexpired lease."""
-        with self.write():
-            self.row(conversation_id)
-            taken = self.db.execute(
-                "INSERT INTO leases (conversation, owner, expires) VALUES (?, ?, ?) "
-                "ON CONFLICT (conversation) DO UPDATE SET owner = excluded.owner, "
-                "expires = excluded.expires "
-                "WHERE leases.expires < ? OR NOT owner_alive(leases.owner)",
-                (conversation_id, owner, time.time() + LEASE_SECONDS, time.time()),
-            )
-            return taken.rowcount == 1
-
     def renew(self, conversation_id: str, owner: str) -> bool:
         with self.write():
             renewed = self.db.execute(
@@ -647,11 +652,14 @@ class Database:
             return renewed.rowcount == 1
 
     def release(self, conversation_id: str, owner: str) -> None:
-        """Only its owner releases a lease: a late release from an old turn is a no-op."""
         with self.write():
-            self.db.execute(
-                "DELETE FROM leases WHERE conversation = ? AND owner = ?", (conversation_id, owner)
-            )
+            self.drop_lease(conversation_id, owner)
+
+    def drop_lease(self, conversation_id: str, owner: str) -> None:
+        """Only its owner releases a lease: a late release from an old turn is a no-op."""
+        self.db.execute(
+            "DELETE FROM leases WHERE conversation = ? AND owner = ?", (conversation_id, owner)
+        )
 
     def held(self, conversation_id: str) -> bool:
         row = self.db.execute(
@@ -796,14 +804,24 @@ class Storage:
         self.thread.shutdown(wait=True)
         self.database.close()
 
-    async def lease(self, conversation_id: str) -> Lease:
-        """The conversation for one turn, renewed until released; Busy if a turn holds it."""
+    async def begin_turn(self, conversation_id: str, message: str | None, model: str) -> Lease:
+        """The conversation for one turn, its message written (see Database.begin_turn);
+        the lease is renewed until released. Busy if a turn holds the conversation."""
         owner = new_owner()
-        if not await self.run(self.database.acquire, conversation_id, owner):
+        if not await self.run(self.database.begin_turn, conversation_id, owner, message, model):
             raise Busy("a turn is already running in this conversation")
         lease = Lease(self, conversation_id, owner)
         lease.renewal = asyncio.create_task(lease.keep())
         return lease
+
+    def turn_input(self, conversation_id: str, model: str) -> TurnInput:
+        """What a turn reads before it starts, in one trip to this thread."""
+        conversation = self.database.load(conversation_id, details=False)
+        refusal = self.database.tool_refusal(model)
+        try:
+            return TurnInput(conversation, refusal, self.memory_text(), None)
+        except Damaged as exc:
+            return TurnInput(conversation, refusal, "", exc)
 
     async def read_memory(self) -> str:
         return await self.run(self.memory_text)
@@ -824,6 +842,17 @@ class Storage:
 
 
 @dataclass
+class TurnInput:
+    conversation: Conversation
+    """Its messages without their details (see Database.load)."""
+    refusal: ToolRefusal | None
+    """The model refused the tools in an earlier turn."""
+    memory: str
+    memory_damaged: Damaged | None
+    """memory.md could not be read (and `memory` is empty)."""
+
+
+@dataclass
 class Lease:
     storage: Storage
     conversation_id: str
@@ -834,9 +863,10 @@ class Lease:
     async def keep(self) -> None:
         while True:
             await asyncio.sleep(LEASE_SECONDS / 3)
-            if not await self.storage.run(
+            renewed = await self.storage.run(
                 self.storage.database.renew, self.conversation_id, self.owner
-            ):
+            )
+            if not renewed and not self.released:  # not released meanwhile by its outcome
                 logger.warning(
                     "lost the lease of %s (expired and taken over)", self.conversation_id
                 )
@@ -846,10 +876,14 @@ class Lease:
         """Idempotent; only this owner's row goes."""
         if self.released:
             return
+        self.dropped()
+        await self.storage.run(self.storage.database.release, self.conversation_id, self.owner)
+
+    def dropped(self) -> None:
+        """The row is gone (the turn's outcome was written with it): stop renewing."""
         self.released = True
         if self.renewal:
             self.renewal.cancel()
-        await self.storage.run(self.storage.database.release, self.conversation_id, self.owner)
 
 
 def split_script(script: str) -> list[str]:

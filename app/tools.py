@@ -27,6 +27,7 @@ from app.fetch import (
 )
 from app.llm import ToolCall
 from app.searxng_client import SearchError, Searxng
+from app.storage import Message
 
 DEFAULT_TOOL_NOTE = (
     "You can look things up. One tool searches the web and returns results with their "
@@ -103,9 +104,10 @@ class ToolRunner:
     engines: str | None
     searches_left: int
     fetches_left: int
-    user_messages: list[str] = field(default_factory=list)
-    """An address found in the user's messages was asked for by the user. Searched only
-    when a page is fetched: joined every turn, a long conversation's would cost the loop."""
+    history: list[Message] = field(default_factory=list)
+    """The conversation: an address found in the user's messages was asked for by the user.
+    Searched only when a page is fetched: gathered every turn, a long conversation's text
+    would cost every turn."""
     extract: Extract = extract_in_thread
     sources: list[dict[str, Any]] = field(default_factory=list)
     done: dict[str, Outcome] = field(default_factory=dict)
@@ -291,8 +293,9 @@ class ToolRunner:
         wanted = normalized_url(url)
         return wanted in self.seen_urls or any(
             normalized_url(found) == wanted
-            for text in self.user_messages
-            for found in URL_IN_TEXT.findall(text)
+            for message in self.history
+            if message["role"] == "user"
+            for found in URL_IN_TEXT.findall(message["content"])
         )
 
 

@@ -23,7 +23,16 @@ from app.events import DoneEvent, ErrorEvent, Event, WarningEvent
 from app.fetch import ExtractionProcess
 from app.llm import LLMError, ModelClient, ToolCall, Usage, normalize_usage
 from app.searxng_client import Searxng
-from app.storage import Conversation, Damaged, Message, OutcomeWrite, Storage, ToolRefusal, now
+from app.storage import (
+    Conversation,
+    Damaged,
+    Lease,
+    Message,
+    OutcomeWrite,
+    Storage,
+    ToolRefusal,
+    now,
+)
 from app.tools import DEFAULT_TOOL_NOTE, ToolRunner
 
 logger = logging.getLogger(__name__)
@@ -106,18 +115,20 @@ def conversation_defaults(settings: config.Settings) -> dict[str, Any]:
     }
 
 
-async def run_turn(services: Services, conversation_id: str, model: str) -> AsyncIterator[Event]:
+async def run_turn(services: Services, lease: Lease, model: str) -> AsyncIterator[Event]:
     """Answer the conversation's last user message, yielding SSE events. The caller holds
-    the conversation's lease, and closes this generator (aclosing) before releasing it."""
-    storage = services.storage
-    conversation = await storage.run(storage.database.load, conversation_id, details=False)
+    the conversation's lease, which the outcome's write releases; it closes this generator
+    (aclosing) before releasing the lease itself, however the turn ended."""
+    storage, conversation_id = services.storage, lease.conversation_id
+    start = await storage.run(storage.turn_input, conversation_id, model)
+    conversation = start.conversation
     chosen = {**conversation_defaults(services.settings), **conversation["settings"]}
     conversation["settings"] = chosen
     pending = conversation["messages"][-1]["content"]
     outcome = Outcome(
         model, position=len(conversation["messages"]), floor=context.estimate_tokens(pending)
     )
-    saver = Saver(storage, conversation_id, outcome)
+    saver = Saver(lease, outcome)
     runner = ToolRunner(
         searxng=services.searxng,
         settings=services.settings,
@@ -126,12 +137,11 @@ async def run_turn(services: Services, conversation_id: str, model: str) -> Asyn
         searches_left=chosen["search_max_uses"] if chosen["web_search"] else 0,
         fetches_left=chosen["fetch_max_uses"] if chosen["web_fetch"] else 0,
         # An address the user gave is asked for; one only a page suggests is flagged.
-        user_messages=[m["content"] for m in conversation["messages"] if m["role"] == "user"],
+        history=conversation["messages"],
         extract=services.extraction,
     )
     outcome.sources = runner.sources
     try:
-        refusal = await storage.run(storage.database.tool_refusal, model)
         # 1. Project the next request's size from the last measured prompt.
         window = await services.served_window(model)
         budget = context.effective_budget(chosen["context_budget"], window)
@@ -149,20 +159,21 @@ async def run_turn(services: Services, conversation_id: str, model: str) -> Asyn
 
         # 2. Compress when over budget: old turns into the summary, facts into memory.
         keep = services.settings.keep_recent_messages
+        memory, trouble = start.memory, memory_trouble(start.memory_damaged)
         if projected > budget and len(unsummarised(conversation)) > keep:
             async for event in compress(services, conversation, outcome):
                 yield event
+            memory, trouble = await read_memory(services)  # it may have added facts
 
         # 3. Assemble [persona][memory][summary][date][tool note][history].
-        memory, trouble = await read_memory(services)
         if trouble:
             outcome.warnings.append(trouble)
             yield {"type": "warning", "message": trouble}
-        if refusal and runner.declarations():
+        if start.refusal and runner.declarations():
             # Not declared at all: the server would refuse them again, and the retry costs
             # a round trip (and the tool note a share of the context) every turn.
             runner.withdraw()
-            notice = withheld_notice(refusal)
+            notice = withheld_notice(start.refusal)
             outcome.warnings.append(notice)
             yield {"type": "warning", "message": notice}
         messages = assemble(conversation, runner, outcome, memory)
@@ -219,6 +230,7 @@ async def run_turn(services: Services, conversation_id: str, model: str) -> Asyn
                     outcome.kept = {}  # the estimate was short: earlier sources go first
                     async for event in compress(services, conversation, outcome):
                         yield event
+                    memory = (await read_memory(services))[0]  # said once already if damaged
                     messages = assemble(conversation, runner, outcome, memory)
                     assembled = len(messages)
                     continue
@@ -364,7 +376,11 @@ async def read_memory(services: Services) -> tuple[str, str | None]:
     try:
         return await services.storage.read_memory(), None
     except Damaged as exc:
-        return "", f"memory left out of this answer: {exc}"
+        return "", memory_trouble(exc)
+
+
+def memory_trouble(damaged: Damaged | None) -> str | None:
+    return f"memory left out of this answer: {damaged}" if damaged else None
 
 
 def assemble(
@@ -687,10 +703,9 @@ class Outcome:
 @dataclass
 class Saver:
     """Writes a turn's outcome: what the user has seen while it streams (checkpoints), then
-    the whole outcome once, whichever path gets there first."""
+    the whole outcome once, whichever path gets there first, releasing the lease with it."""
 
-    storage: Storage
-    conversation_id: str
+    lease: Lease
     outcome: Outcome
     checkpoint_at: float = field(default_factory=time.monotonic)
     """Starts with the turn: the first piece of text goes to the user without a write."""
@@ -749,11 +764,23 @@ class Saver:
         for attempt in (1, 2):
             try:
                 self.totals = await self.storage.run(
-                    self.storage.database.save_outcome, self.conversation_id, self.outcome.write()
+                    self.storage.database.save_outcome,
+                    self.conversation_id,
+                    self.outcome.write(),
+                    self.lease.owner,
                 )
             except Exception:
                 logger.exception("writing turn %s failed (try %d)", self.conversation_id, attempt)
                 continue
             self.saved = True
+            self.lease.dropped()
             return True
         return False
+
+    @property
+    def storage(self) -> Storage:
+        return self.lease.storage
+
+    @property
+    def conversation_id(self) -> str:
+        return self.lease.conversation_id

@@ -211,9 +211,13 @@ class Service:
 
     def cpu_seconds(self) -> float:
         """utime + stime of the service's process, all its threads included."""
+        return sum(self.cpu_times())
+
+    def cpu_times(self) -> tuple[float, float]:
+        """(utime, stime) of the service's process in seconds, all its threads included."""
         stat = Path(f"/proc/{self.process.pid}/stat").read_text()
         fields = stat.rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS  # fields 14 and 15 of stat
+        return int(fields[11]) / CLOCK_TICKS, int(fields[12]) / CLOCK_TICKS  # stat's 14, 15
 
     def memory_mb(self) -> dict[str, float]:
         """Resident memory now (VmRSS) and at its peak (VmHWM), in MB."""
@@ -227,6 +231,7 @@ class Service:
 
 SERVE = ["app", "serve"]
 FLOOR = ["uvicorn", "bench.floor_app:app", "--log-level", "warning"]
+FLOOR += ["--loop", "uvloop", "--http", "httptools"]  # as app/cli.py serves
 
 
 def service_log() -> int:

@@ -54,10 +54,17 @@ TOP = 25
 class Phase:
     name: str
     turns: int
-    cpu: float  # seconds
+    cpu: float  # seconds, user + system
+    system: float  # seconds in the kernel (syscalls, fsync, thread hand-offs)
     wall: float  # seconds
     first_deltas: list[float]
     failures: int
+
+
+def spent(svc: Service, before: tuple[float, float]) -> tuple[float, float]:
+    """(user + system, system) seconds of CPU the service spent since `before`."""
+    user, system = (now - then for now, then in zip(svc.cpu_times(), before, strict=True))
+    return user + system, system
 
 
 async def sequential(svc: Service, turns: int, *, search: bool) -> Phase:
@@ -66,7 +73,7 @@ async def sequential(svc: Service, turns: int, *, search: bool) -> Phase:
         conversation = await new_conversation(http, svc.url, **tools)
         for n in range(WARM_UP):
             await chat_turn(http, svc.url, conversation, f"warm-up {n} {SEARCH if search else ''}")
-        before, started = svc.cpu_seconds(), time.perf_counter()
+        before, started = svc.cpu_times(), time.perf_counter()
         firsts, failures = [], 0
         for n in range(turns):
             text = f"turn {n}: {SEARCH} pierogi {n}" if search else f"turn {n}: how long to boil?"
@@ -74,9 +81,9 @@ async def sequential(svc: Service, turns: int, *, search: bool) -> Phase:
             failures += turn.done is None or turn.error is not None
             failures += search and (len(turn.tools) != 1 or "error" in turn.tools[0])
             firsts += [turn.first_delta] if turn.first_delta is not None else []
-        cpu, wall = svc.cpu_seconds() - before, time.perf_counter() - started
+        (cpu, system), wall = spent(svc, before), time.perf_counter() - started
     name = "turn with a search" if search else "short turn (no tools)"
-    return Phase(name, turns, cpu, wall, firsts, failures)
+    return Phase(name, turns, cpu, system, wall, firsts, failures)
 
 
 async def floor(svc: Service, turns: int) -> Phase:
@@ -84,12 +91,12 @@ async def floor(svc: Service, turns: int) -> Phase:
     async with client() as http:
         for n in range(WARM_UP):
             await chat_turn(http, svc.url, "floor", f"warm-up {n}")
-        before, started = svc.cpu_seconds(), time.perf_counter()
+        before, started = svc.cpu_times(), time.perf_counter()
         turns_ = [await chat_turn(http, svc.url, "floor", f"turn {n}") for n in range(turns)]
-        cpu, wall = svc.cpu_seconds() - before, time.perf_counter() - started
+        (cpu, system), wall = spent(svc, before), time.perf_counter() - started
     firsts = [t.first_delta for t in turns_ if t.first_delta is not None]
     failures = sum(t.done is None for t in turns_)
-    return Phase("floor: a bare proxy, same stack", turns, cpu, wall, firsts, failures)
+    return Phase("floor: a bare proxy, same stack", turns, cpu, system, wall, firsts, failures)
 
 
 async def concurrent(svc: Service, streams: int) -> Phase:
@@ -107,19 +114,21 @@ async def concurrent(svc: Service, streams: int) -> Phase:
                 for n in range(STREAM_TURNS)
             ]
 
-        before, started = svc.cpu_seconds(), time.perf_counter()
+        before, started = svc.cpu_times(), time.perf_counter()
         runs = await asyncio.gather(*(converse(c) for c in conversations))
-        cpu, wall = svc.cpu_seconds() - before, time.perf_counter() - started
+        (cpu, system), wall = spent(svc, before), time.perf_counter() - started
     turns = [t for run in runs for t in run]
     firsts = [t.first_delta for t in turns if t.first_delta is not None]
     failures = sum(t.done is None or t.error is not None for t in turns)
-    return Phase(f"short turn, {streams} streams at once", len(turns), cpu, wall, firsts, failures)
+    name = f"short turn, {streams} streams at once"
+    return Phase(name, len(turns), cpu, system, wall, firsts, failures)
 
 
 def report(phase: Phase) -> None:
     firsts = phase.first_deltas
     print(
         f"{phase.name:34} {phase.turns:>5} {phase.cpu * 1000 / phase.turns:9.1f} "
+        f"{phase.system * 1000 / phase.turns:9.1f} "
         f"{phase.wall * 1000 / phase.turns:9.1f} "
         f"{percentile(firsts, 0.5) * 1000:9.1f} {percentile(firsts, 0.99) * 1000:9.1f} "
         f"{phase.failures:>8}"
@@ -206,8 +215,9 @@ def main() -> int:
     phases = []
     with bench_stack(ANSWER) as stack, tempfile.TemporaryDirectory() as scratch:
         print(
-            f"{'':34} {'turns':>5} {'cpu ms':>9} {'wall ms':>9} {'ttft50':>9} {'ttft99':>9} "
-            f"{'failures':>8}\n{'':34} {'':>5} {'per turn':>9} {'per turn':>9} {'ms':>9} {'ms':>9}"
+            f"{'':34} {'turns':>5} {'cpu ms':>9} {'of it sys':>9} {'wall ms':>9} {'ttft50':>9} "
+            f"{'ttft99':>9} {'failures':>8}\n{'':34} {'':>5} {'per turn':>9} {'':>9} "
+            f"{'per turn':>9} {'ms':>9} {'ms':>9}"
         )
         jobs = [
             lambda svc: sequential(svc, args.short, search=False),

@@ -3,6 +3,7 @@ the fake Brave API, the loopback page server, and a scripted fake model server."
 
 from __future__ import annotations
 
+import json
 import time
 from typing import Any
 from urllib.parse import quote
@@ -10,6 +11,7 @@ from urllib.parse import quote
 import httpx
 import pytest
 
+from app import sse
 from tests.chat_client import (
     Events,
     event_types,
@@ -132,6 +134,40 @@ def test_stop_closes_the_upstream_stream_and_keeps_the_partial_answer(chat, llm)
     messages = get_conversation(chat, conversation_id)["messages"]
     assert [m["role"] for m in messages] == ["user", "assistant"]
     assert messages[1]["content"] == "A fresh answer." and messages[1]["status"] == "complete"
+
+
+def test_stop_before_the_first_token_reaches_the_model_server(chat, llm):
+    """The hang-up is heard while nothing streams: the model server is let go at once and
+    the conversation is free for the next message."""
+    llm.script(Reply(silent=True), Reply(text="Here now."))
+    conversation_id = new_conversation(chat)
+    url = f"{chat.url}/api/conversations/{conversation_id}/chat"
+    with httpx.Client(timeout=30) as client:
+        with client.stream("POST", url, json={"message": "Anyone?"}) as response:
+            assert response.status_code == 200
+            deadline = time.monotonic() + 5
+            while not llm.requests and time.monotonic() < deadline:
+                time.sleep(0.02)
+        stopped = time.monotonic()
+    hung_up = llm.wait_hung_up(timeout=5)
+    assert hung_up is not None and hung_up - stopped < 1.0
+    assert send(chat, conversation_id, "Anyone now?")[-1]["type"] == "done"
+
+
+def test_a_quiet_stream_is_kept_open_with_pings(chat, llm, monkeypatch):
+    """A model slow to start would leave a proxy's idle timeout to cut the stream: comment
+    lines (which an EventSource ignores) keep it open."""
+    monkeypatch.setattr(sse, "PING_SECONDS", 0.2)
+    llm.script(Reply(text=["Slow ", "answer."], chunk_delay=0.7))
+    url = f"{chat.url}/api/conversations/{new_conversation(chat)}/chat"
+    with httpx.Client(timeout=30) as client:
+        with client.stream("POST", url, json={"message": "Take your time."}) as response:
+            assert response.headers["content-type"].startswith("text/event-stream")
+            assert response.headers["cache-control"] == "no-store"
+            lines = [line for line in response.iter_lines() if line]
+    first_data = next(n for n, line in enumerate(lines) if line.startswith("data: "))
+    assert ": ping" in lines[:first_data]
+    assert json.loads(lines[-1][len("data: ") :])["type"] == "done"
 
 
 def test_turns_reuse_one_connection_to_the_model_server(chat, llm):

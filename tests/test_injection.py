@@ -70,7 +70,7 @@ def runner(settings: config.Settings, searxng_url: str, user_text: str = "") -> 
         engines=None,
         searches_left=3,
         fetches_left=5,
-        user_messages=[user_text],
+        history=[{"role": "user", "content": user_text}],
     )
 
 

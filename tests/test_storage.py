@@ -17,7 +17,16 @@ import time
 import httpx
 import pytest
 
-from app.storage import MIGRATIONS, SCHEMA_VERSION, Damaged, Database, Storage, new_owner
+from app.storage import (
+    MIGRATIONS,
+    SCHEMA_VERSION,
+    Conflict,
+    Damaged,
+    Database,
+    OutcomeWrite,
+    Storage,
+    new_owner,
+)
 from tests.chat_client import get_conversation, new_conversation, send
 from tests.conftest import ROOT, ChatService, chat_env
 from tests.fakes.llm_server import Reply
@@ -200,10 +209,42 @@ def test_only_its_owner_releases_a_lease(tmp_path):
     database = Database(tmp_path / "chat.db")
     conversation_id = database.create("x", {})["id"]
     mine, late = new_owner(), new_owner()
-    assert database.acquire(conversation_id, mine)
+    assert database.begin_turn(conversation_id, mine, "First?", "m")
     database.release(conversation_id, late)  # a late release from an older turn
-    assert database.held(conversation_id) and not database.acquire(conversation_id, late)
+    assert database.held(conversation_id)
+    assert not database.begin_turn(conversation_id, late, "Second?", "m")
+    assert [m["content"] for m in database.load(conversation_id)["messages"]] == ["First?"]
     database.release(conversation_id, mine)
+    assert not database.held(conversation_id)
+
+
+def test_a_turn_that_cannot_start_leaves_no_lease(tmp_path):
+    """Regenerate with nothing to regenerate: the lease taken in the same transaction goes."""
+    database = Database(tmp_path / "chat.db")
+    conversation_id = database.create("x", {})["id"]
+    with pytest.raises(Conflict, match="nothing to regenerate"):
+        database.begin_turn(conversation_id, new_owner(), None, "m")
+    assert not database.held(conversation_id)
+
+
+def test_the_outcome_releases_its_own_lease_only(tmp_path):
+    database = Database(tmp_path / "chat.db")
+    conversation_id = database.create("x", {})["id"]
+    mine = new_owner()
+    assert database.begin_turn(conversation_id, mine, "Hi?", "m")
+    outcome: OutcomeWrite = {
+        "position": 1,
+        "answer": {"role": "assistant", "content": "Hello."},
+        "rewind": False,
+        "summary": None,
+        "summarized": None,
+        "totals": {},
+        "budget": None,
+        "usage": None,
+    }
+    database.save_outcome(conversation_id, outcome, new_owner())  # a stale turn's
+    assert database.held(conversation_id)
+    database.save_outcome(conversation_id, outcome, mine)
     assert not database.held(conversation_id)
 
 

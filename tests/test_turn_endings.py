@@ -88,7 +88,7 @@ def failing_turn_writes(monkeypatch) -> list[int]:
     """Make every write of a turn's outcome fail; the count of tries is returned."""
     tries: list[int] = []
 
-    def save_outcome(self, conversation_id, outcome):
+    def save_outcome(self, conversation_id, outcome, owner):
         tries.append(1)
         raise OSError("disk full")
 
@@ -107,6 +107,10 @@ def test_a_failed_write_is_retried_then_reported(chat, llm, monkeypatch, caplog)
     assert "could not be saved" in warning["message"]
     assert events[-1]["type"] == "done"
     assert any("disk full" in str(r.exc_info[1]) for r in caplog.records if r.exc_info)
+    # The lease goes with a written outcome; unwritten, it is still released.
+    monkeypatch.undo()
+    llm.script(Reply(text="Saved this time."))
+    assert send(chat, conversation_id, "Again?")[-1]["type"] == "done"
 
 
 def test_a_failed_write_never_masks_the_error_that_ended_the_turn(chat, llm, monkeypatch):

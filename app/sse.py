@@ -1,0 +1,84 @@
+"""A turn's answer as Server-Sent Events: `data: {json}` per event, a comment line every
+PING_SECONDS so proxies keep an idle stream open, and the client's hang-up (Stop) cancels
+the stream where it waits.
+
+One task streams and one listens: a response per turn on two shared cores is worth
+keeping lean (sse-starlette runs four tasks in a task group, a fifth of a short turn's
+CPU here, bench/turn_cpu.py)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
+from contextlib import aclosing
+from typing import Any
+
+import anyio
+from starlette.responses import Response
+from starlette.types import Receive, Scope, Send
+
+PING_SECONDS = 15.0
+PING = b": ping\n\n"
+
+
+def encode(event: Mapping[str, Any]) -> bytes:
+    return b"data: " + json.dumps(event, ensure_ascii=False).encode("utf-8") + b"\n\n"
+
+
+class EventStream(Response):
+    """Streams `events`, closing the generator before `closed` runs, once, however the
+    stream ends (also when the client left before it started)."""
+
+    media_type = "text/event-stream"
+
+    def __init__(
+        self,
+        events: AsyncGenerator[Mapping[str, Any], None],
+        closed: Callable[[], Awaitable[None]],
+    ) -> None:
+        self.events = events
+        self.closed = closed
+        self.status_code = 200
+        self.background = None
+        # no-store: an answer is never replayed from a cache; X-Accel-Buffering: nginx
+        # would otherwise hold the events back until its buffer fills.
+        self.init_headers({"cache-control": "no-store", "x-accel-buffering": "no"})
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await send({"type": "http.response.start", "status": 200, "headers": self.raw_headers})
+            with anyio.CancelScope() as stream:
+                listener = asyncio.create_task(listen(receive, send, stream))
+                try:
+                    async with aclosing(self.events) as events:
+                        async for event in events:
+                            await send(
+                                {
+                                    "type": "http.response.body",
+                                    "body": encode(event),
+                                    "more_body": True,
+                                }
+                            )
+                finally:
+                    listener.cancel()
+        finally:
+            await self.closed()
+        # After `closed`: a client that sends again the moment this stream ends finds
+        # what it released free.
+        if not stream.cancel_called:
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+
+async def listen(receive: Receive, send: Send, stream: anyio.CancelScope) -> None:
+    """Pings while the stream is open; cancels it when the client hangs up."""
+    while True:
+        try:
+            with anyio.fail_after(PING_SECONDS):
+                message = await receive()
+        except TimeoutError:
+            await send({"type": "http.response.body", "body": PING, "more_body": True})
+            continue
+        if message["type"] == "http.disconnect":
+            stream.cancel()
+            return
