@@ -36,6 +36,7 @@ from app.storage import (
     Lease,
     NotFound,
     Storage,
+    TurnInput,
 )
 from app.turn import Services, conversation_defaults, run_turn
 
@@ -291,19 +292,25 @@ def create_app(settings: config.Settings, searxng_url: str) -> FastAPI:
             )
         return model
 
-    async def chosen_model(request: Request, asked: str | None, chosen: dict[str, Any]) -> str:
-        model = asked or chosen.get("model") or settings.default_model
+    async def chosen_model(request: Request, conversation_id: str, asked: str | None) -> str:
+        """The model asked for (the page always names one), else the conversation's, else
+        DEFAULT_MODEL."""
+        model = asked
+        if not model:
+            chosen = await storage.run(db.settings, conversation_id)
+            model = chosen.get("model") or settings.default_model
         if not model:
             raise refused("no model chosen: pass model, or set DEFAULT_MODEL", 422)
         return await check_model(request, model.strip())
 
-    def stream_turn(request: Request, lease: Lease, model: str) -> Response:
+    def stream_turn(request: Request, lease: Lease, start: TurnInput, model: str) -> Response:
         """SSE for one turn, which holds the conversation's lease until it ends: the
         outcome's write releases it (in the same transaction), and the stream's end does
         should the write fail or the client leave before the turn starts (only its owner
         can release it, so a late release frees nothing another turn holds). The stream
         closes the turn before that: its own finally writes the outcome first."""
-        return EventStream(run_turn(services(request), lease, model), closed=lease.release)
+        turn = run_turn(services(request), lease, start, model)
+        return EventStream(turn, closed=lease.release)
 
     @app.post(
         "/api/conversations/{conversation_id}/chat",
@@ -312,10 +319,9 @@ def create_app(settings: config.Settings, searxng_url: str) -> FastAPI:
     async def chat(
         conversation_id: ConversationId, body: ChatMessage, request: Request
     ) -> Response:
-        chosen = await storage.run(db.settings, conversation_id)
-        model = await chosen_model(request, body.model, chosen)
-        lease = await storage.begin_turn(conversation_id, body.message, model)
-        return stream_turn(request, lease, model)
+        model = await chosen_model(request, conversation_id, body.model)
+        lease, start = await storage.begin_turn(conversation_id, body.message, model)
+        return stream_turn(request, lease, start, model)
 
     @app.post(
         "/api/conversations/{conversation_id}/regenerate",
@@ -324,10 +330,9 @@ def create_app(settings: config.Settings, searxng_url: str) -> FastAPI:
     async def regenerate(
         conversation_id: ConversationId, request: Request, body: Regenerate | None = None
     ) -> Response:
-        chosen = await storage.run(db.settings, conversation_id)
-        model = await chosen_model(request, body.model if body else None, chosen)
-        lease = await storage.begin_turn(conversation_id, None, model)
-        return stream_turn(request, lease, model)
+        model = await chosen_model(request, conversation_id, body.model if body else None)
+        lease, start = await storage.begin_turn(conversation_id, None, model)
+        return stream_turn(request, lease, start, model)
 
     @app.post("/api/conversations/{conversation_id}/rewind", responses=errors(404, 409, 415, 422))
     async def rewind_last_message(conversation_id: ConversationId) -> dict[str, Any]:

@@ -404,10 +404,7 @@ class Database:
 
     def settings(self, conversation_id: str) -> dict[str, Any]:
         """Only the settings: what a request checks before a turn starts."""
-        try:
-            return json.loads(self.row(conversation_id)[6])
-        except ValueError as exc:
-            raise Damaged(f"conversation {conversation_id}: settings damaged ({exc})") from None
+        return settings_of(self.row(conversation_id))
 
     def messages(self, rowid: int, *, details: bool) -> list[Message]:
         columns = "role, content, digest, details" if details else "role, content, digest"
@@ -483,11 +480,14 @@ class Database:
             self.db.execute("DELETE FROM conversations WHERE id = ?", (conversation_id,))
             self.db.execute("DELETE FROM leases WHERE conversation = ?", (conversation_id,))
 
-    def begin_turn(self, conversation_id: str, owner: str, message: str | None, model: str) -> bool:
+    def begin_turn(
+        self, conversation_id: str, owner: str, message: str | None, model: str
+    ) -> Conversation | None:
         """A turn's start, in one durable transaction: the lease for `owner`, then the user's
         `message` at the end of the log or, for Regenerate (None), what followed the last user
-        message removed; the model chosen is saved. False (and nothing written) if a live
-        owner holds the conversation."""
+        message removed; the model chosen is saved. Returns the conversation as the turn reads
+        it (see `load`), or None, with nothing written, if a live owner holds it; damage
+        found while reading it undoes the whole start."""
         with self.write(durable=True):
             row = self.row(conversation_id)
             taken = self.db.execute(
@@ -498,17 +498,17 @@ class Database:
                 (conversation_id, owner, time.time() + LEASE_SECONDS, time.time()),
             )
             if taken.rowcount != 1:
-                return False
+                return None
             if message is None:
                 self.drop_answer(row)
             else:
                 self.append_user_message(row, message)
             self.set_model(row, model)
-            return True
+            return self.load(conversation_id, details=False)
 
     def append_user_message(self, row: tuple, text: str) -> None:
         """The first message names a conversation still called NEW_TITLE."""
-        position = self.count(row[0])
+        position = self.next_position(row[0])
         if position == 0 and row[2] == NEW_TITLE:
             self.db.execute(
                 "UPDATE conversations SET title = ?, title_from_message = 1 WHERE rowid = ?",
@@ -607,9 +607,12 @@ class Database:
 
     # -- helpers of the above, inside their transaction -------------------------------------
 
-    def count(self, rowid: int) -> int:
-        query = "SELECT count(*) FROM messages WHERE conversation = ?"
-        return self.db.execute(query, (rowid,)).fetchone()[0]
+    def next_position(self, rowid: int) -> int:
+        # Positions run from 0 without a gap (only the end is ever removed): max, which
+        # the (conversation, position) index answers at once, where count reads them all.
+        query = "SELECT max(position) FROM messages WHERE conversation = ?"
+        last = self.db.execute(query, (rowid,)).fetchone()[0]
+        return 0 if last is None else last + 1
 
     def insert(self, rowid: int, position: int, message: Message) -> None:
         self.db.execute(
@@ -628,10 +631,14 @@ class Database:
         )
 
     def set_model(self, row: tuple, model: str) -> None:
-        settings = {**json.loads(row[6]), "model": model}  # the picker is saved at once
+        """The picker's choice is saved at once; the conversation was updated either way."""
+        settings = settings_of(row)
+        if settings.get("model") == model:
+            self.touch(row[0])
+            return
         self.db.execute(
             "UPDATE conversations SET settings = ?, updated = ? WHERE rowid = ?",
-            (dumps(settings), now(), row[0]),
+            (dumps({**settings, "model": model}), now(), row[0]),
         )
 
     def touch(self, rowid: int) -> None:
@@ -804,19 +811,26 @@ class Storage:
         self.thread.shutdown(wait=True)
         self.database.close()
 
-    async def begin_turn(self, conversation_id: str, message: str | None, model: str) -> Lease:
-        """The conversation for one turn, its message written (see Database.begin_turn);
-        the lease is renewed until released. Busy if a turn holds the conversation."""
+    async def begin_turn(
+        self, conversation_id: str, message: str | None, model: str
+    ) -> tuple[Lease, TurnInput]:
+        """The conversation for one turn, its message written (see Database.begin_turn), and
+        what the turn reads, in one trip to this thread: it is the wait before the model is
+        asked. The lease is renewed until released. Busy if a turn holds the conversation."""
         owner = new_owner()
-        if not await self.run(self.database.begin_turn, conversation_id, owner, message, model):
+        start = await self.run(self.started, conversation_id, owner, message, model)
+        if start is None:
             raise Busy("a turn is already running in this conversation")
         lease = Lease(self, conversation_id, owner)
         lease.renewal = asyncio.create_task(lease.keep())
-        return lease
+        return lease, start
 
-    def turn_input(self, conversation_id: str, model: str) -> TurnInput:
-        """What a turn reads before it starts, in one trip to this thread."""
-        conversation = self.database.load(conversation_id, details=False)
+    def started(
+        self, conversation_id: str, owner: str, message: str | None, model: str
+    ) -> TurnInput | None:
+        conversation = self.database.begin_turn(conversation_id, owner, message, model)
+        if conversation is None:
+            return None
         refusal = self.database.tool_refusal(model)
         try:
             return TurnInput(conversation, refusal, self.memory_text(), None)
@@ -843,6 +857,8 @@ class Storage:
 
 @dataclass
 class TurnInput:
+    """What a turn reads before it starts."""
+
     conversation: Conversation
     """Its messages without their details (see Database.load)."""
     refusal: ToolRefusal | None
@@ -912,6 +928,13 @@ def brief(role: str, content: str, digest: str | None) -> Message:
     if digest:
         message["digest"] = digest
     return message
+
+
+def settings_of(row: tuple) -> dict[str, Any]:
+    try:
+        return json.loads(row[6])
+    except ValueError as exc:
+        raise Damaged(f"conversation {row[1]}: settings damaged ({exc})") from None
 
 
 def conversation_from_row(row: tuple) -> Conversation:

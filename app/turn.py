@@ -31,6 +31,7 @@ from app.storage import (
     OutcomeWrite,
     Storage,
     ToolRefusal,
+    TurnInput,
     now,
 )
 from app.tools import DEFAULT_TOOL_NOTE, ToolRunner
@@ -115,13 +116,14 @@ def conversation_defaults(settings: config.Settings) -> dict[str, Any]:
     }
 
 
-async def run_turn(services: Services, lease: Lease, model: str) -> AsyncIterator[Event]:
+async def run_turn(
+    services: Services, lease: Lease, start: TurnInput, model: str
+) -> AsyncIterator[Event]:
     """Answer the conversation's last user message, yielding SSE events. The caller holds
-    the conversation's lease, which the outcome's write releases; it closes this generator
-    (aclosing) before releasing the lease itself, however the turn ended."""
-    storage, conversation_id = services.storage, lease.conversation_id
-    start = await storage.run(storage.turn_input, conversation_id, model)
-    conversation = start.conversation
+    the conversation's lease (Storage.begin_turn), which the outcome's write releases; it
+    closes this generator (aclosing) before releasing the lease itself, however the turn
+    ended."""
+    conversation_id, conversation = lease.conversation_id, start.conversation
     chosen = {**conversation_defaults(services.settings), **conversation["settings"]}
     conversation["settings"] = chosen
     pending = conversation["messages"][-1]["content"]

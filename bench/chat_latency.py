@@ -47,7 +47,7 @@ def first_delta_direct(http: httpx.Client, llm: FakeLLM, payload: dict) -> float
 def first_delta_service(http: httpx.Client, chat: ChatService, conversation: str) -> float:
     started = time.perf_counter()
     url = f"{chat.url}/api/conversations/{conversation}/chat"
-    with http.stream("POST", url, json={"message": "hello"}) as response:
+    with http.stream("POST", url, json={"message": "hello", "model": "fake-model"}) as response:
         lines = response.iter_lines()
         for line in lines:
             if line.startswith("data: ") and json.loads(line[6:])["type"] == "delta":

@@ -37,6 +37,7 @@ from tests.fakes.pages import PageServer  # noqa: E402
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 SEARCH = "[search]"
 FETCH = "[fetch]"  # followed by the address to read
+MODEL = "fake-model"  # DEFAULT_MODEL of tests.conftest.chat_env
 SUMMARY = json.dumps({"summary": "Earlier the user asked about pierogi.", "facts": []})
 
 
@@ -308,9 +309,11 @@ class Turn:
 
 
 async def chat_turn(http: httpx.AsyncClient, url: str, conversation: str, message: str) -> Turn:
+    """One turn as the page sends it: the message and the picker's model."""
     started = time.perf_counter()
     path = f"{url}/api/conversations/{conversation}/chat"
-    async with http.stream("POST", path, json={"message": message}) as response:
+    body = {"message": message, "model": MODEL}
+    async with http.stream("POST", path, json=body) as response:
         turn = Turn(response.status_code, started=started)
         if response.status_code != 200:
             await response.aread()

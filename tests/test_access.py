@@ -312,7 +312,7 @@ def test_an_id_with_a_trailing_newline_is_refused(chat):
 # -- damaged data ----------------------------------------------------------------------------
 
 
-def test_a_damaged_conversation_gives_a_clear_error_and_the_rest_works(chat):
+def test_a_damaged_conversation_gives_a_clear_error_and_the_rest_works(chat, llm):
     good, bad = (new_conversation(chat) for _ in range(2))
     database = chat.settings.data_dir / "chat.db"
     with sqlite3.connect(database) as db:  # a hand edit gone wrong
@@ -321,12 +321,33 @@ def test_a_damaged_conversation_gives_a_clear_error_and_the_rest_works(chat):
     assert response.status_code == 409
     detail = response.json()["detail"]
     assert bad in detail and str(database) in detail and "python -m app export" in detail
-    chat_response = httpx.post(f"{chat.url}/api/conversations/{bad}/chat", json={"message": "hi"})
-    assert chat_response.status_code == 409
+    chat_url = f"{chat.url}/api/conversations/{bad}/chat"
+    for body in ({"message": "hi"}, {"message": "hi", "model": "fake-model"}):
+        chat_response = httpx.post(chat_url, json=body)
+        assert chat_response.status_code == 409
+        assert "settings damaged" in chat_response.json()["detail"]
     listed = {c["id"]: c for c in conversations(chat)}
     assert set(listed) == {good, bad}
     assert listed[bad]["damaged"] and "damaged" not in listed[good]
     assert httpx.get(f"{chat.url}/api/conversations/{good}").status_code == 200
+
+
+def test_a_turn_refused_on_damaged_data_leaves_the_conversation_free(chat, llm):
+    """The turn's start takes the lease, adds the message, then reads the conversation:
+    damage found there is a 409 and undoes it all (the message is not left in the log, and
+    the next turn, once repaired, is not refused)."""
+    conversation_id = new_conversation(chat)
+    database = chat.settings.data_dir / "chat.db"
+    with sqlite3.connect(database) as db:
+        db.execute("UPDATE conversations SET totals = '{' WHERE id = ?", (conversation_id,))
+    chat_url = f"{chat.url}/api/conversations/{conversation_id}/chat"
+    response = httpx.post(chat_url, json={"message": "hi", "model": "fake-model"})
+    assert response.status_code == 409 and "damaged" in response.json()["detail"]
+    with sqlite3.connect(database) as db:
+        db.execute("UPDATE conversations SET totals = NULL WHERE id = ?", (conversation_id,))
+    assert get_conversation(chat, conversation_id)["messages"] == []
+    llm.script(Reply(text="Repaired."))
+    assert send(chat, conversation_id, "hi again", model="fake-model")[-1]["type"] == "done"
 
 
 def test_a_memory_file_that_is_not_utf8_is_named_and_never_overwritten(chat, llm):
