@@ -140,7 +140,10 @@ def cmd_serve(args: argparse.Namespace, settings: config.Settings) -> int:
             "could use your model and search; set AUTH_TOKEN or bind 127.0.0.1"
         )
     logging.basicConfig(level=settings.log_level, format="%(levelname)s %(name)s: %(message)s")
-    if settings.log_level != "DEBUG":  # a line per request to the model server and SearXNG
+    # A line per request (to the model server and SearXNG, and uvicorn's own per request)
+    # only when debugging: the turns have their own lines, and each line costs CPU.
+    debug = settings.log_level == "DEBUG"
+    if not debug:
         logging.getLogger("httpx").setLevel(logging.WARNING)
     # uvicorn re-raises the signal it stopped on; exiting cleanly lets the embedded
     # SearXNG be stopped and its files removed.
@@ -152,7 +155,13 @@ def cmd_serve(args: argparse.Namespace, settings: config.Settings) -> int:
         # full collections stop walking it, which they would do mid-stream.
         gc.freeze()
         uvicorn.run(
-            app, host=args.host, port=args.port, log_level="info", loop="uvloop", http="httptools"
+            app,
+            host=args.host,
+            port=args.port,
+            log_level="info",
+            access_log=debug,
+            loop="uvloop",
+            http="httptools",
         )
     return 0
 

@@ -331,8 +331,8 @@ class Database:
         self.db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
         self.db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
         self.db.execute("PRAGMA journal_mode = WAL")
-        # NORMAL in WAL mode survives a crash of the process; a turn's outcome and the
-        # user's message ask for FULL (see `write`), which survives a power cut too.
+        # NORMAL in WAL mode survives a crash of the process; a turn's outcome asks for
+        # FULL (see `write`), which survives a power cut too.
         self.db.execute("PRAGMA synchronous = NORMAL")
         self.db.execute("PRAGMA foreign_keys = ON")
         self.db.create_function("owner_alive", 1, owner_alive, deterministic=False)
@@ -483,12 +483,14 @@ class Database:
     def begin_turn(
         self, conversation_id: str, owner: str, message: str | None, model: str
     ) -> Conversation | None:
-        """A turn's start, in one durable transaction: the lease for `owner`, then the user's
+        """A turn's start, in one transaction: the lease for `owner`, then the user's
         `message` at the end of the log or, for Regenerate (None), what followed the last user
         message removed; the model chosen is saved. Returns the conversation as the turn reads
         it (see `load`), or None, with nothing written, if a live owner holds it; damage
         found while reading it undoes the whole start."""
-        with self.write(durable=True):
+        # No fsync of its own: the outcome's, at the turn's end, covers the message too
+        # (a power cut before then loses the turn either way).
+        with self.write():
             row = self.row(conversation_id)
             taken = self.db.execute(
                 "INSERT INTO leases (conversation, owner, expires) VALUES (?, ?, ?) "

@@ -445,6 +445,10 @@ def test_serve_runs_its_own_searxng_and_stops_it(brave, llm, tmp_path, stop_sign
 
         process.send_signal(stop_signal)
         process.wait(timeout=30)
+        # At the default level, a line per turn, not one per request (LOG_LEVEL=DEBUG).
+        logged = log.read_text()
+        assert f"turn {conversation['id']} complete" in logged
+        assert "POST /api/conversations" not in logged and "HTTP Request" not in logged
     finally:
         if process.poll() is None:
             process.kill()
