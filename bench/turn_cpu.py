@@ -4,7 +4,9 @@ search. SearXNG runs in its own process and the fakes in this one, so neither co
 short turn's time to first token with 50 streams at once, against one alone.
 
 With --py-spy PATH, each phase is also sampled with py-spy (all threads, the service is not
-paused) and the top functions are printed in milliseconds of CPU per turn.
+paused) and each thread's share and the top functions are printed in milliseconds of CPU
+per turn. py-spy sees only Python holding the GIL: the kernel's time (the "sys" column) and
+SQLite's own are missing from its figures.
 
 Last, the same short turns through bench/floor_app.py, a bare proxy on the same web stack
 (FastAPI, sse-starlette, httpx): the part of the CPU that is the stack's, not ours.
@@ -146,8 +148,8 @@ def sampled(py_spy: Path | None, svc: Service, out: Path) -> subprocess.Popen | 
     if py_spy is None:
         return None
     command = [str(py_spy), "record", "--pid", str(svc.process.pid), "--format", "raw"]
-    command += ["--function", "--gil", "--nonblocking", "--rate", str(SAMPLES_PER_SECOND)]
-    command += ["--output", str(out)]
+    command += ["--function", "--gil", "--threads", "--nonblocking"]
+    command += ["--rate", str(SAMPLES_PER_SECOND), "--output", str(out)]
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     time.sleep(1.0)  # py-spy attaches
     return process
@@ -166,16 +168,20 @@ def print_profile(path: Path, turns: int) -> None:
     milliseconds per turn."""
     own: Counter[str] = Counter()
     inclusive: Counter[str] = Counter()
+    threads: Counter[str] = Counter()
     for line in path.read_text().splitlines():
         stack, _, count = line.rpartition(" ")
         frames = [f for f in stack.split(";") if not f.startswith(("process ", "thread "))]
         if not frames or not count.isdigit():
             continue
+        threads[next((f for f in stack.split(";") if f.startswith("thread ")), "?")] += int(count)
         own[frames[-1]] += int(count)
         for frame in set(frames):
             inclusive[frame] += int(count)
     per_turn = 1000 / SAMPLES_PER_SECOND / turns
-    print(f"  sampled CPU: {sum(own.values()) * per_turn:.1f} ms per turn")
+    print(f"  sampled CPU: {sum(own.values()) * per_turn:.1f} ms per turn, of it:")
+    for thread, count in threads.most_common():
+        print(f"    {count * per_turn:7.2f}  {thread}")
     modules: Counter[str] = Counter()
     for frame, count in own.items():
         modules[module_of(frame)] += count
