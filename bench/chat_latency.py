@@ -8,7 +8,6 @@ Run: .venv/bin/python bench/chat_latency.py [TURNS]
 from __future__ import annotations
 
 import json
-import os
 import statistics
 import sys
 import tempfile
@@ -20,7 +19,8 @@ import httpx
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from app.embedded_searxng import EmbeddedSearxng  # noqa: E402
-from tests.conftest import ChatService  # noqa: E402
+from bench.common import Service, service  # noqa: E402
+from tests.conftest import API_KEY, SERVER_LOCALE, chat_env, searxng_env  # noqa: E402
 from tests.fakes.brave_api import FakeBrave  # noqa: E402
 from tests.fakes.llm_server import FakeLLM, Reply  # noqa: E402
 
@@ -44,7 +44,7 @@ def first_delta_direct(http: httpx.Client, llm: FakeLLM, payload: dict) -> float
     raise RuntimeError("no content")
 
 
-def first_delta_service(http: httpx.Client, chat: ChatService, conversation: str) -> float:
+def first_delta_service(http: httpx.Client, chat: Service, conversation: str) -> float:
     started = time.perf_counter()
     url = f"{chat.url}/api/conversations/{conversation}/chat"
     with http.stream("POST", url, json={"message": "hello", "model": "fake-model"}) as response:
@@ -58,7 +58,7 @@ def first_delta_service(http: httpx.Client, chat: ChatService, conversation: str
     raise RuntimeError("no delta")
 
 
-def stop_latency(http: httpx.Client, chat: ChatService, llm: FakeLLM, conversation: str) -> float:
+def stop_latency(http: httpx.Client, chat: Service, llm: FakeLLM, conversation: str) -> float:
     llm.script(SLOW)
     url = f"{chat.url}/api/conversations/{conversation}/chat"
     with http.stream("POST", url, json={"message": "write a lot"}) as response:
@@ -76,37 +76,26 @@ def stop_latency(http: httpx.Client, chat: ChatService, llm: FakeLLM, conversati
 def main(turns: int) -> None:
     with (
         FakeLLM() as llm,
-        FakeBrave() as brave,
+        FakeBrave(api_key=API_KEY) as brave,
+        EmbeddedSearxng(SERVER_LOCALE, environ=searxng_env(brave)) as searxng,
         tempfile.TemporaryDirectory() as data,
+        service({**chat_env(llm, Path(data)), "SEARXNG_URL": searxng.url}) as chat,
     ):
-        env = {**os.environ, "BRAVE_API_URL": brave.url, "BRAVE_API_KEY": "test-key"}
-        with EmbeddedSearxng("all", environ=env) as searxng:
-            chat_env = {
-                **env,
-                "LLM_BASE_URL": llm.api_base,
-                "DEFAULT_MODEL": "fake-model",
-                "DATA_DIR": data,
-                "AUTH_TOKEN": "",
-            }
-            chat = ChatService(chat_env, searxng.url).start()
-            try:
-                llm.default = ANSWER
-                with httpx.Client(timeout=60) as http:
-                    settings = {"web_search": False, "web_fetch": False}
-                    conversation = http.post(
-                        f"{chat.url}/api/conversations", json={"settings": settings}
-                    ).json()["id"]
-                    direct, through = [], []
-                    for _ in range(turns):
-                        through.append(first_delta_service(http, chat, conversation) * 1000)
-                        payload = {**llm.requests[-1].body}
-                        direct.append(first_delta_direct(http, llm, payload) * 1000)
-                    stops = [
-                        stop_latency(http, chat, llm, conversation) * 1000
-                        for _ in range(max(5, turns // 5))
-                    ]
-            finally:
-                chat.stop()
+        llm.default = ANSWER
+        with httpx.Client(timeout=60) as http:
+            settings = {"web_search": False, "web_fetch": False}
+            conversation = http.post(
+                f"{chat.url}/api/conversations", json={"settings": settings}
+            ).json()["id"]
+            direct, through = [], []
+            for _ in range(turns):
+                through.append(first_delta_service(http, chat, conversation) * 1000)
+                payload = {**llm.requests[-1].body}
+                direct.append(first_delta_direct(http, llm, payload) * 1000)
+            stops = [
+                stop_latency(http, chat, llm, conversation) * 1000
+                for _ in range(max(5, turns // 5))
+            ]
     added = [t - d for t, d in zip(through, direct, strict=True)]
     print(f"turns: {turns}, loopback, fake model server, history growing to {turns} turns")
     print(f"{'time to first token':28} {'median ms':>10} {'p99 ms':>10}")
