@@ -141,6 +141,15 @@ def create_app(settings: config.Settings, searxng_url: str) -> FastAPI:
         # Every route may refuse unreadable JSON (400) or invalid input (422), both with
         # {"detail": str}; declared once here instead of FastAPI's list-shaped 422.
         responses=errors(400, 422),
+        # FastAPI's OpenTelemetry hooks stay off, whatever the environment says: nothing
+        # about the conversations leaves this machine (and each request skips their work).
+        telemetry={
+            "tracing": False,
+            "metrics": False,
+            "logs": False,
+            "operation_spans": False,
+            "auto_configure": False,
+        },
     )
     app.state.lag = LagProbe()
     app.state.access = access.Guard(allowed_hosts=settings.allowed_hosts, token=settings.auth_token)

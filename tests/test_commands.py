@@ -486,3 +486,59 @@ def test_invalid_setting_is_a_clear_error_naming_it(name, value):
     assert run.stderr.startswith("error: ")
     assert name in run.stderr
     assert "Traceback" not in run.stderr
+
+
+# An OpenTelemetry set up around the service (as `opentelemetry-instrument` does, from a
+# sitecustomize): every span FastAPI starts is written to a file.
+TRACING = """
+import os
+from opentelemetry import trace
+
+class Tracer(trace.NoOpTracer):
+    def start_span(self, name, *args, **kwargs):
+        with open(os.environ["SPANS_FILE"], "a") as spans:
+            spans.write(f"{name} {kwargs.get('attributes')}\\n")
+        return super().start_span(name, *args, **kwargs)
+
+class Provider(trace.TracerProvider):
+    def get_tracer(self, *args, **kwargs):
+        return Tracer()
+
+trace.set_tracer_provider(Provider())
+"""
+
+
+def test_serve_sends_no_telemetry_even_when_the_environment_sets_it_up(llm, searxng, tmp_path):
+    """FastAPI traces each request (its path and query, a conversation search's words
+    among them) to whatever OpenTelemetry finds configured: the service keeps that off."""
+    (tmp_path / "sitecustomize.py").write_text(TRACING)
+    spans, log = tmp_path / "spans.txt", tmp_path / "serve.log"
+    port = free_port()
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(tmp_path), str(ROOT)]),
+        "SPANS_FILE": str(spans),
+        "FASTAPI_OTEL_AUTO_CONFIGURE": "true",
+        "SEARXNG_URL": searxng.url,
+        "LLM_BASE_URL": llm.api_base,
+        "DEFAULT_MODEL": "fake-model",
+        "DATA_DIR": str(tmp_path / "data"),
+        "AUTH_TOKEN": "",
+    }
+    with log.open("wb") as out:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "app", "serve", "--port", str(port)],
+            cwd=ROOT,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        url = f"http://127.0.0.1:{port}"
+        wait_until_up(url, process, log)
+        found = httpx.get(f"{url}/api/conversations", params={"q": "my private words"})
+        assert found.status_code == 200
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+    assert not spans.exists(), spans.read_text()
