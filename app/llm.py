@@ -107,6 +107,77 @@ class Limits:
         return min(seconds, self.first_byte)
 
 
+class Bounds:
+    """The limits of one streamed request, kept by a single timer: each step (the answer's
+    headers, an error body, the next event) must end within its own limit and within the
+    request's total. asyncio.timeout around each step armed and cancelled a timer per
+    event, a sixth of the service's CPU per streamed token; this timer is set again only
+    when it fires early or a step must end sooner.
+
+    Steps are awaits, never a ``yield``: when the timer fires while the consumer holds an
+    event, no step is waiting and nothing is cancelled."""
+
+    def __init__(self, limits: Limits) -> None:
+        self.loop = asyncio.get_running_loop()
+        self.task = asyncio.current_task()
+        self.limits = limits
+        self.deadline = self.loop.time() + limits.total
+        self.until: float | None = None
+        """When the step now waiting must be over; None between steps."""
+        self.timer: asyncio.TimerHandle | None = None
+        self.expired = False
+
+    async def step(self, seconds: float, awaitable: Awaitable[T], *, silent: str) -> T:
+        """`awaitable`'s result; LLMError (`silent`, or the total's) when it takes too long."""
+        self.until = until = min(self.loop.time() + seconds, self.deadline)
+        if self.timer is None or self.timer.when() > until:
+            if self.timer is not None:
+                self.timer.cancel()
+            self.timer = self.loop.call_at(until, self.check)
+        cancelling = self.task.cancelling() if self.task else 0
+        try:
+            return await awaitable
+        except asyncio.CancelledError:
+            # Ours only if no other cancellation (Stop) came meanwhile, as asyncio.timeout.
+            if not self.expired or not self.task or self.task.uncancel() > cancelling:
+                raise
+            self.expired = False
+            if until >= self.deadline:
+                raise LLMError(
+                    "upstream",
+                    f"the model server's answer went on past {self.limits.total:g} s "
+                    "(LLM_TOTAL_TIMEOUT)",
+                ) from None
+            raise LLMError("network", silent) from None
+        finally:
+            self.until = None
+
+    def check(self) -> None:
+        self.timer = None
+        if self.until is None or self.task is None:
+            return  # between steps: the next one sets the timer
+        if self.loop.time() < self.until:
+            self.timer = self.loop.call_at(self.until, self.check)
+            return
+        self.expired = True
+        self.task.cancel()
+
+    def close(self) -> None:
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
+
+
+async def next_event(
+    bounds: Bounds, events: AsyncIterator[ServerSentEvent], silent: str
+) -> ServerSentEvent | None:
+    """The stream's next event within the idle limit, or None at its end."""
+    try:
+        return await bounds.step(bounds.limits.idle, anext(events), silent=silent)
+    except StopAsyncIteration:
+        return None
+
+
 class LLMError(Exception):
     """A failed model call, with the kind that decides its recovery (SPEC 4.5)."""
 
@@ -416,12 +487,11 @@ class ModelClient:
         written = TextToolCalls(declared_tools(payload))
         usage: dict[str, Any] | None = None
         finish: str | None = None
-        deadline = asyncio.get_running_loop().time() + self.limits.total
+        bounds = Bounds(self.limits)
         try:
             async with AsyncExitStack() as stack:
-                source = await self.within(
+                source = await bounds.step(
                     self.limits.first_byte,
-                    deadline,
                     stack.enter_async_context(
                         aconnect_sse(
                             self.http,
@@ -436,15 +506,16 @@ class ModelClient:
                 )
                 response = source.response
                 if response.status_code != 200:
-                    await self.within(
+                    await bounds.step(
                         self.limits.idle,
-                        deadline,
                         response.aread(),
                         silent="the error body did not arrive",
                     )
                     raise classify(response.status_code, safe_json(response), response.headers)
                 events = source.aiter_sse()
-                while (sse := await self.next_event(events, deadline)) is not None:
+                idle = f"the model server sent nothing for {self.limits.idle:g} s "
+                idle += "(LLM_IDLE_TIMEOUT)"
+                while (sse := await next_event(bounds, events, idle)) is not None:
                     if sse.data.strip() == "[DONE]":
                         finish = finish or "stop"
                         await self.drain(events)
@@ -483,6 +554,8 @@ class ModelClient:
                 "network",
                 f"lost the connection to the model server: {exc or exc.__class__.__name__}",
             ) from exc
+        finally:
+            bounds.close()
         if finish is None:
             raise LLMError(
                 "network",
@@ -502,21 +575,6 @@ class ModelClient:
             yield Event("tool_calls", tool_calls=from_text, text=written.raw)
         yield Event("finish", text=finish)
 
-    async def next_event(
-        self, events: AsyncIterator[ServerSentEvent], deadline: float
-    ) -> ServerSentEvent | None:
-        """The stream's next event within the idle limit, or None at its end."""
-        try:
-            return await self.within(
-                self.limits.idle,
-                deadline,
-                anext(events),
-                silent=f"the model server sent nothing for {self.limits.idle:g} s "
-                "(LLM_IDLE_TIMEOUT)",
-            )
-        except StopAsyncIteration:
-            return None
-
     async def drain(self, events: AsyncIterator[ServerSentEvent]) -> None:
         """Read the body's end after [DONE], which usually came in the same packet: a
         response read to its end leaves its connection open for the next request, saving
@@ -527,26 +585,6 @@ class ModelClient:
                     pass
         except (TimeoutError, httpx.TransportError, httpx.StreamError):
             pass  # the answer was whole at [DONE]; this connection is simply not reused
-
-    async def within(
-        self, seconds: float, deadline: float, step: Awaitable[T], *, silent: str
-    ) -> T:
-        """One step of a request, bounded by its own limit and by the request's total.
-
-        Deadlines wrap single awaits, never a ``yield``: a timeout firing while the
-        consumer holds an event would cancel the consumer instead."""
-        left = deadline - asyncio.get_running_loop().time()
-        try:
-            async with asyncio.timeout(max(0.0, min(seconds, left))):
-                return await step
-        except TimeoutError:
-            if left <= seconds:
-                raise LLMError(
-                    "upstream",
-                    f"the model server's answer went on past {self.limits.total:g} s "
-                    "(LLM_TOTAL_TIMEOUT)",
-                ) from None
-            raise LLMError("network", silent) from None
 
     async def complete(self, payload: dict[str, Any]) -> tuple[str, dict[str, Any] | None]:
         """One non-streamed completion: its text and raw usage. Its first byte comes only

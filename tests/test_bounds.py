@@ -1,0 +1,101 @@
+"""The limits of a streamed model request (app.llm.Bounds): each wait on the server is
+bounded, the consumer's own time between events is not, and Stop stays a cancellation."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from app.llm import Bounds, Limits, LLMError
+
+
+def run(coroutine):
+    return asyncio.run(coroutine)
+
+
+def test_a_step_within_its_limit_returns_its_result():
+    async def scenario() -> str:
+        bounds = Bounds(Limits(first_byte=1.0, idle=1.0, total=5.0))
+        try:
+            return await bounds.step(0.5, asyncio.sleep(0.05, "event"), silent="too slow")
+        finally:
+            bounds.close()
+
+    assert run(scenario()) == "event"
+
+
+def test_a_step_over_its_limit_fails_with_its_own_words():
+    async def scenario() -> None:
+        bounds = Bounds(Limits(first_byte=1.0, idle=0.1, total=5.0))
+        try:
+            await bounds.step(0.1, asyncio.sleep(5), silent="sent nothing for 0.1 s")
+        finally:
+            bounds.close()
+
+    with pytest.raises(LLMError) as failure:
+        run(scenario())
+    assert failure.value.kind == "network" and failure.value.message == "sent nothing for 0.1 s"
+
+
+def test_the_consumers_time_between_events_is_not_the_servers():
+    """A page slow to take an event (or a checkpoint being written) is not an idle server."""
+
+    async def scenario() -> list[str]:
+        bounds = Bounds(Limits(first_byte=0.2, idle=0.2, total=5.0))
+        got = []
+        try:
+            for n in range(3):
+                got.append(await bounds.step(0.2, asyncio.sleep(0.01, f"event {n}"), silent="x"))
+                await asyncio.sleep(0.5)  # the consumer holds the event
+        finally:
+            bounds.close()
+        return got
+
+    assert run(scenario()) == ["event 0", "event 1", "event 2"]
+
+
+def test_a_shorter_limit_after_a_longer_one_still_applies():
+    async def scenario() -> None:
+        bounds = Bounds(Limits(first_byte=30.0, idle=0.1, total=60.0))
+        try:
+            await bounds.step(30.0, asyncio.sleep(0.01), silent="no headers")
+            await bounds.step(0.1, asyncio.sleep(5), silent="idle")
+        finally:
+            bounds.close()
+
+    with pytest.raises(LLMError, match="idle"):
+        run(asyncio.wait_for(scenario(), timeout=3))
+
+
+def test_the_total_limit_names_itself():
+    async def scenario() -> None:
+        bounds = Bounds(Limits(first_byte=1.0, idle=1.0, total=0.3))
+        try:
+            for _ in range(10):
+                await bounds.step(1.0, asyncio.sleep(0.1), silent="idle")
+        finally:
+            bounds.close()
+
+    with pytest.raises(LLMError) as failure:
+        run(scenario())
+    assert failure.value.kind == "upstream" and "LLM_TOTAL_TIMEOUT" in failure.value.message
+
+
+def test_stop_during_a_step_is_a_cancellation_not_a_timeout():
+    async def scenario() -> None:
+        async def streaming() -> None:
+            bounds = Bounds(Limits(first_byte=0.2, idle=0.2, total=5.0))
+            try:
+                await bounds.step(0.2, asyncio.sleep(5), silent="idle")
+            finally:
+                bounds.close()
+
+        task = asyncio.create_task(streaming())
+        await asyncio.sleep(0.05)
+        task.cancel()  # Stop, before the limit
+        await asyncio.sleep(0.3)  # past it: the timer must not turn Stop into a failure
+        await task
+
+    with pytest.raises(asyncio.CancelledError):
+        run(scenario())
