@@ -11,7 +11,11 @@ SQLite's own are missing from its figures.
 Last, the same short turns through bench/floor_app.py, a bare proxy on the same web stack
 (FastAPI, sse-starlette, httpx): the part of the CPU that is the stack's, not ours.
 
-Run: .venv/bin/python bench/turn_cpu.py [--short 100] [--search 30] [--streams 50]
+The machine is shared and its speed drifts between runs (the same commit measured 3.8 and
+4.5 ms a turn a minute apart): each sequential phase runs --repeat times on the same service,
+each time in a new conversation, and the run with the median CPU is the figure.
+
+Run: .venv/bin/python bench/turn_cpu.py [--short 100] [--search 30] [--streams 50] [--repeat 3]
 """
 
 from __future__ import annotations
@@ -196,17 +200,23 @@ def print_profile(path: Path, turns: int) -> None:
             print(f"    {count * per_turn:7.2f}  {frame[:150]}")
 
 
-def run_phase(svc: Service, py_spy: Path | None, scratch: Path, job) -> Phase:
+def run_phase(svc: Service, py_spy: Path | None, scratch: Path, job, repeat: int) -> Phase:
+    """The phase `repeat` times (the sampler, if any, over them all); the median run."""
     profile = scratch / f"profile-{time.monotonic_ns()}.txt"
     sampler = sampled(py_spy, svc, profile)
-    phase = asyncio.run(job)
-    report(phase)
+    runs = []
+    for _ in range(repeat):
+        runs.append(asyncio.run(job(svc)))
+        report(runs[-1])
     if sampler is not None:
         sampler.send_signal(signal.SIGINT)
         sampler.wait(timeout=60)
         if profile.exists():
-            print_profile(profile, phase.turns)
-    return phase
+            print_profile(profile, sum(run.turns for run in runs))
+    middle = sorted(runs, key=lambda run: run.cpu)[len(runs) // 2]
+    if repeat > 1:
+        report(Phase(**{**vars(middle), "name": f"  median of {repeat}"}))
+    return middle
 
 
 def main() -> int:
@@ -214,6 +224,7 @@ def main() -> int:
     parser.add_argument("--short", type=int, default=100, help="sequential short turns (0: skip)")
     parser.add_argument("--search", type=int, default=30, help="sequential turns with a search")
     parser.add_argument("--streams", type=int, default=50, help="streams at once")
+    parser.add_argument("--repeat", type=int, default=3, help="runs of each sequential phase")
     parser.add_argument("--py-spy", type=Path, help="sample each phase with this py-spy")
     app_root_argument(parser)
     args = parser.parse_args()
@@ -232,13 +243,17 @@ def main() -> int:
         ]
         counts = (args.short, args.search, args.streams)
         idle = 0.0
-        for job in (job for job, count in zip(jobs, counts, strict=True) if count > 0):
+        repeats = (args.repeat, args.repeat, 1)
+        for job, count, repeat in zip(jobs, counts, repeats, strict=True):
+            if count == 0:
+                continue
             with service(stack.service_env(f"cpu-{len(phases)}"), args.app_root) as svc:
                 idle = idle_cpu(svc)
-                phases.append(run_phase(svc, args.py_spy, Path(scratch), job(svc)))
+                phases.append(run_phase(svc, args.py_spy, Path(scratch), job, repeat))
         if args.short:
             with service(stack.service_env("floor"), args.app_root, module=FLOOR) as svc:
-                phases.append(run_phase(svc, None, Path(scratch), floor(svc, args.short)))
+                job = lambda svc: floor(svc, args.short)  # noqa: E731
+                phases.append(run_phase(svc, None, Path(scratch), job, args.repeat))
         print(f"(idle service: {idle:.2f} ms of CPU per second)")
     print(f"{machine_load()} at end")
     return 1 if any(p.failures for p in phases) else 0
