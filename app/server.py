@@ -111,7 +111,7 @@ def validation_message(exc: RequestValidationError) -> str:
 
 
 def create_app(settings: config.Settings, searxng_url: str) -> FastAPI:
-    storage = Storage(settings.data_dir)
+    storage = Storage(settings.data_dir, turn_digests=settings.keep_sources_turns)
     storage.open()
     db = storage.database
 

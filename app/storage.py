@@ -45,6 +45,8 @@ DATABASE = "chat.db"
 LEASE_SECONDS = 30.0
 """A crashed owner on another host holds a conversation at most this long."""
 BUSY_TIMEOUT_MS = 10_000
+NO_POSITION = 2**62
+"""After every message."""
 MAX_REASON_CHARS = 500
 """A model server's refusal is kept this long: enough to say why, bounded whatever it sent."""
 T = TypeVar("T")
@@ -387,13 +389,17 @@ class Database:
             )
         return self.load(conversation_id)
 
-    def load(self, conversation_id: str, *, details: bool = True) -> Conversation:
-        """The conversation; without `details` its messages are role and text only (what a
-        turn sends the model): their details (activity, sources) are most of the parsing."""
+    def load(
+        self, conversation_id: str, *, details: bool = True, digests: int | None = None
+    ) -> Conversation:
+        """The conversation; without `details` its messages are role, text and digest only
+        (what a turn sends the model): their details (activity, sources) are most of the
+        parsing. `digests`: only that many of the latest digests (a turn sends no more, and
+        each is a few KB to read)."""
         row = self.row(conversation_id)
         try:
             conversation = conversation_from_row(row)
-            conversation["messages"] = self.messages(row[0], details=details)
+            conversation["messages"] = self.messages(row[0], details=details, digests=digests)
         except ValueError as exc:
             raise Damaged(
                 f"conversation {conversation_id} is damaged in {self.path} ({exc}): "
@@ -406,14 +412,37 @@ class Database:
         """Only the settings: what a request checks before a turn starts."""
         return settings_of(self.row(conversation_id))
 
-    def messages(self, rowid: int, *, details: bool) -> list[Message]:
-        columns = "role, content, digest, details" if details else "role, content, digest"
+    def messages(self, rowid: int, *, details: bool, digests: int | None) -> list[Message]:
+        since = 0 if digests is None else self.digests_since(rowid, digests)
+        columns = "role, content, CASE WHEN position >= ? THEN digest END"
+        if details:
+            columns += ", details"
         rows = self.db.execute(
-            f"SELECT {columns} FROM messages WHERE conversation = ? ORDER BY position", (rowid,)
+            f"SELECT {columns} FROM messages WHERE conversation = ? ORDER BY position",
+            (since, rowid),
         )
         if not details:
             return [brief(*row) for row in rows]
         return [{**brief(*row[:3]), **json.loads(row[3])} for row in rows]
+
+    def digests_since(self, rowid: int, count: int) -> int:
+        """The position from which the last `count` digests are."""
+        row = self.db.execute(
+            "SELECT min(position) FROM (SELECT position FROM messages WHERE conversation = ? "
+            "AND digest IS NOT NULL ORDER BY position DESC LIMIT ?)",
+            (rowid, count),
+        ).fetchone()
+        return NO_POSITION if row[0] is None else row[0]
+
+    def digests(self, conversation_id: str, start: int, end: int) -> dict[int, str]:
+        """The digests of the messages from `start` to `end` (excluded), by position."""
+        rows = self.db.execute(
+            "SELECT position, digest FROM messages WHERE conversation = "
+            "(SELECT rowid FROM conversations WHERE id = ?) AND position >= ? AND position < ? "
+            "AND digest IS NOT NULL",
+            (check_id(conversation_id), start, end),
+        )
+        return dict(rows)
 
     def row(self, conversation_id: str) -> tuple:
         row = self.db.execute(
@@ -481,13 +510,18 @@ class Database:
             self.db.execute("DELETE FROM leases WHERE conversation = ?", (conversation_id,))
 
     def begin_turn(
-        self, conversation_id: str, owner: str, message: str | None, model: str
+        self,
+        conversation_id: str,
+        owner: str,
+        message: str | None,
+        model: str,
+        digests: int | None = None,
     ) -> Conversation | None:
         """A turn's start, in one transaction: the lease for `owner`, then the user's
         `message` at the end of the log or, for Regenerate (None), what followed the last user
         message removed; the model chosen is saved. Returns the conversation as the turn reads
-        it (see `load`), or None, with nothing written, if a live owner holds it; damage
-        found while reading it undoes the whole start."""
+        it (see `load`: only the last `digests` digests), or None, with nothing written,
+        if a live owner holds it; damage found while reading it undoes the whole start."""
         # No fsync of its own: the outcome's, at the turn's end, covers the message too
         # (a power cut before then loses the turn either way).
         with self.write():
@@ -506,7 +540,7 @@ class Database:
             else:
                 self.append_user_message(row, message)
             self.set_model(row, model)
-            return self.load(conversation_id, details=False)
+            return self.load(conversation_id, details=False, digests=digests)
 
     def append_user_message(self, row: tuple, text: str) -> None:
         """The first message names a conversation still called NEW_TITLE."""
@@ -788,8 +822,11 @@ class Storage:
     without blocking the event loop and never cut short by a cancellation (Stop), so a
     write that was asked for is made."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, *, turn_digests: int | None = None) -> None:
         self.root = root
+        self.turn_digests = turn_digests
+        """How many of the latest answers' digests a turn reads (KEEP_SOURCES_TURNS); all
+        when None."""
         self.memory_path = root / "memory.md"
         self.thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="storage")
         self.database = Database(root / DATABASE)
@@ -830,7 +867,9 @@ class Storage:
     def started(
         self, conversation_id: str, owner: str, message: str | None, model: str
     ) -> TurnInput | None:
-        conversation = self.database.begin_turn(conversation_id, owner, message, model)
+        conversation = self.database.begin_turn(
+            conversation_id, owner, message, model, self.turn_digests
+        )
         if conversation is None:
             return None
         refusal = self.database.tool_refusal(model)

@@ -442,6 +442,10 @@ async def compress(
         return
     start = conversation.get("summarized", 0)
     memory, trouble = await read_memory(services)
+    # A turn reads only the digests it sends: those of the answers folded now come here.
+    storage = services.storage
+    found = await storage.run(storage.database.digests, conversation["id"], start, start + len(old))
+    old = [{**m, "digest": found[p]} if p in found else m for p, m in enumerate(old, start)]
     request = context.compression_request(
         conversation["settings"]["compress_prompt"],
         memory,

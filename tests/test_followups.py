@@ -174,3 +174,28 @@ def test_a_compression_folds_the_last_answers_sources_into_the_summary_request(f
     assert "About python asyncio [1]." in summary_request
     # Folded: the answers' sources no longer go with the history.
     assert kept_blocks(llm.requests[-1].body["messages"]) == []
+
+
+def test_a_compression_reads_the_sources_of_the_answers_it_folds(folding_chat, llm):
+    """A turn reads only the latest digests (those it sends). The answers a compression
+    folds can be older than those: their sources are read for the summary all the same."""
+    conversation_id = new_conversation(folding_chat)
+    topics = ["python asyncio", "docker compose", "linux systemd", "postgres databases", "nginx"]
+    searches = [
+        search_turn(folding_chat, llm, conversation_id, topic, f"About {topic} [1].")
+        for topic in topics
+    ]
+    small = {"settings": {"context_budget": 1000}}
+    httpx.patch(f"{folding_chat.url}/api/conversations/{conversation_id}", json=small)
+
+    llm.script(summary_reply("Asked about five topics.", []), Reply(text="Answer."))
+    events = send(folding_chat, conversation_id, "Another question")
+    # Folded: the first four turns and the fifth question; the fifth answer stays.
+    assert next(e for e in events if e["type"] == "compression")["messages"] == 9
+    folded = "\n".join(
+        body for _, body in KEPT.findall(llm.requests[-2].body["messages"][0]["content"])
+    )
+    for search in searches[1:4]:  # the last three among the folded answers
+        assert search["results"][0]["url"] in folded
+    for search in (searches[0], searches[4]):
+        assert search["results"][0]["url"] not in folded

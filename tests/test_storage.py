@@ -268,6 +268,25 @@ def test_a_turn_reads_the_answers_digests_without_their_other_details(tmp_path):
     ]
 
 
+def test_a_turn_reads_only_the_latest_digests_it_sends(tmp_path):
+    database = Database(tmp_path / "chat.db")
+    conversation_id = database.create("x", {})["id"]
+    for n in range(4):
+        database.put_message(conversation_id, 2 * n, {"role": "user", "content": f"Q{n}?"})
+        answer = {"role": "assistant", "content": f"A{n}.", "digest": f"[1] page {n}"}
+        database.put_message(conversation_id, 2 * n + 1, answer)
+    database.put_message(conversation_id, 8, {"role": "assistant", "content": "No tools."})
+
+    def digests(**kwargs) -> list[str | None]:
+        messages = database.load(conversation_id, details=False, **kwargs)["messages"]
+        return [m.get("digest") for m in messages if m["role"] == "assistant"]
+
+    assert digests() == ["[1] page 0", "[1] page 1", "[1] page 2", "[1] page 3", None]
+    assert digests(digests=2) == [None, None, "[1] page 2", "[1] page 3", None]
+    assert digests(digests=0) == [None] * 5
+    assert database.digests(conversation_id, 0, 4) == {1: "[1] page 0", 3: "[1] page 1"}
+
+
 # -- schema ------------------------------------------------------------------------------------
 
 
