@@ -42,6 +42,7 @@ from bench.common import (  # noqa: E402
     machine_load,
     new_conversation,
     percentile,
+    run_yielding,
     service,
     watching_lag,
 )
@@ -261,13 +262,13 @@ def main() -> int:
             turns = max(args.turns, ALONE_TURNS) if level == 1 else args.turns
             env = stack.service_env(f"level-{level}", LOOP_LAG_PROBE="1")
             with service(env, args.app_root) as svc:
-                outcome = asyncio.run(load_level(stack, svc, level, turns))
+                outcome = run_yielding(load_level(stack, svc, level, turns))
             report_level(outcome)
             problems += len(outcome.problems)
         if args.big_level:
             env = stack.service_env("big", LOOP_LAG_PROBE="1")
             with service(env, args.app_root) as svc:
-                asyncio.run(big_run(stack, svc, args.big_level, args.turns))
+                run_yielding(big_run(stack, svc, args.big_level, args.turns))
     print(f"{machine_load()} at end")
     return 1 if problems else 0
 
