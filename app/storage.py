@@ -941,6 +941,8 @@ class Lease:
         self.released = True
         if self.renewal:
             self.renewal.cancel()
+            # Its frame holds this lease: kept, the pair would be a cycle for the collector.
+            self.renewal = None
 
 
 def split_script(script: str) -> list[str]:
