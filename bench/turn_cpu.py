@@ -11,7 +11,9 @@ SQLite's own are missing from its figures.
 Last, the same short turns through bench/floor_app.py, a bare proxy on the same web stack
 (FastAPI, sse-starlette, httpx): the part of the CPU that is the stack's, not ours.
 
-The machine is shared and its speed drifts between runs (the same commit measured 3.8 and
+The benchmark's client and the fakes run at lower priority (bench.common.run_yielding), so
+the times to first token are the service's. The machine is shared and its speed drifts
+between runs (the same commit measured 3.8 and
 4.5 ms a turn a minute apart): each sequential phase runs --repeat times on the same service,
 each time in a new conversation, and the run with the median CPU is the figure.
 
@@ -45,6 +47,7 @@ from bench.common import (  # noqa: E402
     machine_load,
     new_conversation,
     percentile,
+    run_yielding,
     service,
 )
 from tests.fakes.llm_server import Reply  # noqa: E402
@@ -206,7 +209,7 @@ def run_phase(svc: Service, py_spy: Path | None, scratch: Path, job, repeat: int
     sampler = sampled(py_spy, svc, profile)
     runs = []
     for _ in range(repeat):
-        runs.append(asyncio.run(job(svc)))
+        runs.append(run_yielding(job(svc)))
         report(runs[-1])
     if sampler is not None:
         sampler.send_signal(signal.SIGINT)
