@@ -376,6 +376,18 @@ def searxng_workdir(pid: int) -> Path:
     return Path(settings.split(b"=", 1)[1].decode()).parent
 
 
+def start_serve(port: int, env: dict[str, str], log: Path) -> subprocess.Popen:
+    """`python -m app serve` in its own process, its output in `log`."""
+    with log.open("wb") as out:
+        return subprocess.Popen(
+            [sys.executable, "-m", "app", "serve", "--port", str(port)],
+            cwd=ROOT,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+
+
 def wait_until_up(url: str, process: subprocess.Popen, log: Path) -> None:
     deadline = time.monotonic() + 90
     while time.monotonic() < deadline:
@@ -405,14 +417,7 @@ def test_serve_runs_its_own_searxng_and_stops_it(brave, llm, tmp_path, stop_sign
         AUTH_TOKEN="",
     )
     log = tmp_path / "serve.log"
-    with log.open("wb") as out:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "app", "serve", "--port", str(port)],
-            cwd=ROOT,
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
+    process = start_serve(port, env, log)
     try:
         wait_until_up(url, process, log)
         config = httpx.get(f"{url}/api/config", timeout=10)
@@ -525,14 +530,7 @@ def test_serve_sends_no_telemetry_even_when_the_environment_sets_it_up(llm, sear
         "DATA_DIR": str(tmp_path / "data"),
         "AUTH_TOKEN": "",
     }
-    with log.open("wb") as out:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "app", "serve", "--port", str(port)],
-            cwd=ROOT,
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
+    process = start_serve(port, env, log)
     try:
         url = f"http://127.0.0.1:{port}"
         wait_until_up(url, process, log)
