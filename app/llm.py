@@ -119,7 +119,10 @@ class Bounds:
 
     def __init__(self, limits: Limits) -> None:
         self.loop = asyncio.get_running_loop()
-        self.task = asyncio.current_task()
+        task = asyncio.current_task()
+        if task is None:
+            raise RuntimeError("a streamed request runs in a task")
+        self.task = task
         self.limits = limits
         self.deadline = self.loop.time() + limits.total
         self.until: float | None = None
@@ -134,12 +137,12 @@ class Bounds:
             if self.timer is not None:
                 self.timer.cancel()
             self.timer = self.loop.call_at(until, self.check)
-        cancelling = self.task.cancelling() if self.task else 0
+        cancelling = self.task.cancelling()
         try:
             return await awaitable
         except asyncio.CancelledError:
             # Ours only if no other cancellation (Stop) came meanwhile, as asyncio.timeout.
-            if not self.expired or not self.task or self.task.uncancel() > cancelling:
+            if not self.expired or self.task.uncancel() > cancelling:
                 raise
             self.expired = False
             if until >= self.deadline:
@@ -154,7 +157,7 @@ class Bounds:
 
     def check(self) -> None:
         self.timer = None
-        if self.until is None or self.task is None:
+        if self.until is None:
             return  # between steps: the next one sets the timer
         if self.loop.time() < self.until:
             self.timer = self.loop.call_at(self.until, self.check)

@@ -437,10 +437,9 @@ class Database:
     def digests(self, conversation_id: str, start: int, end: int) -> dict[int, str]:
         """The digests of the messages from `start` to `end` (excluded), by position."""
         rows = self.db.execute(
-            "SELECT position, digest FROM messages WHERE conversation = "
-            "(SELECT rowid FROM conversations WHERE id = ?) AND position >= ? AND position < ? "
-            "AND digest IS NOT NULL",
-            (check_id(conversation_id), start, end),
+            "SELECT position, digest FROM messages WHERE conversation = ? "
+            "AND position >= ? AND position < ? AND digest IS NOT NULL",
+            (self.row(conversation_id)[0], start, end),
         )
         return dict(rows)
 

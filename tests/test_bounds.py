@@ -4,6 +4,8 @@ bounded, the consumer's own time between events is not, and Stop stays a cancell
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import pytest
 
@@ -14,24 +16,28 @@ def run(coroutine):
     return asyncio.run(coroutine)
 
 
+@contextmanager
+def bounded(first_byte: float, idle: float, total: float) -> Iterator[Bounds]:
+    """A request's bounds, their timer cancelled at the end, as ModelClient.stream does."""
+    bounds = Bounds(Limits(first_byte=first_byte, idle=idle, total=total))
+    try:
+        yield bounds
+    finally:
+        bounds.close()
+
+
 def test_a_step_within_its_limit_returns_its_result():
     async def scenario() -> str:
-        bounds = Bounds(Limits(first_byte=1.0, idle=1.0, total=5.0))
-        try:
+        with bounded(1.0, 1.0, 5.0) as bounds:
             return await bounds.step(0.5, asyncio.sleep(0.05, "event"), silent="too slow")
-        finally:
-            bounds.close()
 
     assert run(scenario()) == "event"
 
 
 def test_a_step_over_its_limit_fails_with_its_own_words():
     async def scenario() -> None:
-        bounds = Bounds(Limits(first_byte=1.0, idle=0.1, total=5.0))
-        try:
+        with bounded(1.0, 0.1, 5.0) as bounds:
             await bounds.step(0.1, asyncio.sleep(5), silent="sent nothing for 0.1 s")
-        finally:
-            bounds.close()
 
     with pytest.raises(LLMError) as failure:
         run(scenario())
@@ -42,14 +48,11 @@ def test_the_consumers_time_between_events_is_not_the_servers():
     """A page slow to take an event (or a checkpoint being written) is not an idle server."""
 
     async def scenario() -> list[str]:
-        bounds = Bounds(Limits(first_byte=0.2, idle=0.2, total=5.0))
         got = []
-        try:
+        with bounded(0.2, 0.2, 5.0) as bounds:
             for n in range(3):
                 got.append(await bounds.step(0.2, asyncio.sleep(0.01, f"event {n}"), silent="x"))
                 await asyncio.sleep(0.5)  # the consumer holds the event
-        finally:
-            bounds.close()
         return got
 
     assert run(scenario()) == ["event 0", "event 1", "event 2"]
@@ -57,12 +60,9 @@ def test_the_consumers_time_between_events_is_not_the_servers():
 
 def test_a_shorter_limit_after_a_longer_one_still_applies():
     async def scenario() -> None:
-        bounds = Bounds(Limits(first_byte=30.0, idle=0.1, total=60.0))
-        try:
+        with bounded(30.0, 0.1, 60.0) as bounds:
             await bounds.step(30.0, asyncio.sleep(0.01), silent="no headers")
             await bounds.step(0.1, asyncio.sleep(5), silent="idle")
-        finally:
-            bounds.close()
 
     with pytest.raises(LLMError, match="idle"):
         run(asyncio.wait_for(scenario(), timeout=3))
@@ -70,12 +70,9 @@ def test_a_shorter_limit_after_a_longer_one_still_applies():
 
 def test_the_total_limit_names_itself():
     async def scenario() -> None:
-        bounds = Bounds(Limits(first_byte=1.0, idle=1.0, total=0.3))
-        try:
+        with bounded(1.0, 1.0, 0.3) as bounds:
             for _ in range(10):
                 await bounds.step(1.0, asyncio.sleep(0.1), silent="idle")
-        finally:
-            bounds.close()
 
     with pytest.raises(LLMError) as failure:
         run(scenario())
@@ -85,11 +82,8 @@ def test_the_total_limit_names_itself():
 def test_stop_during_a_step_is_a_cancellation_not_a_timeout():
     async def scenario() -> None:
         async def streaming() -> None:
-            bounds = Bounds(Limits(first_byte=0.2, idle=0.2, total=5.0))
-            try:
+            with bounded(0.2, 0.2, 5.0) as bounds:
                 await bounds.step(0.2, asyncio.sleep(5), silent="idle")
-            finally:
-                bounds.close()
 
         task = asyncio.create_task(streaming())
         await asyncio.sleep(0.05)
