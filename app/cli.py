@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import contextlib
 import gc
+import importlib
 import ipaddress
 import json
 import logging
@@ -24,6 +25,11 @@ from app.searxng_client import SearchError, Searxng
 
 EXIT_ERROR = 1
 EXIT_REFUSED = 2
+# Modules that libraries import at their first use, imported at start instead: mid-stream,
+# each import is 5-20 ms with the event loop held (httpx's own transport, the fetcher's; the
+# asyncio backend of anyio, for the first storage call; the IDNA codec, for the first
+# lookup of a name).
+PRELOADED = ("httpcore", "anyio._backends._asyncio", "encodings.idna")
 
 
 @contextlib.contextmanager
@@ -151,6 +157,8 @@ def cmd_serve(args: argparse.Namespace, settings: config.Settings) -> int:
     with searxng_url(settings, supervise=True) as url:
         print(f"SearXNG: {url}; model server: {settings.llm_base_url}", flush=True)
         app = create_app(settings, url)
+        for module in PRELOADED:
+            importlib.import_module(module)
         # What start-up built lives as long as the process: out of the collector's sight,
         # full collections stop walking it, which they would do mid-stream.
         gc.freeze()

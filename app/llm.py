@@ -21,6 +21,7 @@ import httpx
 from httpx_sse import ServerSentEvent, SSEError, aconnect_sse
 
 from app import config
+from app.transport import AiohttpTransport
 
 T = TypeVar("T")
 
@@ -467,7 +468,9 @@ class ModelClient:
         # Reads are bounded by `limits` with deadlines of our own: httpx's read timeout
         # cannot tell the wait for the first byte from the wait between two events.
         self.http = httpx.AsyncClient(
-            headers=headers, timeout=httpx.Timeout(None, connect=CONNECT_SECONDS)
+            headers=headers,
+            timeout=httpx.Timeout(None, connect=CONNECT_SECONDS),
+            transport=AiohttpTransport(),
         )
 
     @classmethod

@@ -8,6 +8,8 @@ from typing import Any
 
 import httpx
 
+from app.transport import AiohttpTransport
+
 # SearXNG reports a failed engine by the class of its exception; this is the class
 # behind each message, to find the engine's own words in /stats/errors.
 ERROR_CLASSES = {
@@ -52,7 +54,9 @@ class Searxng:
     def __init__(self, url: str, *, timeout: float = 20.0) -> None:
         self.url = url.rstrip("/")
         self.timeout = timeout
-        self.http = httpx.AsyncClient(base_url=self.url, timeout=timeout)
+        self.http = httpx.AsyncClient(
+            base_url=self.url, timeout=timeout, transport=AiohttpTransport()
+        )
 
     async def aclose(self) -> None:
         await self.http.aclose()

@@ -1,7 +1,7 @@
 """The floor under the chat service's CPU per turn: the same stack (uvicorn with uvloop and
-httptools, FastAPI, app.sse's event stream, httpx, httpx-sse) doing only a proxy's work:
-take the message, stream the model's answer back as SSE events. No storage, no access
-control, no context, no tools. Whatever the service spends above this is ours
+httptools, FastAPI, app.sse's event stream, httpx over app.transport, httpx-sse) doing only
+a proxy's work: take the message, stream the model's answer back as SSE events. No storage,
+no access control, no context, no tools. Whatever the service spends above this is ours
 (bench/turn_cpu.py runs both).
 
 Run: LLM_BASE_URL=http://127.0.0.1:PORT/v1 python -m uvicorn bench.floor_app:app
@@ -19,9 +19,10 @@ from fastapi import FastAPI, Request
 from httpx_sse import aconnect_sse
 
 from app.sse import EventStream
+from app.transport import AiohttpTransport
 
 app = FastAPI()
-http = httpx.AsyncClient(timeout=30)
+http = httpx.AsyncClient(timeout=30, transport=AiohttpTransport())
 
 
 @app.get("/healthz")
