@@ -18,9 +18,10 @@ import os
 import re
 import socket
 import ssl
+import threading
 import zlib
 from collections.abc import Awaitable, Callable
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import asdict, dataclass
 from urllib.parse import unquote
@@ -171,20 +172,28 @@ class ExtractionProcess:
 
 def started_pool() -> ProcessPoolExecutor:
     """A pool whose worker is already running: starting one takes milliseconds of CPU (and
-    the first submit starts it), which must not be the event loop's."""
-    # spawn: a fork of a process running threads (storage, SQLite) is not safe.
-    pool = ProcessPoolExecutor(
-        max_workers=1, mp_context=multiprocessing.get_context("spawn"), initializer=yield_cpu
-    )
-    pool.submit(int).result()
-    return pool
+    the first submit starts it), which must not be the event loop's.
+
+    The worker runs at lower priority, from its first instruction: a page's extraction can
+    wait a few milliseconds, the streams cannot. Its start alone (imports, a third of a
+    second) took the CPU from the event loop in slices of 10-20 ms on two busy cores. A
+    process inherits the priority of the thread that starts it, so a thread of its own,
+    lowered, starts it (a thread's priority cannot be raised back)."""
+    with ThreadPoolExecutor(max_workers=1, initializer=yield_cpu) as starter:
+        return starter.submit(spawned_pool).result()
 
 
 def yield_cpu() -> None:
-    """The worker runs at lower priority: a page's extraction can wait a few milliseconds,
-    the streams cannot. At the same priority, on two busy cores, it took the CPU from the
-    event loop in slices of 10-20 ms."""
-    os.nice(EXTRACTION_NICENESS)
+    thread = threading.get_native_id()
+    niceness = max(os.getpriority(os.PRIO_PROCESS, thread), EXTRACTION_NICENESS)
+    os.setpriority(os.PRIO_PROCESS, thread, niceness)
+
+
+def spawned_pool() -> ProcessPoolExecutor:
+    # spawn: a fork of a process running threads (storage, SQLite) is not safe.
+    pool = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"))
+    pool.submit(int).result()
+    return pool
 
 
 async def fetch_page(

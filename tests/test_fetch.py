@@ -304,7 +304,8 @@ def test_the_service_extracts_in_a_worker_process_and_replaces_one_that_dies(
     pages: PageServer,
 ) -> None:
     """A worker killed mid-page fails that page with a clear error; the next page gets a
-    new worker. (In a thread, a large page would hold the GIL against every stream.)"""
+    new worker. (In a thread, a large page would hold the GIL against every stream.) The
+    worker runs at lower priority: on busy cores it would take the streams' CPU."""
     huge = ARTICLE.replace("</article>", "<p>Pierogi z kapustą. </p>" * 150_000 + "</article>")
 
     async def scenario() -> tuple[Page, str, Page]:
@@ -315,6 +316,9 @@ def test_the_service_extracts_in_a_worker_process_and_replaces_one_that_dies(
             )
             workers = multiprocessing.active_children()
             assert len(workers) == 1 and workers[0].pid != os.getpid()
+            # it yields the CPU to the streams
+            niceness = os.getpriority(os.PRIO_PROCESS, workers[0].pid)
+            assert niceness >= fetch.EXTRACTION_NICENESS
             doomed = asyncio.ensure_future(extraction(huge.encode(), "http://x/", "utf-8"))
             await asyncio.sleep(0.3)
             workers[0].kill()
