@@ -83,8 +83,7 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
 
     def open_session(self) -> aiohttp.ClientSession:
         connector = aiohttp.TCPConnector(limit=self.max_connections, ssl=self.ssl_context)
-        # No cookies: the service speaks for itself, not for a browser. Decompression is
-        # httpx's, as with its own transport.
+        # Cookies and decompression stay httpx's work, as with its own transport.
         return aiohttp.ClientSession(
             connector=connector, cookie_jar=aiohttp.DummyCookieJar(), auto_decompress=False
         )
