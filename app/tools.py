@@ -303,7 +303,10 @@ def untrusted(text: str, source: str) -> str:
     """Web text in a block the model is told never to obey. The closing marker carries a
     random id made for this call, so text that closes the block must guess it."""
     nonce = secrets.token_hex(8)
-    body = TAG_IN_TEXT.sub("untrusted_data", text)
+    # A case-blind regex scans a search's results a character at a time (a quarter of a
+    # millisecond a turn); casefold() finds every spelling it matches ("UNTRUSTED", "ſ"),
+    # so it runs only on text that has one.
+    body = TAG_IN_TEXT.sub("untrusted_data", text) if UNTRUSTED_TAG in text.casefold() else text
     opening = f'<{UNTRUSTED_TAG} source="{source}" id="{nonce}">'
     return f'{opening}\n{body}\n</{UNTRUSTED_TAG} id="{nonce}">'
 
