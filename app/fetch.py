@@ -11,13 +11,11 @@ wire, in bytes once decompressed, and in content type.
 from __future__ import annotations
 
 import asyncio
-import functools
 import ipaddress
 import multiprocessing
 import os
 import re
 import socket
-import ssl
 import threading
 import zlib
 from collections.abc import Awaitable, Callable
@@ -31,6 +29,7 @@ import httpx
 
 from app.charset import decode_text
 from app.extract import Extracted, extract_html
+from app.transport import tls_context
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 
@@ -489,6 +488,7 @@ async def _request(
     # A client per hop: a pooled TLS connection verified for one name must not carry a
     # request for another. trust_env=False: a proxy from the environment would resolve the
     # name again, past our checks.
+    # In a thread: the first call loads the CA bundle, over 10 ms of CPU.
     verify = await asyncio.to_thread(tls_context, certifi.where())
     async with httpx.AsyncClient(timeout=timeout, trust_env=False, verify=verify) as client:
         request = client.build_request("GET", target, headers=headers, extensions=extensions)
@@ -497,13 +497,6 @@ async def _request(
             return await _reply(url, response, max_bytes)
         finally:
             await response.aclose()
-
-
-@functools.lru_cache(maxsize=2)
-def tls_context(cafile: str) -> ssl.SSLContext:
-    """Made once, in a thread: loading the CA bundle takes over 10 ms of CPU, which a new
-    client would otherwise spend on the event loop at every hop."""
-    return ssl.create_default_context(cafile=cafile)
 
 
 async def _reply(url: httpx.URL, response: httpx.Response, max_bytes: int) -> _Reply | httpx.URL:

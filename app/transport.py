@@ -11,10 +11,15 @@ so "connection refused", "timed out" and "cut mid-body" stay three different mes
 
 from __future__ import annotations
 
+import functools
+import ssl
 from collections.abc import AsyncIterator
 
 import aiohttp
+import certifi
 import httpx
+
+MAX_CONNECTIONS = 100  # httpx's default
 
 # aiohttp's exception -> httpx's, the most specific first (each aiohttp class is a subclass
 # of the ones below it).
@@ -72,17 +77,23 @@ class Response(httpx.Response):
 CLOSED = httpx.ByteStream(b"")
 
 
+@functools.lru_cache(maxsize=2)
+def tls_context(cafile: str) -> ssl.SSLContext:
+    """Made once per CA bundle: loading one takes 10-20 ms of CPU, which a new client would
+    otherwise spend on the event loop (the fetcher makes a client per hop)."""
+    return ssl.create_default_context(cafile=cafile)
+
+
 class AiohttpTransport(httpx.AsyncBaseTransport):
     """One aiohttp session, made on the first request (aiohttp wants a running loop)."""
 
-    def __init__(self, max_connections: int = 100) -> None:
-        self.max_connections = max_connections
-        # Made now, at start: loading the CA bundle takes 20 ms of CPU, a stall on the loop.
-        self.ssl_context = httpx.create_ssl_context()
+    def __init__(self) -> None:
+        # Asked for now, at start, not by the first request on the loop.
+        self.ssl_context = tls_context(certifi.where())
         self.session: aiohttp.ClientSession | None = None
 
     def open_session(self) -> aiohttp.ClientSession:
-        connector = aiohttp.TCPConnector(limit=self.max_connections, ssl=self.ssl_context)
+        connector = aiohttp.TCPConnector(limit=MAX_CONNECTIONS, ssl=self.ssl_context)
         # Cookies and decompression stay httpx's work, as with its own transport.
         return aiohttp.ClientSession(
             connector=connector, cookie_jar=aiohttp.DummyCookieJar(), auto_decompress=False
