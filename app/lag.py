@@ -55,13 +55,19 @@ class LagProbe:
             self.worst_ms = max(self.worst_ms, (self.beat - asked) * 1000)
 
     def _watch(self, loop_thread: int) -> None:
+        """Sleeps until the loop would be late enough to report, from its last beat: a few
+        wakes per STALL_LOG_MS, not a poll every few ms (each wake takes the GIL, which a
+        busy loop then has to hand over)."""
         logged = 0.0
         while self.watching.is_set():
-            time.sleep(WATCH_SECONDS)
             beat = self.beat
             late_ms = (time.perf_counter() - beat) * 1000 - TICK_SECONDS * 1000
-            if late_ms > STALL_LOG_MS and beat != logged:
+            if late_ms <= STALL_LOG_MS:
+                time.sleep((STALL_LOG_MS - late_ms) / 1000 + WATCH_SECONDS)
+                continue
+            if beat != logged:
                 logged = beat  # one report per stall
                 frame = sys._current_frames().get(loop_thread)
                 stack = "".join(traceback.format_stack(frame)[-12:]) if frame else "(gone)\n"
                 logger.warning("event loop held for over %.0f ms, at:\n%s", late_ms, stack)
+            time.sleep(TICK_SECONDS)

@@ -3,7 +3,8 @@ web_search and a web_fetch, through `python -m app serve` (its own process, LOOP
 against the fakes. Per level: lost or duplicated messages (each conversation read back
 after), 5xx answers, time to first token through the service against the model server called
 directly with the same payload in the same run (on the turns that answer without a tool), the
-event loop's worst lag (/healthz) and the service's memory.
+event loop's worst lag (/healthz), the service's CPU time per turn (all its threads) and its
+memory. Each service gets one turn of each kind first, unmeasured (`warm_up`).
 
 Then a run at one level where, during the load, a conversation of about 6 MB gets a turn
 (so it is read and saved) and a page of a few MB is fetched and extracted: the loop's lag
@@ -74,6 +75,8 @@ class Outcome:
     lag: LagWatch = field(default_factory=LagWatch)
     memory: dict[str, float] = field(default_factory=dict)
     seconds: float = 0.0
+    cpu: float = 0.0
+    """The service's CPU time (all its threads) while the conversations ran, s."""
 
 
 def message(stack: Stack, conversation: int, turn: int, kind: str) -> str:
@@ -134,15 +137,26 @@ async def check(
     return problems
 
 
+async def warm_up(http: httpx.AsyncClient, url: str, stack: Stack) -> None:
+    """One turn of each kind before measuring, as a service that has been running has had:
+    the first page read starts the extraction worker (a third of a second of imports), a
+    cost paid once per process, not per turn."""
+    conversation = await new_conversation(http, url)
+    for kind in dict.fromkeys(KINDS):
+        await chat_turn(http, url, conversation, message(stack, -1, 0, kind))
+
+
 async def load_level(stack: Stack, svc: Service, level: int, turns: int) -> Outcome:
     outcome = Outcome(level)
-    started = time.perf_counter()
     async with client() as http:
+        await warm_up(http, svc.url, stack)
+        started, cpu = time.perf_counter(), svc.cpu_seconds()
         async with watching_lag(http, svc.url) as outcome.lag:
             runs = await asyncio.gather(
                 *(converse(http, svc.url, stack, n, turns) for n in range(level))
             )
         outcome.seconds = time.perf_counter() - started
+        outcome.cpu = svc.cpu_seconds() - cpu
         for conversation, sent in runs:
             outcome.sent.append(sent)
             outcome.problems += await check(http, svc.url, conversation, sent)
@@ -168,7 +182,7 @@ def report_level(outcome: Outcome) -> None:
         f"{ms(direct, 0.99)} {ms(added, 0.5)} {ms(added, 0.99)} "
         f"{ms(tool_turns, 0.5)} {outcome.lag.worst():9.1f} "
         f"{outcome.memory.get('VmRSS', 0):6.0f} {outcome.memory.get('VmHWM', 0):6.0f} "
-        f"{outcome.seconds:6.1f}"
+        f"{outcome.seconds:6.1f} {outcome.cpu / len(items) * 1000:6.1f}"
     )
     for problem in outcome.problems[:10]:
         print(f"      problem: {problem}")
@@ -176,9 +190,9 @@ def report_level(outcome: Outcome) -> None:
 
 HEADER = (
     "level  turns  5xx problems    n   ttft50  ttft99 direct50 direct99  added50  added99 "
-    "tool50 worst_lag   rss    hwm   wall\n"
+    "tool50 worst_lag   rss    hwm   wall cpu/turn\n"
     "                                     ms      ms       ms       ms       ms       ms "
-    "    ms        ms    MB     MB      s"
+    "    ms        ms    MB     MB      s     ms"
 )
 
 
@@ -201,6 +215,7 @@ async def big_run(stack: Stack, svc: Service, level: int, turns: int) -> None:
     """Load at `level`, and meanwhile one turn in a ~6 MB conversation, then one reading
     a page of a few MB: the loop's worst lag while each runs."""
     async with client() as http:
+        await warm_up(http, svc.url, stack)
         big, size = await seed_big(http, svc.url)
         reader = await new_conversation(http, svc.url)
         page = f"{stack.big_page.url}/long"
