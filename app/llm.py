@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 import httpx
 from httpx_sse import ServerSentEvent, SSEError, aconnect_sse
 
-from app import config
+from app import config, jsoncodec
 from app.transport import AiohttpTransport
 
 T = TypeVar("T")
@@ -437,8 +437,8 @@ class Event:
 
 async def request_body(body: dict[str, Any]) -> bytes:
     """The request's JSON. A long history (megabytes) is encoded in a thread, a message at
-    a time: json.dumps of it whole is one C call that holds the GIL, and so the event loop
-    and every other stream, for tens of milliseconds."""
+    a time: encoding it whole is one C call that holds the GIL, and so the event loop and
+    every other stream."""
     messages = body.get("messages") or []
     if sum(len(str(m.get("content") or "")) for m in messages) < LARGE_REQUEST_CHARS:
         return compact_json(body)
@@ -452,8 +452,8 @@ def encode_in_parts(body: dict[str, Any]) -> bytes:
 
 
 def compact_json(value: Any) -> bytes:
-    """As httpx encodes a json= body."""
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
+    """As httpx encodes a json= body (but NaN, which no request holds, as null)."""
+    return jsoncodec.dumps(value)
 
 
 class ModelClient:
@@ -771,7 +771,7 @@ def safe_json(response: httpx.Response) -> Any:
 def parse_chunk(data: str) -> dict[str, Any]:
     """One stream chunk's JSON object; anything else is the server's fault (upstream)."""
     try:
-        chunk = json.loads(data)
+        chunk = jsoncodec.loads(data)
     except ValueError:
         chunk = None
     if not isinstance(chunk, dict):

@@ -8,6 +8,7 @@ from typing import Any
 
 import httpx
 
+from app import jsoncodec
 from app.transport import AiohttpTransport
 
 # SearXNG reports a failed engine by the class of its exception; this is the class
@@ -140,7 +141,7 @@ class Searxng:
                 f"SearXNG at {self.url} answered HTTP {response.status_code}: {response.text[:200]}"
             )
         try:
-            data = response.json()
+            data = jsoncodec.loads(response.content)
         except ValueError as exc:
             kind = response.headers.get("content-type", "no content type")
             raise SearchError(f"SearXNG at {self.url} did not answer JSON ({kind})") from exc

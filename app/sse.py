@@ -9,7 +9,6 @@ CPU here, bench/turn_cpu.py)."""
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
 from contextlib import aclosing
 from typing import Any
@@ -18,12 +17,14 @@ import anyio
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
+from app import jsoncodec
+
 PING_SECONDS = 15.0
 PING = b": ping\n\n"
 
 
 def encode(event: Mapping[str, Any]) -> bytes:
-    return b"data: " + json.dumps(event, ensure_ascii=False).encode("utf-8") + b"\n\n"
+    return b"data: " + jsoncodec.dumps(event) + b"\n\n"
 
 
 class EventStream(Response):

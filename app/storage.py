@@ -16,7 +16,6 @@ JSON files from before the database are imported on first start, then moved asid
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import os
 import re
@@ -35,6 +34,8 @@ from pathlib import Path
 from typing import Any, NotRequired, TypedDict, TypeVar
 
 import anyio
+
+from app import jsoncodec
 
 logger = logging.getLogger(__name__)
 
@@ -423,7 +424,7 @@ class Database:
         )
         if not details:
             return [brief(*row) for row in rows]
-        return [{**brief(*row[:3]), **json.loads(row[3])} for row in rows]
+        return [{**brief(*row[:3]), **jsoncodec.loads(row[3])} for row in rows]
 
     def digests_since(self, rowid: int, count: int) -> int:
         """The position from which the last `count` digests are."""
@@ -489,7 +490,7 @@ class Database:
         """Rename and change settings; a turn running meanwhile keeps its own copy."""
         with self.write():
             row = self.row(conversation_id)
-            merged = {**json.loads(row[6]), **settings}
+            merged = {**jsoncodec.loads(row[6]), **settings}
             self.db.execute(
                 "UPDATE conversations SET settings = ?, updated = ? WHERE rowid = ?",
                 (dumps(merged), now(), row[0]),
@@ -621,7 +622,7 @@ class Database:
                 self.take_back(row)
             elif outcome["answer"] is not None:
                 self.upsert(row[0], outcome["position"], outcome["answer"])
-            totals = json.loads(row[9] or "{}")
+            totals = jsoncodec.loads(row[9] or "{}")
             for key, value in outcome["totals"].items():
                 totals[key] = totals.get(key, 0) + value
             changes: dict[str, Any] = {"totals": dumps(totals), "updated": now()}
@@ -769,7 +770,7 @@ class Database:
         models_file = root / "models.json"
         if models_file.exists():
             try:
-                listed = json.loads(models_file.read_text(encoding="utf-8"))
+                listed = jsoncodec.loads(models_file.read_text(encoding="utf-8"))
                 self.set_models([m for m in listed if isinstance(m, str)])
             except ValueError as exc:
                 logger.warning("models.json not imported (%s)", exc)
@@ -956,7 +957,7 @@ def split_script(script: str) -> list[str]:
 
 
 def dumps(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    return jsoncodec.dumps_text(value)
 
 
 def message_columns(message: Message) -> tuple[str, str, str, str | None]:
@@ -974,7 +975,7 @@ def brief(role: str, content: str, digest: str | None) -> Message:
 
 def settings_of(row: tuple) -> dict[str, Any]:
     try:
-        return json.loads(row[6])
+        return jsoncodec.loads(row[6])
     except ValueError as exc:
         raise Damaged(f"conversation {row[1]}: settings damaged ({exc})") from None
 
@@ -985,7 +986,7 @@ def conversation_from_row(row: tuple) -> Conversation:
         "title": row[2],
         "created": row[4],
         "updated": row[5],
-        "settings": json.loads(row[6]),
+        "settings": jsoncodec.loads(row[6]),
         "messages": [],
         "summary": row[7],
         "summarized": row[8],
@@ -994,14 +995,14 @@ def conversation_from_row(row: tuple) -> Conversation:
         conversation["title_from_message"] = True
     for key, value in (("totals", row[9]), ("usage", row[10]), ("budget", row[11])):
         if value is not None:
-            conversation[key] = json.loads(value)
+            conversation[key] = jsoncodec.loads(value)
     return conversation
 
 
 def parse_conversation(raw: bytes) -> dict[str, Any]:
     """A conversation file of earlier versions, or ValueError saying what is wrong."""
     try:
-        conversation = json.loads(raw.decode("utf-8"))
+        conversation = jsoncodec.loads(raw.decode("utf-8"))
     except UnicodeDecodeError:
         raise ValueError("not UTF-8") from None
     except ValueError as exc:
