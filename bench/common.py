@@ -18,7 +18,7 @@ import tempfile
 import threading
 import time
 from collections.abc import AsyncIterator, Coroutine, Iterator
-from contextlib import asynccontextmanager, contextmanager
+from contextlib import asynccontextmanager, contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -213,7 +213,9 @@ def run_yielding(coroutine: Coroutine[Any, Any, T]) -> T:
     SearXNG, started from the main thread, keep the normal priority."""
     for thread in Path("/proc/self/task").iterdir():
         if int(thread.name) != threading.get_native_id():
-            os.setpriority(os.PRIO_PROCESS, int(thread.name), GENERATOR_NICENESS)
+            # A fake's thread per connection may end between the listing and this call.
+            with suppress(ProcessLookupError):
+                os.setpriority(os.PRIO_PROCESS, int(thread.name), GENERATOR_NICENESS)
     result: list[T] = []
     failure: list[BaseException] = []
 
