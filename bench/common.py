@@ -52,6 +52,14 @@ def machine_load() -> str:
     return "load average " + " ".join(Path("/proc/loadavg").read_text().split()[:3])
 
 
+def stolen_seconds() -> float:
+    """CPU time the hypervisor gave other machines while this one's vCPUs wanted it (the
+    steal column of /proc/stat, all CPUs): on a shared host, a run with much of it is a
+    run on a slower machine."""
+    fields = Path("/proc/stat").read_text().split("\n", 1)[0].split()
+    return int(fields[8]) / CLOCK_TICKS
+
+
 def code_version(root: Path) -> str:
     """Which code was measured: the commit and the app files changed since, or for a copy
     (see --app-root) its path and the commit named in its COMMIT file."""

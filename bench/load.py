@@ -45,6 +45,7 @@ from bench.common import (  # noqa: E402
     percentile,
     run_yielding,
     service,
+    stolen_seconds,
     watching_lag,
 )
 from tests.fakes.llm_server import Reply  # noqa: E402
@@ -77,6 +78,8 @@ class Outcome:
     seconds: float = 0.0
     cpu: float = 0.0
     """The service's CPU time (all its threads) while the conversations ran, s."""
+    stolen: float = 0.0
+    """CPU time the hypervisor took for other machines meanwhile, s (stolen_seconds)."""
 
 
 def message(stack: Stack, conversation: int, turn: int, kind: str) -> str:
@@ -150,13 +153,14 @@ async def load_level(stack: Stack, svc: Service, level: int, turns: int) -> Outc
     outcome = Outcome(level)
     async with client() as http:
         await warm_up(http, svc.url, stack)
-        started, cpu = time.perf_counter(), svc.cpu_seconds()
+        started, cpu, stolen = time.perf_counter(), svc.cpu_seconds(), stolen_seconds()
         async with watching_lag(http, svc.url) as outcome.lag:
             runs = await asyncio.gather(
                 *(converse(http, svc.url, stack, n, turns) for n in range(level))
             )
         outcome.seconds = time.perf_counter() - started
         outcome.cpu = svc.cpu_seconds() - cpu
+        outcome.stolen = stolen_seconds() - stolen
         for conversation, sent in runs:
             outcome.sent.append(sent)
             outcome.problems += await check(http, svc.url, conversation, sent)
@@ -182,7 +186,8 @@ def report_level(outcome: Outcome) -> None:
         f"{ms(direct, 0.99)} {ms(added, 0.5)} {ms(added, 0.99)} "
         f"{ms(tool_turns, 0.5)} {outcome.lag.worst():9.1f} "
         f"{outcome.memory.get('VmRSS', 0):6.0f} {outcome.memory.get('VmHWM', 0):6.0f} "
-        f"{outcome.seconds:6.1f} {outcome.cpu / len(items) * 1000:6.1f}"
+        f"{outcome.seconds:6.1f} {outcome.cpu / len(items) * 1000:6.1f} "
+        f"{outcome.stolen * 1000:6.0f}"
     )
     for problem in outcome.problems[:10]:
         print(f"      problem: {problem}")
@@ -190,9 +195,9 @@ def report_level(outcome: Outcome) -> None:
 
 HEADER = (
     "level  turns  5xx problems    n   ttft50  ttft99 direct50 direct99  added50  added99 "
-    "tool50 worst_lag   rss    hwm   wall cpu/turn\n"
+    "tool50 worst_lag   rss    hwm   wall cpu/turn stolen\n"
     "                                     ms      ms       ms       ms       ms       ms "
-    "    ms        ms    MB     MB      s     ms"
+    "    ms        ms    MB     MB      s     ms     ms"
 )
 
 
