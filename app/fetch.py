@@ -488,8 +488,8 @@ async def _request(
     # A client per hop: a pooled TLS connection verified for one name must not carry a
     # request for another. trust_env=False: a proxy from the environment would resolve the
     # name again, past our checks.
-    # In a thread: the first call loads the CA bundle, over 10 ms of CPU.
-    verify = await asyncio.to_thread(tls_context, certifi.where())
+    # Loaded once: the service's model client loads it at start (app.transport).
+    verify = tls_context(certifi.where())
     async with httpx.AsyncClient(timeout=timeout, trust_env=False, verify=verify) as client:
         request = client.build_request("GET", target, headers=headers, extensions=extensions)
         response = await client.send(request, stream=True)

@@ -28,7 +28,7 @@ def dumps(value: Any) -> bytes:
 
 def dumps_text(value: Any) -> str:
     """`dumps` as text, for a TEXT column."""
-    return orjson.dumps(value, option=OPTIONS).decode()
+    return dumps(value).decode()
 
 
 def loads(data: str | bytes) -> Any:

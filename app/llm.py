@@ -441,19 +441,14 @@ async def request_body(body: dict[str, Any]) -> bytes:
     every other stream."""
     messages = body.get("messages") or []
     if sum(len(str(m.get("content") or "")) for m in messages) < LARGE_REQUEST_CHARS:
-        return compact_json(body)
+        return jsoncodec.dumps(body)
     return await asyncio.to_thread(encode_in_parts, body)
 
 
 def encode_in_parts(body: dict[str, Any]) -> bytes:
-    others = compact_json({k: v for k, v in body.items() if k != "messages"})[1:-1]
-    parts = b",".join(compact_json(m) for m in body["messages"])
+    others = jsoncodec.dumps({k: v for k, v in body.items() if k != "messages"})[1:-1]
+    parts = b",".join(jsoncodec.dumps(m) for m in body["messages"])
     return b"{" + others + (b"," if others else b"") + b'"messages":[' + parts + b"]}"
-
-
-def compact_json(value: Any) -> bytes:
-    """As httpx encodes a json= body (but NaN, which no request holds, as null)."""
-    return jsoncodec.dumps(value)
 
 
 class ModelClient:

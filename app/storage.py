@@ -386,7 +386,7 @@ class Database:
             self.db.execute(
                 "INSERT INTO conversations (id, title, created, updated, settings) "
                 "VALUES (?, ?, ?, ?, ?)",
-                (conversation_id, title, stamp, stamp, dumps(settings)),
+                (conversation_id, title, stamp, stamp, jsoncodec.dumps_text(settings)),
             )
         return self.load(conversation_id)
 
@@ -493,7 +493,7 @@ class Database:
             merged = {**jsoncodec.loads(row[6]), **settings}
             self.db.execute(
                 "UPDATE conversations SET settings = ?, updated = ? WHERE rowid = ?",
-                (dumps(merged), now(), row[0]),
+                (jsoncodec.dumps_text(merged), now(), row[0]),
             )
             if title is not None:
                 self.db.execute(
@@ -625,15 +625,15 @@ class Database:
             totals = jsoncodec.loads(row[9] or "{}")
             for key, value in outcome["totals"].items():
                 totals[key] = totals.get(key, 0) + value
-            changes: dict[str, Any] = {"totals": dumps(totals), "updated": now()}
+            changes: dict[str, Any] = {"totals": jsoncodec.dumps_text(totals), "updated": now()}
             if outcome["summary"] is not None:
                 changes["summary"] = outcome["summary"]
             if outcome["summarized"] is not None:
                 changes["summarized"] = outcome["summarized"]
             if outcome["budget"] is not None:
-                changes["budget"] = dumps(outcome["budget"])
+                changes["budget"] = jsoncodec.dumps_text(outcome["budget"])
             if outcome["usage"] is not None:
-                changes["usage"] = dumps(outcome["usage"])
+                changes["usage"] = jsoncodec.dumps_text(outcome["usage"])
             assignments = ", ".join(f"{column} = ?" for column in changes)
             self.db.execute(
                 f"UPDATE conversations SET {assignments} WHERE rowid = ?",
@@ -674,7 +674,7 @@ class Database:
             return
         self.db.execute(
             "UPDATE conversations SET settings = ?, updated = ? WHERE rowid = ?",
-            (dumps({**settings, "model": model}), now(), row[0]),
+            (jsoncodec.dumps_text({**settings, "model": model}), now(), row[0]),
         )
 
     def touch(self, rowid: int) -> None:
@@ -803,10 +803,10 @@ class Database:
                     int(bool(conversation.get("title_from_message"))),
                     str(conversation.get("created") or stamp),
                     str(conversation.get("updated") or stamp),
-                    dumps(conversation["settings"]),
+                    jsoncodec.dumps_text(conversation["settings"]),
                     str(conversation.get("summary") or ""),
                     int(conversation.get("summarized") or 0),
-                    *(dumps(value) if value is not None else None for value in optional),
+                    *(None if value is None else jsoncodec.dumps_text(value) for value in optional),
                 ),
             ).lastrowid
             for position, message in enumerate(conversation["messages"]):
@@ -956,13 +956,9 @@ def split_script(script: str) -> list[str]:
     return statements
 
 
-def dumps(value: Any) -> str:
-    return jsoncodec.dumps_text(value)
-
-
 def message_columns(message: Message) -> tuple[str, str, str, str | None]:
     details = {k: v for k, v in message.items() if k not in ("role", "content", "digest")}
-    return message["role"], message["content"], dumps(details), message.get("digest")
+    return message["role"], message["content"], jsoncodec.dumps_text(details), message.get("digest")
 
 
 def brief(role: str, content: str, digest: str | None) -> Message:
