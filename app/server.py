@@ -177,7 +177,8 @@ def create_app(settings: config.Settings, searxng_url: str) -> FastAPI:
     @app.get("/healthz")
     async def healthz(request: Request) -> dict[str, str | float]:
         """The service is up; whether its SearXNG answers too (nothing private). With
-        LOOP_LAG_PROBE=1, also the event loop's worst lateness since the last call."""
+        LOOP_LAG_PROBE=1, also the event loop's worst lateness since the last call, and the
+        same less the time the loop waited for a core (see app/lag.py)."""
         try:
             answer = await services(request).searxng.http.get("/healthz", timeout=2)
             search = "ok" if answer.status_code == 200 else "unhealthy"
@@ -188,7 +189,9 @@ def create_app(settings: config.Settings, searxng_url: str) -> FastAPI:
             "search": search,
         }
         if settings.loop_lag_probe:
-            health["loop_lag_ms"] = request.app.state.lag.take()
+            health["loop_lag_ms"], own = request.app.state.lag.take()
+            if own is not None:
+                health["loop_lag_own_ms"] = own
         return health
 
     @app.get("/", include_in_schema=False)

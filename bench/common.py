@@ -252,14 +252,22 @@ class Service:
     process: subprocess.Popen
 
     def cpu_seconds(self) -> float:
-        """utime + stime of the service's process, all its threads included."""
+        """utime + stime of the service's process and its workers (storage, extraction)."""
         return sum(self.cpu_times())
 
     def cpu_times(self) -> tuple[float, float]:
-        """(utime, stime) of the service's process in seconds, all its threads included."""
-        stat = Path(f"/proc/{self.process.pid}/stat").read_text()
-        fields = stat.rsplit(")", 1)[1].split()
-        return int(fields[11]) / CLOCK_TICKS, int(fields[12]) / CLOCK_TICKS  # stat's 14, 15
+        """(utime, stime) in seconds of the service's process, all its threads included,
+        and of its worker processes alive now (each started once and kept)."""
+        user = system = 0.0
+        for pid in (self.process.pid, *children(self.process.pid)):
+            try:
+                stat = Path(f"/proc/{pid}/stat").read_text()
+            except FileNotFoundError:
+                continue
+            fields = stat.rsplit(")", 1)[1].split()
+            user += int(fields[11]) / CLOCK_TICKS  # stat's 14 and 15
+            system += int(fields[12]) / CLOCK_TICKS
+        return user, system
 
     def memory_mb(self) -> dict[str, float]:
         """Resident memory now (VmRSS) and at its peak (VmHWM), in MB."""
@@ -269,6 +277,13 @@ class Service:
             if name in ("VmRSS", "VmHWM"):
                 found[name] = int(value.split()[0]) / 1024
         return found
+
+
+def children(pid: int) -> list[int]:
+    found = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        found += [int(child) for child in (task / "children").read_text().split()]
+    return found
 
 
 SERVE = ["app", "serve"]
@@ -406,23 +421,40 @@ async def new_conversation(http: httpx.AsyncClient, url: str, **settings: Any) -
 
 
 @dataclass
-class LagWatch:
-    """/healthz's loop_lag_ms, the worst lateness since the previous call, read every
-    `every` seconds: (from, to, lag) with times from time.perf_counter()."""
+class LagReading:
+    start: float
+    end: float
+    lag: float
+    own: float | None
+    """The lag less the loop's waits for a core (None where the system does not count them)."""
 
-    readings: list[tuple[float, float, float]] = field(default_factory=list)
+
+@dataclass
+class LagWatch:
+    """/healthz's loop_lag_ms and loop_lag_own_ms, the worst since the previous call, read
+    every `every` seconds, with times from time.perf_counter()."""
+
+    readings: list[LagReading] = field(default_factory=list)
     failures: int = 0
     last_read: float = 0.0
 
-    def read(self, lag: float) -> None:
+    def read(self, health: dict) -> None:
         now = time.perf_counter()
-        self.readings.append((self.last_read, now, lag))
+        own = health.get("loop_lag_own_ms")
+        self.readings.append(LagReading(self.last_read, now, health["loop_lag_ms"], own))
         self.last_read = now
 
     def worst(self, since: float = 0.0, until: float = float("inf")) -> float:
         """The worst lag in readings whose span overlaps [since, until]."""
-        overlapping = [lag for start, end, lag in self.readings if start <= until and end >= since]
-        return max(overlapping, default=0.0)
+        return max((r.lag for r in self.overlapping(since, until)), default=0.0)
+
+    def worst_own(self, since: float = 0.0, until: float = float("inf")) -> float | None:
+        """The same, less the loop's waits for a core."""
+        owns = [r.own for r in self.overlapping(since, until)]
+        return None if None in owns else max(owns, default=0.0)
+
+    def overlapping(self, since: float, until: float) -> list[LagReading]:
+        return [r for r in self.readings if r.start <= until and r.end >= since]
 
 
 @asynccontextmanager
@@ -436,7 +468,7 @@ async def watching_lag(
             await asyncio.sleep(every)
             try:
                 response = await http.get(f"{url}/healthz")
-                watch.read(response.json()["loop_lag_ms"])
+                watch.read(response.json())
             except (httpx.HTTPError, KeyError, ValueError):
                 watch.failures += 1
 
@@ -449,4 +481,4 @@ async def watching_lag(
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
         response = await http.get(f"{url}/healthz")
-        watch.read(response.json()["loop_lag_ms"])
+        watch.read(response.json())

@@ -168,6 +168,10 @@ async def load_level(stack: Stack, svc: Service, level: int, turns: int) -> Outc
     return outcome
 
 
+def optional(value: float | None) -> str:
+    return f"{value:7.1f}" if value is not None else "      -"
+
+
 def ms(values: list[float], fraction: float) -> str:
     return f"{percentile(values, fraction) * 1000:7.1f}" if values else "      -"
 
@@ -184,7 +188,7 @@ def report_level(outcome: Outcome) -> None:
         f"{outcome.level:>5} {len(items):>6} {server_errors:>4} {len(outcome.problems):>8} "
         f"{len(plain):>4} {ms(through, 0.5)} {ms(through, 0.99)} {ms(direct, 0.5)} "
         f"{ms(direct, 0.99)} {ms(added, 0.5)} {ms(added, 0.99)} "
-        f"{ms(tool_turns, 0.5)} {outcome.lag.worst():9.1f} "
+        f"{ms(tool_turns, 0.5)} {outcome.lag.worst():9.1f} {optional(outcome.lag.worst_own())} "
         f"{outcome.memory.get('VmRSS', 0):6.0f} {outcome.memory.get('VmHWM', 0):6.0f} "
         f"{outcome.seconds:6.1f} {outcome.cpu / len(items) * 1000:6.1f} "
         f"{outcome.stolen * 1000:6.0f}"
@@ -195,9 +199,9 @@ def report_level(outcome: Outcome) -> None:
 
 HEADER = (
     "level  turns  5xx problems    n   ttft50  ttft99 direct50 direct99  added50  added99 "
-    "tool50 worst_lag   rss    hwm   wall cpu/turn stolen\n"
+    "tool50 worst_lag own_lag   rss    hwm   wall cpu/turn stolen\n"
     "                                     ms      ms       ms       ms       ms       ms "
-    "    ms        ms    MB     MB      s     ms     ms"
+    "    ms        ms      ms    MB     MB      s     ms     ms"
 )
 
 
@@ -246,7 +250,7 @@ async def big_run(stack: Stack, svc: Service, level: int, turns: int) -> None:
         for conversation, sent in runs:
             problems += len(await check(http, svc.url, conversation, sent))
     first = min(start for _, start, _ in windows.values())
-    calm = max((worst for _, end, worst in lag.readings if end <= first), default=0.0)
+    calm = max((r.lag for r in lag.readings if r.end <= first), default=0.0)
     print(f"\nDuring load at {level} conversations ({problems} problems in them):")
     print(f"  worst loop lag before the big turns (readings ending before them): {calm:.1f} ms")
     for name, (turn, start, end) in windows.items():
@@ -254,9 +258,12 @@ async def big_run(stack: Stack, svc: Service, level: int, turns: int) -> None:
         state = "done" if turn.done and not turn.error and not tools else f"FAILED {turn.error}"
         print(
             f"  {name}: {state} in {(end - start) * 1000:.0f} ms, worst loop lag meanwhile "
-            f"{lag.worst(start, end):.1f} ms"
+            f"{lag.worst(start, end):.1f} ms (own {optional(lag.worst_own(start, end)).strip()})"
         )
-    print(f"  worst loop lag overall: {lag.worst(0, after):.1f} ms")
+    print(
+        f"  worst loop lag overall: {lag.worst(0, after):.1f} ms "
+        f"(own {optional(lag.worst_own(0, after)).strip()})"
+    )
     memory = svc.memory_mb()
     print(f"  service memory: RSS {memory['VmRSS']:.0f} MB, peak {memory['VmHWM']:.0f} MB")
 

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import subprocess
+import sys
 import time
 
 import pytest
 
-from app.lag import STALL_LOG_MS, LagProbe
+from app.lag import CORE_WAITS, STALL_LOG_MS, LagProbe
 
 
 def hold_the_loop(seconds: float) -> None:
@@ -18,7 +21,7 @@ def hold_the_loop(seconds: float) -> None:
 def test_a_stall_is_measured_and_logged_with_the_stack_that_held_the_loop(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    async def scenario() -> float:
+    async def scenario() -> tuple[float, float | None]:
         probe = LagProbe()
         probe.start()
         await asyncio.sleep(0.05)
@@ -30,8 +33,9 @@ def test_a_stall_is_measured_and_logged_with_the_stack_that_held_the_loop(
         return stalled
 
     with caplog.at_level(logging.WARNING, logger="app.lag"):
-        stalled = asyncio.run(scenario())
+        stalled, own = asyncio.run(scenario())
     assert stalled >= STALL_LOG_MS * 2
+    assert own is None or own >= STALL_LOG_MS * 2  # held by the service itself
     reports = [r.getMessage() for r in caplog.records if r.name == "app.lag"]
     assert any("event loop held" in r and "hold_the_loop" in r for r in reports)
 
@@ -57,3 +61,41 @@ def test_the_watchdog_sleeps_while_the_loop_keeps_time(monkeypatch: pytest.Monke
 
     asyncio.run(scenario())
     assert 0 < len(wakes) <= 0.5 / (STALL_LOG_MS / 1000) * 1.5 + 2
+
+
+def burn_cpu(milliseconds: float) -> None:
+    """Work of the loop's own: this much CPU time, however long it takes to get it."""
+    end = time.thread_time() + milliseconds / 1000
+    while time.thread_time() < end:
+        pass
+
+
+@pytest.mark.skipif(not CORE_WAITS, reason="this system does not count a thread's core waits")
+def test_time_spent_waiting_for_a_core_is_told_apart_from_the_loops_own_work() -> None:
+    """On a core shared with a busy process, 40 ms of the loop's work take about twice that:
+    the lag counts it all, the service's own part only the work."""
+    core = min(os.sched_getaffinity(0))
+    rival = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    os.sched_setaffinity(rival.pid, {core})
+
+    async def scenario() -> tuple[float, float | None]:
+        os.sched_setaffinity(0, {core})  # this thread: the loop's
+        probe = LagProbe()
+        probe.start()
+        await asyncio.sleep(0.05)
+        probe.take()
+        burn_cpu(40)
+        await asyncio.sleep(0.02)
+        measured = probe.take()
+        await probe.stop()
+        return measured
+
+    allowed = os.sched_getaffinity(0)
+    try:
+        stalled, own = asyncio.run(scenario())
+    finally:
+        os.sched_setaffinity(0, allowed)
+        rival.kill()
+        rival.wait()
+    assert stalled >= 60
+    assert own is not None and 30 <= own <= stalled - 20
