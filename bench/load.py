@@ -10,13 +10,18 @@ Then a run at one level where, during the load, a conversation of about 6 MB get
 (so it is read and saved) and a page of a few MB is fetched and extracted: the loop's lag
 while each of those runs.
 
-Run: .venv/bin/python bench/load.py [--levels 1,10,50] [--turns 8] [--big-level 10]
+With --own-core the service runs on a core of its own and everything else on the others:
+what the service does to its loop, without the load generator taking its CPU (the client
+and the fakes use about three times the service's CPU at 50 streams).
+
+Run: .venv/bin/python bench/load.py [--levels 1,10,50] [--turns 8] [--big-level 10] [--own-core]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import sys
 import time
 from collections import Counter
@@ -268,15 +273,35 @@ async def big_run(stack: Stack, svc: Service, level: int, turns: int) -> None:
     print(f"  service memory: RSS {memory['VmRSS']:.0f} MB, peak {memory['VmHWM']:.0f} MB")
 
 
+def own_core(parser: argparse.ArgumentParser) -> list[str]:
+    """This process (and so the fakes and SearXNG it starts) leaves the first core to the
+    service; the service's command, started on that core."""
+    first, *others = sorted(os.sched_getaffinity(0))
+    if not others:
+        parser.error("--own-core needs at least two cores")
+    os.sched_setaffinity(0, others)  # before any thread starts: they inherit it
+    print(f"the service on core {first}, the rest on {','.join(map(str, others))}")
+    return ["taskset", "--cpu-list", str(first), sys.executable]
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--levels", default="1,10,50")
     parser.add_argument("--turns", type=int, default=8, help="turns per conversation")
     parser.add_argument("--big-level", type=int, default=10, help="0: skip the big run")
+    parser.add_argument(
+        "--own-core",
+        action="store_true",
+        help="the service on a core of its own, the client, fakes and SearXNG on the others: "
+        "its lag without the load generator's CPU",
+    )
     app_root_argument(parser)
     args = parser.parse_args()
     levels = [int(n) for n in args.levels.split(",") if n]
     print(f"{code_version(args.app_root)}; {machine_load()} at start")
+    wrapper = None
+    if args.own_core:
+        wrapper = own_core(parser)
     print(
         f"each conversation: turns {', '.join(KINDS)} repeated; answers of {len(ANSWER.text)} "
         f"deltas {ANSWER.chunk_delay * 1000:.0f} ms apart; 1 conversation alone: "
@@ -288,13 +313,13 @@ def main() -> int:
         for level in levels:
             turns = max(args.turns, ALONE_TURNS) if level == 1 else args.turns
             env = stack.service_env(f"level-{level}", LOOP_LAG_PROBE="1")
-            with service(env, args.app_root) as svc:
+            with service(env, args.app_root, wrapper=wrapper) as svc:
                 outcome = run_yielding(load_level(stack, svc, level, turns))
             report_level(outcome)
             problems += len(outcome.problems)
         if args.big_level:
             env = stack.service_env("big", LOOP_LAG_PROBE="1")
-            with service(env, args.app_root) as svc:
+            with service(env, args.app_root, wrapper=wrapper) as svc:
                 run_yielding(big_run(stack, svc, args.big_level, args.turns))
     print(f"{machine_load()} at end")
     return 1 if problems else 0
