@@ -63,14 +63,15 @@ class LagProbe:
 
     async def _tick(self) -> None:
         with core_waits() as waited_ms:
+            waited = waited_ms()  # read once a tick: its end is the next one's start
             while True:
                 asked = time.perf_counter() + TICK_SECONDS
-                before = waited_ms()
                 await asyncio.sleep(TICK_SECONDS)
                 self.beat = time.perf_counter()
                 late_ms = (self.beat - asked) * 1000
+                before, waited = waited, waited_ms()
                 self.worst_ms = max(self.worst_ms, late_ms)
-                self.worst_own_ms = max(self.worst_own_ms, late_ms - (waited_ms() - before))
+                self.worst_own_ms = max(self.worst_own_ms, late_ms - (waited - before))
 
     def _watch(self, loop_thread: int) -> None:
         """Sleeps until the loop would be late enough to report, from its last beat: a few

@@ -252,7 +252,7 @@ class Service:
     process: subprocess.Popen
 
     def cpu_seconds(self) -> float:
-        """utime + stime of the service's process and its workers (storage, extraction)."""
+        """utime + stime of the service's process and its worker processes (extraction)."""
         return sum(self.cpu_times())
 
     def cpu_times(self) -> tuple[float, float]:
@@ -282,7 +282,8 @@ class Service:
 def children(pid: int) -> list[int]:
     found = []
     for task in Path(f"/proc/{pid}/task").iterdir():
-        found += [int(child) for child in (task / "children").read_text().split()]
+        with suppress(FileNotFoundError):  # a thread that ended since the listing
+            found += [int(child) for child in (task / "children").read_text().split()]
     return found
 
 

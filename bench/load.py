@@ -12,7 +12,7 @@ while each of those runs.
 
 With --own-core the service runs on a core of its own and everything else on the others:
 what the service does to its loop, without the load generator taking its CPU (the client
-and the fakes use about three times the service's CPU at 50 streams).
+and the fakes use about twice the service's CPU at 50 streams).
 
 Run: .venv/bin/python bench/load.py [--levels 1,10,50] [--turns 8] [--big-level 10] [--own-core]
 """
