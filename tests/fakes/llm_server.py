@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
 import select
 import socket
 import threading
@@ -44,7 +45,7 @@ from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
 from tests.fakes.loopback import DispatchingHandler, LoopbackFake, LoopbackServer
 
@@ -106,6 +107,9 @@ class Reply:
     # A server's own shapes, replayed as built (tests/fakes/conventions.py); the fields
     # above that shape a stream are then unused, the pacing and break_after still apply.
     wire: Wire | None = None
+    # An answer made when the request comes, from its body: the Reply returned is sent in
+    # this one's place (e.g. `obeying`, a model that does what the page it read says).
+    reply_to: Callable[[dict], Reply] | None = None
 
 
 @dataclass
@@ -196,6 +200,32 @@ def tools_unsupported(model: str = "fake-model", server: str = "ollama") -> Repl
     message = f"registry.ollama.ai/library/{model} does not support tools"
     # Ollama's openai.NewError types a 400 as invalid_request_error (openai/openai.go).
     return openai_error(400, message)
+
+
+CONVERSATION_PLACEHOLDER = "[the user's memory and last message]"
+"""What a hostile page asks a model to put in an address it reads (see `obeying`)."""
+MEMORY_HEADING = "What you know about the user (long-term memory):\n"
+ORDER = re.compile(r"https?://\S*?" + re.escape(CONVERSATION_PLACEHOLDER) + r"\S*")
+
+
+def obeying(body: dict) -> Reply:
+    """A hijacked model, for ``Reply(reply_to=obeying)``: it reads the first address in the
+    last message (a tool's result) that holds CONVERSATION_PLACEHOLDER, filled with what it
+    knows of the user, the memory in its system prompt and the last user message: in hex as
+    a DNS label when it stands in the host name, percent-encoded elsewhere. With no such
+    order, it answers."""
+    messages = body.get("messages") or [{}]
+    order = ORDER.search(str(messages[-1].get("content") or ""))
+    if order is None:
+        return Reply(text="Nothing to do.")
+    system = str(messages[0].get("content") or "") if messages[0].get("role") == "system" else ""
+    memory = system.partition(MEMORY_HEADING)[2].partition("\n\n")[0]
+    asked = next((str(m["content"]) for m in reversed(messages) if m.get("role") == "user"), "")
+    secret = f"{memory} {asked}".strip()
+    before, _, after = order.group(0).partition(CONVERSATION_PLACEHOLDER)
+    in_host = "/" not in before.split("://", 1)[1]
+    filled = secret.encode().hex()[:63] if in_host else quote(secret, safe="")
+    return Reply(tool_calls=[ToolCall("web_fetch", {"url": before + filled + after})])
 
 
 def server_error(status: int = 500) -> Reply:
@@ -519,6 +549,8 @@ class _Handler(DispatchingHandler):
             self._send_json(refusal[0], refusal[1], {})
             return
         reply = fake._next_reply()
+        if reply.reply_to is not None:
+            reply = reply.reply_to(body)
         model = str(body.get("model") or fake.models[0])
         if reply.status != 200:
             error = reply.error or _default_error(reply.status, model, reply.headers)
