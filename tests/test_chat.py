@@ -47,7 +47,7 @@ def test_a_turn_that_searches_fetches_then_answers(chat, llm, brave, pages):
         ),
     )
     conversation_id = new_conversation(chat)
-    events = send(chat, conversation_id, "How does asyncio work?")
+    events = send(chat, conversation_id, f"How does asyncio work? Start from {article}")
 
     assert event_types(events) == ["search", "fetch", "delta", "done"]
     search, fetch, done = events[0], events[1], events[-1]

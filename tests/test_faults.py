@@ -167,7 +167,9 @@ class Case:
     expect: Expect
 
 
-def take_turn(stack: Stack, *, searxng_url: str | None = None, **env: str) -> Turn:
+def take_turn(
+    stack: Stack, *, searxng_url: str | None = None, message: str = MESSAGE, **env: str
+) -> Turn:
     """One message through a fresh chat service configured with `env`."""
     data = Path(tempfile.mkdtemp(dir=stack.scratch))
     settings = chat_env(stack.llm, data, stack.pages, **env)
@@ -181,7 +183,7 @@ def take_turn(stack: Stack, *, searxng_url: str | None = None, **env: str) -> Tu
             conversation = created.json()["id"]
             started = time.monotonic()
             with http.stream(
-                "POST", f"/api/conversations/{conversation}/chat", json={"message": MESSAGE}
+                "POST", f"/api/conversations/{conversation}/chat", json={"message": message}
             ) as response:
                 statuses.append(response.status_code)
                 for line in response.iter_lines():
@@ -305,9 +307,10 @@ def brave_rate_limited(stack: Stack) -> Turn:
 
 def page_case(path: str, **env: str) -> Callable[[Stack], Turn]:
     def run(stack: Stack) -> Turn:
-        fetch = Reply(tool_calls=[ToolCall("web_fetch", {"url": f"{stack.pages.url}{path}"})])
+        url = f"{stack.pages.url}{path}"
+        fetch = Reply(tool_calls=[ToolCall("web_fetch", {"url": url})])
         stack.llm.script(fetch, Reply(text="I could not read that page."))
-        return take_turn(stack, **env)
+        return take_turn(stack, message=f"{MESSAGE}: {url}", **env)  # the user gives it
 
     return run
 

@@ -59,7 +59,7 @@ def test_a_follow_up_sees_the_last_answers_results_and_page_as_web_data(chat, ll
         Reply(text="The second result also says more.", usage={"prompt_tokens": 2000}),
     )
     conversation_id = new_conversation(chat)
-    events = send(chat, conversation_id, "How does asyncio work?")
+    events = send(chat, conversation_id, f"How does asyncio work? Start from {article}")
     search, fetch = events[0], events[1]
     results_text = llm.requests[1].body["messages"][-1]["content"]
     page_text = llm.requests[2].body["messages"][-1]["content"]

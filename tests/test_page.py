@@ -105,7 +105,7 @@ def test_a_search_and_fetch_turn_keeps_its_trail_and_sources_after_a_reload(page
         Reply(tool_calls=[ToolCall("web_fetch", {"url": article})]),
         Reply(text="Boil them for four minutes [21].", usage={"prompt_tokens": 3000}),
     )
-    send(page, "Jak długo gotować pierogi?")
+    send(page, f"Jak długo gotować pierogi? {article}")
     wait_turn_end(page)
 
     def check_trail_and_sources() -> None:
@@ -528,12 +528,12 @@ def test_export_downloads_the_conversation_as_markdown(page, llm, pages):
         Reply(tool_calls=[ToolCall("web_fetch", {"url": article})]),
         Reply(text="Four minutes [1]."),
     )
-    send(page, "Read the recipe")
+    send(page, f"Read the recipe at {article}")
     wait_turn_end(page)
     with page.expect_download() as download:
         page.locator("#export-conversation").click()
     text = open(download.value.path(), encoding="utf-8").read()
-    assert "## You\n\n> Read the recipe" in text
+    assert "## You\n\n> Read the recipe at " in text
     assert "Four minutes [1]." in text
     assert f"1. [Pierogi, step by step]({article})" in text
 

@@ -43,7 +43,7 @@ def test_screenshots_of_a_finished_search_and_fetch_answer(browser, chat, llm, p
             reasoning="The user asks in Polish about cooking times; search in Polish.",
             tool_calls=[ToolCall("web_search", {"query": "pierogi z kapustą czas gotowania"})],
         ),
-        Reply(tool_calls=[ToolCall("web_fetch", {"url": f"{pages.url}/article"})]),
+        Reply(tool_calls=[ToolCall("web_fetch", {"url": f"{pages.url}/article"})]),  # given below
         Reply(
             text=ANSWER,
             usage={
@@ -58,7 +58,7 @@ def test_screenshots_of_a_finished_search_and_fetch_answer(browser, chat, llm, p
         page = open_page(browser, chat.url, width=1280, height=900, dark=scheme == "dark")
         try:
             if scheme == "light":
-                page.fill("#composer-input", QUESTION)
+                page.fill("#composer-input", f"{QUESTION} {pages.url}/article")
                 page.keyboard.press("Enter")
                 expect(page.locator("body")).to_have_attribute("data-turns-ended", "1")
                 address = page.url
