@@ -138,7 +138,7 @@ async def run_turn(
         engines=chosen["search_engines"] or None,
         searches_left=chosen["search_max_uses"] if chosen["web_search"] else 0,
         fetches_left=chosen["fetch_max_uses"] if chosen["web_fetch"] else 0,
-        # An address the user gave is asked for; one only a page suggests is flagged.
+        # Its user messages and kept sources give addresses web_fetch may read.
         history=conversation["messages"],
         extract=services.extraction,
     )
