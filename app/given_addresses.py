@@ -87,7 +87,7 @@ def address_key(url: str) -> AddressKey | None:
         return None
     try:
         parsed = httpx.URL(url)
-    except httpx.InvalidURL:
+    except (httpx.InvalidURL, UnicodeError):  # UnicodeError: a lone surrogate, from JSON
         return None
     scheme = parsed.scheme.lower()
     host = parsed.raw_host.decode("ascii").lower().removesuffix(".")

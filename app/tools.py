@@ -265,7 +265,7 @@ class ToolRunner:
         return Outcome(f"Results for {query!r}:\n\n{text}", event)
 
     async def fetch(self, url: str) -> Outcome:
-        event: dict[str, Any] = {"type": "fetch", "url": clipped(url, MAX_ADDRESS_CHARS)}
+        event: dict[str, Any] = {"type": "fetch", "url": shown(url, MAX_ADDRESS_CHARS)}
         given = await self.given_address(url)
         if isinstance(given, Unreadable):
             return not_given(event, given)
@@ -340,7 +340,7 @@ class ToolRunner:
             )
             return Unreadable(reason, reason)
         if address_key(url) is None:
-            reason = f"{clipped(url, 200)!r} is not an http:// or https:// address"
+            reason = f"{shown(url, 200)!r} is not an http:// or https:// address"
             return Unreadable(reason, reason)
         if not self.history_read:
             # A long conversation takes tens of milliseconds to scan: off the event loop.
@@ -349,7 +349,7 @@ class ToolRunner:
         given = self.given.get(url)
         if given is None:
             trail = (
-                f"{clipped(url, 200)} was not read: it appeared in none of your messages, the "
+                f"{shown(url, 200)} was not read: it appeared in none of your messages, the "
                 "search results or the pages read (a page may have asked for it)"
             )
             return Unreadable(NOT_GIVEN, trail)
@@ -371,6 +371,12 @@ def untrusted(text: str, source: str) -> str:
 def clipped(text: str, length: int) -> str:
     text = text.strip()
     return text if len(text) <= length else text[: length - 1].rstrip() + "…"
+
+
+def shown(url: str, length: int) -> str:
+    """An address the model wrote, to show and to store: clipped, and without a lone
+    surrogate (JSON's "\\ud800" decodes to one; no UTF-8 encoder takes it)."""
+    return clipped(url.encode("utf-8", "replace").decode("utf-8"), length)
 
 
 NOT_GIVEN = (

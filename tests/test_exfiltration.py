@@ -200,6 +200,20 @@ def test_long_queries_and_addresses_are_refused_and_the_note_says_so(
     assert lookups == []
 
 
+def test_an_address_with_a_lone_surrogate_is_refused_and_the_answer_kept(chat, llm, lookups):
+    """JSON's "\\ud800" decodes to a character no UTF-8 encoder takes."""
+    llm.script(
+        Reply(tool_calls=[ToolCall("web_fetch", '{"url": "https://a.example/\\ud800"}')]),
+        Reply(text="Sorry."),
+    )
+    conversation_id = new_conversation(chat)
+    events = send(chat, conversation_id, "See https://a.example/")
+    [attempt] = fetches(events)
+    assert attempt["refused"] is True and events[-1]["status"] == "complete"
+    assert get_conversation(chat, conversation_id)["messages"][-1]["content"] == "Sorry."
+    assert lookups == []
+
+
 # -- the tool runner, as a turn drives it -----------------------------------------------------
 
 
