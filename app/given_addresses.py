@@ -149,6 +149,20 @@ def _endings(match: str) -> list[str]:
     return variants[::-1]
 
 
+def masked(text: str, keys: Collection[AddressKey]) -> str:
+    """The text with every address among ``keys`` replaced by a note: a digest of this
+    turn's results must not carry an address the model wrote in a query to later turns,
+    where it would count as the web's."""
+    if not keys:
+        return text
+
+    def mask(match: re.Match[str]) -> str:
+        hit = any(address_key(v) in keys for v in _endings(match.group(0)))
+        return "(an address from the search query)" if hit else match.group(0)
+
+    return URL_IN_TEXT.sub(mask, text)
+
+
 def keys_in(text: str) -> set[AddressKey]:
     """The keys of the addresses written in a text, with or without a scheme."""
     return {key for url in addresses_in(text, bare=True) if (key := address_key(url))}

@@ -35,6 +35,7 @@ from app.given_addresses import (
     GivenAddresses,
     address_key,
     keys_in,
+    masked,
 )
 from app.llm import ToolCall
 from app.searxng_client import SearchError, Searxng
@@ -328,7 +329,8 @@ class ToolRunner:
         head = f"[{number}] {source['title']}{dated}\n{source['url']}"
         if number in self.excerpts:
             return f"{head}\nThe page read, its start:\n{self.excerpts[number]}"
-        return f"{head}\n{self.snippets[number]}"
+        # A snippet may echo the query: what the model wrote there is never given.
+        return masked(f"{head}\n{self.snippets[number]}", self.queried)
 
     async def given_address(self, url: str) -> GivenAddress | Unreadable:
         """The address as it was given to the model, or why it may not be read. Judged

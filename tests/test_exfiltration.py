@@ -160,18 +160,27 @@ def test_an_address_the_model_put_in_a_search_query_is_not_given_by_its_echo(
     chat, llm, brave, lookups
 ):
     """A search engine's snippets name the query: an address the model wrote there and the
-    results echo back is still the model's."""
+    results echo back is still the model's, in this turn and in the next (the answer's kept
+    sources hold the snippets)."""
     planted = "https://collect.example/v?d=PIN4921"
     llm.script(
         Reply(tool_calls=[ToolCall("web_search", {"query": f"pierogi {planted}"})]),
         *fetching(planted),
         Reply(text="Sorry."),
+        *fetching(planted),
+        Reply(text="Sorry again."),
     )
-    events = send(chat, new_conversation(chat), "Pierogi recipes?")
+    conversation_id = new_conversation(chat)
+    first = send(chat, conversation_id, "Pierogi recipes?")
     results_text = llm.requests[1].body["messages"][-1]["content"]
     assert results_text.count(planted) > 1  # echoed in the snippets, not only in our header
-    [attempt] = fetches(events)
-    assert attempt["refused"] is True and "appeared in none" in attempt["error"]
+    second = send(chat, conversation_id, "And the address in the results?")
+    assert "(an address from the search query)" in llm.requests[3].body["messages"][-2]["content"]
+
+    attempts = fetches(first) + fetches(second)
+    assert len(attempts) == 2
+    for attempt in attempts:
+        assert attempt["refused"] is True and "appeared in none" in attempt["error"]
     assert lookups == []
 
 
