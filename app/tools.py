@@ -340,10 +340,10 @@ class ToolRunner:
                 f"the address has {len(url.strip()):,} characters, more than the "
                 f"{MAX_ADDRESS_CHARS:,} read"
             )
-            return Unreadable(reason, reason)
+            return Unreadable(reason, reason, unsolicited=False)
         if address_key(url) is None:
             reason = f"{shown(url, 200)!r} is not an http:// or https:// address"
-            return Unreadable(reason, reason)
+            return Unreadable(reason, reason, unsolicited=False)
         if not self.history_read:
             # A long conversation takes tens of milliseconds to scan: off the event loop.
             await asyncio.to_thread(given_in_history, self.given, self.history)
@@ -354,7 +354,7 @@ class ToolRunner:
                 f"{shown(url, 200)} was not read: it appeared in none of your messages, the "
                 "search results or the pages read (a page may have asked for it)"
             )
-            return Unreadable(NOT_GIVEN, trail)
+            return Unreadable(NOT_GIVEN, trail, unsolicited=True)
         return given
 
 
@@ -407,12 +407,16 @@ class Unreadable:
 
     for_model: str
     for_user: str
+    unsolicited: bool
+    """Given by nobody (not merely too long, or no address at all)."""
 
 
 def not_given(event: dict[str, Any], refusal: Unreadable) -> Outcome:
     """A refusal of ours: plain text for the model, as it quotes no server."""
     warning = f"fetch refused: {refusal.for_user}"
-    refused = {**event, "refused": True, "unsolicited": True, "error": warning}
+    refused = {**event, "refused": True, "error": warning}
+    if refusal.unsolicited:
+        refused["unsolicited"] = True
     return Outcome(f"fetch refused: {refusal.for_model}", refused, warning=warning)
 
 

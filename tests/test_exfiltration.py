@@ -204,7 +204,7 @@ def test_long_queries_and_addresses_are_refused_and_the_note_says_so(
     assert search["error"].startswith("search refused: the query has 408 characters")
     assert brave.requests == []
     [attempt] = fetches(events)
-    assert attempt["refused"] is True
+    assert attempt["refused"] is True and "unsolicited" not in attempt  # the user gave it
     assert "2,021 characters, more than the 2,000 read" in attempt["error"]
     assert lookups == []
 
