@@ -137,7 +137,9 @@ def ensure_built(say: Any = print) -> tuple[Path, Path]:
 class LlamaServer:
     """llama-server on a loopback port with one slot, so /slots tells when it is idle."""
 
-    def __init__(self, binary: Path, model: Path, ctx_size: int, log: Path) -> None:
+    def __init__(
+        self, binary: Path, model: Path, ctx_size: int, log: Path, template: Path = TEMPLATE
+    ) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.api_base = f"{self.url}/v1"
@@ -150,7 +152,7 @@ class LlamaServer:
             *("--model", str(model), "--alias", MODEL_ALIAS),
             *("--host", "127.0.0.1", "--port", str(self.port)),
             *("--ctx-size", str(ctx_size), "--parallel", "1", "--threads", "1"),
-            *("--jinja", "--chat-template-file", str(TEMPLATE)),
+            *("--jinja", "--chat-template-file", str(template)),
             *("--slots", "--metrics", "--no-webui"),
         ]
         self.process: subprocess.Popen[bytes] | None = None
@@ -212,9 +214,9 @@ class LlamaServer:
 
 
 @contextmanager
-def llama_server(ctx_size: int, log: Path) -> Iterator[LlamaServer]:
+def llama_server(ctx_size: int, log: Path, template: Path = TEMPLATE) -> Iterator[LlamaServer]:
     binary, model = ensure_built()
-    with LlamaServer(binary, model, ctx_size, log) as server:
+    with LlamaServer(binary, model, ctx_size, log, template) as server:
         yield server
 
 
@@ -226,7 +228,7 @@ def visible(request: pytest.FixtureRequest) -> Iterator[None]:
         yield
 
 
-def server_fixture(ctx_size: int) -> Any:
+def server_fixture(ctx_size: int, template: Path = TEMPLATE) -> Any:
     @pytest.fixture(scope="module")
     def fixture(
         request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
@@ -234,7 +236,7 @@ def server_fixture(ctx_size: int) -> Any:
         with visible(request):
             ensure_built(say=lambda line: print(f"\n{line}", flush=True))
         log = tmp_path_factory.mktemp("llama") / f"llama-server-{ctx_size}.log"
-        with llama_server(ctx_size, log) as server:
+        with llama_server(ctx_size, log, template) as server:
             yield server
 
     return fixture
