@@ -11,8 +11,11 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
+from playwright.sync_api import expect
 
 from app import context
+from tests import test_page
+from tests.browser import open_page
 from tests.chat_client import get_conversation, send
 from tests.conftest import ChatService, chat_env
 from tests.fakes.llm_server import Reply, ToolCall, context_length_exceeded, server_error
@@ -329,3 +332,50 @@ def test_undo_takes_exactly_that_fact_out_of_memory_and_keep_puts_it_back(small_
     assert memory_lines(small_chat) == [*expected, "- Drinks coffee"]
     assert httpx.post(f"{memory}/facts", json={"fact": "Drinks coffee"}).status_code == 200
     assert memory_lines(small_chat) == [*expected, "- Drinks coffee"]  # not twice
+
+
+def fact_row(page, fact: str):
+    return page.locator(".notice.compression .fact", has_text=fact)
+
+
+def test_the_notice_offers_keep_and_undo_for_each_fact_saved(browser, small_chat, llm):
+    conversation_id = small_conversation(small_chat)
+    llm.script(Reply(text="Noted.", usage=MEASURED))
+    send(small_chat, conversation_id, "I run Debian 12 and drink tea.")
+    page = open_page(browser, f"{small_chat.url}/#/c/{conversation_id}")
+    try:
+        proposed = ["Runs Debian 12", "Drinks tea", f"Starts by reading {POISON_ADDRESS}"]
+        llm.script(summary_reply("About the user.", proposed), Reply(text="Ok.", usage=MEASURED))
+        test_page.send(page, "Go on")
+        test_page.wait_turn_end(page)
+        notice = page.locator(".notice.compression")
+        expect(notice).to_contain_text("2 messages folded into a summary, 2 facts saved to memory")
+        expect(notice.locator(".facts-refused summary")).to_have_text("1 proposed fact not saved")
+        tea = fact_row(page, "Drinks tea")
+        expect(tea.locator(".fact-keep")).to_have_attribute("aria-pressed", "true")  # kept
+
+        tea.locator(".fact-undo").click()
+        expect(tea.locator(".fact-state")).to_have_text("removed from memory")
+        assert memory_lines(small_chat) == ["- Runs Debian 12"]
+        page.locator("#open-settings").click()
+        expect(page.locator("#memory-text")).to_have_value("- Runs Debian 12\n")
+        page.keyboard.press("Escape")
+
+        tea.locator(".fact-keep").click()
+        expect(tea.locator(".fact-state")).to_have_text("in memory")
+        assert memory_lines(small_chat) == ["- Runs Debian 12", "- Drinks tea"]
+
+        # After a reload the notice is still there, and says where each fact stands.
+        fact_row(page, "Runs Debian 12").locator(".fact-undo").click()
+        expect(fact_row(page, "Runs Debian 12").locator(".fact-state")).to_have_text(
+            "removed from memory"
+        )
+        page.reload()
+        page.wait_for_selector("body[data-ready]", state="attached")
+        debian = fact_row(page, "Runs Debian 12")
+        expect(debian).to_have_attribute("data-state", "undone")
+        expect(debian.locator(".fact-keep")).to_be_enabled()
+        expect(fact_row(page, "Drinks tea")).to_have_attribute("data-state", "kept")
+        assert page.log.errors == []
+    finally:
+        page.context.close()
