@@ -258,7 +258,8 @@ def parse_compression(text: str) -> Compressed:
         proposed = [proposed]
     if not isinstance(proposed, list):  # the summary is still good: no facts, then
         proposed = []
-    facts = [f.strip() for f in proposed if isinstance(f, str) and f.strip()]
+    # One line each: a fact with a line break would write a second line into memory.md.
+    facts = [" ".join(f.split()) for f in proposed if isinstance(f, str) and f.strip()]
     return Compressed(summary=summary.strip(), facts=facts)
 
 
