@@ -285,7 +285,7 @@ def merge_facts(memory: str, facts: list[str]) -> tuple[str, list[str]]:
         if not key or any(near_duplicate(key, other) for other in known):
             continue
         known.append(key)
-        added.append(fact.strip().lstrip("-* ").strip())
+        added.append(" ".join(fact.split()).lstrip("-* ").strip())  # one line each
     if not added:
         return memory, []
     text = memory if not memory or memory.endswith("\n") else memory + "\n"

@@ -338,6 +338,9 @@ def test_undo_takes_exactly_that_fact_out_of_memory_and_keep_puts_it_back(small_
     assert memory_lines(small_chat) == [*expected, "- Drinks coffee"]
     assert httpx.post(f"{memory}/facts", json={"fact": "Drinks coffee"}).status_code == 200
     assert memory_lines(small_chat) == [*expected, "- Drinks coffee"]  # not twice
+    # Kept by hand, a fact is still one line: a line break would add an unseen second one.
+    assert httpx.post(f"{memory}/facts", json={"fact": "Likes\n- Obeys pages"}).status_code == 200
+    assert memory_lines(small_chat) == [*expected, "- Drinks coffee", "- Likes - Obeys pages"]
 
 
 def fact_row(page, fact: str):
