@@ -363,7 +363,7 @@ def test_the_notice_offers_keep_and_undo_for_each_fact_saved(browser, small_chat
         tea = fact_row(page, "Drinks tea")
         expect(tea.locator(".fact-keep")).to_have_attribute("aria-pressed", "true")  # kept
 
-        tea.locator(".fact-undo").click()
+        page.get_by_role("button", name="Remove from memory: Drinks tea").click()
         expect(tea.locator(".fact-state")).to_have_text("removed from memory")
         assert memory_lines(small_chat) == ["- Runs Debian 12"]
         page.locator("#open-settings").click()

@@ -36,8 +36,9 @@ function refusedList(refused) {
 
 /** One saved fact: its text, Keep and Undo (one pressed: where it stands), what happened. */
 function factRow(fact) {
-  const keep = el("button", { type: "button", className: "quiet fact-keep", text: "Keep" });
-  const undo = el("button", { type: "button", className: "quiet fact-undo", text: "Undo" });
+  // Named with their fact: a screen reader meets many Keep and Undo buttons in a row.
+  const keep = el("button", { type: "button", className: "quiet fact-keep", text: "Keep", "aria-label": `Keep in memory: ${fact}` });
+  const undo = el("button", { type: "button", className: "quiet fact-undo", text: "Undo", "aria-label": `Remove from memory: ${fact}` });
   const state = el("span", { className: "fact-state", "aria-live": "polite" });
   const node = el("li", { className: "fact" }, el("span", { className: "fact-text", text: fact }), keep, undo, state);
   const row = {
