@@ -9,6 +9,7 @@ from typing import Annotated
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
 
 from app.config import ConversationSettings, ModelId, Text
+from app.context import MAX_FACT_CHARS
 
 MAX_MESSAGE_CHARS = 200_000
 MAX_MEMORY_CHARS = 200_000
@@ -35,6 +36,11 @@ class ErrorBody(BaseModel):
 
 class MemoryText(Body):
     text: Text(MAX_MEMORY_CHARS)  # type: ignore[valid-type]
+
+
+class MemoryFact(Body):
+    fact: Text(MAX_FACT_CHARS, 1) = Field(pattern=r"[^ \t\r\n\f\v]")  # type: ignore[valid-type]
+    """One line of memory.md, as a compression's notice shows it."""
 
 
 class ModelList(Body):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Literal, NotRequired, TypedDict
 
+from app.context import RefusedFact
 from app.storage import ToolRefusal
 
 
@@ -37,6 +38,9 @@ class CompressionEvent(TypedDict):
     messages: int
     summary_tokens: int
     facts_added: list[str]
+    """Saved to memory.md; the page offers Undo for each."""
+    facts_refused: list[RefusedFact]
+    """Proposed but not saved, each with the reason (an address, web text, a limit)."""
 
 
 class ToolEvent(TypedDict):

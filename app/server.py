@@ -14,10 +14,11 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
 
-from app import access, config, export, lab, status
+from app import access, config, context, export, lab, status
 from app.bodies import (
     ChatMessage,
     ConversationChange,
+    MemoryFact,
     MemoryText,
     ModelList,
     NewConversation,
@@ -231,6 +232,25 @@ def create_app(settings: config.Settings, searxng_url: str) -> FastAPI:
         async with services(request).memory_lock:  # shared with compression's merge
             await storage.write_memory(body.text)
         return {"text": body.text}
+
+    @app.post("/api/memory/facts/remove", responses=errors(404, 409, 413, 415, 422))
+    async def remove_fact(body: MemoryFact, request: Request) -> dict[str, str]:
+        """Undo of a fact a compression saved: exactly its line leaves memory.md."""
+        async with services(request).memory_lock:
+            text = context.remove_fact(await storage.read_memory(), body.fact)
+            if text is None:
+                raise refused("that fact is not in memory.md (edited or removed since?)", 404)
+            await storage.write_memory(text)
+        return {"text": text}
+
+    @app.post("/api/memory/facts", responses=errors(409, 413, 415, 422))
+    async def keep_fact(body: MemoryFact, request: Request) -> dict[str, str]:
+        """Keep after an Undo: the fact back at the end of memory.md, unless it is there."""
+        async with services(request).memory_lock:
+            text, added = context.merge_facts(await storage.read_memory(), [body.fact])
+            if added:
+                await storage.write_memory(text)
+        return {"text": text}
 
     @app.put("/api/models", responses=errors(413, 415, 422))
     async def put_models(body: ModelList) -> dict[str, list[str]]:

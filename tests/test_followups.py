@@ -163,7 +163,7 @@ def test_a_compression_folds_the_last_answers_sources_into_the_summary_request(f
 
     llm.script(summary_reply("Asked about four topics.", []), Reply(text="Answer."))
     events = send(folding_chat, conversation_id, "Another question")
-    assert next(e for e in events if e["type"] == "compression")["messages"] == 9
+    assert next(e for e in events if e["type"] == "compression")["messages"] == 10
     summary_request = llm.requests[-2].body["messages"][0]["content"]
     folded = "\n".join(body for _, body in KEPT.findall(summary_request))
     # The summary sees what the sources said, as web data; like a history, at most the
@@ -176,9 +176,19 @@ def test_a_compression_folds_the_last_answers_sources_into_the_summary_request(f
     assert kept_blocks(llm.requests[-1].body["messages"]) == []
 
 
-def test_a_compression_reads_the_sources_of_the_answers_it_folds(folding_chat, llm):
+@pytest.fixture
+def folding_chat_of_4(llm, searxng, tmp_path) -> Iterator[ChatService]:
+    """Keeps at most the last 4 messages verbatim when it folds."""
+    llm.clear()
+    service = ChatService(chat_env(llm, tmp_path, KEEP_RECENT_MESSAGES="4"), searxng.url).start()
+    yield service
+    service.stop()
+
+
+def test_a_compression_reads_the_sources_of_the_answers_it_folds(folding_chat_of_4, llm):
     """A turn reads only the latest digests (those it sends). The answers a compression
     folds can be older than those: their sources are read for the summary all the same."""
+    folding_chat = folding_chat_of_4
     conversation_id = new_conversation(folding_chat)
     topics = ["python asyncio", "docker compose", "linux systemd", "postgres databases", "nginx"]
     searches = [
@@ -190,8 +200,8 @@ def test_a_compression_reads_the_sources_of_the_answers_it_folds(folding_chat, l
 
     llm.script(summary_reply("Asked about five topics.", []), Reply(text="Answer."))
     events = send(folding_chat, conversation_id, "Another question")
-    # Folded: the first four turns and the fifth question; the fifth answer stays.
-    assert next(e for e in events if e["type"] == "compression")["messages"] == 9
+    # Folded: the first four turns; the fifth stays, its digest among those the turn read.
+    assert next(e for e in events if e["type"] == "compression")["messages"] == 8
     folded = "\n".join(
         body for _, body in KEPT.findall(llm.requests[-2].body["messages"][0]["content"])
     )

@@ -403,7 +403,7 @@ def test_a_small_budget_set_in_settings_compresses_and_saves_facts(small_page, l
     send(page, long_text)
     wait_turn_end(page)
     expect(page.locator(".notice").first).to_contain_text(
-        "1 message folded into a summary, 1 fact saved to memory"
+        "2 messages folded into a summary, 1 fact saved to memory"
     )
     page.locator("#open-settings").click()
     expect(page.locator("#memory-text")).to_have_value(re.compile("User runs Debian"))
@@ -422,7 +422,7 @@ def test_a_context_overflow_is_compressed_and_retried_with_a_notice(small_page, 
     )
     send(page, "The third message.")
     wait_turn_end(page)
-    expect(page.locator(".notice").first).to_contain_text("3 messages folded into a summary")
+    expect(page.locator(".notice").first).to_contain_text("4 messages folded into a summary")
     expect(page.locator(".message.assistant .answer").last).to_have_text(
         "Answered after compressing."
     )

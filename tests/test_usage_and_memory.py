@@ -216,7 +216,7 @@ def test_compression_prompt_must_contain_transcript():
     request = context.compression_request(
         'Keep {"json": true}. {transcript}', "", "", [{"role": "user", "content": "hello"}]
     )
-    assert request[0]["content"] == 'Keep {"json": true}. USER: hello'
+    assert request[0]["content"] == 'Keep {"json": true}. USER: hello' + context.WEB_DATA_RULE
 
 
 def test_today_line_is_day_granular():

@@ -4,7 +4,8 @@
 import { api, ApiError, ConnectionLost, streamTurn, text as fetchText } from "./api.js";
 import { $, el, clear } from "./dom.js";
 import * as format from "./format.js";
-import { AnswerView, compressionNotice, notice, userMessage } from "./message.js";
+import { compressionNotice } from "./compression.js";
+import { AnswerView, notice, userMessage } from "./message.js";
 
 const EXAMPLES = {
   pl: ["Jak skonfigurować nginx jako reverse proxy?", "Jakie są nowości w Pythonie 3.13?", "Ile kosztuje bilet miesięczny w Krakowie?"],
@@ -116,6 +117,7 @@ export class ConversationView {
       if (message.role === "user") {
         this.messages.append(userMessage(message.content, { onEdit: index === lastUser ? () => this.editLast() : null }));
       } else if (message.role === "assistant") {
+        for (const record of message.compressions || []) this.messages.append(compressionNotice(record, { stored: true }));
         const view = AnswerView.stored(message);
         this.messages.append(view.node);
         this.lastAnswer = view;

@@ -22,12 +22,6 @@ export function notice(text, kind = "") {
   return el("div", { className: `notice ${kind}`.trim(), role: "status", text });
 }
 
-export function compressionNotice(event) {
-  const added = (event.facts_added || []).length;
-  const facts = added ? `, ${added} fact${added === 1 ? "" : "s"} saved to memory` : "";
-  return notice(`${event.messages} message${event.messages === 1 ? "" : "s"} folded into a summary${facts}.`);
-}
-
 /**
  * An answer, live or stored. Live: feed it events (text, reasoning, activity, warnings),
  * then finish(), interrupt() or fail(). Stored: AnswerView.stored(message).
