@@ -6,7 +6,7 @@ from __future__ import annotations
 from playwright.sync_api import Page, expect
 
 from tests.chat_client import get_conversation
-from tests.fakes.llm_server import Reply
+from tests.fakes.llm_server import Reply, server_error
 from tests.test_page import conversation_id, send, turns_ended, wait_turn_end
 
 
@@ -69,6 +69,22 @@ def test_save_sends_the_edit_and_the_old_turn_stays_as_a_version(page, llm, chat
     expect(answers(page)).to_have_text(["Paris."])
     expect(page.locator(".versions .version-count")).to_have_text("1/2")
     assert page.log.errors == []
+
+
+def test_an_edit_that_fails_before_any_output_shows_the_old_turn_again(page, llm, chat):
+    ask(page, llm, "Capital of France?", "Paris.")
+    start_edit(page)
+    page.locator(".edit-box textarea").fill("Capital of Spain?")
+    llm.script(server_error(500))
+    page.ended_before = turns_ended(page)
+    page.get_by_role("button", name="Save").click()
+    wait_turn_end(page)
+    expect(page.locator(".error-card h3")).to_contain_text("model server failed")
+    expect(page.locator(".message.user .bubble")).to_have_text(["Capital of France?"])
+    expect(answers(page).first).to_have_text("Paris.")
+    expect(page.locator("#composer-input")).to_have_value("Capital of Spain?")
+    stored = get_conversation(chat, conversation_id(page))["messages"]
+    assert [m["content"] for m in stored] == ["Capital of France?", "Paris."]
 
 
 def test_going_elsewhere_mid_edit_leaves_nothing_behind(page, llm, chat):
