@@ -434,8 +434,10 @@ class Database:
             conversation = conversation_from_row(row)
             conversation["messages"] = self.messages(row[0], details=details, digests=digests)
             if details:
+                messages = conversation["messages"]
                 for position, mark in self.version_marks(row[0]).items():
-                    conversation["messages"][position]["versions"] = mark
+                    if position < len(messages) and messages[position]["role"] == "user":
+                        messages[position]["versions"] = mark
         except ValueError as exc:
             raise Damaged(
                 f"conversation {conversation_id} is damaged in {self.path} ({exc}): "
