@@ -335,7 +335,7 @@ MIGRATIONS = [
     WHERE json_valid(details) AND json_type(details, '$.digest') = 'text';
     """,
     # Answer versions: a turn's tail (its user message and what follows) set aside when a
-    # regenerate or an edit replaced it, as JSON (see `tail_snapshot`). `slot` is its place
+    # regenerate or an edit replaced it, as JSON (a TailSnapshot). `slot` is its place
     # among the turn's versions; the shown version's slot is the one no row holds.
     """
     CREATE TABLE turn_versions (

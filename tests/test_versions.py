@@ -196,3 +196,35 @@ def test_deleting_the_conversation_deletes_its_versions(chat, llm, tmp_path):
     assert httpx.delete(f"{chat.url}/api/conversations/{conversation_id}").status_code == 204
     with sqlite3.connect(database) as db:
         assert db.execute("SELECT count(*) FROM turn_versions").fetchone() == (0,)
+
+
+def test_rewinding_an_edited_message_shows_the_version_it_replaced(chat, llm):
+    llm.script(Reply(text="Paris."), Reply(text="Madrid."))
+    conversation_id = new_conversation(chat)
+    done(send(chat, conversation_id, "Capital of France?"))
+    done(edit(chat, conversation_id, "Capital of Spain?"))
+    response = httpx.post(f"{chat.url}/api/conversations/{conversation_id}/rewind", json={})
+    assert response.json() == {"message": "Capital of Spain?"}
+    stored = get_conversation(chat, conversation_id)
+    assert shown(stored) == [("user", "Capital of France?"), ("assistant", "Paris.")]
+    assert "versions" not in stored["messages"][0]
+    assert stored["title"] == "Capital of France?"
+
+
+def test_the_next_turns_projected_size_follows_the_version_shown(chat, llm):
+    long_answer, short_answer = "A long answer. " * 700, "Short."
+    llm.script(Reply(text=long_answer), Reply(text=short_answer))  # usage measured by the fake
+    conversation_id = new_conversation(chat)
+    done(send(chat, conversation_id, "Tell me everything."))
+    done(regenerate(chat, conversation_id))
+
+    def projected_after(index: int) -> int:
+        assert switch(chat, conversation_id, 0, index).status_code == 200
+        llm.script(Reply(text="Fine."))
+        projected = done(send(chat, conversation_id, "And?"))["budget"]["projected"]
+        assert httpx.post(f"{chat.url}/api/conversations/{conversation_id}/rewind").is_success
+        return projected
+
+    with_long, with_short = projected_after(1), projected_after(2)
+    assert with_long - with_short > 2000  # the long answer is ~2,600 tokens
+    assert projected_after(1) - with_short > 2000  # and again after a follow-up went
