@@ -1059,10 +1059,11 @@ class Storage:
         if conversation is None:
             return None
         refusal = self.database.tool_refusal(model)
+        keeps = message is None or edit
         try:
-            return TurnInput(conversation, refusal, self.memory_text(), None)
+            return TurnInput(conversation, refusal, self.memory_text(), None, keeps)
         except Damaged as exc:
-            return TurnInput(conversation, refusal, "", exc)
+            return TurnInput(conversation, refusal, "", exc, keeps)
 
     async def read_memory(self) -> str:
         return await self.run(self.memory_text)
@@ -1093,6 +1094,9 @@ class TurnInput:
     memory: str
     memory_damaged: Damaged | None
     """memory.md could not be read (and `memory` is empty)."""
+    keeps_message: bool = False
+    """Regenerate and Edit: a failure before any output leaves the message unanswered
+    rather than taking it back (what they replaced is a version to go back to)."""
 
 
 @dataclass

@@ -6,7 +6,7 @@ from __future__ import annotations
 from playwright.sync_api import Page, expect
 
 from tests.chat_client import get_conversation
-from tests.fakes.llm_server import Reply, server_error
+from tests.fakes.llm_server import Reply, content_filtered, server_error
 from tests.test_page import conversation_id, send, turns_ended, wait_turn_end
 
 
@@ -71,7 +71,9 @@ def test_save_sends_the_edit_and_the_old_turn_stays_as_a_version(page, llm, chat
     assert page.log.errors == []
 
 
-def test_an_edit_that_fails_before_any_output_shows_the_old_turn_again(page, llm, chat):
+def test_an_edit_that_fails_before_any_output_stays_with_retry_and_its_versions(
+    page, llm, chat
+):
     ask(page, llm, "Capital of France?", "Paris.")
     start_edit(page)
     page.locator(".edit-box textarea").fill("Capital of Spain?")
@@ -79,12 +81,52 @@ def test_an_edit_that_fails_before_any_output_shows_the_old_turn_again(page, llm
     page.ended_before = turns_ended(page)
     page.get_by_role("button", name="Save").click()
     wait_turn_end(page)
+    card = page.locator(".error-card")
+    expect(card.locator("h3")).to_contain_text("model server failed")
+    expect(page.locator(".message.user .bubble")).to_have_text(["Capital of Spain?"])
+    expect(page.locator(".versions .version-count")).to_have_text("2/2")
+    expect(page.locator("#composer-input")).to_have_value("")
+    llm.script(Reply(text="Madrid."))
+    page.ended_before = turns_ended(page)
+    card.get_by_role("button", name="Retry").click()
+    wait_turn_end(page)
+    expect(answers(page).filter(has_text="Madrid.")).to_have_count(1)
+    stored = get_conversation(chat, conversation_id(page))["messages"]
+    assert [m["content"] for m in stored] == ["Capital of Spain?", "Madrid."]
+    page.get_by_role("button", name="Previous version").click()
+    expect(page.locator(".message.user .bubble")).to_have_text(["Capital of France?"])
+    expect(answers(page)).to_have_text(["Paris."])
+
+
+def test_a_regenerate_that_fails_before_any_output_keeps_the_answer_as_a_version(
+    page, llm, chat
+):
+    ask(page, llm, "Which is the longest river?", "The Nile.")
+    llm.script(server_error(500))
+    page.ended_before = turns_ended(page)
+    page.get_by_role("button", name="Regenerate").click()
+    wait_turn_end(page)
     expect(page.locator(".error-card h3")).to_contain_text("model server failed")
+    expect(page.locator(".message.user .bubble")).to_have_text(["Which is the longest river?"])
+    expect(page.locator("#composer-input")).to_have_value("")
+    page.get_by_role("button", name="Previous version").click()
+    expect(answers(page)).to_have_text(["The Nile."])
+    stored = get_conversation(chat, conversation_id(page))["messages"]
+    assert [m["content"] for m in stored] == ["Which is the longest river?", "The Nile."]
+
+
+def test_a_filtered_edit_shows_the_old_turn_and_gives_the_text_back(page, llm, chat):
+    ask(page, llm, "Capital of France?", "Paris.")
+    start_edit(page)
+    page.locator(".edit-box textarea").fill("Something filtered")
+    llm.script(content_filtered())
+    page.ended_before = turns_ended(page)
+    page.get_by_role("button", name="Save").click()
+    wait_turn_end(page)
+    expect(page.locator(".error-card h3")).to_contain_text("filter blocked")
     expect(page.locator(".message.user .bubble")).to_have_text(["Capital of France?"])
     expect(answers(page).first).to_have_text("Paris.")
-    expect(page.locator("#composer-input")).to_have_value("Capital of Spain?")
-    stored = get_conversation(chat, conversation_id(page))["messages"]
-    assert [m["content"] for m in stored] == ["Capital of France?", "Paris."]
+    expect(page.locator("#composer-input")).to_have_value("Something filtered")
 
 
 def test_going_elsewhere_mid_edit_leaves_nothing_behind(page, llm, chat):

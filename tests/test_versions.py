@@ -10,7 +10,7 @@ from typing import Any
 import httpx
 
 from tests.chat_client import Events, get_conversation, new_conversation, send, stream
-from tests.fakes.llm_server import Reply, ToolCall, server_error
+from tests.fakes.llm_server import Reply, ToolCall, content_filtered, server_error
 
 
 def done(events: Events) -> dict[str, Any]:
@@ -164,12 +164,31 @@ def test_versions_are_refused_while_a_turn_streams_and_out_of_range(chat, llm):
     assert stored["messages"][0]["versions"] == {"index": 2, "count": 2}
 
 
-def test_an_edit_that_fails_before_any_output_gives_the_old_turn_back(chat, llm):
-    llm.script(Reply(text="Paris."), server_error(500))
+def test_an_edit_or_regenerate_that_fails_before_any_output_keeps_the_message(chat, llm):
+    llm.script(Reply(text="Paris."), server_error(500), server_error(500))
     conversation_id = new_conversation(chat)
     done(send(chat, conversation_id, "Capital of France?"))
     events = edit(chat, conversation_id, "Capital of Spain?")
-    assert events[-1]["type"] == "error" and events[-1]["restore"] == "Capital of Spain?"
+    assert events[-1]["type"] == "error" and events[-1]["restore"] is None
+    stored = get_conversation(chat, conversation_id)
+    assert shown(stored) == [("user", "Capital of Spain?")]
+    assert stored["messages"][0]["versions"] == {"index": 2, "count": 2}
+    # Regenerate fails the same way; an unanswered message makes no new version.
+    events = regenerate(chat, conversation_id)
+    assert events[-1]["type"] == "error" and events[-1]["restore"] is None
+    assert get_conversation(chat, conversation_id)["messages"][0]["versions"]["count"] == 2
+    assert shown(switch(chat, conversation_id, 0, 1).json()) == [
+        ("user", "Capital of France?"),
+        ("assistant", "Paris."),
+    ]
+
+
+def test_a_filtered_edit_gives_its_text_back_and_the_old_turn_returns(chat, llm):
+    llm.script(Reply(text="Paris."), content_filtered())
+    conversation_id = new_conversation(chat)
+    done(send(chat, conversation_id, "Capital of France?"))
+    events = edit(chat, conversation_id, "Something filtered")
+    assert events[-1]["type"] == "error" and events[-1]["restore"] == "Something filtered"
     stored = get_conversation(chat, conversation_id)
     assert shown(stored) == [("user", "Capital of France?"), ("assistant", "Paris.")]
     assert "versions" not in stored["messages"][0]

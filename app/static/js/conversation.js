@@ -5,7 +5,7 @@ import { api, ApiError, ConnectionLost, streamTurn, text as fetchText } from "./
 import { $, el, clear } from "./dom.js";
 import * as format from "./format.js";
 import { AnswerView, compressionNotice, notice, userMessage } from "./message.js";
-import { editInPlace, showVersions } from "./versions.js";
+import { editInPlace, settle, showVersions } from "./versions.js";
 
 const EXAMPLES = {
   pl: ["Jak skonfigurować nginx jako reverse proxy?", "Jakie są nowości w Pythonie 3.13?", "Ile kosztuje bilet miesięczny w Krakowie?"],
@@ -495,7 +495,7 @@ export class ConversationView {
       // the service is gone; the error card already says so
     }
     this.renderHeader();
-    showVersions(this);
+    settle(this, answer, ended);
     if (ended === "done" || ended === "interrupted") {
       this.lastAnswer = answer;
       this.offerRegenerate(answer);

@@ -28,6 +28,24 @@ export function showVersions(view) {
   });
 }
 
+/**
+ * After a turn: the versions as the service now has them. A turn that failed before any
+ * output gave back the version it had replaced (an edit, a regenerate), which the screen
+ * no longer shows: the conversation is drawn again, the error card kept under it.
+ */
+export function settle(view, answer, ended) {
+  const error = ended === "error" ? view.turnError : null;
+  const users = view.conversation ? view.conversation.messages.filter((m) => m.role === "user").length : 0;
+  const shown = view.messages.querySelectorAll(".message.user:not([hidden])").length;
+  if (error && error.restore !== null && error.restore !== undefined && users > shown) {
+    view.render();
+    view.messages.append(answer.node);
+    view.scrollDown();
+  } else {
+    showVersions(view);
+  }
+}
+
 function versionControl(mark, locked, pick) {
   const button = (label, text, index) =>
     el("button", { type: "button", className: "quiet", text, "aria-label": label, disabled: locked || index < 1 || index > mark.count, on: { click: () => pick(index) } });
