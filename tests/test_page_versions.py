@@ -71,9 +71,7 @@ def test_save_sends_the_edit_and_the_old_turn_stays_as_a_version(page, llm, chat
     assert page.log.errors == []
 
 
-def test_an_edit_that_fails_before_any_output_stays_with_retry_and_its_versions(
-    page, llm, chat
-):
+def test_an_edit_that_fails_before_any_output_stays_with_retry_and_its_versions(page, llm, chat):
     ask(page, llm, "Capital of France?", "Paris.")
     start_edit(page)
     page.locator(".edit-box textarea").fill("Capital of Spain?")
@@ -98,9 +96,7 @@ def test_an_edit_that_fails_before_any_output_stays_with_retry_and_its_versions(
     expect(answers(page)).to_have_text(["Paris."])
 
 
-def test_a_regenerate_that_fails_before_any_output_keeps_the_answer_as_a_version(
-    page, llm, chat
-):
+def test_a_regenerate_that_fails_before_any_output_keeps_the_answer_as_a_version(page, llm, chat):
     ask(page, llm, "Which is the longest river?", "The Nile.")
     llm.script(server_error(500))
     page.ended_before = turns_ended(page)

@@ -11,6 +11,9 @@ import httpx
 
 from tests.chat_client import Events, get_conversation, new_conversation, send, stream
 from tests.fakes.llm_server import Reply, ToolCall, content_filtered, server_error
+from tests.test_compression import MEASURED, small_chat, small_conversation, summary_reply
+
+__all__ = ["small_chat"]  # a fixture, imported to be shared
 
 
 def done(events: Events) -> dict[str, Any]:
@@ -247,3 +250,19 @@ def test_the_next_turns_projected_size_follows_the_version_shown(chat, llm):
     with_long, with_short = projected_after(1), projected_after(2)
     assert with_long - with_short > 2000  # the long answer is ~2,600 tokens
     assert projected_after(1) - with_short > 2000  # and again after a follow-up went
+
+
+def test_a_turn_folded_into_the_summary_keeps_its_versions_but_cannot_switch(small_chat, llm):
+    conversation_id = small_conversation(small_chat)
+    llm.script(Reply(text="First.", usage=MEASURED), Reply(text="Second.", usage=MEASURED))
+    done(send(small_chat, conversation_id, "I prefer Python over Node.js for scripts."))
+    done(regenerate(small_chat, conversation_id))
+    llm.script(summary_reply("The user likes Python.", []), Reply(text="Next.", usage=MEASURED))
+    events = send(small_chat, conversation_id, "What about packaging?")
+    assert any(e["type"] == "compression" for e in events)
+    stored = get_conversation(small_chat, conversation_id)
+    assert stored["summarized"] >= 1
+    assert stored["messages"][0]["versions"] == {"index": 2, "count": 2}
+    response = switch(small_chat, conversation_id, 0, 1)
+    assert response.status_code == 409 and "summary" in response.json()["detail"]
+    assert shown(get_conversation(small_chat, conversation_id))[1] == ("assistant", "Second.")

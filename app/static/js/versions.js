@@ -97,19 +97,23 @@ export function editInPlace(view) {
     box.remove();
     for (const child of shown) child.hidden = false;
   };
+  const cancelled = () => {
+    close();
+    node.querySelector(".edit")?.focus();
+  };
   const changed = () => (save.disabled = !field.value.trim());
   field.addEventListener("input", changed);
   field.addEventListener("keydown", (event) => {
     if (event.key === "Escape") {
       event.preventDefault();
       event.stopPropagation();
-      close();
+      cancelled();
     } else if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
       event.preventDefault();
       box.requestSubmit();
     }
   });
-  cancel.addEventListener("click", close);
+  cancel.addEventListener("click", cancelled);
   box.addEventListener("submit", (event) => {
     event.preventDefault();
     if (!field.value.trim() || view.streaming) return;
@@ -123,16 +127,15 @@ export function editInPlace(view) {
 }
 
 /**
- * Send the edited text in the old message's place. The old turn stays on screen, hidden,
+ * Send the edited text in the old message's place. The old turn stays on the page, hidden,
  * until the service says whether it became a version (the new turn started) or is still
- * the one shown (refused, or failed before any output, which gives it back).
+ * the one shown (the edit was refused, or filtered, which gives the old turn back).
  */
 async function resend(view, node, text) {
   const before = versionCount(view.conversation);
   const parked = [node];
   for (let next = node.nextElementSibling; next; next = next.nextElementSibling) parked.push(next);
   for (const old of parked) old.hidden = true;
-  for (const button of view.messages.querySelectorAll(".edit, .regenerate")) button.remove();
   const bubble = userMessage(text);
   view.messages.append(bubble);
   await view.runTurn(`/api/conversations/${view.conversation.id}/edit`, { message: text, model: view.picker.value }, { bubble, message: text });
