@@ -1,4 +1,5 @@
-"""Conversations in SQLite (DATA_DIR/chat.db): a row per conversation, a row per message.
+"""Conversations in SQLite (DATA_DIR/chat.db): a row per conversation, a row per message,
+a row per answer version set aside (a turn a regenerate or an edit replaced).
 
 One thread owns the connection and runs every query in the order they were asked, so no
 request waits on the event loop for the disk, and a write asked for before another lands
