@@ -79,6 +79,11 @@ class Regenerate(Body):
     model: ModelId | None = None
 
 
+class VersionChoice(Body):
+    index: int = Field(ge=1, le=1_000_000)
+    """The version to show, from 1 (as the page's "2/3" counts)."""
+
+
 def errors(*statuses: int) -> dict[int | str, dict]:
     """The error responses a route can give, for its OpenAPI entry."""
     return {status: {"model": ErrorBody} for status in statuses}

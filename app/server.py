@@ -23,6 +23,7 @@ from app.bodies import (
     ModelList,
     NewConversation,
     Regenerate,
+    VersionChoice,
     errors,
 )
 from app.lag import LagProbe
@@ -365,6 +366,32 @@ def create_app(settings: config.Settings, searxng_url: str) -> FastAPI:
         model = await chosen_model(request, conversation_id, body.model if body else None)
         lease, start = await storage.begin_turn(conversation_id, None, model)
         return stream_turn(request, lease, start, model)
+
+    @app.post(
+        "/api/conversations/{conversation_id}/edit",
+        responses={**SSE_RESPONSE, **errors(404, 409, 413, 415, 422)},
+    )
+    async def edit_last_message(
+        conversation_id: ConversationId, body: ChatMessage, request: Request
+    ) -> Response:
+        """Send `message` in place of the last one: that question and its answer stay as a
+        version of the turn (GET shows them under `versions`)."""
+        model = await chosen_model(request, conversation_id, body.model)
+        lease, start = await storage.begin_turn(conversation_id, body.message, model, edit=True)
+        return stream_turn(request, lease, start, model)
+
+    @app.put(
+        "/api/conversations/{conversation_id}/turns/{position}/version",
+        responses=errors(404, 409, 413, 415, 422),
+    )
+    async def switch_version(
+        conversation_id: ConversationId,
+        position: Annotated[int, PathParam(ge=0, le=10**9, description="its user message")],
+        body: VersionChoice,
+    ) -> dict[str, Any]:
+        """Show another version of a turn; what followed it comes with it. 409 while a turn
+        streams in the conversation."""
+        return await storage.run(db.switch_version, conversation_id, position, body.index)
 
     @app.post("/api/conversations/{conversation_id}/rewind", responses=errors(404, 409, 415, 422))
     async def rewind_last_message(conversation_id: ConversationId) -> dict[str, Any]:

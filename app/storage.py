@@ -1,4 +1,5 @@
-"""Conversations in SQLite (DATA_DIR/chat.db): a row per conversation, a row per message.
+"""Conversations in SQLite (DATA_DIR/chat.db): a row per conversation, a row per message,
+a row per answer version set aside (a turn a regenerate or an edit replaced).
 
 One thread owns the connection and runs every query in the order they were asked, so no
 request waits on the event loop for the disk, and a write asked for before another lands
@@ -64,6 +65,14 @@ class Message(TypedDict):
     digest: NotRequired[str]
     """An answer's tool results in short (titles, addresses, dates, snippets, the start of
     each page read), wrapped as web data: what a follow-up question needs of its sources."""
+    versions: NotRequired[VersionMark]
+    """On a user message whose turn has versions (never stored: read from turn_versions)."""
+
+
+class VersionMark(TypedDict):
+    index: int
+    """The version shown, from 1."""
+    count: int
 
 
 class Conversation(TypedDict):
@@ -81,6 +90,17 @@ class Conversation(TypedDict):
     usage: NotRequired[dict[str, int]]
     """The last measured prompt, and how many messages it covered."""
     budget: NotRequired[dict[str, Any]]
+
+
+class TailSnapshot(TypedDict):
+    """A turn's version set aside (turn_versions.tail): its messages as stored (role,
+    content, details, digest), the versions of the turns after it (position, slot, tail),
+    and the conversation's measured prompt and context report when they were of this tail."""
+
+    messages: list[tuple[str, str, str, str | None]]
+    later: list[tuple[int, int, str]]
+    usage: str | None
+    budget: str | None
 
 
 class Entry(TypedDict):
@@ -315,6 +335,19 @@ MIGRATIONS = [
     SET digest = json_extract(details, '$.digest'), details = json_remove(details, '$.digest')
     WHERE json_valid(details) AND json_type(details, '$.digest') = 'text';
     """,
+    # Answer versions: a turn's tail (its user message and what follows) set aside when a
+    # regenerate or an edit replaced it, as JSON (a TailSnapshot). `slot` is its place
+    # among the turn's versions; the shown version's slot is the one no row holds.
+    """
+    CREATE TABLE turn_versions (
+        rowid INTEGER PRIMARY KEY,
+        conversation INTEGER NOT NULL REFERENCES conversations (rowid) ON DELETE CASCADE,
+        position INTEGER NOT NULL,
+        slot INTEGER NOT NULL,
+        tail TEXT NOT NULL,
+        UNIQUE (conversation, position, slot)
+    );
+    """,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -401,6 +434,11 @@ class Database:
         try:
             conversation = conversation_from_row(row)
             conversation["messages"] = self.messages(row[0], details=details, digests=digests)
+            if details:
+                messages = conversation["messages"]
+                for position, mark in self.version_marks(row[0]).items():
+                    if position < len(messages) and messages[position]["role"] == "user":
+                        messages[position]["versions"] = mark
         except ValueError as exc:
             raise Damaged(
                 f"conversation {conversation_id} is damaged in {self.path} ({exc}): "
@@ -516,10 +554,13 @@ class Database:
         message: str | None,
         model: str,
         digests: int | None = None,
+        *,
+        edit: bool = False,
     ) -> Conversation | None:
         """A turn's start, in one transaction: the lease for `owner`, then the user's
-        `message` at the end of the log or, for Regenerate (None), what followed the last user
-        message removed; the model chosen is saved. Returns the conversation as the turn reads
+        `message` at the end of the log (with `edit`, in the last one's place) or, for
+        Regenerate (None), what followed the last user message removed (the replaced turn
+        kept as a version); the model chosen is saved. Returns the conversation as the turn reads
         it (see `load`: only the last `digests` digests), or None, with nothing written,
         if a live owner holds it; damage found while reading it undoes the whole start."""
         # No fsync of its own: the outcome's, at the turn's end, covers the message too
@@ -537,6 +578,8 @@ class Database:
                 return None
             if message is None:
                 self.drop_answer(row)
+            elif edit:
+                self.replace_last_message(row, message)
             else:
                 self.append_user_message(row, message)
             self.set_model(row, model)
@@ -553,16 +596,40 @@ class Database:
         self.insert(row[0], position, {"role": "user", "content": text, "created": now()})
 
     def drop_answer(self, row: tuple) -> None:
-        """For Regenerate: what follows the last user message goes."""
+        """For Regenerate: what follows the last user message goes, kept as a version of its
+        turn when it holds an answer (a failed attempt or no answer at all is not worth one)."""
+        last = self.last_user_position(row, "regenerate")
+        answered = self.db.execute(
+            "SELECT 1 FROM messages WHERE conversation = ? AND position > ? "
+            "AND role = 'assistant' AND coalesce(json_extract(details, '$.status'), '') != 'error'",
+            (row[0], last),
+        ).fetchone()
+        if answered and last >= row[8]:
+            self.set_aside(row, last)
+        self.db.execute(
+            "DELETE FROM messages WHERE conversation = ? AND position > ?", (row[0], last)
+        )
+
+    def replace_last_message(self, row: tuple, text: str) -> None:
+        """For Edit: the last user message and its answer become a version of the turn; the
+        new text takes their place."""
+        last = self.last_user_position(row, "edit")
+        if last < row[8]:
+            raise Conflict("that message is folded into the summary: it cannot be edited")
+        self.set_aside(row, last)
+        self.db.execute(
+            "DELETE FROM messages WHERE conversation = ? AND position >= ?", (row[0], last)
+        )
+        self.insert(row[0], last, {"role": "user", "content": text, "created": now()})
+
+    def last_user_position(self, row: tuple, what: str) -> int:
         last = self.db.execute(
             "SELECT max(position) FROM messages WHERE conversation = ? AND role = 'user'",
             (row[0],),
         ).fetchone()[0]
         if last is None:
-            raise Conflict("nothing to regenerate: the conversation has no message")
-        self.db.execute(
-            "DELETE FROM messages WHERE conversation = ? AND position > ?", (row[0], last)
-        )
+            raise Conflict(f"nothing to {what}: the conversation has no message")
+        return last
 
     def rewind(self, conversation_id: str) -> str:
         """Take the last user message (and what follows) out of the log; its text."""
@@ -583,7 +650,9 @@ class Database:
         self.db.execute(
             "DELETE FROM messages WHERE conversation = ? AND position >= ?", (row[0], position)
         )
-        if position == 0 and row[3]:  # the title came from this message: it goes too
+        # A message that had replaced a version (an edit, a regenerate) gives it back.
+        restored = self.bring_back_latest(row, position)
+        if not restored and position == 0 and row[3]:  # the title came from this message
             self.db.execute(
                 "UPDATE conversations SET title = ?, title_from_message = 0 WHERE rowid = ?",
                 (NEW_TITLE, row[0]),
@@ -683,6 +752,124 @@ class Database:
     def refuse_if_held(self, conversation_id: str, what: str) -> None:
         if self.held(conversation_id):
             raise Busy(f"a turn is running in this conversation; stop it first, then {what}")
+
+    # -- answer versions ------------------------------------------------------------------
+
+    def version_marks(self, rowid: int) -> dict[int, VersionMark]:
+        """By user message position: which version is shown, of how many."""
+        rows = self.db.execute(
+            "SELECT position, count(*), sum(slot) FROM turn_versions WHERE conversation = ? "
+            "GROUP BY position",
+            (rowid,),
+        )
+        marks: dict[int, VersionMark] = {}
+        for position, kept, slots in rows:
+            count = kept + 1
+            marks[position] = {"index": count * (count - 1) // 2 - slots + 1, "count": count}
+        return marks
+
+    def switch_version(self, conversation_id: str, position: int, index: int) -> Conversation:
+        """Show version `index` (from 1) of the turn whose user message is at `position`:
+        the tail shown now is set aside in its slot, the chosen one takes its place."""
+        with self.write():
+            row = self.row(conversation_id)
+            self.refuse_if_held(conversation_id, "switch versions")
+            mark = self.version_marks(row[0]).get(position)
+            if mark is None:
+                raise Conflict(f"the message at position {position} has no other versions")
+            if not 1 <= index <= mark["count"]:
+                raise Conflict(f"no version {index}: this turn has {mark['count']}")
+            if position < row[8]:
+                raise Conflict("that turn is folded into the summary: its versions are kept only")
+            if index != mark["index"]:
+                chosen = self.db.execute(
+                    "SELECT rowid FROM turn_versions WHERE conversation = ? AND position = ? "
+                    "AND slot = ?",
+                    (row[0], position, index - 1),
+                ).fetchone()[0]
+                self.set_aside(row, position)
+                self.db.execute(
+                    "DELETE FROM messages WHERE conversation = ? AND position >= ?",
+                    (row[0], position),
+                )
+                self.bring_back(row, position, chosen)
+                self.touch(row[0])
+        return self.load(conversation_id)
+
+    def set_aside(self, row: tuple, position: int) -> None:
+        """A copy of the tail from `position` (with the versions of its later turns and the
+        prompt measured over it) becomes a version in the shown slot; the caller replaces
+        the tail, which takes the next slot. The shown tail's own rows stay to the caller."""
+        rowid = row[0]
+        slot = self.version_marks(rowid).get(position, {"index": 1})["index"] - 1
+        messages = self.db.execute(
+            "SELECT role, content, details, digest FROM messages WHERE conversation = ? "
+            "AND position >= ? ORDER BY position",
+            (rowid, position),
+        ).fetchall()
+        later = self.db.execute(
+            "SELECT position, slot, tail FROM turn_versions WHERE conversation = ? "
+            "AND position > ? ORDER BY rowid",
+            (rowid, position),
+        ).fetchall()
+        usage, budget = self.db.execute(
+            "SELECT usage, budget FROM conversations WHERE rowid = ?", (rowid,)
+        ).fetchone()
+        measured_here = usage is not None and measured_messages(usage) > position
+        tail: TailSnapshot = {
+            "messages": messages,
+            "later": later,
+            "usage": usage if measured_here else None,
+            "budget": budget,
+        }
+        self.db.execute(
+            "INSERT INTO turn_versions (conversation, position, slot, tail) VALUES (?, ?, ?, ?)",
+            (rowid, position, slot, jsoncodec.dumps_text(tail)),
+        )
+        self.db.execute(
+            "DELETE FROM turn_versions WHERE conversation = ? AND position > ?", (rowid, position)
+        )
+        if measured_here:  # that prompt was measured over the tail set aside
+            self.db.execute("UPDATE conversations SET usage = NULL WHERE rowid = ?", (rowid,))
+
+    def bring_back(self, row: tuple, position: int, version: int) -> None:
+        """Version row `version` becomes the tail from `position` (which the caller emptied)."""
+        rowid = row[0]
+        (text,) = self.db.execute(
+            "SELECT tail FROM turn_versions WHERE rowid = ?", (version,)
+        ).fetchone()
+        tail: TailSnapshot = jsoncodec.loads(text)
+        self.db.execute("DELETE FROM turn_versions WHERE rowid = ?", (version,))
+        self.db.executemany(
+            "INSERT INTO messages (conversation, position, role, content, details, digest) "
+            "VALUES (?, ?, ?, ?, ?, ?)",
+            [(rowid, position + i, *columns) for i, columns in enumerate(tail["messages"])],
+        )
+        self.db.executemany(
+            "INSERT INTO turn_versions (conversation, position, slot, tail) VALUES (?, ?, ?, ?)",
+            [(rowid, *later) for later in tail["later"]],
+        )
+        usage = self.db.execute("SELECT usage FROM conversations WHERE rowid = ?", (rowid,))
+        current = usage.fetchone()[0]
+        if tail["usage"] is not None or (current and measured_messages(current) > position):
+            self.db.execute(
+                "UPDATE conversations SET usage = ? WHERE rowid = ?", (tail["usage"], rowid)
+            )
+        if tail["budget"] is not None:
+            self.db.execute(
+                "UPDATE conversations SET budget = ? WHERE rowid = ?", (tail["budget"], rowid)
+            )
+
+    def bring_back_latest(self, row: tuple, position: int) -> bool:
+        """The version set aside last at `position`, shown again (the tail is empty)."""
+        latest = self.db.execute(
+            "SELECT max(rowid) FROM turn_versions WHERE conversation = ? AND position = ?",
+            (row[0], position),
+        ).fetchone()[0]
+        if latest is None:
+            return False
+        self.bring_back(row, position, latest)
+        return True
 
     # -- leases ---------------------------------------------------------------------------
 
@@ -851,13 +1038,13 @@ class Storage:
         self.database.close()
 
     async def begin_turn(
-        self, conversation_id: str, message: str | None, model: str
+        self, conversation_id: str, message: str | None, model: str, *, edit: bool = False
     ) -> tuple[Lease, TurnInput]:
         """The conversation for one turn, its message written (see Database.begin_turn), and
         what the turn reads, in one trip to this thread: it is the wait before the model is
         asked. The lease is renewed until released. Busy if a turn holds the conversation."""
         owner = new_owner()
-        start = await self.run(self.started, conversation_id, owner, message, model)
+        start = await self.run(self.started, conversation_id, owner, message, model, edit)
         if start is None:
             raise Busy("a turn is already running in this conversation")
         lease = Lease(self, conversation_id, owner)
@@ -865,18 +1052,19 @@ class Storage:
         return lease, start
 
     def started(
-        self, conversation_id: str, owner: str, message: str | None, model: str
+        self, conversation_id: str, owner: str, message: str | None, model: str, edit: bool
     ) -> TurnInput | None:
         conversation = self.database.begin_turn(
-            conversation_id, owner, message, model, self.turn_digests
+            conversation_id, owner, message, model, self.turn_digests, edit=edit
         )
         if conversation is None:
             return None
         refusal = self.database.tool_refusal(model)
+        keeps = message is None or edit
         try:
-            return TurnInput(conversation, refusal, self.memory_text(), None)
+            return TurnInput(conversation, refusal, self.memory_text(), None, keeps)
         except Damaged as exc:
-            return TurnInput(conversation, refusal, "", exc)
+            return TurnInput(conversation, refusal, "", exc, keeps)
 
     async def read_memory(self) -> str:
         return await self.run(self.memory_text)
@@ -907,6 +1095,9 @@ class TurnInput:
     memory: str
     memory_damaged: Damaged | None
     """memory.md could not be read (and `memory` is empty)."""
+    keeps_message: bool = False
+    """Regenerate and Edit: a failure before any output leaves the message unanswered
+    rather than taking it back (what they replaced is a version to go back to)."""
 
 
 @dataclass
@@ -959,6 +1150,11 @@ def split_script(script: str) -> list[str]:
 def message_columns(message: Message) -> tuple[str, str, str, str | None]:
     details = {k: v for k, v in message.items() if k not in ("role", "content", "digest")}
     return message["role"], message["content"], jsoncodec.dumps_text(details), message.get("digest")
+
+
+def measured_messages(usage: str) -> int:
+    """How many messages a stored measured prompt covered."""
+    return int(jsoncodec.loads(usage).get("measured_messages", 0))
 
 
 def brief(role: str, content: str, digest: str | None) -> Message:

@@ -130,6 +130,7 @@ async def run_turn(
     outcome = Outcome(
         model, position=len(conversation["messages"]), floor=context.estimate_tokens(pending)
     )
+    outcome.keep_message = start.keeps_message
     saver = Saver(lease, outcome)
     runner = ToolRunner(
         searxng=services.searxng,
@@ -594,6 +595,8 @@ class Outcome:
     truncated: bool = False
     forced: bool = False
     rewind: bool = False
+    keep_message: bool = False
+    """Regenerate and Edit: a failure before any output does not take the message back."""
     breakdown: dict[str, int] = field(default_factory=dict)
     kept: dict[int, str] = field(default_factory=dict)
     """Earlier answers' sources sent with them this turn, by position."""
@@ -651,9 +654,10 @@ class Outcome:
 
     def fail(self, error: LLMError, message: str) -> ErrorEvent:
         """The error event; before any output the user's message leaves the log and goes
-        back to the input (a content filter always rewinds: the same text would fail)."""
+        back to the input (a content filter always rewinds: the same text would fail),
+        unless the turn keeps it (Regenerate, Edit)."""
         self.status = "error"
-        self.rewind = error.kind == "content_filter" or not self.produced
+        self.rewind = error.kind == "content_filter" or not (self.produced or self.keep_message)
         self.error = {
             "type": "error",
             "kind": error.kind,

@@ -187,16 +187,6 @@ def test_escape_stops_too(page, llm):
     expect(page.locator(".badge.interrupted")).to_be_visible()
 
 
-def test_edit_puts_the_last_message_back_and_removes_it(page, llm, chat):
-    llm.script(Reply(text="First answer."))
-    send(page, "A question with a typo")
-    wait_turn_end(page)
-    page.locator(".message.user .edit").click()
-    expect(page.locator("#composer-input")).to_have_value("A question with a typo")
-    expect(page.locator(".message")).to_have_count(0)
-    assert get_conversation(chat, conversation_id(page))["messages"] == []
-
-
 @pytest.mark.parametrize(
     ("reply", "title", "action", "restored"),
     [

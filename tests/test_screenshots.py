@@ -1,4 +1,5 @@
-"""The README's pictures: a finished search + fetch answer, light and dark.
+"""The README's pictures: a finished search + fetch answer, light and dark; a regenerated
+answer showing its versions.
 
 Every run takes them (into a temporary folder) and checks what they show; `make screenshots`
 sets SCREENSHOT_DIR=docs to refresh the committed ones. Look at them before committing.
@@ -74,3 +75,46 @@ def test_screenshots_of_a_finished_search_and_fetch_answer(browser, chat, llm, p
             assert page.log.errors == [] and page.log.outside() == []
         finally:
             page.context.close()
+
+
+VERSION_QUESTION = "Suggest a name for a small pierogi shop in Kraków."
+FIRST_VERSION = """A few names that say what you sell and where:
+
+1. **Pierogarnia pod Wawelem** — the castle hill everyone in Kraków knows
+2. **Lepione** — "hand-folded", which is what sets you apart
+3. **Babcine Pierogi** — grandmother's pierogi, warm and familiar
+"""
+SECOND_VERSION = """Shorter names are easier to remember and to find on a map:
+
+1. **Ulep** — from *ulepić*, to shape by hand
+2. **Farsz** — the filling, the heart of every pieróg
+3. **Pieróg i Spółka** — "Pierogi & Co.", friendly and plain
+
+If the shop is near the Main Square, a name with *Rynek* helps tourists find it.
+"""
+
+
+def test_screenshot_of_a_regenerated_answer_with_its_versions(browser, chat, llm, tmp_path):
+    target = Path(os.environ.get("SCREENSHOT_DIR") or tmp_path)
+    target.mkdir(parents=True, exist_ok=True)
+    usage = {"prompt_tokens": 1480, "completion_tokens": 96}
+    llm.script(
+        Reply(text=FIRST_VERSION, usage=usage, chunk_delay=0.005),
+        Reply(text=SECOND_VERSION, usage=usage, chunk_delay=0.005),
+    )
+    page = open_page(browser, chat.url, width=1280, height=900)
+    try:
+        page.fill("#composer-input", VERSION_QUESTION)
+        page.keyboard.press("Enter")
+        expect(page.locator("body")).to_have_attribute("data-turns-ended", "1")
+        page.get_by_role("button", name="Regenerate").click()
+        expect(page.locator("body")).to_have_attribute("data-turns-ended", "2")
+        expect(page.locator(".versions .version-count")).to_have_text("2/2")
+        expect(page.locator(".answer")).to_contain_text("Ulep")
+        page.locator("#composer-input").focus()
+        path = target / "page-versions.png"
+        page.screenshot(path=str(path))
+        assert path.stat().st_size > 20_000
+        assert page.log.errors == [] and page.log.outside() == []
+    finally:
+        page.context.close()

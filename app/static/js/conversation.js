@@ -6,6 +6,7 @@ import { $, el, clear } from "./dom.js";
 import * as format from "./format.js";
 import { compressionNotice } from "./compression.js";
 import { AnswerView, notice, userMessage } from "./message.js";
+import { editInPlace, settle, showVersions } from "./versions.js";
 
 const EXAMPLES = {
   pl: ["Jak skonfigurować nginx jako reverse proxy?", "Jakie są nowości w Pythonie 3.13?", "Ile kosztuje bilet miesięczny w Krakowie?"],
@@ -125,6 +126,7 @@ export class ConversationView {
     });
     if (messages[messages.length - 1].role === "assistant") this.offerRegenerate(this.lastAnswer);
     else this.messages.append(this.unansweredNotice());
+    showVersions(this);
     this.following = true;
     this.scrollDown();
   }
@@ -350,18 +352,9 @@ export class ConversationView {
     await this.runTurn(`/api/conversations/${this.conversation.id}/regenerate`, { model: this.picker.value }, {});
   }
 
-  async editLast() {
-    if (this.streaming || !this.conversation) return;
-    try {
-      const { message } = await api(`/api/conversations/${this.conversation.id}/rewind`, { method: "POST" });
-      await this.reload();
-      this.render();
-      this.input.value = message || "";
-      this.grow();
-      this.input.focus();
-    } catch (error) {
-      this.flash(`Could not edit: ${error.message}`);
-    }
+  /** In the message's own bubble: nothing changes on the server until Save. */
+  editLast() {
+    editInPlace(this);
   }
 
   stop() {
@@ -504,6 +497,7 @@ export class ConversationView {
       // the service is gone; the error card already says so
     }
     this.renderHeader();
+    settle(this, answer, ended);
     if (ended === "done" || ended === "interrupted") {
       this.lastAnswer = answer;
       this.offerRegenerate(answer);
