@@ -380,6 +380,13 @@ def test_help_tips_stay_inside_the_viewport(browser, chat):
                 box = tip.bounding_box()
                 assert box["x"] >= 0 and box["x"] + box["width"] <= width, (width, index, box)
                 assert box["y"] >= 0 and box["y"] + box["height"] <= height, (width, index, box)
+                # Shown whole: its far corner is not cut off by the dialog's edge.
+                corner = tip.evaluate(
+                    """t => { const r = t.getBoundingClientRect();
+                      const at = document.elementFromPoint(r.right - 3, r.bottom - 3);
+                      return at === t || t.contains(at); }"""
+                )
+                assert corner, (width, index, "the tip is cut off")
         finally:
             page.context.close()
 

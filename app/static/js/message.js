@@ -144,12 +144,12 @@ export class AnswerView {
     const at = order.indexOf(n);
     if (at >= 0) return at + 1;
     const rest = [];
-    for (let k = 1; k <= Math.max(this.sources.length, this.citableCount()); k++) if (!order.includes(k)) rest.push(k);
+    for (let k = 1; k <= this.numberCount(); k++) if (!order.includes(k)) rest.push(k);
     return order.length + rest.indexOf(n) + 1;
   }
 
   citedOrder() {
-    const count = Math.max(this.sources.length, this.citableCount());
+    const count = this.numberCount();
     if (this.orderFor === this.text && this.orderCount === count) return this.order;
     const order = [];
     for (const match of this.text.matchAll(/\[(\d{1,3}(?:[ \t]*,[ \t]*\d{1,3})*)\]/g)) {
@@ -159,6 +159,11 @@ export class AnswerView {
     this.orderCount = count;
     this.order = order;
     return order;
+  }
+
+  /** How many numbers the model could cite: its sources once known, else the trail's. */
+  numberCount() {
+    return this.sources.length || this.citableCount();
   }
 
   /** The whole answer as Markdown, numbered as shown, with the sources it cites. */
