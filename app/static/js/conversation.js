@@ -81,6 +81,8 @@ export class ConversationView {
     });
     $("#export-conversation").addEventListener("click", () => this.exportMarkdown());
     $("#totals").addEventListener("click", () => {
+      const box = $("#totals");
+      box.classList.toggle("clipped", box.scrollWidth > box.clientWidth); // then the figures repeat whole
       const open = $(".topbar").classList.toggle("expanded");
       $("#totals").setAttribute("aria-expanded", String(open));
     });
@@ -379,6 +381,7 @@ export class ConversationView {
       }
       this.messages.replaceChildren();
       this.hooks.created(this.conversation.id);
+      $("#export-conversation").disabled = false;
     }
     this.input.value = "";
     this.grow();

@@ -181,6 +181,13 @@ async function refreshList() {
   }
   if (request !== listRequests) return;
   state.conversations = conversations;
+  // The title a first message gave the conversation shown, once the service has it.
+  const shown = state.view && state.view.conversation;
+  const entry = shown && conversations.find((c) => c.id === shown.id);
+  if (entry && entry.title !== shown.title) {
+    shown.title = entry.title;
+    state.view.renderTitle();
+  }
   const list = clear($("#conversation-list"));
   if (!state.conversations.length) {
     list.append(el("p", { className: "conversation-empty", text: state.query ? "No conversation matches." : "No conversations yet." }));

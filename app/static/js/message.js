@@ -332,6 +332,7 @@ export class AnswerView {
    */
   showError(error, actions) {
     this.live = false;
+    this.render(); // the text still in the streaming tail stays, rendered whole
     this.trail.classList.remove("live");
     this.body.setAttribute("aria-busy", "false");
     this.caret.hidden = true;
