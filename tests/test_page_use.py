@@ -152,6 +152,22 @@ def test_each_conversation_has_its_own_stream_and_stop(page, llm):
     assert page.log.errors == []
 
 
+def test_the_text_left_in_the_box_stays_with_its_conversation(page, llm):
+    llm.script(Reply(text="First answer."))
+    send(page, "First question")
+    wait_turn_end(page)
+    first = conversation_id(page)
+    page.fill("#composer-input", "Half a follow-up")
+    page.locator("#new-conversation").click()
+    expect(page.locator(".empty")).to_be_visible()
+    expect(page.locator("#composer-input")).to_have_value("")
+    page.fill("#composer-input", "A new idea")
+    page.locator(f'.conversation-item[data-id="{first}"] a').click()
+    expect(page.locator("#composer-input")).to_have_value("Half a follow-up")
+    page.locator("#new-conversation").click()
+    expect(page.locator("#composer-input")).to_have_value("A new idea")
+
+
 # -- 5. one error card; no empty conversation -------------------------------------------------
 
 

@@ -34,7 +34,7 @@ export class ConversationView {
     this.config = config;
     this.hooks = hooks;
     this.conversation = null;
-    this.drafts = new Map(); // text given back by a turn that failed while its conversation was not shown
+    this.drafts = new Map(); // conversation id ("" for a new one) -> the text left in its box
     this.following = true;
     this.messages = $("#messages");
     this.input = $("#composer-input");
@@ -110,21 +110,33 @@ export class ConversationView {
   // ---- opening and rendering -------------------------------------------------------------
 
   async open(id) {
-    if (this.conversation && this.conversation.id === id && this.messages.childNodes.length) return;
-    this.conversation = await api(`/api/conversations/${encodeURIComponent(id)}`);
+    if (this.conversation && this.conversation.id === id && this.messages.childNodes.length) {
+      streams.seen(id); // back from the lab or Status to an answer that came meanwhile
+      return;
+    }
+    const conversation = await api(`/api/conversations/${encodeURIComponent(id)}`);
+    this.switchDraft(id);
+    this.conversation = conversation;
     this.render();
     streams.seen(id);
-    if (this.drafts.has(id) && !this.input.value.trim()) {
-      this.input.value = this.drafts.get(id);
-      this.grow();
-    }
-    this.drafts.delete(id);
   }
 
   draft() {
+    this.switchDraft("");
     this.conversation = null;
     this.render();
     this.input.focus();
+  }
+
+  /** Each conversation keeps the text left in its box: it does not follow you elsewhere. */
+  switchDraft(to) {
+    const from = this.conversation ? this.conversation.id : "";
+    if (from === to) return;
+    if (this.input.value.trim()) this.drafts.set(from, this.input.value);
+    else this.drafts.delete(from);
+    this.input.value = this.drafts.get(to) || "";
+    this.drafts.delete(to);
+    this.grow();
   }
 
   async reload() {

@@ -208,7 +208,7 @@ async function refreshList() {
 function listItem(conversation) {
   const item = el("div", { className: "conversation-item", dataset: { id: conversation.id } });
   // One Tab stop for the whole list (arrow keys move within it): see moveInList.
-  const link = el("a", { href: `#/c/${conversation.id}`, text: conversation.title, title: conversation.title, tabindex: "-1", on: { dblclick: (event) => { event.preventDefault(); rename(item, conversation); } } });
+  const link = el("a", { href: `#/c/${conversation.id}`, text: conversation.title, title: conversation.title, tabindex: "-1", on: { click: () => drawer(false), dblclick: (event) => { event.preventDefault(); rename(item, conversation); } } });
   const menu = el("button", { type: "button", className: "icon item-menu", tabindex: "-1", "aria-haspopup": "menu", "aria-label": `Actions for “${conversation.title}”`, title: "Rename or delete", text: "⋯", on: { click: () => openMenu(item, conversation) } });
   link.addEventListener("keydown", (event) => {
     if (event.key === "F2") rename(item, conversation);
