@@ -70,8 +70,8 @@ def test_screenshots_of_a_finished_search_and_fetch_answer(browser, chat, llm, p
             expect(page.locator(".source-chip .source-title")).to_have_text("Pierogi, step by step")
             page.locator(".trail summary").click()
             expect(page.locator(".timeline")).to_contain_text("pierogi z kapustą")
-            if scheme == "phone":
-                page.locator("#messages").evaluate("m => m.scrollTo(0, 0)")
+            if scheme == "phone":  # the answer's end: its sources and its line of figures
+                page.locator(".answer-stats").scroll_into_view_if_needed()
                 assert page.evaluate("document.documentElement.scrollWidth") <= width
             path = target / f"page-{scheme}.png"
             page.screenshot(path=str(path))

@@ -201,7 +201,7 @@ export class AnswerView {
     clear(this.timeline);
     if (this.reasoning) {
       this.timeline.append(
-        el("li", {}, el("span", { className: "step-title", text: thought ? `Thought for ${format.seconds(thought)}` : "Thinking…" }), el("div", { className: "thinking-text", text: this.reasoning })),
+        el("li", {}, el("span", { className: "step-title", text: thought ? `Thought for ${format.seconds(thought)}` : this.live ? "Thinking…" : "Thought" }), el("div", { className: "thinking-text", text: this.reasoning })),
       );
     }
     for (const step of this.activity) this.timeline.append(trailStep(step));
