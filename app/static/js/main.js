@@ -34,7 +34,6 @@ async function start() {
       refreshList();
     },
     changed: () => refreshList(),
-    renamed: () => refreshList(),
     openStatus: () => (location.hash = "#/status"),
     openSettings: (tab) => state.settings.open(tab),
   });
