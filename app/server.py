@@ -277,6 +277,7 @@ def create_app(settings: config.Settings, searxng_url: str) -> FastAPI:
         chosen = body.settings.changes()
         if "model" in chosen:
             await check_model(request, chosen["model"])
+        await check_budget(request, chosen, chosen.get("model") or settings.default_model)
         return await storage.run(
             db.create, body.title, {**conversation_defaults(settings), **chosen}
         )
@@ -307,6 +308,11 @@ def create_app(settings: config.Settings, searxng_url: str) -> FastAPI:
         chosen = body.settings.changes() if body.settings else {}
         if "model" in chosen:
             await check_model(request, chosen["model"])
+        if "context_budget" in chosen:
+            model = chosen.get("model") or (await storage.run(db.settings, conversation_id)).get(
+                "model"
+            )
+            await check_budget(request, chosen, model or settings.default_model)
         return await storage.run(db.change, conversation_id, body.title, chosen)
 
     @app.delete("/api/conversations/{conversation_id}", status_code=204, responses=errors(404, 409))
@@ -324,6 +330,19 @@ def create_app(settings: config.Settings, searxng_url: str) -> FastAPI:
                 404,
             )
         return model
+
+    async def check_budget(request: Request, chosen: dict[str, Any], model: str) -> None:
+        """A budget past the window the model server serves could never be used."""
+        budget = chosen.get("context_budget")
+        if budget is None or not model:
+            return
+        window = await services(request).served_window(model)
+        if window and budget > window:
+            raise refused(
+                f"context_budget: at most {window:,} tokens, the window the model server "
+                f"serves for {model}",
+                422,
+            )
 
     async def chosen_model(request: Request, conversation_id: str, asked: str | None) -> str:
         """The model asked for (the page always names one), else the conversation's, else

@@ -351,6 +351,8 @@ MIGRATIONS = [
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 
+HAS_MESSAGES = "EXISTS (SELECT 1 FROM messages WHERE messages.conversation = conversations.rowid)"
+
 CONVERSATION_COLUMNS = (
     "rowid, id, title, title_from_message, created, updated, settings, summary, summarized, "
     "totals, usage, budget"
@@ -496,10 +498,14 @@ class Database:
 
     def list(self, query: str = "") -> list[Entry]:
         """Newest first; with a query, those whose title or messages have words starting
-        with each of the query's words (any case, accents optional)."""
+        with each of the query's words (any case, accents optional). A conversation with no
+        message is not listed: nothing in it to go back to (a failed first turn, a rewind of
+        its only message, settings saved before the first message)."""
         columns = "id, title, created, updated, json_valid(settings)"
         if not query.strip():
-            rows = self.db.execute(f"SELECT {columns} FROM conversations ORDER BY updated DESC")
+            rows = self.db.execute(
+                f"SELECT {columns} FROM conversations WHERE {HAS_MESSAGES} ORDER BY updated DESC"
+            )
         else:
             words = re.findall(r"\w+", fold(query))
             if not words:
@@ -510,7 +516,7 @@ class Database:
                 " SELECT rowid FROM title_words WHERE title_words MATCH ?"
                 " UNION SELECT m.conversation FROM message_words"
                 " JOIN messages m ON m.rowid = message_words.rowid WHERE message_words MATCH ?"
-                ") ORDER BY updated DESC",
+                f") AND {HAS_MESSAGES} ORDER BY updated DESC",
                 (match, match),
             )
         entries: list[Entry] = []
@@ -525,14 +531,16 @@ class Database:
     def change(
         self, conversation_id: str, title: str | None, settings: dict[str, Any]
     ) -> Conversation:
-        """Rename and change settings; a turn running meanwhile keeps its own copy."""
+        """Rename and change settings; a turn running meanwhile keeps its own copy. A
+        rename alone leaves the conversation's place in the list (its "updated")."""
         with self.write():
             row = self.row(conversation_id)
-            merged = {**jsoncodec.loads(row[6]), **settings}
-            self.db.execute(
-                "UPDATE conversations SET settings = ?, updated = ? WHERE rowid = ?",
-                (jsoncodec.dumps_text(merged), now(), row[0]),
-            )
+            if settings:
+                merged = {**jsoncodec.loads(row[6]), **settings}
+                self.db.execute(
+                    "UPDATE conversations SET settings = ?, updated = ? WHERE rowid = ?",
+                    (jsoncodec.dumps_text(merged), now(), row[0]),
+                )
             if title is not None:
                 self.db.execute(
                     "UPDATE conversations SET title = ?, title_from_message = 0 WHERE rowid = ?",

@@ -719,7 +719,8 @@ class Outcome:
             "cost": sum(costs, 0.0),
             "requests_with_cost": len(costs),
             "requests_unreported_cost": len(requests) - len(costs),
-            "turns_unreported": 0 if self.usages else 1,
+            # An attempt whose message went back to the box left nothing to count against.
+            "turns_unreported": 0 if self.usages or self.rewind else 1,
             "searches": sum(1 for a in self.activity if a.get("type") == "search"),
             "fetches": sum(1 for a in self.activity if a.get("type") == "fetch"),
         }

@@ -314,6 +314,9 @@ def test_an_id_with_a_trailing_newline_is_refused(chat):
 
 def test_a_damaged_conversation_gives_a_clear_error_and_the_rest_works(chat, llm):
     good, bad = (new_conversation(chat) for _ in range(2))
+    llm.script(Reply(text="Hello."), Reply(text="Hello."))
+    for conversation_id in (good, bad):  # only a conversation with a message is listed
+        assert send(chat, conversation_id, "hi")[-1]["type"] == "done"
     database = chat.settings.data_dir / "chat.db"
     with sqlite3.connect(database) as db:  # a hand edit gone wrong
         db.execute("UPDATE conversations SET settings = '{\"model\": ' WHERE id = ?", (bad,))

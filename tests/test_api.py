@@ -19,7 +19,7 @@ import pytest
 from app import config
 from tests.chat_client import Events, event_types, get_conversation, send, stream
 from tests.conftest import ChatService, chat_env
-from tests.fakes.llm_server import FakeLLM, Reply
+from tests.fakes.llm_server import FakeLLM, Reply, server_error
 
 TOOL_NOTE_START = "You can look things up."
 
@@ -201,26 +201,49 @@ def test_create_with_bad_settings_is_refused_and_creates_nothing(chat):
     assert httpx.get(f"{chat.url}/api/conversations").json() == []
 
 
-def test_list_is_newest_first(chat):
+def test_list_is_newest_first(chat, llm):
     # Start right after a second boundary: a quick user (or the page's own requests) makes
     # several conversations within one second, and they must still come newest first.
+    llm.script(*(Reply(text="Noted.") for _ in range(5)))
     time.sleep(1.02 - time.time() % 1)
     ids = [create_conversation(chat, title=f"Conversation {n}")["id"] for n in range(5)]
+    for conversation_id in ids:
+        done(send(chat, conversation_id, "Hello"))
     listed = httpx.get(f"{chat.url}/api/conversations").json()
     assert [c["id"] for c in listed] == ids[::-1]
     assert {"id", "title", "created", "updated"} <= set(listed[0])
 
 
-def test_a_changed_conversation_moves_to_the_top(chat):
+def test_a_new_message_moves_a_conversation_to_the_top_and_a_rename_does_not(chat, llm):
+    llm.script(*(Reply(text="Noted.") for _ in range(3)))
+
+    def listed() -> list[str]:
+        return [c["id"] for c in httpx.get(f"{chat.url}/api/conversations").json()]
+
     first = create_conversation(chat, title="Older")["id"]
+    done(send(chat, first, "One"))
     time.sleep(1.1)  # timestamps are to the second
     second = create_conversation(chat, title="Newer")["id"]
-    listed = [c["id"] for c in httpx.get(f"{chat.url}/api/conversations").json()]
-    assert listed == [second, first]
+    done(send(chat, second, "Two"))
+    assert listed() == [second, first]
     time.sleep(1.1)
-    httpx.patch(f"{chat.url}/api/conversations/{first}", json={"title": "Older, renamed"})
-    listed = [c["id"] for c in httpx.get(f"{chat.url}/api/conversations").json()]
-    assert listed == [first, second]
+    renamed = httpx.patch(f"{chat.url}/api/conversations/{first}", json={"title": "Renamed"})
+    assert renamed.json()["title"] == "Renamed"
+    assert listed() == [second, first]
+    done(send(chat, first, "Three"))
+    assert listed() == [first, second]
+
+
+def test_a_conversation_with_no_message_is_not_listed(chat, llm):
+    create_conversation(chat, settings={"web_fetch": False})  # settings saved, nothing sent
+    llm.script(Reply(text="An answer."))
+    rewound = create_conversation(chat)["id"]
+    done(send(chat, rewound, "A message taken back"))
+    assert httpx.post(f"{chat.url}/api/conversations/{rewound}/rewind", json={}).is_success
+    llm.script(server_error(500))
+    failed = create_conversation(chat)["id"]
+    assert send(chat, failed, "A first message that fails")[-1]["type"] == "error"
+    assert httpx.get(f"{chat.url}/api/conversations").json() == []
 
 
 def test_search_finds_by_title_and_by_message_text(chat, llm):
@@ -228,6 +251,8 @@ def test_search_finds_by_title_and_by_message_text(chat, llm):
     dinner = create_conversation(chat, title="Dinner plans")["id"]
     done(send(chat, dinner, "How long do pierogi boil?"))
     other = create_conversation(chat, title="Bicycle repair")["id"]
+    llm.script(Reply(text="Check the chain."))
+    done(send(chat, other, "My bike squeaks"))
 
     def found(query: str) -> list[str]:
         response = httpx.get(f"{chat.url}/api/conversations", params={"q": query})

@@ -100,10 +100,15 @@ def test_the_measured_prompt_feeds_the_next_turns_projection(service):
 def test_the_window_read_from_props_caps_the_budget(service, llama):
     props = httpx.get(f"{llama.url}/props").json()
     assert props["default_generation_settings"]["n_ctx"] == llama.ctx_size
-    conversation_id = new_conversation(service, context_budget=100_000, **QUIET)
+    # A budget chosen above the served window is refused, naming the window...
+    chosen = {"settings": {"context_budget": 100_000, **QUIET}}
+    refused = httpx.post(f"{service.url}/api/conversations", json=chosen)
+    assert refused.status_code == 422 and "at most 8,192 tokens" in refused.json()["detail"]
+    # ...and the default one (CONTEXT_BUDGET_TOKENS, 102,400) is capped to it.
+    conversation_id = new_conversation(service, **QUIET)
     budget = done_of(send(service, conversation_id, "Hi"))["budget"]
     assert budget["window"] == llama.ctx_size == 8192
-    assert budget["limit"] == 8192  # not the conversation's 100,000
+    assert budget["limit"] == 8192  # not the default 102,400
 
 
 def test_stop_leaves_the_server_idle_and_the_partial_answer_stored_once(service, llama):

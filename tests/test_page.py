@@ -471,7 +471,8 @@ def test_conversations_are_listed_searched_renamed_and_deleted(page, llm):
 
     first = items.filter(has_text="Pierogi recipe")
     first.hover()
-    first.locator(".rename").click()
+    first.locator(".item-menu").click()
+    first.get_by_role("menuitem", name="Rename").click()
     page.keyboard.press("Control+a")
     page.keyboard.type("Dumplings")
     page.keyboard.press("Enter")
@@ -479,7 +480,8 @@ def test_conversations_are_listed_searched_renamed_and_deleted(page, llm):
 
     target = page.locator(".conversation-item").filter(has_text="Dumplings")
     target.hover()
-    target.locator(".delete").click()
+    target.locator(".item-menu").click()
+    target.get_by_role("menuitem", name="Delete").click()
     page.locator(".confirm-delete").click()
     expect(page.locator(".conversation-item")).to_have_count(1)
     expect(page.locator(".conversation-item")).to_contain_text("Nginx proxy")

@@ -1,5 +1,5 @@
-"""The README's pictures: a finished search + fetch answer, light and dark; a regenerated
-answer showing its versions.
+"""The README's pictures: a finished search + fetch answer, light and dark, the same on a
+phone (400 px), an answer with a wide table, and a regenerated answer showing its versions.
 
 Every run takes them (into a temporary folder) and checks what they show; `make screenshots`
 sets SCREENSHOT_DIR=docs to refresh the committed ones. Look at them before committing.
@@ -55,8 +55,8 @@ def test_screenshots_of_a_finished_search_and_fetch_answer(browser, chat, llm, p
             chunk_delay=0.005,
         ),
     )
-    for scheme in ("light", "dark"):
-        page = open_page(browser, chat.url, width=1280, height=900, dark=scheme == "dark")
+    for scheme, width, height in (("light", 1280, 900), ("dark", 1280, 900), ("phone", 400, 800)):
+        page = open_page(browser, chat.url, width=width, height=height, dark=scheme == "dark")
         try:
             if scheme == "light":
                 page.fill("#composer-input", f"{QUESTION} {pages.url}/article")
@@ -67,8 +67,12 @@ def test_screenshots_of_a_finished_search_and_fetch_answer(browser, chat, llm, p
                 page.goto(address)
             expect(page.locator(".answer table")).to_be_visible()
             expect(page.locator(".source-chip")).to_have_count(1)
+            expect(page.locator(".source-chip .source-title")).to_have_text("Pierogi, step by step")
             page.locator(".trail summary").click()
             expect(page.locator(".timeline")).to_contain_text("pierogi z kapustą")
+            if scheme == "phone":  # the answer's end: its sources and its line of figures
+                page.locator(".answer-stats").scroll_into_view_if_needed()
+                assert page.evaluate("document.documentElement.scrollWidth") <= width
             path = target / f"page-{scheme}.png"
             page.screenshot(path=str(path))
             assert path.stat().st_size > 20_000
@@ -113,6 +117,47 @@ def test_screenshot_of_a_regenerated_answer_with_its_versions(browser, chat, llm
         expect(page.locator(".answer")).to_contain_text("Ulep")
         page.locator("#composer-input").focus()
         path = target / "page-versions.png"
+        page.screenshot(path=str(path))
+        assert path.stat().st_size > 20_000
+        assert page.log.errors == [] and page.log.outside() == []
+    finally:
+        page.context.close()
+
+
+TABLE_QUESTION = "Porównaj popularne serwery WWW"
+TABLE_ROWS = (
+    "| Serwer | Język | Pierwsze wydanie | Licencja | Konfiguracja | Reverse proxy | HTTP/3 "
+    "| Certyfikaty TLS | Udział w rynku |",
+    "|:--|:--:|--:|:--:|:--|:--:|:--:|:--|--:|",
+    "| nginx | C | 2004 | BSD-2-Clause | nginx.conf, bloki server | wbudowane | od 1.25 "
+    "| certbot, ręcznie | 34,1% |",
+    "| Apache httpd | C | 1995 | Apache-2.0 | httpd.conf, .htaccess | mod_proxy | nie "
+    "| mod_md, certbot | 29,8% |",
+    "| Caddy | Go | 2015 | Apache-2.0 | Caddyfile albo JSON | wbudowane | domyślnie "
+    "| automatycznie (ACME) | 0,9% |",
+    "| LiteSpeed | C++ | 2003 | GPLv3 / komercyjna | panel WebAdmin | wbudowane | tak "
+    "| panel, ACME | 13,5% |",
+)
+TABLE_ANSWER = (
+    "Najczęściej spotykane serwery i ich cechy:\n\n"
+    + "\n".join(TABLE_ROWS)
+    + "\n\nDla prostego reverse proxy zwykle wystarcza nginx albo Caddy.\n"
+)
+
+
+def test_screenshot_of_a_wide_table(browser, chat, llm, tmp_path):
+    target = Path(os.environ.get("SCREENSHOT_DIR") or tmp_path)
+    target.mkdir(parents=True, exist_ok=True)
+    llm.script(Reply(text=TABLE_ANSWER, usage={"prompt_tokens": 900, "completion_tokens": 180}))
+    page = open_page(browser, chat.url, width=1280, height=900)
+    try:
+        page.fill("#composer-input", TABLE_QUESTION)
+        page.keyboard.press("Enter")
+        expect(page.locator("body")).to_have_attribute("data-turns-ended", "1")
+        table = page.locator(".answer table")
+        expect(table.locator("td.align-right").last).to_have_text("13,5%")
+        assert table.evaluate("t => t.scrollWidth > t.clientWidth"), "the table does not scroll"
+        path = target / "page-table.png"
         page.screenshot(path=str(path))
         assert path.stat().st_size > 20_000
         assert page.log.errors == [] and page.log.outside() == []

@@ -4,8 +4,10 @@
 import { api, ApiError, ConnectionLost, streamTurn, text as fetchText } from "./api.js";
 import { $, el, clear } from "./dom.js";
 import * as format from "./format.js";
+import { bindCitations } from "./citations.js";
 import { compressionNotice } from "./compression.js";
 import { AnswerView, notice, userMessage } from "./message.js";
+import { streams } from "./streams.js";
 import { editInPlace, settle, showVersions } from "./versions.js";
 
 const EXAMPLES = {
@@ -34,7 +36,7 @@ export class ConversationView {
     this.config = config;
     this.hooks = hooks;
     this.conversation = null;
-    this.turn = null; // {controller, answer} while a turn streams
+    this.drafts = new Map(); // conversation id ("" for a new one) -> the text left in its box
     this.following = true;
     this.messages = $("#messages");
     this.input = $("#composer-input");
@@ -44,6 +46,16 @@ export class ConversationView {
     this.jump = $("#jump-latest");
     this.bind();
     this.fillPicker();
+    bindCitations(this.messages);
+    this.placeholder();
+  }
+
+  /** A phone's one-line box shows the short placeholder whole. */
+  placeholder() {
+    const narrow = window.matchMedia("(max-width: 720px)");
+    const set = () => (this.input.placeholder = narrow.matches ? "Message…" : "Message… (Enter sends, Shift+Enter for a new line)");
+    narrow.addEventListener("change", set);
+    set();
   }
 
   bind() {
@@ -70,11 +82,26 @@ export class ConversationView {
       this.scrollDown();
     });
     $("#export-conversation").addEventListener("click", () => this.exportMarkdown());
+    $("#totals").addEventListener("click", () => {
+      const box = $("#totals");
+      box.classList.toggle("clipped", box.scrollWidth > box.clientWidth); // then the figures repeat whole
+      const open = $(".topbar").classList.toggle("expanded");
+      $("#totals").setAttribute("aria-expanded", String(open));
+    });
     $("#conversation-settings").addEventListener("click", () => this.hooks.openSettings("conversation"));
   }
 
   get streaming() {
-    return this.turn !== null || Boolean(this.starting);
+    return Boolean(this.currentStream()) || Boolean(this.starting);
+  }
+
+  /** The stream of the conversation shown, if it is answering. */
+  currentStream() {
+    return streams.get(this.conversation && this.conversation.id);
+  }
+
+  shows(id) {
+    return Boolean(this.conversation) && this.conversation.id === id;
   }
 
   /** Settings in force: the conversation's, or the defaults for a conversation not yet made. */
@@ -85,15 +112,33 @@ export class ConversationView {
   // ---- opening and rendering -------------------------------------------------------------
 
   async open(id) {
-    if (this.conversation && this.conversation.id === id && this.messages.childNodes.length) return;
-    this.conversation = await api(`/api/conversations/${encodeURIComponent(id)}`);
+    if (this.conversation && this.conversation.id === id && this.messages.childNodes.length) {
+      streams.seen(id); // back from the lab or Status to an answer that came meanwhile
+      return;
+    }
+    const conversation = await api(`/api/conversations/${encodeURIComponent(id)}`);
+    this.switchDraft(id);
+    this.conversation = conversation;
     this.render();
+    streams.seen(id);
   }
 
   draft() {
+    this.switchDraft("");
     this.conversation = null;
     this.render();
     this.input.focus();
+  }
+
+  /** Each conversation keeps the text left in its box: it does not follow you elsewhere. */
+  switchDraft(to) {
+    const from = this.conversation ? this.conversation.id : "";
+    if (from === to) return;
+    if (this.input.value.trim()) this.drafts.set(from, this.input.value);
+    else this.drafts.delete(from);
+    this.input.value = this.drafts.get(to) || "";
+    this.drafts.delete(to);
+    this.grow();
   }
 
   async reload() {
@@ -104,7 +149,11 @@ export class ConversationView {
   render() {
     clear(this.messages);
     this.renderHeader();
-    const messages = this.conversation ? this.conversation.messages : [];
+    this.setStreaming();
+    const live = this.currentStream();
+    let messages = this.conversation ? this.conversation.messages : [];
+    // A turn streaming here: its answer is the live one, not the stored checkpoint.
+    if (live) messages = messages.slice(0, messages.map((m) => m.role).lastIndexOf("user") + 1);
     if (!messages.length) {
       this.messages.append(this.emptyState());
       return;
@@ -120,11 +169,14 @@ export class ConversationView {
       } else if (message.role === "assistant") {
         for (const record of message.compressions || []) this.messages.append(compressionNotice(record, { stored: true }));
         const view = AnswerView.stored(message);
+        // The last failure keeps its way out after a reload, as it had when it happened.
+        if (message.error && index === messages.length - 1) view.showError(message.error, this.errorActions({ ...message.error, restore: null }));
         this.messages.append(view.node);
         this.lastAnswer = view;
       }
     });
-    if (messages[messages.length - 1].role === "assistant") this.offerRegenerate(this.lastAnswer);
+    if (live) this.messages.append(live.answer.node);
+    else if (messages[messages.length - 1].role === "assistant") this.offerRegenerate(this.lastAnswer);
     else this.messages.append(this.unansweredNotice());
     showVersions(this);
     this.following = true;
@@ -168,28 +220,45 @@ export class ConversationView {
     this.renderTotals();
     this.renderContextBar(this.conversation && this.conversation.budget);
     $("#export-conversation").disabled = !this.conversation;
+    this.renderTitle();
+  }
+
+  renderTitle() {
+    const title = this.conversation ? this.conversation.title : "New conversation";
+    $("#conversation-title").textContent = title;
+    $("#conversation-title").title = title;
   }
 
   renderTotals() {
     const box = $("#totals");
+    const parts = this.totalsParts();
+    box.textContent = parts.join(" · ");
+    box.title = "Show the details";
+    clear($("#totals-details")).append(...parts.map((part) => el("span", { text: part })));
+  }
+
+  /** The conversation's figures, those that are zero left out. */
+  totalsParts() {
     const totals = this.conversation && this.conversation.totals;
     const turns = this.conversation ? this.conversation.messages.filter((m) => m.role === "assistant").length : 0;
-    if (!totals) {
-      box.textContent = turns ? `${turns} turns · usage not reported` : "No turns yet";
-      return;
+    if (!turns && !(totals && totals.turns_unreported)) return ["No turns yet"];
+    const plural = (n, one, many) => `${n} ${n === 1 ? one : many}`;
+    if (!totals) return [plural(turns, "turn", "turns"), "usage not reported"];
+    const parts = [];
+    if (totals.prompt_tokens) {
+      const cached = totals.cached_tokens ? ` (${format.percent(totals.cached_tokens, totals.prompt_tokens)}% cached)` : "";
+      parts.push(`in ${format.tokens(totals.prompt_tokens)}${cached}`);
     }
-    const cached = totals.prompt_tokens ? ` (${format.percent(totals.cached_tokens, totals.prompt_tokens)}% cached)` : "";
-    const parts = [`in ${format.tokens(totals.prompt_tokens)}${cached}`, `out ${format.tokens(totals.completion_tokens)}`];
-    parts.push(`${totals.searches} search${totals.searches === 1 ? "" : "es"}`, `${totals.fetches} page${totals.fetches === 1 ? "" : "s"}`);
+    if (totals.completion_tokens) parts.push(`out ${format.tokens(totals.completion_tokens)}`);
+    if (totals.searches) parts.push(plural(totals.searches, "search", "searches"));
+    if (totals.fetches) parts.push(plural(totals.fetches, "page", "pages"));
     if (totals.requests_with_cost) {
       const unreported = totals.requests_unreported_cost ? ` +${totals.requests_unreported_cost} not reported` : "";
       parts.push(`${format.cost(totals.cost)}${unreported}`);
-    } else {
-      parts.push("cost not reported");
     }
-    parts.push(`${turns} turn${turns === 1 ? "" : "s"}`);
-    if (totals.turns_unreported) parts.push(`+${totals.turns_unreported} attempt${totals.turns_unreported === 1 ? "" : "s"} with usage not reported`);
-    box.textContent = parts.join(" · ");
+    if (turns) parts.push(plural(turns, "turn", "turns"));
+    if (totals.turns_unreported) parts.push(`+${plural(totals.turns_unreported, "attempt", "attempts")} with usage not reported`);
+    return parts;
   }
 
   /**
@@ -328,10 +397,12 @@ export class ConversationView {
       }
       this.messages.replaceChildren();
       this.hooks.created(this.conversation.id);
+      $("#export-conversation").disabled = false;
     }
     this.input.value = "";
     this.grow();
     this.removeEditButtons();
+    this.dropGivenBack();
     const bubble = userMessage(message);
     this.messages.querySelector(".empty")?.remove();
     this.messages.append(bubble);
@@ -340,6 +411,7 @@ export class ConversationView {
 
   async regenerate() {
     if (this.streaming || !this.conversation) return;
+    this.dropGivenBack();
     const messages = this.conversation.messages;
     // The answers after the last user message go; a new one takes their place.
     let node = this.messages.lastElementChild;
@@ -358,24 +430,35 @@ export class ConversationView {
   }
 
   stop() {
-    if (this.turn) this.turn.controller.abort();
+    const stream = this.currentStream();
+    if (stream) stream.controller.abort();
+  }
+
+  /** Error cards of turns whose message came back to the box: sent again, they go. */
+  dropGivenBack() {
+    for (const node of this.messages.querySelectorAll(".message.assistant.given-back")) node.remove();
   }
 
   /** One SSE turn. `bubble`/`message`: the user's message when this turn sent one. */
   async runTurn(path, body, { bubble, message }) {
     const controller = new AbortController();
     const answer = new AnswerView();
+    answer.model = body.model;
+    const id = this.conversation.id;
     this.messages.append(answer.node);
-    this.turn = { controller, answer };
-    this.setStreaming(true);
+    streams.start(id, { controller, answer });
+    this.setStreaming();
     this.following = true;
     this.scrollDown();
     let ended = null;
     try {
+      let first = true;
       for await (const event of streamTurn(path, body, controller.signal)) {
-        ended = this.apply(event, answer) || ended;
+        if (first) this.hooks.changed(); // the message is in: the list shows the conversation
+        first = false;
+        ended = this.apply(event, answer, id) || ended;
         // After the answer's own frame has rendered the new text (frames run in order).
-        if (this.following) requestAnimationFrame(() => this.following && this.scrollDown());
+        if (this.following && this.shows(id)) requestAnimationFrame(() => this.following && this.shows(id) && this.scrollDown());
       }
       if (controller.signal.aborted) {
         answer.interrupt();
@@ -389,18 +472,20 @@ export class ConversationView {
         ended = "interrupted";
       } else {
         ended = "failed";
-        this.failLocally(error, answer, { bubble, message });
+        if (this.shows(id)) this.failLocally(error, answer, { bubble, message });
+        else if (error instanceof ApiError && message !== undefined) this.drafts.set(id, message);
+        else answer.showError({ kind: "connection", message: error.message }, {});
       }
     } finally {
-      this.turn = null;
-      this.setStreaming(false);
+      streams.end(id, this.shows(id) && !$("#view-chat").hidden);
+      this.setStreaming();
     }
     this.lastEvent = ended;
-    await this.afterTurn(answer, ended);
+    await this.afterTurn(answer, ended, id);
   }
 
   /** Apply one event to the answer; returns "done" or "error" when the turn ended. */
-  apply(event, answer) {
+  apply(event, answer, id) {
     switch (event.type) {
       case "delta":
         answer.appendText(event.text);
@@ -420,21 +505,27 @@ export class ConversationView {
         if (event.tools_refused) this.learnToolRefusal(event.tools_refused);
         return null;
       case "compression":
-        this.messages.insertBefore(compressionNotice(event), answer.node);
+        answer.node.before(compressionNotice(event));
         return null;
       case "error":
         this.turnError = event;
         answer.showError(event, this.errorActions(event));
-        if (event.restore !== null && event.restore !== undefined) this.restoreDraft(event.restore, answer);
+        if (event.restore !== null && event.restore !== undefined) {
+          answer.node.classList.add("given-back");
+          if (this.shows(id)) this.restoreDraft(event.restore, answer);
+          else this.drafts.set(id, event.restore);
+        }
         return "error";
       case "done":
         answer.finish(event);
-        if (this.conversation) {
+        if (this.shows(id)) {
           this.conversation.totals = event.totals;
           this.conversation.budget = event.budget;
         }
-        this.renderTotals();
-        this.renderContextBar(event.budget);
+        if (this.shows(id)) {
+          this.renderTotals();
+          this.renderContextBar(event.budget);
+        }
         return "done";
       default:
         return null;
@@ -445,7 +536,7 @@ export class ConversationView {
     const retry = () => (error.restore ? this.submit() : this.regenerate());
     return {
       retry,
-      editAndResend: () => this.input.focus(),
+      editAndResend: () => (error.restore ? this.input.focus() : this.editLast()),
       openStatus: () => this.hooks.openStatus(),
     };
   }
@@ -489,8 +580,13 @@ export class ConversationView {
     });
   }
 
-  async afterTurn(answer, ended) {
+  async afterTurn(answer, ended, id) {
     this.hooks.changed();
+    if (!this.shows(id)) {
+      // Its conversation is not on screen: opening it reads what the service kept.
+      document.body.dataset.turnsEnded = String(Number(document.body.dataset.turnsEnded || 0) + 1);
+      return;
+    }
     try {
       await this.reload();
     } catch {
@@ -502,6 +598,7 @@ export class ConversationView {
       this.lastAnswer = answer;
       this.offerRegenerate(answer);
       this.addEditButton();
+      if (this.following) this.scrollDown(); // the answer's last line grew
     }
     // A count scripts and tests can wait on: this turn is over and the page settled.
     document.body.dataset.turnsEnded = String(Number(document.body.dataset.turnsEnded || 0) + 1);
@@ -524,7 +621,9 @@ export class ConversationView {
     last.append(el("div", { className: "message-actions" }, el("button", { type: "button", className: "quiet edit", text: "Edit", on: { click: () => this.editLast() } })));
   }
 
-  setStreaming(on) {
+  /** Send or Stop, for the conversation shown. */
+  setStreaming() {
+    const on = this.streaming;
     this.sendButton.hidden = on;
     this.stopButton.hidden = !on;
     if (!on && document.activeElement === document.body) this.input.focus();
@@ -556,10 +655,17 @@ export class ConversationView {
     if (!this.conversation) return;
     const body = await fetchText(`/api/conversations/${this.conversation.id}/export`);
     const url = URL.createObjectURL(new Blob([body], { type: "text/markdown" }));
-    const link = el("a", { href: url, download: `conversation-${this.conversation.id}.md`, hidden: true });
+    const link = el("a", { href: url, download: fileName(this.conversation), hidden: true });
     document.body.append(link);
     link.click();
     link.remove();
     setTimeout(() => URL.revokeObjectURL(url), 1000);
   }
+}
+
+/** The export's file name: the title's words, else the id. */
+function fileName(conversation) {
+  const words = conversation.title.match(/[\p{L}\p{N}]+/gu) || [];
+  const stem = words.join("-").slice(0, 80).replace(/-+$/, "");
+  return `${stem || `conversation-${conversation.id}`}.md`;
 }

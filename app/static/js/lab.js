@@ -6,7 +6,7 @@
 import { api, ApiError } from "./api.js";
 import { el, svg, clear } from "./dom.js";
 
-const COMMON_LOCALES = [
+export const COMMON_LOCALES = [
   "all", "en", "en-US", "en-GB", "pl", "pl-PL", "fr", "fr-FR", "de", "de-DE",
   "es", "es-ES", "it", "it-IT", "ja", "ja-JP",
 ];

@@ -8,12 +8,19 @@ import { dayGroup } from "./format.js";
 import { mountLab } from "./lab.js";
 import { SettingsDialog } from "./settings.js";
 import { mountStatus, overview } from "./status.js";
+import { streams } from "./streams.js";
+import { bindTheme } from "./theme.js";
 
 const state = { config: null, view: null, conversations: [], query: "", labMounted: false };
 
 async function start() {
   auth.onMissing = askToken;
   $("#login-form").onsubmit = signIn;
+  // While a token is required the sign-in cannot be dismissed: behind it nothing works.
+  $("#login-dialog").addEventListener("cancel", (event) => event.preventDefault());
+  $("#login-dialog").addEventListener("close", () => {
+    if (!state.signedIn) $("#login-dialog").showModal();
+  });
   try {
     state.config = await api("/api/config");
   } catch (error) {
@@ -57,6 +64,13 @@ async function start() {
 
 function bindShell() {
   window.addEventListener("hashchange", route);
+  bindTheme($("#theme"));
+  streams.onChange = markStreams;
+  $("#skip-link").addEventListener("click", (event) => {
+    event.preventDefault(); // an in-page jump, not an address the router would open
+    $("#composer-input").focus();
+  });
+  $("#conversation-list").addEventListener("keydown", moveInList);
   $("#new-conversation").addEventListener("click", newConversation);
   $("#open-settings").addEventListener("click", () => state.settings.open("global"));
   let timer = 0;
@@ -77,6 +91,7 @@ function bindShell() {
 function shortcut(event) {
   const mod = event.ctrlKey || event.metaKey;
   if (event.key === "Escape") {
+    if (document.querySelector("dialog[open]")) return; // the dialog's own Escape
     if (state.view.streaming) {
       event.preventDefault();
       state.view.stop();
@@ -114,7 +129,14 @@ function show(name) {
   $("#open-status").classList.toggle("current", name === "status");
 }
 
+/** Only these addresses are routes; any other fragment (a citation's #a2-source-1, say)
+ * is a place in the page and must not change the conversation shown. */
+function isRoute(hash) {
+  return ["", "#", "#/", "#/lab", "#/status"].includes(hash) || hash.startsWith("#/c/");
+}
+
 async function route() {
+  if (!isRoute(location.hash)) return;
   drawer(false);
   const hash = location.hash || "#/";
   if (hash === "#/lab") {
@@ -128,6 +150,8 @@ async function route() {
     show("chat");
     try {
       await state.view.open(decodeURIComponent(hash.slice(4)));
+      // Ready to type, unless the person is typing elsewhere (a title being renamed).
+      if (!document.activeElement.matches("input, textarea, select")) state.view.input.focus();
     } catch (error) {
       state.view.draft();
       state.view.flash(`That conversation could not be opened: ${error.message}`);
@@ -156,6 +180,13 @@ async function refreshList() {
   }
   if (request !== listRequests) return;
   state.conversations = conversations;
+  // The title a first message gave the conversation shown, once the service has it.
+  const shown = state.view && state.view.conversation;
+  const entry = shown && conversations.find((c) => c.id === shown.id);
+  if (entry && entry.title !== shown.title) {
+    shown.title = entry.title;
+    state.view.renderTitle();
+  }
   const list = clear($("#conversation-list"));
   if (!state.conversations.length) {
     list.append(el("p", { className: "conversation-empty", text: state.query ? "No conversation matches." : "No conversations yet." }));
@@ -175,15 +206,69 @@ async function refreshList() {
 
 function listItem(conversation) {
   const item = el("div", { className: "conversation-item", dataset: { id: conversation.id } });
-  const link = el("a", { href: `#/c/${conversation.id}`, text: conversation.title, title: conversation.title });
-  const actions = el(
-    "div",
-    { className: "item-actions" },
-    el("button", { type: "button", className: "icon rename", "aria-label": `Rename “${conversation.title}”`, title: "Rename", text: "✎", on: { click: () => rename(item, conversation) } }),
-    el("button", { type: "button", className: "icon delete", "aria-label": `Delete “${conversation.title}”`, title: "Delete", text: "✕", on: { click: () => confirmDelete(item, conversation) } }),
-  );
-  item.append(link, actions);
+  // One Tab stop for the whole list (arrow keys move within it): see moveInList.
+  const link = el("a", { href: `#/c/${conversation.id}`, text: conversation.title, title: conversation.title, tabindex: "-1", on: { click: () => drawer(false), dblclick: (event) => { event.preventDefault(); rename(item, conversation); } } });
+  const menu = el("button", { type: "button", className: "icon item-menu", tabindex: "-1", "aria-haspopup": "menu", "aria-label": `Actions for “${conversation.title}”`, title: "Rename or delete", text: "⋯", on: { click: () => openMenu(item, conversation) } });
+  link.addEventListener("keydown", (event) => {
+    if (event.key === "F2") rename(item, conversation);
+    else if (event.key === "Delete") confirmDelete(item, conversation);
+    else if (event.key === "ContextMenu" || (event.shiftKey && event.key === "F10")) openMenu(item, conversation);
+    else return;
+    event.preventDefault();
+  });
+  item.append(link, menu);
   return item;
+}
+
+function openMenu(item, conversation) {
+  closeMenus();
+  const menu = el(
+    "div",
+    { className: "item-menu-list", role: "menu" },
+    el("button", { type: "button", role: "menuitem", className: "rename", text: "Rename", on: { click: () => rename(item, conversation) } }),
+    el("button", { type: "button", role: "menuitem", className: "delete danger", text: "Delete", on: { click: () => confirmDelete(item, conversation) } }),
+  );
+  menu.addEventListener("keydown", (event) => {
+    if (event.key === "Escape") {
+      event.stopPropagation();
+      closeMenus();
+      item.querySelector("a")?.focus();
+    }
+  });
+  item.append(menu);
+  menu.querySelector("button").focus();
+  setTimeout(() => document.addEventListener("click", closeMenus, { once: true }));
+}
+
+function closeMenus() {
+  for (const menu of document.querySelectorAll(".item-menu-list")) menu.remove();
+}
+
+/** Arrow keys, Home and End move between the conversations; only one row is a Tab stop. */
+function moveInList(event) {
+  const links = [...document.querySelectorAll(".conversation-item > a")];
+  const at = links.indexOf(document.activeElement);
+  if (at < 0) return;
+  const to = { ArrowDown: at + 1, ArrowUp: at - 1, Home: 0, End: links.length - 1 }[event.key];
+  if (to === undefined || !links[to]) return;
+  event.preventDefault();
+  setTabStop(links[to]);
+  links[to].focus();
+}
+
+function setTabStop(link) {
+  for (const other of document.querySelectorAll(".conversation-item > a")) other.tabIndex = other === link ? 0 : -1;
+}
+
+/** The sidebar's marks: a conversation answering now, or one whose answer came unseen. */
+function markStreams() {
+  for (const item of document.querySelectorAll(".conversation-item")) {
+    const mark = streams.mark(item.dataset.id);
+    item.classList.toggle("streaming", mark === "streaming");
+    item.classList.toggle("unseen", mark === "unseen");
+    const link = item.querySelector("a");
+    if (link) link.setAttribute("aria-description", mark === "streaming" ? "answering" : mark === "unseen" ? "new answer" : "");
+  }
 }
 
 function rename(item, conversation) {
@@ -193,7 +278,10 @@ function rename(item, conversation) {
     if (title && title !== conversation.title) {
       try {
         const updated = await api(`/api/conversations/${conversation.id}`, { method: "PATCH", body: { title } });
-        if (state.view.conversation && state.view.conversation.id === conversation.id) state.view.conversation.title = updated.title;
+        if (state.view.conversation && state.view.conversation.id === conversation.id) {
+          state.view.conversation.title = updated.title;
+          state.view.renderTitle();
+        }
       } catch (error) {
         state.view.flash(`Not renamed: ${error.message}`);
       }
@@ -209,6 +297,7 @@ function rename(item, conversation) {
   });
   input.addEventListener("blur", save, { once: true });
   item.replaceChildren(input);
+  input.addEventListener("dblclick", (event) => event.stopPropagation());
   input.focus();
   input.select();
 }
@@ -238,6 +327,10 @@ function markCurrent() {
     const link = item.querySelector("a");
     if (link) (on ? link.setAttribute("aria-current", "page") : link.removeAttribute("aria-current"));
   }
+  // The list's one Tab stop: the conversation shown, else the first.
+  const stop = document.querySelector(".conversation-item.current > a") || document.querySelector(".conversation-item > a");
+  if (stop && !document.activeElement?.closest?.("#conversation-list")) setTabStop(stop);
+  markStreams();
 }
 
 // ---- status and the token ------------------------------------------------------------------
@@ -266,6 +359,7 @@ function showDots(result) {
 function askToken(message) {
   const dialog = $("#login-dialog");
   if (dialog.open) return;
+  state.signedIn = false;
   $("#login-error").textContent = message === "wrong access token" ? message : "";
   dialog.showModal();
   $("#login-token").focus();
@@ -280,6 +374,7 @@ async function signIn(event) {
     error.textContent = failure.message;
     return;
   }
+  state.signedIn = true;
   $("#login-dialog").close();
   if (state.config) location.reload();
   else start();

@@ -52,12 +52,13 @@ export function splitStable(text) {
   return { stable: text.slice(0, cut), tail: text.slice(cut) };
 }
 
-/** A DocumentFragment for `text`. options.citationHref(n) -> href|null, options.onCopy(code). */
+/** A DocumentFragment for `text`. options.citationHref(n) -> href|null, options.citationLabel(n)
+ * -> the number shown (default n), options.onCopy(code). */
 export function renderMarkdown(text, options = {}) {
   const fragment = document.createDocumentFragment();
   const lines = String(text ?? "").replace(/\r\n?/g, "\n").split("\n");
   if (lines.at(-1) === "") lines.pop();
-  const ctx = { citationHref: options?.citationHref, onCopy: options?.onCopy };
+  const ctx = { citationHref: options?.citationHref, citationLabel: options?.citationLabel, onCopy: options?.onCopy };
   parseBlocks(lines, fragment, ctx, 0);
   return fragment;
 }
@@ -213,7 +214,8 @@ function listBlock(lines, i, parent, ctx, depth) {
     }
     let blanks = 0;
     for (; body.length > 1 && isBlank(body.at(-1)); blanks++) body.pop();
-    if (blanks && i < lines.length && listItem(lines[i])) loose = true; // blank line between items
+    // A blank line between items of this list; one before a list of the other kind ends it.
+    if (blanks && i < lines.length && listItem(lines[i])?.ordered === first.ordered) loose = true;
     const li = el("li");
     parseBlocks(body, li, ctx, depth + 1);
     list.append(li);
@@ -471,7 +473,7 @@ function citationLink(n, ctx) {
   const href = ctx.citationHref(n);
   if (typeof href !== "string" || !safeHref(href, document.baseURI)) return null;
   const external = !href.startsWith("#");
-  return el("a", { className: "citation", href, target: external && "_blank", rel: external && "noopener noreferrer" }, `[${n}]`);
+  return el("a", { className: "citation", href, target: external && "_blank", rel: external && "noopener noreferrer" }, `[${ctx.citationLabel ? ctx.citationLabel(n) : n}]`);
 }
 
 // Images are never loaded (no request may leave the page): the alt text stands in for them.

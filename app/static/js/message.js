@@ -62,6 +62,8 @@ export class AnswerView {
     view.warnings = message.warnings || [];
     view.sources = message.sources || [];
     view.timing = message.timing || {};
+    view.model = message.model;
+    view.at = message.created;
     view.live = false;
     view.render();
     view.renderTrail();
@@ -113,7 +115,7 @@ export class AnswerView {
   render() {
     const { stable, tail } = this.live ? splitStable(this.text) : { stable: this.text, tail: "" };
     if (stable.length !== this.renderedStable) {
-      this.stable.replaceChildren(renderMarkdown(stable, { citationHref: (n) => this.citationHref(n) }));
+      this.stable.replaceChildren(renderMarkdown(stable, { citationHref: (n) => this.citationHref(n), citationLabel: (n) => this.shownNumber(n) }));
       this.renderedStable = stable.length;
     }
     const tailText = this.tail.firstChild === this.caret ? null : this.tail.firstChild;
@@ -125,6 +127,48 @@ export class AnswerView {
 
   citationHref(n) {
     return n >= 1 && n <= Math.max(this.sources.length, this.citableCount()) ? `#${this.id}-source-${n}` : null;
+  }
+
+  /**
+   * The numbers this answer shows: from 1, the sources it cites in the order it first cites
+   * them, then the others; `n` is the number the model was given (one per turn's sources).
+   */
+  shownNumber(n) {
+    const order = this.citedOrder();
+    const at = order.indexOf(n);
+    if (at >= 0) return at + 1;
+    const rest = [];
+    for (let k = 1; k <= this.numberCount(); k++) if (!order.includes(k)) rest.push(k);
+    return order.length + rest.indexOf(n) + 1;
+  }
+
+  citedOrder() {
+    const count = this.numberCount();
+    if (this.orderFor === this.text && this.orderCount === count) return this.order;
+    const order = [];
+    for (const match of this.text.matchAll(/\[(\d{1,3}(?:[ \t]*,[ \t]*\d{1,3})*)\]/g)) {
+      for (const n of match[1].split(",").map(Number)) if (n >= 1 && n <= count && !order.includes(n)) order.push(n);
+    }
+    this.orderFor = this.text;
+    this.orderCount = count;
+    this.order = order;
+    return order;
+  }
+
+  /** How many numbers the model could cite: its sources once known, else the trail's. */
+  numberCount() {
+    return this.sources.length || this.citableCount();
+  }
+
+  /** The whole answer as Markdown, numbered as shown, with the sources it cites. */
+  markdown() {
+    const text = this.text.replace(/\[(\d{1,3}(?:[ \t]*,[ \t]*\d{1,3})*)\]/g, (whole, list) =>
+      this.citationHref(Number(list.split(",")[0])) ? `[${list.split(",").map((n) => this.shownNumber(Number(n))).join(", ")}]` : whole,
+    );
+    const cited = this.citedOrder().filter((n) => this.sources[n - 1]);
+    if (!cited.length) return text;
+    const lines = cited.map((n) => `${this.shownNumber(n)}. [${this.sources[n - 1].title || this.sources[n - 1].url}](${this.sources[n - 1].url})`);
+    return `${text.trimEnd()}\n\nSources:\n${lines.join("\n")}\n`;
   }
 
   /** While streaming, the sources are not known yet, but each search result and page read is. */
@@ -151,7 +195,7 @@ export class AnswerView {
     clear(this.timeline);
     if (this.reasoning) {
       this.timeline.append(
-        el("li", {}, el("span", { className: "step-title", text: thought ? `Thought for ${format.seconds(thought)}` : "Thinking…" }), el("div", { className: "thinking-text", text: this.reasoning })),
+        el("li", {}, el("span", { className: "step-title", text: thought ? `Thought for ${format.seconds(thought)}` : this.live ? "Thinking…" : "Thought" }), el("div", { className: "thinking-text", text: this.reasoning })),
       );
     }
     for (const step of this.activity) this.timeline.append(trailStep(step));
@@ -173,6 +217,8 @@ export class AnswerView {
     this.live = false;
     this.sources = done.sources || [];
     this.timing = done.timing || {};
+    this.at = done.at;
+    this.renderedStable = -1; // the numbering may change with the sources known
     this.render();
     this.renderTrail();
     this.showEnd(done.status, done.usage, done.truncated);
@@ -182,6 +228,7 @@ export class AnswerView {
   interrupt() {
     this.live = false;
     this.sources = this.sourcesFromActivity();
+    this.at = new Date().toISOString();
     this.render();
     this.renderTrail();
     this.showEnd("interrupted", null, false);
@@ -220,18 +267,19 @@ export class AnswerView {
     if (!this.sources.length) return;
     const chips = el("div", { className: "sources", "aria-label": "Sources" });
     const seen = [];
-    this.sources.forEach((source, index) => {
-      const number = index + 1;
-      if (source.read) chips.append(sourceChip(source, number, `${this.id}-source-${number}`));
-      else seen.push([number, source]);
-    });
+    const numbered = this.sources.map((source, index) => [index + 1, this.shownNumber(index + 1), source]);
+    numbered.sort((a, b) => a[1] - b[1]);
+    for (const [number, shown, source] of numbered) {
+      if (source.read) chips.append(sourceChip(source, shown, `${this.id}-source-${number}`));
+      else seen.push([number, shown, source]);
+    }
     if (seen.length) {
       const list = el("ol", {});
-      for (const [number, source] of seen) {
+      for (const [number, shown, source] of seen) {
         list.append(
           el(
             "li",
-            { value: number, id: `${this.id}-source-${number}` },
+            { value: shown, id: `${this.id}-source-${number}` },
             source.date ? el("span", { className: "seen-date", text: source.date }) : null,
             safeLink(source.url, source.title || source.url),
             el("span", { className: "seen", text: ` · ${source.domain || ""}` }),
@@ -259,8 +307,11 @@ export class AnswerView {
     if (searches) items.push(`${searches} search${searches === 1 ? "" : "es"}`);
     if (pages) items.push(`${pages} page${pages === 1 ? "" : "s"}`);
     if (usage) items.push(usage.cost === null || usage.cost === undefined ? "cost not reported" : format.cost(usage.cost));
+    const meta = answerMeta(this.model, this.at);
+    if (meta) this.stats.append(meta);
     for (const item of items) this.stats.append(el("span", { text: item }));
     this.stats.append(el("span", { className: "spacer" }));
+    if (this.text) this.stats.append(copyButton(() => this.markdown()));
   }
 
   /** Put an action (Regenerate) at the end of the stats line; null removes it. */
@@ -275,6 +326,7 @@ export class AnswerView {
    */
   showError(error, actions) {
     this.live = false;
+    this.render(); // the text still in the streaming tail stays, rendered whole
     this.trail.classList.remove("live");
     this.body.setAttribute("aria-busy", "false");
     this.caret.hidden = true;
@@ -302,7 +354,8 @@ const KIND_TITLES = {
 function errorCard(error, actions, hasText) {
   const kind = error.kind || "upstream";
   const card = el("div", { className: "error-card", role: "alert", dataset: { kind } });
-  card.append(el("h3", { text: KIND_TITLES[kind] || "The answer failed" }));
+  const cut = kind === "network" && hasText && CUT_SHORT.test(error.message || "");
+  card.append(el("h3", { text: cut ? "The model server closed the answer before it ended" : KIND_TITLES[kind] || "The answer failed" }));
   const fate = error.restore
     ? "Your message is back in the box below."
     : hasText
@@ -311,11 +364,13 @@ function errorCard(error, actions, hasText) {
   const advice = {
     auth: "Set LLM_API_KEY (in .env) to a key the model server accepts, then restart the service.",
     content_filter: "Sending the same text again would fail the same way: edit it first.",
-    context_overflow: "Earlier messages are folded into a summary when you retry.",
+    // The service has already folded what it could and tried again before saying this.
+    context_overflow: "Earlier messages were already folded into a summary as far as they can be, and it still does not fit: shorten the message, turn the web tools off for it, or start a new conversation. Retry sends it the same way again.",
     rate_limit: "",
   }[kind];
   card.append(el("p", {}, [fate, advice].filter(Boolean).join(" ")));
-  if (error.message) card.append(el("p", { className: "detail", text: error.message }));
+  // The server's own words, kept for whoever diagnoses it, but out of the way.
+  if (error.message) card.append(el("details", { className: "detail" }, el("summary", { text: "details" }), el("p", { text: error.message })));
   const row = el("div", { className: "actions" });
   if (kind === "auth" && actions.openStatus) {
     row.append(el("button", { type: "button", className: "primary", text: "Open status", on: { click: actions.openStatus } }));
@@ -383,12 +438,50 @@ function trailStep(step) {
   return el("li", { className: "warning", text: `⚠ ${step.message || ""}` });
 }
 
+// A model server that died mid-answer: the stream broke, not the request.
+const CUT_SHORT = /TransferEncodingError|RemoteProtocolError|ReadError|incomplete|ended the stream|lost the connection/i;
+const CHIP_TITLE = 48; // characters of a page's title on its chip (the whole one on hover)
+
 function sourceChip(source, number, id) {
-  const domain = source.domain || "";
-  const tip = [source.title, source.date].filter(Boolean).join(" · ");
-  const chip = safeLink(source.url, null, { className: "source-chip", id, title: tip || source.url });
-  chip.append(el("span", { className: "source-number", text: number }), el("span", { className: "source-initial", "aria-hidden": "true", text: domain.replace(/^www\./, "").charAt(0) }), el("span", { text: domain }));
+  const host = (source.domain || hostOf(source.url)).replace(/^www\./, "");
+  const title = (source.title || "").trim();
+  const short = title.length > CHIP_TITLE ? `${title.slice(0, CHIP_TITLE - 1).trimEnd()}…` : title;
+  const tip = [title, source.date, source.url].filter(Boolean).join(" · ");
+  const chip = safeLink(source.url, null, { className: "source-chip", id, title: tip });
+  chip.append(el("span", { className: "source-number", text: number }), short ? el("span", { className: "source-title", text: short }) : null, el("span", { className: "source-host", text: host }));
   return chip;
+}
+
+function hostOf(url) {
+  try {
+    return new URL(url).hostname;
+  } catch {
+    return "";
+  }
+}
+
+/** Who wrote the answer and when: the time shown, the date and model on hover. */
+function answerMeta(model, at) {
+  const when = at ? new Date(at) : null;
+  const valid = when && !Number.isNaN(when.getTime());
+  if (!model && !valid) return null;
+  const time = valid ? when.toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" }) : "";
+  const full = [model, valid ? when.toLocaleString() : ""].filter(Boolean).join(" · ");
+  return el("span", { className: "answer-meta", title: full }, model ? el("span", { className: "answer-model", text: model }) : null, time ? el("time", { datetime: when.toISOString(), text: time }) : null);
+}
+
+function copyButton(markdown) {
+  const button = el("button", { type: "button", className: "quiet copy-answer", text: "Copy", title: "Copy the answer as Markdown" });
+  button.addEventListener("click", async () => {
+    try {
+      await navigator.clipboard.writeText(markdown());
+      button.textContent = "Copied";
+    } catch {
+      button.textContent = "Not copied";
+    }
+    setTimeout(() => (button.textContent = "Copy"), 1500);
+  });
+  return button;
 }
 
 /** A link only for http(s) addresses; anything else is shown as text. */

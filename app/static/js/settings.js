@@ -4,6 +4,7 @@
 
 import { api } from "./api.js";
 import { $, el, clear } from "./dom.js";
+import { COMMON_LOCALES } from "./lab.js";
 
 const FIELDS = [
   ["system_prompt", "System prompt", "textarea"],
@@ -103,13 +104,16 @@ export class SettingsDialog {
     let input;
     if (kind === "textarea") input = el("textarea", { id, rows: name === "system_prompt" ? 5 : 4 });
     else input = el("input", { id, type: kind, ...(kind === "number" ? { min: "0", step: "1" } : {}) });
+    // The locale: picked from the lab's list, or typed (any locale SearXNG knows).
+    if (name === "search_locale") input.setAttribute("list", "setting-locale-list");
     if (kind === "checkbox") input.checked = Boolean(value);
     else input.value = value ?? "";
     input.dataset.kind = kind;
     this.inputs[name] = input;
     const error = el("p", { className: "field-error", id: `${id}-error`, role: "alert" });
     input.setAttribute("aria-describedby", `${id}-error`);
-    return el("div", { className: "field", dataset: { name } }, el("div", { className: "field-label" }, el("label", { for: id, text: label }), helpTip(this.config.help[name] || "")), input, error);
+    const list = name === "search_locale" ? el("datalist", { id: "setting-locale-list" }, COMMON_LOCALES.map((value) => el("option", { value }))) : null;
+    return el("div", { className: "field", dataset: { name } }, el("div", { className: "field-label" }, el("label", { for: id, text: label }), helpTip(this.config.help[name] || "")), input, list, error);
   }
 
   read(name) {
@@ -148,7 +152,7 @@ export class SettingsDialog {
       return;
     }
     field.classList.add("refused");
-    field.querySelector(".field-error").textContent = message;
+    field.querySelector(".field-error").textContent = plainRefusal(message, name);
     this.inputs[name].focus();
   }
 
@@ -229,13 +233,51 @@ export class SettingsDialog {
   }
 }
 
+// The API's validation words, as a person would say them.
+const PLAIN = [
+  [/^Input should be less than or equal to (\d+)$/, (n) => `At most ${Number(n).toLocaleString("en")}.`],
+  [/^Input should be greater than or equal to (\d+)$/, (n) => `At least ${Number(n).toLocaleString("en")}.`],
+  [/^Input should be less than (\d+)$/, (n) => `Less than ${Number(n).toLocaleString("en")}.`],
+  [/^Input should be greater than (\d+)$/, (n) => `More than ${Number(n).toLocaleString("en")}.`],
+  [/^Input should be a valid integer.*$/, () => "A whole number, please."],
+  [/^Input should be a valid number.*$/, () => "A number, please."],
+  [/^String should have at most (\d+) characters?$/, (n) => `At most ${Number(n).toLocaleString("en")} characters.`],
+  [/^String should have at least (\d+) characters?$/, (n) => `At least ${n} character${n === "1" ? "" : "s"}.`],
+];
+
+/** The server's message for one setting, without its field path, in plain words. */
+function plainRefusal(message, name) {
+  const own = message.split("; ").find((part) => part.includes(name)) || message;
+  const text = own.replace(new RegExp(`^(settings\\.)?${name}: `), "");
+  for (const [pattern, say] of PLAIN) {
+    const match = text.match(pattern);
+    if (match) return say(...match.slice(1));
+  }
+  return text.charAt(0).toUpperCase() + text.slice(1);
+}
+
+/** Where a tip fits: under its button, moved left or above so it stays on screen. */
+function placeTip(button, tip) {
+  const margin = 8;
+  const width = Math.min(280, window.innerWidth - 2 * margin);
+  tip.style.width = `${width}px`;
+  const at = button.getBoundingClientRect();
+  tip.style.left = `${Math.max(margin, Math.min(at.left, window.innerWidth - width - margin))}px`;
+  const below = at.bottom + 4;
+  const height = tip.getBoundingClientRect().height;
+  tip.style.top = `${below + height + margin > window.innerHeight ? Math.max(margin, at.top - height - 4) : below}px`;
+}
+
 /** A "?" that shows the help on hover or focus; a click pins it; Escape closes. */
 export function helpTip(text) {
   if (!text) return null;
   const tip = el("span", { className: "help-text", role: "tooltip", text, hidden: true });
   const button = el("button", { type: "button", className: "help", "aria-label": `Help: ${text}`, text: "?" });
   const wrap = el("span", { className: "help-tip" }, button, tip);
-  const show = (on) => (tip.hidden = !(on || tip.dataset.pinned));
+  const show = (on) => {
+    tip.hidden = !(on || tip.dataset.pinned);
+    if (!tip.hidden) placeTip(button, tip);
+  };
   button.addEventListener("mouseenter", () => show(true));
   button.addEventListener("mouseleave", () => show(false));
   button.addEventListener("focus", () => show(true));

@@ -78,7 +78,8 @@ export function mountStatus(root) {
           className: "status-intro",
           text:
             "Each part this service needs, checked now. A row that is not OK says how to fix it: " +
-            "fix it, then press Check again. These checks send no search and spend nothing.",
+            "fix it, then press Check again. These checks send no search; the tool check asks " +
+            "the model for a tiny answer, up to 8 tokens generated.",
         }),
       ),
       el("div", { className: "status-actions" }, again, summary),
