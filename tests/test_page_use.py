@@ -25,6 +25,8 @@ from tests.test_page import LONG_ANSWER, conversation_id, send, turns_ended, wai
 
 
 def search_and_fetch(pages, answer: str | list[str], **reply) -> list[Reply]:
+    """A search, then a read of the article (web_fetch reads only an address the model was
+    given, so the tests that read it put its address in the user's message)."""
     return [
         Reply(tool_calls=[ToolCall("web_search", {"query": "pierogi czas gotowania"})]),
         Reply(tool_calls=[ToolCall("web_fetch", {"url": f"{pages.url}/article"})]),
@@ -46,7 +48,7 @@ def fetched_number(page: Page) -> int:
 def test_a_citation_shows_its_source_and_never_leaves_the_conversation(page, llm, pages):
     # The page read is the turn's source 21 (after 20 results): cited first, it shows as [1].
     llm.script(*search_and_fetch(pages, "Boil them for four minutes [21]. See also [2]."))
-    send(page, "Jak długo gotować pierogi?")
+    send(page, f"Jak długo gotować pierogi? {pages.url}/article")
     wait_turn_end(page)
     address = page.url
     citations = page.locator(".answer a.citation")
@@ -66,7 +68,7 @@ def test_a_citation_shows_its_source_and_never_leaves_the_conversation(page, llm
 
 def test_a_citation_clicked_while_the_answer_streams_keeps_the_stream(page, llm, pages):
     llm.script(*search_and_fetch(pages, ["See [21].\n\n", *LONG_ANSWER], chunk_delay=0.03))
-    send(page, "Jak długo gotować pierogi?")
+    send(page, f"Jak długo gotować pierogi? {pages.url}/article")
     expect(page.locator(".answer a.citation").first).to_be_visible()
     address = page.url
     page.locator(".answer a.citation").first.click()
@@ -225,7 +227,7 @@ def test_escape_does_not_dismiss_the_sign_in(browser, llm, pages, searxng, tmp_p
 
 def test_an_answer_shows_its_model_and_time_copies_whole_and_the_title_shows(page, llm, pages):
     llm.script(*search_and_fetch(pages, "## Boiling\n\nFour minutes [21], **salted** water."))
-    send(page, "Jak długo gotować pierogi?")
+    send(page, f"Jak długo gotować pierogi? {pages.url}/article")
     wait_turn_end(page)
 
     def check() -> None:
@@ -236,7 +238,9 @@ def test_an_answer_shows_its_model_and_time_copies_whole_and_the_title_shows(pag
         copied = page.evaluate("navigator.clipboard.readText()")
         assert copied.startswith("## Boiling\n\nFour minutes [1], **salted** water.")
         assert f"1. [Pierogi, step by step]({pages.url}/article)" in copied
-        expect(page.locator("#conversation-title")).to_have_text("Jak długo gotować pierogi?")
+        expect(page.locator("#conversation-title")).to_have_text(
+            re.compile(r"^Jak długo gotować pierogi\?")
+        )
 
     check()
     page.reload()
@@ -248,7 +252,7 @@ def test_an_answer_shows_its_model_and_time_copies_whole_and_the_title_shows(pag
 
 def test_a_chip_shows_the_pages_title_and_host_and_numbers_start_at_one(page, llm, pages):
     llm.script(*search_and_fetch(pages, "Four minutes [21], salted water [3]."))
-    send(page, "Jak długo gotować pierogi?")
+    send(page, f"Jak długo gotować pierogi? {pages.url}/article")
     wait_turn_end(page)
     assert fetched_number(page) > 1  # the model saw it under another number
     chip = page.locator(".source-chip").first
