@@ -3,11 +3,14 @@
 A service on loopback is reachable from every web page the user visits, so:
 - only known ``Host`` names are served (a DNS-rebinding page arrives under its own name):
   loopback names and addresses, plus ``ALLOWED_HOSTS``; anything else gets 421;
-- a state-changing request must come from our own origin (``Origin`` and
-  ``Sec-Fetch-Site``), and a POST, PUT or PATCH body must be ``application/json``, which no
-  HTML form can send and which a cross-site ``fetch`` cannot send without a CORS preflight
-  that we never grant (no CORS header is ever sent): 403 or 415, and nothing changes;
-- bodies are capped in size and in JSON nesting depth before anything parses them;
+- every request must come from our own origin (``Origin`` and ``Sec-Fetch-Site``),
+  whatever its method (a GET runs searches too), except a top-level navigation to the page
+  itself; no answer may be embedded by another origin (``Cross-Origin-Resource-Policy``);
+- a POST, PUT or PATCH body must be ``application/json``, which no HTML form can send and
+  which a cross-site ``fetch`` cannot send without a CORS preflight that we never grant (no
+  CORS header is ever sent): 403 or 415, and nothing changes;
+- bodies are capped in size, in JSON nesting depth and in values before anything parses
+  them, by a check that reads each byte once;
 - with ``AUTH_TOKEN``, every ``/api`` call needs the token, as ``Authorization: Bearer``
   (scripts) or as the signed session cookie the page's login form gets; repeated wrong
   tokens from one client are refused for a while.
@@ -38,8 +41,8 @@ Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 LOOPBACK_HOSTS = frozenset({"localhost", "127.0.0.1", "::1"})
-STATE_CHANGING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 WITH_BODY = frozenset({"POST", "PUT", "PATCH"})
+PAGE_METHODS = frozenset({"GET", "HEAD"})
 MAX_BODY_BYTES = 4 * 1024 * 1024
 """A message may be 200,000 characters, which JSON escapes (a surrogate pair, 12 bytes
 for one character) can make twelve times longer."""
@@ -288,11 +291,12 @@ class AccessControl:
                 "add it to ALLOWED_HOSTS if you reach the service by that name",
             )
             return
+        send = with_safety_headers(send)
         method = scope["method"]
         if method == "OPTIONS":
             await options(scope, send)
             return
-        if method in STATE_CHANGING and (reason := foreign(headers, scope, host)):
+        if (reason := foreign(headers, scope, host)) and not top_level_page(scope, headers):
             await refuse(send, 403, reason)
             return
         if scope["path"].startswith("/api/") and scope["path"] not in OPEN_PATHS:
@@ -314,18 +318,52 @@ class AccessControl:
 
 
 def foreign(headers: dict[bytes, bytes], scope: Scope, host: str) -> str | None:
-    """Why a state-changing request is not from our own page, or None if it is."""
+    """Why a request is not from our own page, or None if it is. Whatever the method: a
+    GET runs searches, model requests and conversation searches too, and another page's
+    <img> or no-cors fetch can send one (it cannot read the answer, but it pays for the
+    work and can time it). A request a user makes (address bar, bookmark) says "none"."""
     site = headers.get(b"sec-fetch-site", b"").decode("latin-1").lower()
     if site and site not in ("same-origin", "none"):
-        return f"refused a {site} request: only this service's own page may change things"
+        return f"refused a {site} request: only this service's own page may call it"
     origin = headers.get(b"origin")
     if origin is not None:
         own = f"{scope.get('scheme', 'http')}://{host}".lower()
         if origin.decode("latin-1").lower() != own:
-            return (
-                "refused a request from another origin: only this service's page may change things"
-            )
+            return "refused a request from another origin: only this service's page may call it"
     return None
+
+
+def top_level_page(scope: Scope, headers: dict[bytes, bytes]) -> bool:
+    """A link from another site to the page itself: loaded as a whole tab, never as an
+    image, a script, a style or a frame of another page."""
+    return (
+        scope["path"] == "/"
+        and scope["method"] in PAGE_METHODS
+        and headers.get(b"sec-fetch-mode") == b"navigate"
+        and headers.get(b"sec-fetch-dest") == b"document"
+    )
+
+
+SAFETY_HEADERS = (
+    # No other origin may embed any answer of ours (an image, a script, a no-cors fetch),
+    (b"cross-origin-resource-policy", b"same-origin"),
+    # nor have a browser guess that a JSON answer is a script or a style.
+    (b"x-content-type-options", b"nosniff"),
+)
+
+
+def with_safety_headers(send: Send) -> Send:
+    """`send`, with SAFETY_HEADERS added to the response's headers (only to its start: a
+    stream's events pass through untouched)."""
+
+    async def sending(message: Message) -> None:
+        if message["type"] == "http.response.start":
+            given = list(message.get("headers", []))
+            names = {name.lower() for name, _ in given}
+            message["headers"] = given + [h for h in SAFETY_HEADERS if h[0] not in names]
+        await send(message)
+
+    return sending
 
 
 async def read_body(receive: Receive, headers: dict[bytes, bytes]) -> bytes | tuple:
@@ -365,9 +403,6 @@ def replay(body: bytes, receive: Receive) -> Receive:
         return await receive()
 
     return wrapped
-
-
-PAGE_METHODS = frozenset({"GET", "HEAD"})
 
 
 def method_table(app: Any) -> list[tuple[re.Pattern[str], frozenset[str]]]:

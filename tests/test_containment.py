@@ -3,6 +3,8 @@ service do (issue 23): each attack is tried for real and must be refused or abso
 
 from __future__ import annotations
 
+import http.server
+import json
 import statistics
 import subprocess
 import sys
@@ -15,10 +17,13 @@ from pathlib import Path
 
 import httpx
 import pytest
+from starlette.middleware import Middleware
 
 from app.access import MAX_BODY_BYTES
 from app.embedded_searxng import free_port
-from tests.conftest import ROOT, chat_env
+from tests.browser import open_page
+from tests.conftest import ROOT, ChatService, chat_env
+from tests.fakes.llm_server import Reply
 
 JSON = {"content-type": "application/json"}
 HEALTH_BUDGET_SECONDS = 0.05
@@ -130,3 +135,165 @@ def test_a_4_mib_body_built_against_the_depth_check_does_not_hold_the_loop(serve
     assert statistics.median(during) < allowed, (during, before)
     assert max(during) < 1.0, during
     assert statistics.median(held) < HEALTH_BUDGET_SECONDS, held
+
+
+# -- other web pages get nothing run -----------------------------------------------------------
+
+
+NAVIGATION = {
+    "Sec-Fetch-Site": "cross-site",
+    "Sec-Fetch-Mode": "navigate",
+    "Sec-Fetch-Dest": "document",
+}
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {"Sec-Fetch-Site": "cross-site", "Sec-Fetch-Mode": "no-cors", "Sec-Fetch-Dest": "image"},
+        {"Sec-Fetch-Site": "same-site", "Sec-Fetch-Mode": "cors", "Sec-Fetch-Dest": "empty"},
+        {"Origin": "http://127.0.0.1:9"},
+        {**NAVIGATION, "Sec-Fetch-Dest": "iframe"},
+    ],
+    ids=["img", "same-site-fetch", "origin", "frame"],
+)
+def test_a_get_from_another_page_is_refused_but_a_link_to_the_page_is_not(chat, headers):
+    for path in ("/api/conversations?q=x", "/api/status", "/api/lab/search?q=x", "/"):
+        assert httpx.get(f"{chat.url}{path}", headers=headers).status_code == 403, path
+    assert httpx.get(f"{chat.url}/", headers=NAVIGATION).status_code == 200
+    assert httpx.get(f"{chat.url}/api/conversations", headers=NAVIGATION).status_code == 403
+
+
+def test_every_answer_forbids_embedding_and_sniffing(chat, llm):
+    llm.script(Reply("Hi."))
+    conversation = httpx.post(f"{chat.url}/api/conversations", json={}).json()["id"]
+    answers = [
+        httpx.get(f"{chat.url}/"),
+        httpx.get(f"{chat.url}/static/js/main.js"),
+        httpx.get(f"{chat.url}/api/conversations"),
+        httpx.get(f"{chat.url}/api/nothing-here"),
+        httpx.get(f"{chat.url}/api/memory", headers={"Origin": "http://evil.example"}),
+        httpx.get(f"{chat.url}/healthz"),
+        httpx.post(f"{chat.url}/api/conversations/{conversation}/chat", json={"message": "hi"}),
+    ]
+    for answer in answers:
+        assert answer.headers.get_list("cross-origin-resource-policy") == ["same-origin"], answer
+        assert answer.headers.get_list("x-content-type-options") == ["nosniff"], answer
+
+
+SAMPLE_PARAMETERS = {"conversation_id": "20260101-abcdef", "model": "fake-model"}
+
+
+@contextmanager
+def page_server(page: bytes) -> Iterator[str]:
+    """A web page on another loopback origin (127.0.0.2: another site)."""
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 - stdlib naming
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            self.send_header("Content-Length", str(len(page)))
+            self.end_headers()
+            self.wfile.write(page)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.2", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.2:{server.server_address[1]}/"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+class Reached:
+    """Counts the requests that get past the access check to the routes (installed inside
+    it, as the innermost middleware): what a handler would have run for."""
+
+    def __init__(self, app, seen: list[str]) -> None:
+        self.app = app
+        self.seen = seen
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] == "http":
+            self.seen.append(f"{scope['method']} {scope['path']}")
+        await self.app(scope, receive, send)
+
+
+@pytest.fixture
+def counted(llm, pages, searxng, brave, tmp_path) -> Iterator[tuple[ChatService, list[str]]]:
+    llm.clear()
+    service = ChatService(chat_env(llm, tmp_path, pages), searxng.url)
+    seen: list[str] = []
+    service.app.user_middleware.append(Middleware(Reached, seen=seen))
+    service.start()
+    yield service, seen
+    service.stop()
+
+
+def get_routes(service: ChatService) -> list[str]:
+    """Every GET address the service serves, from its own schema, with sample parameters
+    and the costly queries (a search, a measure over eight locales, a conversation search),
+    plus the page and one of its scripts."""
+    queries = {
+        "/api/lab/search": "?q=x",
+        "/api/lab/measure": "?q=x&locales=all,pl,de,fr,es,it,nl,sv&top=50",
+        "/api/conversations": "?q=secret",
+        "/api/status": "",
+    }
+    routes = ["/", "/static/js/main.js"]
+    for path, operations in service.app.openapi()["paths"].items():
+        if "get" in operations:
+            routes.append(path.format(**SAMPLE_PARAMETERS) + queries.get(path, ""))
+    return routes
+
+
+LOADS = """
+<a id="go" href="{target}/">the chat</a>
+<script>
+const target = {target!r};
+const routes = {routes};
+const loads = [];
+function attack() {{
+  for (const route of routes) {{
+    const url = target + route;
+    for (const tag of ["img", "script", "link", "iframe"]) {{
+      const element = document.createElement(tag);
+      loads.push(new Promise((done) => {{
+        element.onload = element.onerror = done;
+        setTimeout(done, 5000);  // a frame refused by its policy may never say
+      }}));
+      if (tag === "link") {{ element.rel = "stylesheet"; element.href = url; }}
+      else {{ element.src = url; }}
+      document.body.append(element);
+    }}
+    loads.push(fetch(url, {{mode: "no-cors"}}).catch(() => {{}}));
+    loads.push(fetch(url).catch(() => {{}}));  // a CORS GET: sends Origin
+  }}
+  Promise.all(loads).then(() => {{ document.title = "done"; }});
+}}
+addEventListener("load", attack);  // once this page has loaded, so that opening it is quick
+</script>
+"""
+
+
+def test_another_page_gets_no_get_route_to_run_and_can_still_link_the_page(browser, counted):
+    service, seen = counted
+    page = LOADS.format(target=service.url, routes=json.dumps(get_routes(service))).encode()
+    with page_server(page) as attacker:
+        tab = open_page(browser, attacker, ready=False)
+        try:
+            tab.wait_for_function("document.title === 'done'", timeout=60_000)
+            assert seen == []  # refused before any route: no search, no model request
+            statuses = {status for _, url, status in tab.log.responses if service.url in url}
+            assert statuses == {403}
+            attacks = len(tab.log.responses)
+            tab.click("#go")  # a link to the page, from another site: the page loads
+            tab.wait_for_selector("body[data-ready]", state="attached")
+            assert "GET /api/config" in seen  # the page's own calls are same-origin
+            own = [(url, status) for _, url, status in tab.log.responses[attacks:]]
+            assert own and all(status < 400 for _, status in own), own
+        finally:
+            tab.context.close()
