@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import dataclasses
 import gc
 import importlib
 import ipaddress
@@ -133,6 +134,30 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+def compose_token(settings: config.Settings, host: str) -> str:
+    """The token for a service that listens beyond loopback without AUTH_TOKEN: under
+    Compose (PUBLISHED_ON_LOOPBACK), the one kept in DATA_DIR, made at first start and
+    shown then; anywhere else, none: the user must choose."""
+    from app.storage import TOKEN_FILE, stored_token
+
+    if not settings.published_on_loopback:
+        raise config.ConfigError(
+            f"refusing to serve on {host} without AUTH_TOKEN: anyone on that network "
+            "could use your model and search; set AUTH_TOKEN or bind 127.0.0.1"
+        )
+    token, made = stored_token(settings.data_dir)
+    path = settings.data_dir / TOKEN_FILE
+    if made:
+        print(
+            f"No AUTH_TOKEN set: made an access token, kept in {path} (shown this once; "
+            f"`python -m app doctor` shows it again). The page asks for it:\n  {token}",
+            flush=True,
+        )
+    else:
+        print(f"No AUTH_TOKEN set: the page and the API ask for the token in {path}", flush=True)
+    return token
+
+
 def cmd_serve(args: argparse.Namespace, settings: config.Settings) -> int:
     # Imported here: the web stack is only needed by serve, and every other command
     # starts faster without it.
@@ -140,11 +165,8 @@ def cmd_serve(args: argparse.Namespace, settings: config.Settings) -> int:
 
     from app.server import create_app
 
-    if not is_loopback(args.host) and not (settings.auth_token or settings.published_on_loopback):
-        raise config.ConfigError(
-            f"refusing to serve on {args.host} without AUTH_TOKEN: anyone on that network "
-            "could use your model and search; set AUTH_TOKEN or bind 127.0.0.1"
-        )
+    if not is_loopback(args.host) and not settings.auth_token:
+        settings = dataclasses.replace(settings, auth_token=compose_token(settings, args.host))
     logging.basicConfig(level=settings.log_level, format="%(levelname)s %(name)s: %(message)s")
     # A line per request (to the model server and SearXNG, and uvicorn's own per request)
     # only when debugging: the turns have their own lines, and each line costs CPU.
@@ -220,6 +242,8 @@ def cmd_doctor(args: argparse.Namespace, settings: config.Settings) -> int:
 
     with searxng_url(settings) as url:
         checks = asyncio.run(run(url))
+    if token := doctor.token_check(settings):
+        checks.append(token)
     labels = {"ok": "ok  ", "warning": "warn", "fail": "FAIL"}
     for check in checks:
         print(f"{labels[check.state]}  {check.name}: {check.detail}")

@@ -297,3 +297,38 @@ def test_another_page_gets_no_get_route_to_run_and_can_still_link_the_page(brows
             assert own and all(status < 400 for _, status in own), own
         finally:
             tab.context.close()
+
+
+# -- beyond loopback, never without a token ----------------------------------------------------
+
+
+def test_under_compose_without_a_token_one_is_made_kept_and_required(llm, searxng, tmp_path):
+    llm.clear()
+    env = chat_env(llm, tmp_path, SEARXNG_URL=searxng.url, PUBLISHED_ON_LOOPBACK="1")
+    data = Path(env["DATA_DIR"])
+    with serve(env, host="0.0.0.0") as first:
+        token = (data / "access-token").read_text().strip()
+        assert token in first.output()  # shown once, at first start
+        assert httpx.get(f"{first.url}/api/config").status_code == 401
+        assert httpx.get(f"{first.url}/api/conversations?q=x").status_code == 401
+        mine = {"Authorization": f"Bearer {token}"}
+        assert httpx.get(f"{first.url}/api/config", headers=mine).status_code == 200
+        with httpx.Client(base_url=first.url) as page:  # the page's sign-in takes it
+            assert page.get("/api/session").json() == {"auth": True, "signed_in": False}
+            assert page.post("/api/session", json={"token": token}).status_code == 200
+            assert page.get("/api/memory").status_code == 200
+    assert (data / "access-token").stat().st_mode & 0o777 == 0o600
+    with serve(env, host="0.0.0.0") as again:
+        assert token not in again.output()  # kept, and not shown again
+        assert httpx.get(f"{again.url}/api/config").status_code == 401
+        mine = {"Authorization": f"Bearer {token}"}
+        assert httpx.get(f"{again.url}/api/config", headers=mine).status_code == 200
+    doctor = subprocess.run(
+        [sys.executable, "-m", "app", "doctor"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=env,
+        timeout=120,
+    )
+    assert f"access token: {token}" in doctor.stdout
