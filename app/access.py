@@ -174,7 +174,12 @@ class Sessions:
 
     def valid(self, cookie: str, now: float | None = None) -> bool:
         expiry, _, signature = cookie.partition(".")
-        if not expiry.isdigit() or not hmac.compare_digest(signature, self.sign(expiry)):
+        # Compared as bytes: compare_digest refuses text that is not ASCII (a cookie is
+        # whatever the client sends), and "²".isdigit() is true but int() refuses it.
+        given = signature.encode("utf-8", "replace")
+        if not (expiry.isascii() and expiry.isdigit()):
+            return False
+        if not hmac.compare_digest(given, self.sign(expiry).encode()):
             return False
         return int(expiry) > (now or time.time())
 
@@ -245,28 +250,33 @@ class Guard:
         if self.sessions is None:
             return None
         client = (scope.get("client") or ("unknown", 0))[0]
-        wait = self.limiter.wait(client)
-        if wait > 0:
-            return 429, "too many wrong tokens: wait before trying again", retry_after(wait)
         given = Credentials.of(headers)
+        # The right credential first: others' wrong tokens from the same address (every
+        # client of a proxy shares one) must not lock the owner out. With 128 bits or
+        # more, the wait below is not what stops guessing; it keeps the log quiet.
         if given.cookie and self.sessions.valid(given.cookie):
             return None
         if given.bearer is not None and hmac.compare_digest(given.bearer, self.token):
             self.limiter.forget(client)
             return None
+        wait = self.limiter.wait(client)
+        if wait > 0:
+            return 429, "too many wrong tokens: wait before trying again", retry_after(wait)
         if given.bearer is not None:
             self.limiter.fail(client)
             return 401, "wrong access token", {}
         return 401, "this service needs its access token (AUTH_TOKEN)", {}
 
     def login(self, token: str, client: str) -> str | None:
-        """A new session cookie for the right token; None (and a failure counted) if not."""
+        """A new session cookie for the right token; None (and a failure counted, unless
+        the client is already waiting) if not."""
         if self.sessions is None:
             return None
         if hmac.compare_digest(token.encode(), self.token):
             self.limiter.forget(client)
             return self.sessions.issue()
-        self.limiter.fail(client)
+        if self.limiter.wait(client) <= 0:
+            self.limiter.fail(client)
         return None
 
 
@@ -495,11 +505,12 @@ async def sign_in(body: Login, request: Request, response: Response) -> SessionS
     if access.sessions is None:
         return SessionState(auth=False, signed_in=True)
     client = request.client.host if request.client else "unknown"
-    wait = access.limiter.wait(client)
-    if wait > 0:
-        return json_error(429, "too many wrong tokens: wait before trying again", retry_after(wait))
     cookie = access.login(body.token, client)
     if cookie is None:
+        if (wait := access.limiter.wait(client)) > 0:
+            return json_error(
+                429, "too many wrong tokens: wait before trying again", retry_after(wait)
+            )
         return json_error(401, "wrong access token")
     response.set_cookie(
         SESSION_COOKIE,

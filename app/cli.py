@@ -190,6 +190,10 @@ def cmd_serve(args: argparse.Namespace, settings: config.Settings) -> int:
             port=args.port,
             log_level="info",
             access_log=debug,
+            # uvicorn believes X-Forwarded-For from 127.0.0.1 unless told otherwise: any
+            # local process could then pose as any client (the login limit is per client).
+            proxy_headers=bool(settings.trusted_proxies),
+            forwarded_allow_ips=list(settings.trusted_proxies),
             loop="uvloop",
             http="httptools",
         )

@@ -138,6 +138,9 @@ class Settings:
     """LOG_LEVEL: DEBUG, INFO (default), WARNING or ERROR."""
     allowed_hosts: frozenset[str]
     """Host names (or host:port) served besides loopback: a LAN name, a reverse proxy's."""
+    trusted_proxies: tuple[str, ...]
+    """Addresses of reverse proxies whose X-Forwarded-For / X-Forwarded-Proto are believed
+    (TRUSTED_PROXIES); none by default, so a client cannot pose as another address."""
     published_on_loopback: bool
     """Set by compose.yaml: the container binds all its interfaces (Docker publishes the
     port on 127.0.0.1, but older engines let the LAN reach it, and `ports` may be edited):
@@ -221,6 +224,7 @@ def load(environ: dict[str, str] | None = None) -> Settings:
         allowed_hosts=frozenset(
             h.lower().rstrip(".") for h in comma_list(env.get("ALLOWED_HOSTS", ""))
         ),
+        trusted_proxies=comma_list(env.get("TRUSTED_PROXIES", "")),
         published_on_loopback=env.get("PUBLISHED_ON_LOOPBACK", "") == "1",
         llm_base_url=(env.get("LLM_BASE_URL", "").strip() or "http://127.0.0.1:11434/v1").rstrip(
             "/"

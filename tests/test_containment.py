@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import http.server
 import json
+import os
+import socket
 import statistics
 import subprocess
 import sys
@@ -19,10 +21,10 @@ import httpx
 import pytest
 from starlette.middleware import Middleware
 
-from app.access import MAX_BODY_BYTES
+from app.access import FAILURES_ALLOWED, MAX_BODY_BYTES
 from app.embedded_searxng import free_port
 from tests.browser import open_page
-from tests.conftest import ROOT, ChatService, chat_env
+from tests.conftest import ROOT, ChatService, chat_env, run_cli
 from tests.fakes.llm_server import Reply
 
 JSON = {"content-type": "application/json"}
@@ -332,3 +334,72 @@ def test_under_compose_without_a_token_one_is_made_kept_and_required(llm, searxn
         timeout=120,
     )
     assert f"access token: {token}" in doctor.stdout
+
+
+# -- the token's smaller holes -----------------------------------------------------------------
+
+TOKEN = "f3a9c1e5b2d8046a1c3e5f7b9d0e2a4c"  # 128 bits in hex
+
+
+def test_a_forwarded_address_does_not_reset_the_login_limit(llm, searxng, tmp_path):
+    """A local process that rotates X-Forwarded-For still counts as one client, and the
+    owner's right token still works while that client is made to wait."""
+    llm.clear()
+    env = chat_env(llm, tmp_path, SEARXNG_URL=searxng.url, AUTH_TOKEN=TOKEN)
+    with serve(env) as service:
+        statuses = [
+            httpx.get(
+                f"{service.url}/api/config",
+                headers={"Authorization": "Bearer wrong", "X-Forwarded-For": f"10.0.0.{n}"},
+            ).status_code
+            for n in range(FAILURES_ALLOWED + 2)
+        ]
+        assert statuses == [401] * FAILURES_ALLOWED + [429, 429]
+        right = {"Authorization": f"Bearer {TOKEN}"}
+        assert httpx.get(f"{service.url}/api/config", headers=right).status_code == 200
+        login = httpx.post(f"{service.url}/api/session", json={"token": TOKEN})
+        assert login.status_code == 200 and "session=" in login.headers["set-cookie"]
+
+
+@pytest.mark.parametrize(
+    "cookie", ["1.é".encode(), b"\xb29999999999.x", b"9999999999.\xff", b"."], ids=repr
+)
+def test_a_strange_session_cookie_is_refused_not_a_crash(llm, pages, searxng, tmp_path, cookie):
+    llm.clear()
+    service = ChatService(chat_env(llm, tmp_path, pages, AUTH_TOKEN=TOKEN), searxng.url).start()
+    try:
+        header = b"Cookie: session=" + cookie
+        assert raw_request(service.url, "/api/config", header) == 401
+        assert raw_request(service.url, "/api/session", header) == 200
+    finally:
+        service.stop()
+
+
+def raw_request(url: str, path: str, header: bytes) -> int:
+    """A GET with one header of arbitrary bytes (httpx refuses some); its status."""
+    host, port = url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=5) as sock:
+        request = f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n".encode()
+        sock.sendall(request + header + b"\r\nConnection: close\r\n\r\n")
+        return int(sock.recv(64).split(b" ")[1])
+
+
+@pytest.mark.parametrize("token", ["s3cret", "0123456789abcdef0123", "hunter2hunter2hunter2"])
+def test_a_guessable_token_is_refused_at_start(token):
+    run = run_cli("serve", searxng_url="http://127.0.0.1:9", AUTH_TOKEN=token)
+    assert run.returncode == 1
+    assert "AUTH_TOKEN" in run.stderr and "128" in run.stderr and "token_urlsafe" in run.stderr
+
+
+def test_the_data_directory_and_database_are_private_whatever_the_umask(llm, searxng, tmp_path):
+    """Made by a service started under umask 000: only their owner may read them."""
+    llm.clear()
+    data = tmp_path / "open" / "data"
+    old = os.umask(0)
+    try:
+        service = ChatService(chat_env(llm, tmp_path, DATA_DIR=str(data)), searxng.url)
+    finally:
+        os.umask(old)
+    service.start().stop()
+    assert data.stat().st_mode & 0o777 == 0o700
+    assert (data / "chat.db").stat().st_mode & 0o777 == 0o600
