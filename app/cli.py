@@ -12,6 +12,7 @@ import ipaddress
 import json
 import logging
 import signal
+import socket
 import sys
 from collections.abc import Iterator
 from dataclasses import asdict
@@ -134,6 +135,36 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+def local_addresses(host: str, port: int) -> set[str]:
+    """The addresses a name stands for, those of this machine only (a bind succeeds only on
+    an address of its own)."""
+    try:
+        infos = socket.getaddrinfo(host.strip("[]"), port, type=socket.SOCK_STREAM)
+    except OSError:
+        return set()
+    local = set()
+    for family, _, _, _, address in infos:
+        with socket.socket(family, socket.SOCK_STREAM) as probe:
+            try:
+                probe.bind((address[0], 0))
+            except OSError:
+                continue
+        local.add(address[0])
+    return local
+
+
+def names_this_service(entry: str, host: str, port: int) -> bool:
+    """Whether a FETCH_ALLOW_HOSTS entry (host:port) reaches the service itself: through
+    web_fetch, the model would read /api/conversations."""
+    name, _, entry_port = entry.rpartition(":")
+    if int(entry_port) != port:
+        return False
+    reached = local_addresses(name, port)
+    if host in ("0.0.0.0", "::", ""):
+        return bool(reached)
+    return bool(reached & local_addresses(host, port))
+
+
 def compose_token(settings: config.Settings, host: str) -> str:
     """The token for a service that listens beyond loopback without AUTH_TOKEN: under
     Compose (PUBLISHED_ON_LOOPBACK), the one kept in DATA_DIR, made at first start and
@@ -167,6 +198,12 @@ def cmd_serve(args: argparse.Namespace, settings: config.Settings) -> int:
 
     if not is_loopback(args.host) and not settings.auth_token:
         settings = dataclasses.replace(settings, auth_token=compose_token(settings, args.host))
+    for entry in sorted(settings.fetch_allow_hosts):
+        if names_this_service(entry, args.host, args.port):
+            raise config.ConfigError(
+                f"FETCH_ALLOW_HOSTS names this service itself ({entry}): through web_fetch "
+                "the model could read your conversations; remove it"
+            )
     logging.basicConfig(level=settings.log_level, format="%(levelname)s %(name)s: %(message)s")
     # A line per request (to the model server and SearXNG, and uvicorn's own per request)
     # only when debugging: the turns have their own lines, and each line costs CPU.

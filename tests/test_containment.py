@@ -403,3 +403,24 @@ def test_the_data_directory_and_database_are_private_whatever_the_umask(llm, sea
     service.start().stop()
     assert data.stat().st_mode & 0o777 == 0o700
     assert (data / "chat.db").stat().st_mode & 0o777 == 0o600
+
+
+@pytest.mark.parametrize("entry", ["127.0.0.1:{port}", "localhost:{port}", "[::1]:{port}"])
+def test_the_fetcher_may_not_be_allowed_to_reach_the_service_itself(entry):
+    """Else a page could have the model web_fetch /api/conversations and quote it."""
+    port = free_port()
+    run = subprocess.run(
+        [sys.executable, "-m", "app", "serve", "--host", "0.0.0.0", "--port", str(port)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={
+            **os.environ,
+            "SEARXNG_URL": "http://127.0.0.1:9",
+            "AUTH_TOKEN": TOKEN,
+            "FETCH_ALLOW_HOSTS": entry.format(port=port),
+        },
+        timeout=60,  # the old code served on
+    )
+    assert run.returncode == 1
+    assert "FETCH_ALLOW_HOSTS names this service itself" in run.stderr
