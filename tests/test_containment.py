@@ -3,8 +3,10 @@ service do (issue 23): each attack is tried for real and must be refused or abso
 
 from __future__ import annotations
 
+import asyncio
 import http.server
 import json
+import multiprocessing
 import os
 import socket
 import statistics
@@ -23,9 +25,11 @@ from starlette.middleware import Middleware
 
 from app.access import FAILURES_ALLOWED, MAX_BODY_BYTES
 from app.embedded_searxng import free_port
+from app.fetch import ExtractionProcess, FetchFailed, Page, fetch_page
 from tests.browser import open_page
 from tests.conftest import ROOT, ChatService, chat_env, run_cli
 from tests.fakes.llm_server import Reply
+from tests.fakes.pages import ARTICLE, ARTICLE_TITLE
 
 JSON = {"content-type": "application/json"}
 HEALTH_BUDGET_SECONDS = 0.05
@@ -424,3 +428,35 @@ def test_the_fetcher_may_not_be_allowed_to_reach_the_service_itself(entry):
     )
     assert run.returncode == 1
     assert "FETCH_ALLOW_HOSTS names this service itself" in run.stderr
+
+
+# -- one slow page must not hold every conversation's pages --------------------------------------
+
+
+def test_a_page_slow_to_extract_is_stopped_and_the_next_page_is_read(pages):
+    """Extraction has one worker for every conversation: a page built to be slow (this one
+    takes minutes) is stopped at the deadline, and the page queued behind it is read by a
+    new worker."""
+    slow = ARTICLE.replace("</article>", "<p>Pierogi z kapustą. </p>" * 150_000 + "</article>")
+
+    async def scenario() -> tuple[str, Page, int, int]:
+        extraction = ExtractionProcess(deadline=2.0)
+        try:
+            await extraction(ARTICLE.encode(), "http://x/", "utf-8")  # the worker is up
+            first = multiprocessing.active_children()[0].pid
+            held = asyncio.ensure_future(extraction(slow.encode(), "http://x/", "utf-8"))
+            await asyncio.sleep(0.1)  # its turn first
+            page = await fetch_page(
+                pages.url + "/article", allow_hosts=frozenset({pages.host}), extract=extraction
+            )
+            with pytest.raises(FetchFailed) as stopped:
+                await held
+            second = multiprocessing.active_children()[0].pid
+            return str(stopped.value), page, first, second
+        finally:
+            extraction.close()
+
+    stopped, page, first, second = asyncio.run(scenario())
+    assert "took over 2 s: stopped" in stopped
+    assert page.title == ARTICLE_TITLE
+    assert first != second  # the slow page's worker was killed, a new one read the next
