@@ -291,6 +291,7 @@ class AccessControl:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        send = with_safety_headers(send)
         headers = dict(scope["headers"])
         host = headers.get(b"host", b"").decode("latin-1")
         if not host_allowed(host, self.guard.allowed_hosts):
@@ -301,7 +302,6 @@ class AccessControl:
                 "add it to ALLOWED_HOSTS if you reach the service by that name",
             )
             return
-        send = with_safety_headers(send)
         method = scope["method"]
         if method == "OPTIONS":
             await options(scope, send)

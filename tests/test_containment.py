@@ -184,6 +184,7 @@ def test_every_answer_forbids_embedding_and_sniffing(chat, llm):
         httpx.get(f"{chat.url}/api/conversations"),
         httpx.get(f"{chat.url}/api/nothing-here"),
         httpx.get(f"{chat.url}/api/memory", headers={"Origin": "http://evil.example"}),
+        httpx.get(f"{chat.url}/api/memory", headers={"Host": "rebound.example"}),
         httpx.get(f"{chat.url}/healthz"),
         httpx.post(f"{chat.url}/api/conversations/{conversation}/chat", json={"message": "hi"}),
     ]
