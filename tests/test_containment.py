@@ -17,6 +17,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -140,9 +141,11 @@ def test_a_4_mib_body_built_against_the_depth_check_does_not_hold_the_loop(serve
     # Refused (the string never closes; the lists are too many), within seconds: the old
     # check would have taken hours over the first.
     assert answers == [422, 422, 422] and took < 30
-    # /healthz answered all along, within 50 ms; on a loaded machine, within what /healthz
-    # itself took before the bodies came (its SearXNG probe waits for a core too).
-    allowed = max(HEALTH_BUDGET_SECONDS, 3 * statistics.median(before))
+    # /healthz answered all along: the service's loop was held under 50 ms (the probe
+    # counts no wait for a core), and each answer came within a second (the old check: not
+    # one for hours). End to end, within 50 ms, or on a loaded machine (the bodies' CPU, and
+    # the SearXNG probe /healthz makes, wait for a core too) a few times what it took before.
+    allowed = max(HEALTH_BUDGET_SECONDS, 5 * statistics.median(before))
     assert statistics.median(during) < allowed, (during, before)
     assert max(during) < 1.0, during
     assert statistics.median(held) < HEALTH_BUDGET_SECONDS, held
@@ -462,7 +465,9 @@ def test_a_page_slow_to_extract_is_stopped_and_the_next_page_is_read(pages):
         finally:
             extraction.close()
 
-    stopped, page, first, second = asyncio.run(scenario())
+    # In a thread of its own: this module's browser keeps an event loop running in this one.
+    with ThreadPoolExecutor(max_workers=1) as thread:
+        stopped, page, first, second = thread.submit(asyncio.run, scenario()).result()
     assert "took over 2 s: stopped" in stopped
     assert page.title == ARTICLE_TITLE
     assert first != second  # the slow page's worker was killed, a new one read the next
