@@ -3,11 +3,14 @@
 A service on loopback is reachable from every web page the user visits, so:
 - only known ``Host`` names are served (a DNS-rebinding page arrives under its own name):
   loopback names and addresses, plus ``ALLOWED_HOSTS``; anything else gets 421;
-- a state-changing request must come from our own origin (``Origin`` and
-  ``Sec-Fetch-Site``), and a POST, PUT or PATCH body must be ``application/json``, which no
-  HTML form can send and which a cross-site ``fetch`` cannot send without a CORS preflight
-  that we never grant (no CORS header is ever sent): 403 or 415, and nothing changes;
-- bodies are capped in size and in JSON nesting depth before anything parses them;
+- every request must come from our own origin (``Origin`` and ``Sec-Fetch-Site``),
+  whatever its method (a GET runs searches too), except a top-level navigation to the page
+  itself; no answer may be embedded by another origin (``Cross-Origin-Resource-Policy``);
+- a POST, PUT or PATCH body must be ``application/json``, which no HTML form can send and
+  which a cross-site ``fetch`` cannot send without a CORS preflight that we never grant (no
+  CORS header is ever sent): 403 or 415, and nothing changes;
+- bodies are capped in size, in JSON nesting depth and in values before anything parses
+  them, by a check that reads each byte once;
 - with ``AUTH_TOKEN``, every ``/api`` call needs the token, as ``Authorization: Bearer``
   (scripts) or as the signed session cookie the page's login form gets; repeated wrong
   tokens from one client are refused for a while.
@@ -15,13 +18,16 @@ A service on loopback is reachable from every web page the user visits, so:
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import hmac
+import itertools
 import json
+import operator
 import re
 import time
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, MutableMapping
+from collections.abc import Awaitable, Callable, Iterator, MutableMapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,15 +41,23 @@ Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 LOOPBACK_HOSTS = frozenset({"localhost", "127.0.0.1", "::1"})
-STATE_CHANGING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 WITH_BODY = frozenset({"POST", "PUT", "PATCH"})
+PAGE_METHODS = frozenset({"GET", "HEAD"})
 MAX_BODY_BYTES = 4 * 1024 * 1024
 """A message may be 200,000 characters, which JSON escapes (a surrogate pair, 12 bytes
 for one character) can make twelve times longer."""
 MAX_JSON_DEPTH = 16
-JSON_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"')
-BRACKET = re.compile(rb"[\[\]{}]")
 """Our deepest body is two levels; Python's parser would recurse until it crashed."""
+MAX_JSON_ITEMS = 10_000
+"""Our longest list holds 200 model ids."""
+DEPTH_PIECE_BYTES = 64 * 1024
+"""The shape check works through a body in pieces of this size: each piece is a few C
+calls of a millisecond or so, between which the GIL passes to the event loop."""
+DEPTH_IN_THREAD_BYTES = 64 * 1024
+"""Bodies longer than this are checked in a thread, not on the event loop."""
+BACKSLASHES = re.compile(rb"\\*")
+UP_DOWN = bytes.maketrans(b"[{]}", b"\x02\x02\x00\x00")
+NOT_BRACKETS = bytes(sorted(set(range(256)) - set(b"[]{}")))
 SESSION_COOKIE = "session"
 SESSION_SECONDS = 30 * 24 * 3600
 FAILURES_ALLOWED = 5
@@ -77,16 +91,67 @@ def host_allowed(host_header: str, allowed: frozenset[str]) -> bool:
     return port is not None and f"{host}:{port}" in allowed
 
 
-def nested_deeper_than(body: bytes, limit: int) -> bool:
-    """Whether arrays and objects nest deeper than `limit`, found without parsing: strings
-    are cut out and the brackets found by the regex engine, since a Python loop over every
-    byte of a long message held the event loop for tens of milliseconds."""
-    depth = 0
-    for bracket in BRACKET.finditer(JSON_STRING.sub(b"", body)):
-        depth += 1 if bracket[0] in (b"[", b"{") else -1
-        if depth > limit:
-            return True
-    return False
+def shape_refusal(body: bytes) -> str | None:
+    """Why the body's JSON has a shape no route takes (nested deeper than MAX_JSON_DEPTH,
+    more than MAX_JSON_ITEMS values), found without parsing, in one pass that never goes
+    back: escapes are dropped, so that every quote left opens or closes a string; the text
+    between quotes is dropped; what is left is structure. (A regular expression that cut
+    whole strings out tried again from every quote of an unclosed string: quadratic, hours
+    for 4 MiB.) Every step is a C call over one piece of the body."""
+    depth, items, in_string = 0, 0, False
+    for piece in pieces(body, DEPTH_PIECE_BYTES):
+        unescaped = piece.replace(b"\\\\", b"").replace(b'\\"', b"")
+        parts = unescaped.split(b'"')
+        outside = b"".join(parts[1 if in_string else 0 :: 2])
+        in_string ^= len(parts) % 2 == 0
+        steps = outside.translate(UP_DOWN, NOT_BRACKETS)  # an opening 2, a closing 0
+        if steps and deeper_than(steps, MAX_JSON_DEPTH - depth):
+            return f"the JSON is nested deeper than {MAX_JSON_DEPTH} levels"
+        depth += 2 * steps.count(2) - len(steps)
+        # Each value past an array's or object's first follows a comma: a bound on the
+        # objects the parser would build, on the event loop, before any field is checked.
+        items += outside.count(b",") + steps.count(2)
+        if items > MAX_JSON_ITEMS:
+            return f"the JSON holds more than {MAX_JSON_ITEMS:,} values"
+    return None
+
+
+def deeper_than(steps: bytes, room: int) -> bool:
+    """Whether these brackets rise more than `room` levels. Cheap bounds first: no higher
+    than their openings; and dropping every empty pair ("[]", one C call) lowers the
+    highest point by one at most."""
+    return (
+        steps.count(2) > room
+        and deepest(steps.replace(b"\x02\x00", b"")) + 1 > room
+        and deepest(steps) > room
+    )
+
+
+def deepest(steps: bytes) -> int:
+    """The highest depth reached, from 0 at the start: after each bracket, twice the
+    openings so far less the brackets so far (C iterators, no Python loop per byte)."""
+    rises = itertools.accumulate(steps, initial=0)
+    return max(map(operator.sub, rises, itertools.count(0)))
+
+
+def pieces(body: bytes, size: int) -> Iterator[bytes]:
+    """The body cut into pieces of about `size` bytes, never inside an escape: a cut that
+    falls in a run of backslashes moves past the run and the byte it escapes."""
+    start = 0
+    while start < len(body):
+        end = start + size
+        if end < len(body) and body[end - 1] == ord("\\"):
+            end = BACKSLASHES.match(body, end).end() + 1
+        yield body[start:end]
+        start = end
+
+
+async def checked_shape(body: bytes) -> str | None:
+    """The shape check, in a thread for a long body: linear, but tens of milliseconds of
+    CPU for 4 MiB, which the event loop must not spend."""
+    if len(body) <= DEPTH_IN_THREAD_BYTES:
+        return shape_refusal(body)
+    return await asyncio.to_thread(shape_refusal, body)
 
 
 @dataclass
@@ -109,7 +174,12 @@ class Sessions:
 
     def valid(self, cookie: str, now: float | None = None) -> bool:
         expiry, _, signature = cookie.partition(".")
-        if not expiry.isdigit() or not hmac.compare_digest(signature, self.sign(expiry)):
+        # Compared as bytes: compare_digest refuses text that is not ASCII (a cookie is
+        # whatever the client sends), and "²".isdigit() is true but int() refuses it.
+        given = signature.encode("utf-8", "replace")
+        if not (expiry.isascii() and expiry.isdigit()):
+            return False
+        if not hmac.compare_digest(given, self.sign(expiry).encode()):
             return False
         return int(expiry) > (now or time.time())
 
@@ -180,28 +250,33 @@ class Guard:
         if self.sessions is None:
             return None
         client = (scope.get("client") or ("unknown", 0))[0]
-        wait = self.limiter.wait(client)
-        if wait > 0:
-            return 429, "too many wrong tokens: wait before trying again", retry_after(wait)
         given = Credentials.of(headers)
+        # The right credential first: others' wrong tokens from the same address (every
+        # client of a proxy shares one) must not lock the owner out. With 128 bits or
+        # more, the wait below is not what stops guessing; it keeps the log quiet.
         if given.cookie and self.sessions.valid(given.cookie):
             return None
         if given.bearer is not None and hmac.compare_digest(given.bearer, self.token):
             self.limiter.forget(client)
             return None
+        wait = self.limiter.wait(client)
+        if wait > 0:
+            return 429, "too many wrong tokens: wait before trying again", retry_after(wait)
         if given.bearer is not None:
             self.limiter.fail(client)
             return 401, "wrong access token", {}
         return 401, "this service needs its access token (AUTH_TOKEN)", {}
 
     def login(self, token: str, client: str) -> str | None:
-        """A new session cookie for the right token; None (and a failure counted) if not."""
+        """A new session cookie for the right token; None (and a failure counted, unless
+        the client is already waiting) if not."""
         if self.sessions is None:
             return None
         if hmac.compare_digest(token.encode(), self.token):
             self.limiter.forget(client)
             return self.sessions.issue()
-        self.limiter.fail(client)
+        if self.limiter.wait(client) <= 0:
+            self.limiter.fail(client)
         return None
 
 
@@ -216,6 +291,7 @@ class AccessControl:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        send = with_safety_headers(send)
         headers = dict(scope["headers"])
         host = headers.get(b"host", b"").decode("latin-1")
         if not host_allowed(host, self.guard.allowed_hosts):
@@ -230,7 +306,7 @@ class AccessControl:
         if method == "OPTIONS":
             await options(scope, send)
             return
-        if method in STATE_CHANGING and (reason := foreign(headers, scope, host)):
+        if (reason := foreign(headers, scope, host)) and not top_level_page(scope, headers):
             await refuse(send, 403, reason)
             return
         if scope["path"].startswith("/api/") and scope["path"] not in OPEN_PATHS:
@@ -252,18 +328,52 @@ class AccessControl:
 
 
 def foreign(headers: dict[bytes, bytes], scope: Scope, host: str) -> str | None:
-    """Why a state-changing request is not from our own page, or None if it is."""
+    """Why a request is not from our own page, or None if it is. Whatever the method: a
+    GET runs searches, model requests and conversation searches too, and another page's
+    <img> or no-cors fetch can send one (it cannot read the answer, but it pays for the
+    work and can time it). A request a user makes (address bar, bookmark) says "none"."""
     site = headers.get(b"sec-fetch-site", b"").decode("latin-1").lower()
     if site and site not in ("same-origin", "none"):
-        return f"refused a {site} request: only this service's own page may change things"
+        return f"refused a {site} request: only this service's own page may call it"
     origin = headers.get(b"origin")
     if origin is not None:
         own = f"{scope.get('scheme', 'http')}://{host}".lower()
         if origin.decode("latin-1").lower() != own:
-            return (
-                "refused a request from another origin: only this service's page may change things"
-            )
+            return "refused a request from another origin: only this service's page may call it"
     return None
+
+
+def top_level_page(scope: Scope, headers: dict[bytes, bytes]) -> bool:
+    """A link from another site to the page itself: loaded as a whole tab, never as an
+    image, a script, a style or a frame of another page."""
+    return (
+        scope["path"] == "/"
+        and scope["method"] in PAGE_METHODS
+        and headers.get(b"sec-fetch-mode") == b"navigate"
+        and headers.get(b"sec-fetch-dest") == b"document"
+    )
+
+
+SAFETY_HEADERS = (
+    # No other origin may embed any answer of ours (an image, a script, a no-cors fetch),
+    (b"cross-origin-resource-policy", b"same-origin"),
+    # nor have a browser guess that a JSON answer is a script or a style.
+    (b"x-content-type-options", b"nosniff"),
+)
+
+
+def with_safety_headers(send: Send) -> Send:
+    """`send`, with SAFETY_HEADERS added to the response's headers (only to its start: a
+    stream's events pass through untouched)."""
+
+    async def sending(message: Message) -> None:
+        if message["type"] == "http.response.start":
+            given = list(message.get("headers", []))
+            names = {name.lower() for name, _ in given}
+            message["headers"] = given + [h for h in SAFETY_HEADERS if h[0] not in names]
+        await send(message)
+
+    return sending
 
 
 async def read_body(receive: Receive, headers: dict[bytes, bytes]) -> bytes | tuple:
@@ -285,8 +395,8 @@ async def read_body(receive: Receive, headers: dict[bytes, bytes]) -> bytes | tu
         if not message.get("more_body"):
             break
     body = b"".join(chunks)
-    if nested_deeper_than(body, MAX_JSON_DEPTH):
-        return 422, f"the JSON is nested deeper than {MAX_JSON_DEPTH} levels"
+    if refusal := await checked_shape(body):
+        return 422, refusal
     return body
 
 
@@ -303,9 +413,6 @@ def replay(body: bytes, receive: Receive) -> Receive:
         return await receive()
 
     return wrapped
-
-
-PAGE_METHODS = frozenset({"GET", "HEAD"})
 
 
 def method_table(app: Any) -> list[tuple[re.Pattern[str], frozenset[str]]]:
@@ -398,11 +505,12 @@ async def sign_in(body: Login, request: Request, response: Response) -> SessionS
     if access.sessions is None:
         return SessionState(auth=False, signed_in=True)
     client = request.client.host if request.client else "unknown"
-    wait = access.limiter.wait(client)
-    if wait > 0:
-        return json_error(429, "too many wrong tokens: wait before trying again", retry_after(wait))
     cookie = access.login(body.token, client)
     if cookie is None:
+        if (wait := access.limiter.wait(client)) > 0:
+            return json_error(
+                429, "too many wrong tokens: wait before trying again", retry_after(wait)
+            )
         return json_error(401, "wrong access token")
     response.set_cookie(
         SESSION_COOKIE,

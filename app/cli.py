@@ -5,12 +5,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import dataclasses
 import gc
 import importlib
 import ipaddress
 import json
 import logging
 import signal
+import socket
 import sys
 from collections.abc import Iterator
 from dataclasses import asdict
@@ -133,6 +135,60 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+def local_addresses(host: str, port: int) -> set[str]:
+    """The addresses a name stands for, those of this machine only (a bind succeeds only on
+    an address of its own)."""
+    try:
+        infos = socket.getaddrinfo(host.strip("[]"), port, type=socket.SOCK_STREAM)
+    except OSError:
+        return set()
+    local = set()
+    for family, _, _, _, address in infos:
+        with socket.socket(family, socket.SOCK_STREAM) as probe:
+            try:
+                probe.bind((address[0], 0))
+            except OSError:
+                continue
+        local.add(address[0])
+    return local
+
+
+def names_this_service(entry: str, host: str, port: int) -> bool:
+    """Whether a FETCH_ALLOW_HOSTS entry (host:port) reaches the service itself: through
+    web_fetch, the model would read /api/conversations."""
+    name, _, entry_port = entry.rpartition(":")
+    if int(entry_port) != port:
+        return False
+    reached = local_addresses(name, port)
+    if host in ("0.0.0.0", "::", ""):
+        return bool(reached)
+    return bool(reached & local_addresses(host, port))
+
+
+def compose_token(settings: config.Settings, host: str) -> str:
+    """The token for a service that listens beyond loopback without AUTH_TOKEN: under
+    Compose (PUBLISHED_ON_LOOPBACK), the one kept in DATA_DIR, made at first start and
+    shown then; anywhere else, none: the user must choose."""
+    from app.storage import TOKEN_FILE, stored_token
+
+    if not settings.published_on_loopback:
+        raise config.ConfigError(
+            f"refusing to serve on {host} without AUTH_TOKEN: anyone on that network "
+            "could use your model and search; set AUTH_TOKEN or bind 127.0.0.1"
+        )
+    token, made = stored_token(settings.data_dir)
+    path = settings.data_dir / TOKEN_FILE
+    if made:
+        print(
+            f"No AUTH_TOKEN set: made an access token, kept in {path} (shown this once; "
+            f"`python -m app doctor` shows it again). The page asks for it:\n  {token}",
+            flush=True,
+        )
+    else:
+        print(f"No AUTH_TOKEN set: the page and the API ask for the token in {path}", flush=True)
+    return token
+
+
 def cmd_serve(args: argparse.Namespace, settings: config.Settings) -> int:
     # Imported here: the web stack is only needed by serve, and every other command
     # starts faster without it.
@@ -140,11 +196,14 @@ def cmd_serve(args: argparse.Namespace, settings: config.Settings) -> int:
 
     from app.server import create_app
 
-    if not is_loopback(args.host) and not (settings.auth_token or settings.published_on_loopback):
-        raise config.ConfigError(
-            f"refusing to serve on {args.host} without AUTH_TOKEN: anyone on that network "
-            "could use your model and search; set AUTH_TOKEN or bind 127.0.0.1"
-        )
+    if not is_loopback(args.host) and not settings.auth_token:
+        settings = dataclasses.replace(settings, auth_token=compose_token(settings, args.host))
+    for entry in sorted(settings.fetch_allow_hosts):
+        if names_this_service(entry, args.host, args.port):
+            raise config.ConfigError(
+                f"FETCH_ALLOW_HOSTS names this service itself ({entry}): through web_fetch "
+                "the model could read your conversations; remove it"
+            )
     logging.basicConfig(level=settings.log_level, format="%(levelname)s %(name)s: %(message)s")
     # A line per request (to the model server and SearXNG, and uvicorn's own per request)
     # only when debugging: the turns have their own lines, and each line costs CPU.
@@ -168,6 +227,10 @@ def cmd_serve(args: argparse.Namespace, settings: config.Settings) -> int:
             port=args.port,
             log_level="info",
             access_log=debug,
+            # uvicorn believes X-Forwarded-For from 127.0.0.1 unless told otherwise: any
+            # local process could then pose as any client (the login limit is per client).
+            proxy_headers=bool(settings.trusted_proxies),
+            forwarded_allow_ips=list(settings.trusted_proxies),
             loop="uvloop",
             http="httptools",
         )
@@ -220,6 +283,8 @@ def cmd_doctor(args: argparse.Namespace, settings: config.Settings) -> int:
 
     with searxng_url(settings) as url:
         checks = asyncio.run(run(url))
+    if token := doctor.token_check(settings):
+        checks.append(token)
     labels = {"ok": "ok  ", "warning": "warn", "fail": "FAIL"}
     for check in checks:
         print(f"{labels[check.state]}  {check.name}: {check.detail}")

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 import os
 import re
+import string
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
@@ -62,6 +64,37 @@ def allow_hosts(raw: str) -> frozenset[str]:
         raise ConfigError(f"FETCH_ALLOW_HOSTS: {exc} (use host:port, comma separated)") from None
 
 
+MIN_TOKEN_BITS = 128
+ALPHABETS = (
+    (string.digits, 10),
+    (string.hexdigits, 16),
+    (string.ascii_lowercase + string.digits, 36),
+    (string.ascii_letters + string.digits, 62),
+    (string.ascii_letters + string.digits + "-_", 64),
+)
+"""The smallest of these holding every character of a token tells its bits per character
+(any other token: the 95 printable characters' 6.6 bits)."""
+MAKE_TOKEN = "python -c 'import secrets; print(secrets.token_urlsafe(32))'"
+
+
+def token_bits(token: str) -> int:
+    """What guessing the token takes at best, in bits, were it random: its length times
+    the bits of the smallest usual alphabet it is written in."""
+    size = next((n for chars, n in ALPHABETS if set(token) <= set(chars)), 95)
+    return int(len(token) * math.log2(size))
+
+
+def auth_token(token: str) -> str:
+    """AUTH_TOKEN, refused when too short to stand between a network and the service."""
+    bits = token_bits(token)
+    if token and bits < MIN_TOKEN_BITS:
+        raise ConfigError(
+            f"AUTH_TOKEN is too short to resist guessing: about {bits} bits, "
+            f"{MIN_TOKEN_BITS} needed; make one with {MAKE_TOKEN}"
+        )
+    return token
+
+
 # What each request must carry as the service built it: a MODEL_PARAMS entry for one of these
 # would send another model's name, replace the conversation, offer tools the service does
 # not run, or break the stream it reads (and its usage report).
@@ -105,9 +138,13 @@ class Settings:
     """LOG_LEVEL: DEBUG, INFO (default), WARNING or ERROR."""
     allowed_hosts: frozenset[str]
     """Host names (or host:port) served besides loopback: a LAN name, a reverse proxy's."""
+    trusted_proxies: tuple[str, ...]
+    """Addresses of reverse proxies whose X-Forwarded-For / X-Forwarded-Proto are believed
+    (TRUSTED_PROXIES); none by default, so a client cannot pose as another address."""
     published_on_loopback: bool
-    """Set by compose.yaml: the container binds all its interfaces, but Docker publishes
-    the port on 127.0.0.1 only, so no token is needed."""
+    """Set by compose.yaml: the container binds all its interfaces (Docker publishes the
+    port on 127.0.0.1, but older engines let the LAN reach it, and `ports` may be edited):
+    without AUTH_TOKEN, serve makes a token at first start and keeps it in DATA_DIR."""
     llm_base_url: str
     llm_api_key: str
     llm_first_byte_timeout: int
@@ -182,11 +219,12 @@ def load(environ: dict[str, str] | None = None) -> Settings:
         searxng_secret=env.get("SEARXNG_SECRET", ""),
         brave_api_key=env.get("BRAVE_API_KEY", ""),
         brave_api_url=env.get("BRAVE_API_URL", ""),
-        auth_token=env.get("AUTH_TOKEN", ""),
+        auth_token=auth_token(env.get("AUTH_TOKEN", "")),
         log_level=log_level(env.get("LOG_LEVEL", "")),
         allowed_hosts=frozenset(
             h.lower().rstrip(".") for h in comma_list(env.get("ALLOWED_HOSTS", ""))
         ),
+        trusted_proxies=comma_list(env.get("TRUSTED_PROXIES", "")),
         published_on_loopback=env.get("PUBLISHED_ON_LOOPBACK", "") == "1",
         llm_base_url=(env.get("LLM_BASE_URL", "").strip() or "http://127.0.0.1:11434/v1").rstrip(
             "/"

@@ -20,11 +20,11 @@ import httpx
 from app import config
 from app.llm import LLMError, ModelClient, OllamaWindow, safe_json
 from app.searxng_client import SearchError, Searxng
-from app.storage import DATABASE, Database, ToolRefusal
+from app.storage import DATABASE, TOKEN_FILE, Database, ToolRefusal
 from app.tools import SEARCH_DECLARATION
 
 State = Literal["ok", "warning", "fail"]
-Part = Literal["searxng", "engine", "model"]
+Part = Literal["searxng", "engine", "model", "access"]
 
 QUICK_TIMEOUT = 5.0
 """Seconds for each free check's request (a healthy local service answers in milliseconds)."""
@@ -471,3 +471,14 @@ async def model_checks(settings: config.Settings) -> list[Check]:
         return [c for c in checks if not (c.id == "model_chosen" and c.state == "ok")]
     finally:
         await client.aclose()
+
+
+def token_check(settings: config.Settings) -> Check | None:
+    """The token serve made at first start under Compose (AUTH_TOKEN empty), for the page's
+    sign-in: only its owner can run this command where the data directory is."""
+    path = settings.data_dir / TOKEN_FILE
+    if settings.auth_token or not path.exists():
+        return None
+    token = path.read_text(encoding="utf-8").strip()
+    detail = f"{token} (made at first start, kept in {path}; the page's sign-in asks for it)"
+    return Check("access_token", "access", "access token", "ok", detail)

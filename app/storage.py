@@ -17,6 +17,7 @@ JSON files from before the database are imported on first start, then moved asid
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import re
@@ -44,6 +45,8 @@ ID_PATTERN = r"^[a-z0-9][a-z0-9-]{5,63}$"
 ID = re.compile(ID_PATTERN)
 NEW_TITLE = "New conversation"
 DATABASE = "chat.db"
+TOKEN_FILE = "access-token"
+"""The token made at first start under Compose when AUTH_TOKEN is empty."""
 LEASE_SECONDS = 30.0
 """A crashed owner on another host holds a conversation at most this long."""
 BUSY_TIMEOUT_MS = 10_000
@@ -163,6 +166,39 @@ class Busy(Conflict):
 def now() -> str:
     # Microseconds: the conversation list sorts on it, and edits come within a second.
     return datetime.now(UTC).isoformat(timespec="microseconds")
+
+
+def private_dir(path: Path) -> None:
+    """DATA_DIR, made readable by its owner alone whatever the umask: it holds every
+    conversation, memory.md and the access token."""
+    if not path.is_dir():
+        path.mkdir(parents=True, exist_ok=True)
+        path.chmod(0o700)
+
+
+def private_file(path: Path) -> None:
+    """An empty file only its owner may read, unless it exists (SQLite gives its journal
+    files the database's mode)."""
+    private_dir(path.parent)
+    with contextlib.suppress(FileExistsError):
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+        path.chmod(0o600)  # whatever the umask took away or not
+
+
+def stored_token(data_dir: Path) -> tuple[str, bool]:
+    """The access token kept in DATA_DIR, made (256 random bits, a file only its owner can
+    read) if there is none yet: (token, made now)."""
+    private_dir(data_dir)
+    path = data_dir / TOKEN_FILE
+    token = secrets.token_urlsafe(32)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        return path.read_text(encoding="utf-8").strip(), False
+    os.fchmod(fd, 0o600)  # whatever the umask
+    with os.fdopen(fd, "w", encoding="utf-8") as out:
+        out.write(token + "\n")
+    return token, True
 
 
 def write_atomic(path: Path, text: str) -> None:
@@ -364,7 +400,7 @@ class Database:
     and the benchmarks open it directly."""
 
     def __init__(self, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        private_file(path)
         self.path = path
         self.db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
         self.db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")

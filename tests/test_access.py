@@ -138,7 +138,9 @@ def test_no_cors_header_is_ever_sent(chat):
 @pytest.fixture
 def guarded(llm, pages, searxng, tmp_path) -> Iterator[ChatService]:
     llm.clear()
-    service = ChatService(chat_env(llm, tmp_path, pages, AUTH_TOKEN="s3cret-tøken"), searxng.url)
+    service = ChatService(
+        chat_env(llm, tmp_path, pages, AUTH_TOKEN="s3cret-tøken-4f9a2c7e1b8d6053a9e1"), searxng.url
+    )
     yield service.start()
     service.stop()
 
@@ -156,7 +158,7 @@ def raw_get(url: str, authorization: bytes) -> int:
 
 
 def test_the_token_is_compared_as_bytes_and_never_crashes(guarded):
-    right = "Bearer s3cret-tøken".encode()
+    right = "Bearer s3cret-tøken-4f9a2c7e1b8d6053a9e1".encode()
     assert raw_get(guarded.url, right) == 200
     for wrong in (b"Bearer s3cret", "Bearer jäger".encode(), b"Bearer \xff\xfe", b"Basic x", b""):
         assert raw_get(guarded.url, wrong) == 401, wrong
@@ -169,7 +171,7 @@ def test_the_page_signs_in_with_a_cookie_and_signs_out(guarded):
         assert client.get("/api/config").status_code == 401
         wrong = client.post("/api/session", json={"token": "nope"})
         assert wrong.status_code == 401
-        signed = client.post("/api/session", json={"token": "s3cret-tøken"})
+        signed = client.post("/api/session", json={"token": "s3cret-tøken-4f9a2c7e1b8d6053a9e1"})
         assert signed.status_code == 200
         cookie = signed.headers["set-cookie"]
         assert "HttpOnly" in cookie and "SameSite=strict" in cookie and "Max-Age=" in cookie
@@ -185,17 +187,22 @@ def test_repeated_wrong_tokens_are_slowed(guarded):
     for _ in range(FAILURES_ALLOWED):
         headers = {"Authorization": "Bearer wrong"}
         assert httpx.get(f"{guarded.url}/api/config", headers=headers).status_code == 401
-    right = {"Authorization": "Bearer s3cret-tøken".encode()}
-    blocked = httpx.get(f"{guarded.url}/api/config", headers=right)
+    blocked = httpx.get(f"{guarded.url}/api/config", headers={"Authorization": "Bearer wrong"})
     assert blocked.status_code == 429 and int(blocked.headers["retry-after"]) > 0
-    login = httpx.post(f"{guarded.url}/api/session", json={"token": "s3cret-tøken"})
-    assert login.status_code == 429
+    assert httpx.post(f"{guarded.url}/api/session", json={"token": "wrong"}).status_code == 429
+    # The right token still works: the owner shares the address of whoever guessed.
+    right = {"Authorization": "Bearer s3cret-tøken-4f9a2c7e1b8d6053a9e1".encode()}
+    assert httpx.get(f"{guarded.url}/api/config", headers=right).status_code == 200
+    login = httpx.post(
+        f"{guarded.url}/api/session", json={"token": "s3cret-tøken-4f9a2c7e1b8d6053a9e1"}
+    )
+    assert login.status_code == 200
 
 
 def test_the_page_asks_for_the_token_and_signs_out(browser, guarded, llm):
     page = open_page(browser, guarded.url, ready=False)
     try:
-        page.fill("#login-token", "s3cret-tøken")
+        page.fill("#login-token", "s3cret-tøken-4f9a2c7e1b8d6053a9e1")
         page.keyboard.press("Enter")
         page.wait_for_selector("body[data-ready]", state="attached")
         cookies = page.context.cookies()
@@ -424,7 +431,8 @@ def test_a_page_from_another_origin_creates_nothing(browser, chat, attacker):
         ]
     finally:
         page.context.close()
-    # The form and the no-cors fetch reached the service and were refused; the JSON fetch
-    # stopped at its preflight (which we answer without any CORS header), so it never came.
-    assert sorted(refusals) == [("POST", 403), ("POST", 403)]
+    # The form and the no-cors fetch reached the service and were refused (the fetch's
+    # answer, same-origin by its Cross-Origin-Resource-Policy, never reaches the page); the
+    # JSON fetch stopped at its preflight (answered without any CORS header): it never came.
+    assert sorted(refusals) == [("POST", 403)]
     assert conversations(chat) == []

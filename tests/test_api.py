@@ -507,8 +507,10 @@ def test_tool_switches_decide_what_the_model_is_offered(chat, llm, settings, off
 
 def test_access_token_guards_the_api_but_not_healthz(llm, searxng, tmp_path):
     llm.clear()
-    with own_service(llm, tmp_path, searxng.url, AUTH_TOKEN="secret") as chat:
-        good = {"Authorization": "Bearer secret"}
+    with own_service(
+        llm, tmp_path, searxng.url, AUTH_TOKEN="secret-7f3a9c1e5b2d8046a1c3e5f7"
+    ) as chat:
+        good = {"Authorization": "Bearer secret-7f3a9c1e5b2d8046a1c3e5f7"}
         for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": "Basic secret"}):
             response = httpx.get(f"{chat.url}/api/config", headers=headers)
             assert response.status_code == 401, headers

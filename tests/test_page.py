@@ -575,7 +575,9 @@ def test_shift_enter_adds_a_line_and_ctrl_shift_o_starts_a_new_conversation(page
 
 def test_with_a_token_the_page_asks_for_it_and_then_works(browser, llm, pages, searxng, tmp_path):
     llm.clear()
-    service = ChatService(chat_env(llm, tmp_path, pages, AUTH_TOKEN="s3cret"), searxng.url)
+    service = ChatService(
+        chat_env(llm, tmp_path, pages, AUTH_TOKEN="s3cret-page-token-0123456789ab"), searxng.url
+    )
     service.start()
     page = open_page(browser, service.url, ready=False)
     try:
@@ -584,7 +586,7 @@ def test_with_a_token_the_page_asks_for_it_and_then_works(browser, llm, pages, s
         page.fill("#login-token", "wrong")
         page.keyboard.press("Enter")
         expect(page.locator("#login-error")).to_contain_text("wrong access token")
-        page.fill("#login-token", "s3cret")
+        page.fill("#login-token", "s3cret-page-token-0123456789ab")
         page.keyboard.press("Enter")
         expect(page.locator("body")).to_have_attribute("data-ready", "yes")
         llm.script(Reply(text="Authorised."))

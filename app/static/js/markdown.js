@@ -455,7 +455,23 @@ function linkOrCitation(s, i, st) {
   const label = parseInline(parts.label, st.ctx, st.depth + 1, true);
   const href = st.inLink ? null : safeHref(parts.url);
   if (!href) return [label, parts.end]; // an unsafe link is just its text
+  // A text that names another address than the link's shows the real one instead: a page
+  // read by the model could have it write [https://your-bank.example](https://elsewhere).
+  if (namesAnotherHost(parts.label, href)) return [[externalLink(href, href)], parts.end];
   return [[externalLink(href, ...(label.length ? label : [parts.url]))], parts.end];
+}
+
+const ADDRESS_LIKE = /^(?:[a-z][a-z0-9+.-]*:\/\/)?(?:www\.)?[^\s/:@]+\.[a-z]{2,}(?::\d+)?(?:[/?#]\S*)?$/i;
+
+function namesAnotherHost(text, href) {
+  const shown = text.trim().replace(/^[<`*_]+|[>`*_]+$/g, "");
+  if (!ADDRESS_LIKE.test(shown)) return false;
+  try {
+    const named = new URL(/^[a-z][a-z0-9+.-]*:\/\//i.test(shown) ? shown : `http://${shown}`);
+    return named.hostname.replace(/^www\./, "") !== new URL(href).hostname.replace(/^www\./, "");
+  } catch {
+    return true; // it looks like an address but is none: not the link's either
+  }
 }
 
 // [1], [1][2] (two matches) and [1, 2] become one link per number, when the page knows it.

