@@ -7,12 +7,15 @@ WORKDIR /srv
 # no compiler (every package of the lock has a wheel for Linux on x86-64 and arm64).
 # A build behind a TLS-intercepting proxy can pass the proxy's CA bundle as the build
 # secret "ca-bundle" (`docker compose build` with `secrets:`, as the tests do): it is
-# mounted for this step only and never stored in the image.
+# mounted for this step only and never stored in the image. /rendered is where
+# compose.yaml's searxng-settings writes as SearXNG's user (977): a new volume takes the
+# owner of the directory it is mounted on.
 COPY requirements.lock ./
 RUN --mount=type=secret,id=ca-bundle \
     if [ -f /run/secrets/ca-bundle ]; then export PIP_CERT=/run/secrets/ca-bundle; fi \
-    && pip install --no-cache-dir --require-hashes --no-deps -r requirements.lock \
-    && useradd --system --home /data chat && mkdir -p /data && chown chat /data
+    && pip install --no-cache-dir --only-binary=:all: --require-hashes --no-deps -r requirements.lock \
+    && useradd --system --home /data chat && mkdir -p /data /rendered && chown chat /data \
+    && chown 977:977 /rendered
 # The code runs from /srv as is (no install step, so no build backend in the image).
 COPY app ./app
 COPY searxng ./searxng
