@@ -13,7 +13,8 @@ WORKDIR /srv
 COPY requirements.lock ./
 RUN --mount=type=secret,id=ca-bundle \
     if [ -f /run/secrets/ca-bundle ]; then export PIP_CERT=/run/secrets/ca-bundle; fi \
-    && pip install --no-cache-dir --only-binary=:all: --require-hashes --no-deps -r requirements.lock \
+    && pip install --no-cache-dir --no-compile --only-binary=:all: --require-hashes --no-deps \
+        -r requirements.lock \
     && useradd --system --home /data chat && mkdir -p /data /rendered && chown chat /data \
     && chown 977:977 /rendered
 # The code runs from /srv as is (no install step, so no build backend in the image).
@@ -21,6 +22,9 @@ COPY app ./app
 COPY searxng ./searxng
 COPY searxng-engines ./searxng-engines
 COPY presets ./presets
+# Bytecode for what the service imports, not for every module of every package (numpy's
+# and babel's would add 60 MB): written once here, since the running service cannot.
+RUN PYTHONDONTWRITEBYTECODE= python -c "import app.cli, app.server, app.extract, app.doctor, app.language"
 USER chat
 ENV DATA_DIR=/data
 EXPOSE 8080

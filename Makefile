@@ -14,13 +14,15 @@ $(BIN)/python: requirements-test.lock
 	touch $@
 
 # Re-resolve every lock from its direct pins (pyproject.toml, searxng/requirements.in, the
-# SearXNG stand-in's tests/compose/searxng-image.in): run after changing a pin.
+# SearXNG stand-in's tests/compose/searxng-image.in, .ci/run's tests/compose/tools.in): run
+# after changing a pin.
 UV_COMPILE := $(BIN)/uv pip compile --quiet --universal --python-version 3.11 --generate-hashes
 lock: $(BIN)/python
 	$(UV_COMPILE) pyproject.toml -o requirements.lock
 	$(UV_COMPILE) pyproject.toml --extra test -o requirements-test.lock
 	$(UV_COMPILE) searxng/requirements.in -o searxng/requirements.lock
 	cd tests/compose && ../../$(UV_COMPILE) searxng-image.in -o searxng-image.lock
+	cd tests/compose && ../../$(UV_COMPILE) tools.in -o tools.lock
 
 # The stack without Docker: the chat service on 127.0.0.1:8080 with the embedded SearXNG
 # (its first start installs it). Reads .env.

@@ -243,7 +243,7 @@ def test_every_chat_setting_of_env_example_reaches_the_chat_container():
     environment = resolved(**values)["services"]["chat"]["environment"]
     assert {name: environment[name] for name in values} == values
     for name, where in NOT_FOR_CHAT.items():
-        assert name in documented or name == "COMPOSE_PROFILES", (name, where)
+        assert name in documented, (name, where)
 
 
 def test_a_plain_http_brave_api_url_reaches_searxng_and_its_renderer():
@@ -317,3 +317,51 @@ def test_the_llm_profile_runs_a_pinned_llama_server_the_chat_service_can_reach()
     assert "/srv/gguf:/models:ro" in served["volumes"]
     assert option["--model"] == "/models/model.gguf"
     assert served["healthcheck"]["test"][-1].endswith(":8080/health")
+
+
+def locked(path: Path) -> dict[str, tuple[str, int]]:
+    """name -> (version, number of hashes) of a lock written by `make lock`."""
+    entries: dict[str, tuple[str, int]] = {}
+    name = ""
+    for line in path.read_text().splitlines():
+        pin = re.match(r"^([A-Za-z0-9_.\-]+)==(\S+)", line)
+        if pin:
+            name = pin[1].lower().replace("_", "-")
+            entries[name] = (pin[2], 0)
+        elif "--hash=sha256:" in line and name:
+            version, hashes = entries[name]
+            entries[name] = (version, hashes + 1)
+    return entries
+
+
+def direct_pins(extra: str | None = None) -> dict[str, str]:
+    import tomllib
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    pins = list(project["dependencies"])
+    if extra:
+        pins += project["optional-dependencies"][extra]
+    return {p.split("==")[0].lower().replace("_", "-"): p.split("==")[1] for p in pins}
+
+
+@pytest.mark.parametrize(
+    ("lock", "extra"), [("requirements.lock", None), ("requirements-test.lock", "test")]
+)
+def test_the_lock_pins_the_whole_tree_with_hashes_at_pyprojects_versions(lock, extra):
+    entries = locked(ROOT / lock)
+    pins = direct_pins(extra)
+    assert {name: entries.get(name, ("missing", 0))[0] for name in pins} == pins
+    assert "pydantic" in pins  # imported by app/config.py itself, so declared
+    assert len(entries) > len(pins)  # the transitive dependencies are pinned too
+    assert all(hashes for _, hashes in entries.values()), entries
+
+
+def test_the_image_and_make_install_from_the_locks_checking_hashes():
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    assert re.search(
+        r"pip install [^\n]*--require-hashes --no-deps \\\n\s+-r requirements.lock", dockerfile
+    )
+    assert "COPY requirements.lock" in dockerfile
+    makefile = (ROOT / "Makefile").read_text()
+    assert "pip install --quiet --require-hashes --no-deps -r requirements-test.lock" in makefile
+    assert re.search(r"^lock:", makefile, re.MULTILINE)

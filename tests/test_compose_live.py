@@ -110,9 +110,10 @@ class Stack:
         done = subprocess.run(command, capture_output=True, text=True, timeout=60)
         return f"--- the stack's logs:\n{done.stdout[-6000:]}{done.stderr[-1000:]}"
 
-    def up(self, *args: str, label: str) -> None:
+    def up(self, *args: str, label: str, profile: str | None = None) -> None:
         started = time.monotonic()
-        self.compose("up", "-d", "--wait", "--wait-timeout", str(UP_SECONDS), *args)
+        options = ["--profile", profile] if profile else []  # Compose's own, before `up`
+        self.compose(*options, "up", "-d", "--wait", "--wait-timeout", str(UP_SECONDS), *args)
         self.timings[label] = round(time.monotonic() - started, 1)
 
     def api(self, token: str | None = "") -> httpx.Client:
@@ -202,6 +203,16 @@ def stack(fakes, tmp_path_factory) -> Iterator[Stack]:
         print(image_sizes())
         stack.compose("--profile", "llm", "down", "-v", "--remove-orphans", check=False)
         remove_everything(project)
+        # The images the rebuild test replaced, left without a name.
+        prune = [
+            "docker",
+            "image",
+            "prune",
+            "-f",
+            "--filter",
+            "label=org.private-search.test-build",
+        ]
+        subprocess.run(prune, capture_output=True)
 
 
 def image_sizes() -> str:
@@ -380,7 +391,7 @@ def test_the_llm_profile_answers_a_turn_through_llama(stack):
         MAX_COMPLETION_TOKENS="24",
         MODEL_PARAMS=json.dumps({"local": {"temperature": 0}}),
     )
-    stack.up("--profile", "llm", "--force-recreate", "llama", "chat", label="llm profile up")
+    stack.up("--force-recreate", "llama", "chat", label="llm profile up", profile="llm")
     llama = next(
         c
         for c in stack.containers()
