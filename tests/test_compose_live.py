@@ -199,8 +199,9 @@ def stack(fakes, tmp_path_factory) -> Iterator[Stack]:
         stack.up("--build", label="first up to healthy")
         yield stack
     finally:
-        print(f"\nCompose timings (s): {json.dumps(stack.timings)}")
-        print(image_sizes())
+        report = f"Compose timings (s): {json.dumps(stack.timings)}\n{image_sizes()}\n"
+        print(f"\n{report}")
+        (images.cache_dir() / "last-run.txt").write_text(report)
         stack.compose("--profile", "llm", "down", "-v", "--remove-orphans", check=False)
         remove_everything(project)
         # The images the rebuild test replaced, left without a name.
