@@ -365,3 +365,13 @@ def test_the_image_and_make_install_from_the_locks_checking_hashes():
     makefile = (ROOT / "Makefile").read_text()
     assert "pip install --quiet --require-hashes --no-deps -r requirements-test.lock" in makefile
     assert re.search(r"^lock:", makefile, re.MULTILINE)
+
+
+def test_the_tests_override_is_valid_and_gives_the_chat_build_the_ca_bundle_as_a_secret():
+    override = yaml.safe_load((ROOT / "tests" / "compose" / "compose.test.yaml").read_text())
+    assert schema_errors(interpolate(override, {"CA_BUNDLE": "/etc/ssl/certs/ca.crt"})) == []
+    assert override["services"]["chat"]["build"]["secrets"] == ["ca-bundle"]
+    # The Dockerfile mounts it for the pip step only; no COPY or ENV keeps it in the image.
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    assert "--mount=type=secret,id=ca-bundle" in dockerfile
+    assert "ca-bundle" not in "".join(re.findall(r"^(?:COPY|ENV|ADD).*$", dockerfile, re.M))
