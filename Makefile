@@ -3,27 +3,45 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: run test test-compose bench screenshots
+.PHONY: run test test-compose bench screenshots lock
 
-$(BIN)/python: pyproject.toml
+# Every package from the lock, each checked against its hash; then the work tree on the
+# venv's path (what an editable install does, without a build backend outside the lock).
+$(BIN)/python: requirements-test.lock
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet -e '.[test]'
+	$(BIN)/pip install --quiet --require-hashes --no-deps -r requirements-test.lock
+	echo "$(CURDIR)" > "$$($(BIN)/python -c 'import sysconfig; print(sysconfig.get_path("purelib"))')/private-search-chat.pth"
 	touch $@
+
+# Re-resolve every lock from its direct pins (pyproject.toml, searxng/requirements.in, the
+# SearXNG stand-in's tests/compose/searxng-image.in, .ci/run's tests/compose/tools.in): run
+# after changing a pin.
+UV_COMPILE := $(BIN)/uv pip compile --quiet --universal --python-version 3.11 --generate-hashes
+lock: $(BIN)/python
+	$(UV_COMPILE) pyproject.toml -o requirements.lock
+	$(UV_COMPILE) pyproject.toml --extra test -o requirements-test.lock
+	$(UV_COMPILE) searxng/requirements.in -o searxng/requirements.lock
+	cd tests/compose && ../../$(UV_COMPILE) searxng-image.in -o searxng-image.lock
+	cd tests/compose && ../../$(UV_COMPILE) tools.in -o tools.lock
 
 # The stack without Docker: the chat service on 127.0.0.1:8080 with the embedded SearXNG
 # (its first start installs it). Reads .env.
 run: $(BIN)/python
 	$(BIN)/python -m app serve
 
-# Every test: lint, then the suite against a real SearXNG and the fakes on loopback.
+# Every test: lint, the suite against a real SearXNG and the fakes on loopback, then the
+# Compose stack for real where a Docker engine answers (it says why it skips otherwise).
 test: $(BIN)/python
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/python -m pytest
+	$(MAKE) test-compose
 
-# Only where a Docker engine is reachable (not in CI): the stack up, one search through it.
+# The stack built and brought up by Docker Compose, with the fakes on the host
+# (tests/test_compose_live.py; the images it cannot pull are built by tests/compose/).
+# -s: it prints its build and start-up times and the image sizes.
 test-compose: $(BIN)/python
-	$(BIN)/python -m pytest -m compose tests/test_compose_live.py
+	$(BIN)/python -m pytest -m compose -p no:cacheprovider -s tests/test_compose_live.py
 
 bench: $(BIN)/python
 	$(BIN)/python bench/search_latency.py

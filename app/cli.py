@@ -121,7 +121,9 @@ def cmd_searxng(args: argparse.Namespace, settings: config.Settings) -> int:
 
 def cmd_searxng_settings(args: argparse.Namespace, settings: config.Settings) -> int:
     locale = config.check_locale(args.locale or settings.search_locale)
-    path = embedded_searxng.write_settings(Path(args.directory), locale)
+    # A plain-http BRAVE_API_URL (a proxy, a fake) needs the engine's enable_http.
+    http = settings.brave_api_url.startswith("http://")
+    path = embedded_searxng.write_settings(Path(args.directory), locale, allow_http_engine=http)
     print(f"wrote {path} (default_lang {locale})")
     return 0
 

