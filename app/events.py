@@ -64,6 +64,8 @@ class ErrorEvent(TypedDict):
 class DoneEvent(TypedDict):
     type: Literal["done"]
     status: str
+    text: str
+    """The answer as stored: numbered as it cites its sources (app/numbering.py)."""
     usage: dict[str, Any]
     sources: list[dict[str, Any]]
     totals: dict[str, Any]

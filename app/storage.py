@@ -30,7 +30,7 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from functools import partial
 from pathlib import Path
 from typing import Any, NotRequired, TypedDict, TypeVar
@@ -389,6 +389,11 @@ SCHEMA_VERSION = len(MIGRATIONS)
 
 HAS_MESSAGES = "EXISTS (SELECT 1 FROM messages WHERE messages.conversation = conversations.rowid)"
 
+EMPTY_KEPT = timedelta(hours=1)
+"""How long a conversation with no message is kept after its last change: the page creates
+one and sends its first message at once, and after a failed first turn it keeps the id to
+send again; older than this, nobody is coming back to it (see Database.drop_empty)."""
+
 CONVERSATION_COLUMNS = (
     "rowid, id, title, title_from_message, created, updated, settings, summary, summarized, "
     "totals, usage, budget"
@@ -454,6 +459,7 @@ class Database:
         conversation_id = datetime.now(UTC).strftime("%Y%m%d-") + secrets.token_hex(5)
         stamp = now()
         with self.write():
+            self.drop_empty()  # each new conversation sweeps the abandoned ones
             self.db.execute(
                 "INSERT INTO conversations (id, title, created, updated, settings) "
                 "VALUES (?, ?, ?, ?, ?)",
@@ -563,6 +569,24 @@ class Database:
                 entry["damaged"] = "its settings are not valid JSON"
             entries.append(entry)
         return entries
+
+    def drop_empty(self) -> int:
+        """Delete the conversations with no message untouched for EMPTY_KEPT and held by no
+        live lease (one being answered is never taken): never listed, nothing in them to go
+        back to. In the caller's transaction, or its own. Returns how many went."""
+        before = (datetime.now(UTC) - EMPTY_KEPT).isoformat(timespec="microseconds")
+        with contextlib.nullcontext() if self.db.in_transaction else self.write():
+            gone = self.db.execute(
+                f"DELETE FROM conversations WHERE updated < ? AND NOT {HAS_MESSAGES} "
+                "AND id NOT IN (SELECT conversation FROM leases "
+                "WHERE expires >= ? AND owner_alive(owner))",
+                (before, time.time()),
+            ).rowcount
+            if gone:
+                self.db.execute(
+                    "DELETE FROM leases WHERE conversation NOT IN (SELECT id FROM conversations)"
+                )
+        return gone
 
     def change(
         self, conversation_id: str, title: str | None, settings: dict[str, Any]
@@ -1069,8 +1093,11 @@ class Storage:
             return await asyncio.shield(future)
 
     def open(self) -> None:
-        """At start: import old files, remove temporary files a crash left mid-write."""
+        """At start: import old files, remove temporary files a crash left mid-write and
+        the conversations left with no message."""
         self.database.import_files(self.root)
+        if dropped := self.database.drop_empty():
+            logger.info("removed %d conversations with no message", dropped)
         leftovers = list(self.root.glob(".*.tmp"))
         for leftover in leftovers:
             leftover.unlink(missing_ok=True)

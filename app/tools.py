@@ -323,6 +323,14 @@ class ToolRunner:
             entries.append(f"({len(order) - len(kept)} more results not kept)")
         return untrusted("\n\n".join(entries), "earlier_results")
 
+    def renumber(self, order: list[int]) -> None:
+        """Number the sources anew: `order` lists the old numbers in their new order (see
+        app/numbering.py); the digest built after this uses the new numbers."""
+        new = {old: position for position, old in enumerate(order, 1)}
+        self.sources[:] = [self.sources[old - 1] for old in order]  # the turn holds this list
+        self.snippets = {new[n]: text for n, text in self.snippets.items()}
+        self.excerpts = {new[n]: text for n, text in self.excerpts.items()}
+
     def digest_entry(self, number: int) -> str:
         source = self.sources[number - 1]
         dated = f" ({source['date']})" if source.get("date") else ""

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
 from typing import Any
 
-from app import config, context
+from app import config, context, numbering
 from app.context import DEFAULT_COMPRESS_PROMPT
 from app.events import CompressionEvent, DoneEvent, ErrorEvent, Event, WarningEvent
 from app.fetch import ExtractionProcess
@@ -143,7 +143,7 @@ async def run_turn(
         history=conversation["messages"],
         extract=services.extraction,
     )
-    outcome.sources = runner.sources
+    outcome.sources, outcome.runner = runner.sources, runner
     try:
         # 1. Project the next request's size from the last measured prompt.
         window = await services.served_window(model)
@@ -607,6 +607,9 @@ class Outcome:
     """Where this round's text starts (the text before it went with earlier tool calls)."""
     reasoning_mark: int = 0
     clock: Clock = field(default_factory=Clock)
+    runner: ToolRunner | None = None
+    """The turn's tools: their sources are numbered anew once the answer is written."""
+    numbered: bool = False
 
     @property
     def text(self) -> str:
@@ -667,6 +670,25 @@ class Outcome:
             "restore": message if self.rewind else None,
         }
         return self.error
+
+    def number_as_cited(self) -> None:
+        """Once, at the end: the answer's text, its sources, its digest and the trail's
+        pages use the numbers as the answer cites them (app/numbering.py), so a follow-up
+        question about "[2]" means the same source to the user and to the model."""
+        if self.numbered or self.runner is None:
+            return
+        self.numbered = True
+        order = numbering.cited_order(self.text, len(self.sources))
+        if order == sorted(order):
+            return
+        new = {old: position for position, old in enumerate(order, 1)}
+        self.written = Streamed(numbering.renumbered(self.text, new))
+        self.runner.renumber(order)
+        if self.digest:
+            self.digest = self.runner.digest()
+        for step in self.activity:
+            if isinstance(step.get("source"), int):
+                step["source"] = new[step["source"]]
 
     def answer(self) -> Message:
         return {
@@ -742,6 +764,7 @@ class Outcome:
         return {
             "type": "done",
             "status": self.status,
+            "text": self.text,
             "usage": self.turn_usage(),
             "sources": self.sources,
             "totals": totals,
@@ -813,6 +836,7 @@ class Saver:
             return True
         if self.outcome.status == "running":
             self.outcome.status = "interrupted"
+        self.outcome.number_as_cited()
         for attempt in (1, 2):
             try:
                 self.totals = await self.storage.run(

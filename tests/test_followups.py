@@ -209,3 +209,40 @@ def test_a_compression_reads_the_sources_of_the_answers_it_folds(folding_chat_of
         assert search["results"][0]["url"] in folded
     for search in (searches[0], searches[4]):
         assert search["results"][0]["url"] not in folded
+
+
+def test_an_answer_its_digest_and_export_are_numbered_as_the_answer_cites(chat, llm, pages):
+    # The page read is the turn's source 21 (after 20 results); the answer cites it first,
+    # then result 3. The user reads [1] and [2]: so do the stored answer, the digest the
+    # model gets with it next turn and the export.
+    article = f"{pages.url}/article"
+    llm.script(
+        Reply(tool_calls=[ToolCall("web_search", {"query": "pierogi czas gotowania"})]),
+        Reply(tool_calls=[ToolCall("web_fetch", {"url": article})]),
+        Reply(text="Four minutes [21], salted water [3]; code `a[3]` is not cited."),
+        Reply(text="It said four minutes."),
+    )
+    conversation_id = new_conversation(chat)
+    events = send(chat, conversation_id, f"Jak długo gotować pierogi? {article}")
+    assert llm.requests[2].body["messages"][-1]["content"].startswith("[21] ")  # as given
+    search, done = events[0], events[-1]
+    third = search["results"][2]
+    expected = "Four minutes [1], salted water [2]; code `a[3]` is not cited."
+    assert done["text"] == expected
+    assert [s["url"] for s in done["sources"][:2]] == [article, third["url"]]
+    stored = get_conversation(chat, conversation_id)["messages"][-1]
+    assert stored["content"] == expected and stored["sources"] == done["sources"]
+    assert next(a for a in stored["activity"] if a["type"] == "fetch")["source"] == 1
+    # Uncited sources follow in their order: the first result is now 3.
+    assert done["sources"][2]["url"] == search["results"][0]["url"]
+
+    send(chat, conversation_id, "What did [2] say?")
+    [kept] = kept_blocks(llm.requests[3].body["messages"])
+    assert "[1] Pierogi, step by step" in kept and f"[2] {third['title']}" in kept
+    assert kept.index("[1] ") < kept.index("[2] ")
+    assert "[21] " not in kept
+
+    exported = httpx.get(f"{chat.url}/api/conversations/{conversation_id}/export").text
+    assert expected in exported
+    assert f"1. [Pierogi, step by step]({article})" in exported
+    assert f"2. [{third['title']}]" in exported

@@ -431,3 +431,31 @@ def test_a_cancelled_caller_does_not_cancel_its_write(tmp_path):
         assert asyncio.run(scenario()) == (True, "After")
     finally:
         storage.close()
+
+
+def test_a_conversation_left_with_no_message_is_deleted_once_nobody_comes_back(tmp_path):
+    database = Database(tmp_path / "chat.db")
+    abandoned, held, fresh, kept = (database.create(t, {})["id"] for t in "ahfk")
+    owner = new_owner()
+    assert database.begin_turn(kept, owner, "Hi?", "m")
+    database.release(kept, owner)
+    # A turn holds `held` (its lease taken, its message not written yet).
+    database.db.execute(
+        "INSERT INTO leases (conversation, owner, expires) VALUES (?, ?, ?)",
+        (held, new_owner(), time.time() + 60),
+    )
+    long_ago = "2020-01-01T00:00:00.000000+00:00"
+    for old in (abandoned, held, kept):
+        database.db.execute("UPDATE conversations SET updated = ? WHERE id = ?", (long_ago, old))
+    newer = database.create("n", {})["id"]  # a new conversation sweeps the abandoned ones
+    assert sorted(database.ids()) == sorted([held, fresh, kept, newer])
+    database.db.execute("DELETE FROM leases WHERE conversation = ?", (held,))  # its turn ended
+    database.close()
+
+    storage = Storage(tmp_path)  # at start too, with no conversation made
+    storage.open()
+    try:
+        assert sorted(storage.database.ids()) == sorted([fresh, kept, newer])
+        assert [m["content"] for m in storage.database.load(kept)["messages"]] == ["Hi?"]
+    finally:
+        storage.close()

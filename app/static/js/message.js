@@ -37,6 +37,7 @@ export class AnswerView {
     this.renderedStable = -1;
     this.frame = 0;
     this.live = true;
+    this.renumbers = true; // until the service's numbering comes with the done event
     this.trail = el("details", { className: "trail live" });
     this.trailSummary = el("summary", {}, el("span", { className: "trail-summary-text", text: "Working…" }));
     this.timeline = el("ol", { className: "timeline" });
@@ -65,6 +66,7 @@ export class AnswerView {
     view.model = message.model;
     view.at = message.created;
     view.live = false;
+    view.renumbers = false; // stored numbered as it cites its sources
     view.render();
     view.renderTrail();
     view.showEnd(message.status, message.usage, message.truncated);
@@ -131,9 +133,12 @@ export class AnswerView {
 
   /**
    * The numbers this answer shows: from 1, the sources it cites in the order it first cites
-   * them, then the others; `n` is the number the model was given (one per turn's sources).
+   * them, then the others. The service numbers the stored answer so (app/numbering.py); live,
+   * `n` is the number the model was given (one per turn's sources) and the page renumbers
+   * the same way, so the numbers do not change when the answer ends.
    */
   shownNumber(n) {
+    if (!this.renumbers) return n;
     const order = this.citedOrder();
     const at = order.indexOf(n);
     if (at >= 0) return at + 1;
@@ -146,7 +151,7 @@ export class AnswerView {
     const count = this.numberCount();
     if (this.orderFor === this.text && this.orderCount === count) return this.order;
     const order = [];
-    for (const match of this.text.matchAll(/\[(\d{1,3}(?:[ \t]*,[ \t]*\d{1,3})*)\]/g)) {
+    for (const match of withoutCode(this.text).matchAll(/\[(\d{1,3}(?:[ \t]*,[ \t]*\d{1,3})*)\]/g)) {
       for (const n of match[1].split(",").map(Number)) if (n >= 1 && n <= count && !order.includes(n)) order.push(n);
     }
     this.orderFor = this.text;
@@ -215,6 +220,10 @@ export class AnswerView {
   /** The turn ended with a done event. */
   finish(done) {
     this.live = false;
+    if (typeof done.text === "string") {
+      this.text = done.text; // as stored: numbered as it cites, which is what was shown
+      this.renumbers = false;
+    }
     this.sources = done.sources || [];
     this.timing = done.timing || {};
     this.at = done.at;
@@ -441,6 +450,20 @@ function trailStep(step) {
 // A model server that died mid-answer: the stream broke, not the request.
 const CUT_SHORT = /TransferEncodingError|RemoteProtocolError|ReadError|incomplete|ended the stream|lost the connection/i;
 const CHIP_TITLE = 48; // characters of a page's title on its chip (the whole one on hover)
+
+/** The text without its code (fenced blocks, inline spans): a `[n]` there cites nothing. */
+function withoutCode(text) {
+  const kept = [];
+  let fence = "";
+  for (const line of text.split("\n")) {
+    const marker = /^ {0,3}(`{3,}|~{3,})/.exec(line);
+    if (fence) {
+      if (marker && marker[1][0] === fence[0] && marker[1].length >= fence.length) fence = "";
+    } else if (marker) fence = marker[1];
+    else kept.push(line.replace(/(`+).+?\1/g, ""));
+  }
+  return kept.join("\n");
+}
 
 function sourceChip(source, number, id) {
   const host = (source.domain || hostOf(source.url)).replace(/^www\./, "");
