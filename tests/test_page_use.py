@@ -195,7 +195,9 @@ def test_settings_saved_on_a_new_conversation_do_not_list_it(page):
 
 def test_escape_does_not_dismiss_the_sign_in(browser, llm, pages, searxng, tmp_path):
     llm.clear()
-    service = ChatService(chat_env(llm, tmp_path, pages, AUTH_TOKEN="s3cret"), searxng.url)
+    service = ChatService(
+        chat_env(llm, tmp_path, pages, AUTH_TOKEN="s3cret-page-token-0123456789ab"), searxng.url
+    )
     service.start()
     page = open_page(browser, service.url, ready=False)
     try:
@@ -205,7 +207,7 @@ def test_escape_does_not_dismiss_the_sign_in(browser, llm, pages, searxng, tmp_p
             page.keyboard.press("Escape")
             page.wait_for_timeout(100)
             expect(dialog).to_be_visible()
-        page.fill("#login-token", "s3cret")
+        page.fill("#login-token", "s3cret-page-token-0123456789ab")
         page.keyboard.press("Enter")
         expect(page.locator("body")).to_have_attribute("data-ready", "yes")
         expect(page.locator("#model-picker option")).not_to_have_count(0)
