@@ -128,16 +128,19 @@ class Bounds:
         self.deadline = self.loop.time() + limits.total
         self.until: float | None = None
         """When the step now waiting must be over; None between steps."""
-        self.timer: asyncio.TimerHandle | None = None
+        self.timer: asyncio.Handle | None = None
+        self.timer_at = 0.0
+        """When the timer fires: kept here, since uvloop's call_at gives a plain Handle
+        (no when()) for a time already past."""
         self.expired = False
 
     async def step(self, seconds: float, awaitable: Awaitable[T], *, silent: str) -> T:
         """`awaitable`'s result; LLMError (`silent`, or the total's) when it takes too long."""
         self.until = until = min(self.loop.time() + seconds, self.deadline)
-        if self.timer is None or self.timer.when() > until:
+        if self.timer is None or self.timer_at > until:
             if self.timer is not None:
                 self.timer.cancel()
-            self.timer = self.loop.call_at(until, self.check)
+            self.arm(until)
         cancelling = self.task.cancelling()
         try:
             return await awaitable
@@ -161,10 +164,14 @@ class Bounds:
         if self.until is None:
             return  # between steps: the next one sets the timer
         if self.loop.time() < self.until:
-            self.timer = self.loop.call_at(self.until, self.check)
+            self.arm(self.until)
             return
         self.expired = True
         self.task.cancel()
+
+    def arm(self, when: float) -> None:
+        self.timer = self.loop.call_at(when, self.check)
+        self.timer_at = when
 
     def close(self) -> None:
         if self.timer is not None:

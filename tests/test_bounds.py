@@ -93,3 +93,25 @@ def test_stop_during_a_step_is_a_cancellation_not_a_timeout():
 
     with pytest.raises(asyncio.CancelledError):
         run(scenario())
+
+
+def test_under_uvloop_a_request_past_its_total_ends_in_its_kind_not_a_crash():
+    """The service runs on uvloop, whose call_at gives a plain Handle (no when()) for a
+    time already past: steps that return at once after the total has run out must still
+    end the request as "went on past LLM_TOTAL_TIMEOUT", not with an AttributeError."""
+    uvloop = pytest.importorskip("uvloop")
+
+    async def ready() -> str:
+        return "event"
+
+    async def scenario() -> tuple[list[str], LLMError]:
+        with bounded(first_byte=5, idle=5, total=0) as bounds:
+            got = [await bounds.step(5, ready(), silent="idle") for _ in range(3)]
+            with pytest.raises(LLMError) as caught:
+                await bounds.step(5, asyncio.sleep(5), silent="idle")
+        return got, caught.value
+
+    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+        got, error = runner.run(scenario())
+    assert got == ["event"] * 3
+    assert error.kind == "upstream" and "LLM_TOTAL_TIMEOUT" in str(error)
