@@ -113,8 +113,17 @@ class ChatService:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.app = app = create_app(self.settings, searxng_url)
+        trusted = list(self.settings.trusted_proxies)
         self.server = uvicorn.Server(
-            uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning")
+            uvicorn.Config(
+                app,
+                host="127.0.0.1",
+                port=self.port,
+                log_level="warning",
+                # As `serve` does: forwarded headers believed only from TRUSTED_PROXIES.
+                proxy_headers=bool(trusted),
+                forwarded_allow_ips=trusted,
+            )
         )
         self.thread = threading.Thread(target=self.server.run, daemon=True)
 
