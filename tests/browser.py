@@ -6,7 +6,10 @@ Every request the page makes is recorded, so a test can show that nothing left l
 
 from __future__ import annotations
 
+import http.server
+import threading
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -99,3 +102,27 @@ def open_page(
     if ready:
         page.wait_for_selector("body[data-ready]", state="attached")
     return page
+
+
+@contextmanager
+def page_server(page: bytes) -> Iterator[str]:
+    """A web page on another loopback origin (127.0.0.2: another site)."""
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 - stdlib naming
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            self.send_header("Content-Length", str(len(page)))
+            self.end_headers()
+            self.wfile.write(page)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.2", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.2:{server.server_address[1]}/"
+    finally:
+        server.shutdown()
+        server.server_close()

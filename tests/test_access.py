@@ -4,18 +4,16 @@ size, depth and Unicode limits, unknown fields, damaged files)."""
 
 from __future__ import annotations
 
-import http.server
 import json
 import socket
 import sqlite3
-import threading
 from collections.abc import Iterator
 
 import httpx
 import pytest
 
 from app.access import FAILURES_ALLOWED, MAX_BODY_BYTES, MAX_JSON_DEPTH
-from tests.browser import open_page
+from tests.browser import open_page, page_server
 from tests.chat_client import get_conversation, new_conversation, send
 from tests.conftest import ChatService, chat_env
 from tests.fakes.llm_server import Reply, invalid_api_key
@@ -402,24 +400,8 @@ fetch("{target}/api/conversations", {{method: "POST",
 @pytest.fixture
 def attacker(chat) -> Iterator[str]:
     """A page on another loopback origin (127.0.0.2) that tries to drive the service."""
-    page = ATTACK_PAGE.format(target=chat.url).encode()
-
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802 - stdlib naming
-            self.send_response(200)
-            self.send_header("Content-Type", "text/html")
-            self.send_header("Content-Length", str(len(page)))
-            self.end_headers()
-            self.wfile.write(page)
-
-        def log_message(self, *args: object) -> None:
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.2", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.2:{server.server_address[1]}/"
-    server.shutdown()
-    server.server_close()
+    with page_server(ATTACK_PAGE.format(target=chat.url).encode()) as url:
+        yield url
 
 
 def test_a_page_from_another_origin_creates_nothing(browser, chat, attacker):

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import html as html_lib
-import http.server
 import json
 import multiprocessing
 import os
@@ -31,7 +30,7 @@ from starlette.middleware import Middleware
 from app.access import FAILURES_ALLOWED, MAX_BODY_BYTES
 from app.embedded_searxng import free_port
 from app.fetch import ExtractionProcess, FetchFailed, Page, fetch_page
-from tests.browser import open_page
+from tests.browser import open_page, page_server
 from tests.chat_client import new_conversation, send
 from tests.conftest import ROOT, ChatService, chat_env, run_cli
 from tests.fakes.llm_server import Reply
@@ -197,30 +196,6 @@ def test_every_answer_forbids_embedding_and_sniffing(chat, llm):
 
 
 SAMPLE_PARAMETERS = {"conversation_id": "20260101-abcdef", "model": "fake-model"}
-
-
-@contextmanager
-def page_server(page: bytes) -> Iterator[str]:
-    """A web page on another loopback origin (127.0.0.2: another site)."""
-
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802 - stdlib naming
-            self.send_response(200)
-            self.send_header("Content-Type", "text/html")
-            self.send_header("Content-Length", str(len(page)))
-            self.end_headers()
-            self.wfile.write(page)
-
-        def log_message(self, *args: object) -> None:
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.2", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield f"http://127.0.0.2:{server.server_address[1]}/"
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 class Reached:

@@ -12,7 +12,6 @@ with a private address, so nothing leaves loopback even when the rule fails.
 from __future__ import annotations
 
 import asyncio
-import ipaddress
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit
@@ -20,13 +19,14 @@ from urllib.parse import unquote, urlsplit
 import httpx
 import pytest
 
-from app import config, fetch
+from app import config
 from app.searxng_client import Searxng
 from app.tools import MAX_QUERY_CHARS, Outcome, ToolRunner
 from tests.chat_client import get_conversation, new_conversation, send
 from tests.conftest import chat_env
 from tests.fakes.llm_server import Reply, ToolCall, obeying
 from tests.fakes.pages import PageServer
+from tests.test_injection import resolve_everything_privately
 
 MEMORY = "PIN 4921, lives at 7 Elm Street"
 
@@ -34,14 +34,7 @@ MEMORY = "PIN 4921, lives at 7 Elm Street"
 @pytest.fixture
 def lookups(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """The host names the fetcher looks up, each answered with a private address."""
-    asked: list[str] = []
-
-    async def resolve(host: str, port: int) -> list[Any]:
-        asked.append(host)
-        return [ipaddress.ip_address("10.0.0.1")]
-
-    monkeypatch.setattr(fetch, "resolve", resolve)
-    return asked
+    return resolve_everything_privately(monkeypatch)
 
 
 def remember(chat, text: str) -> None:
