@@ -29,11 +29,14 @@ lock: $(BIN)/python
 run: $(BIN)/python
 	$(BIN)/python -m app serve
 
-# Every test: lint, the suite against a real SearXNG and the fakes on loopback, then the
+# Every test: lint, the import rule between app/'s layers and its types (pyproject.toml),
+# the suite against a real SearXNG and the fakes on loopback, then the
 # Compose stack for real where a Docker engine answers (it says why it skips otherwise).
 test: $(BIN)/python
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports
+	$(BIN)/mypy
 	$(BIN)/python -m pytest
 	$(MAKE) test-compose
 

@@ -20,10 +20,11 @@ from pathlib import Path
 
 from dotenv import load_dotenv
 
-from app import config, doctor, embedded_searxng, language
-from app.extract import extract_file
-from app.fetch import FetchFailed, FetchRefused, fetch_page, for_model
-from app.searxng_client import SearchError, Searxng
+from app import config, doctor
+from app.pages.extract import extract_file
+from app.pages.fetch import FetchFailed, FetchRefused, fetch_page, for_model
+from app.search import embedded, language
+from app.search.client import SearchError, Searxng
 
 EXIT_ERROR = 1
 EXIT_REFUSED = 2
@@ -40,10 +41,10 @@ def searxng_url(settings: config.Settings, *, supervise: bool = False) -> Iterat
     if settings.searxng_url:
         yield settings.searxng_url
         return
-    with embedded_searxng.EmbeddedSearxng(
+    with embedded.EmbeddedSearxng(
         settings.search_locale, settings=settings, supervise=supervise
-    ) as embedded:
-        yield embedded.url
+    ) as running:
+        yield running.url
 
 
 def cmd_search(args: argparse.Namespace, settings: config.Settings) -> int:
@@ -110,12 +111,12 @@ def cmd_measure_locale(args: argparse.Namespace, settings: config.Settings) -> i
 
 def cmd_searxng(args: argparse.Namespace, settings: config.Settings) -> int:
     locale = config.check_locale(args.locale or settings.search_locale)
-    with embedded_searxng.EmbeddedSearxng(locale, settings=settings, port=args.port) as embedded:
-        print(f"SearXNG with the {config.ENGINE_NAME} engine at {embedded.url} (locale {locale})")
-        print(f"use it with: SEARXNG_URL={embedded.url}   stop with Ctrl-C", flush=True)
+    with embedded.EmbeddedSearxng(locale, settings=settings, port=args.port) as running:
+        print(f"SearXNG with the {config.ENGINE_NAME} engine at {running.url} (locale {locale})")
+        print(f"use it with: SEARXNG_URL={running.url}   stop with Ctrl-C", flush=True)
         signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
         with contextlib.suppress(KeyboardInterrupt):
-            embedded.process.wait()
+            running.process.wait()
     return 0
 
 
@@ -123,7 +124,7 @@ def cmd_searxng_settings(args: argparse.Namespace, settings: config.Settings) ->
     locale = config.check_locale(args.locale or settings.search_locale)
     # A plain-http BRAVE_API_URL (a proxy, a fake) needs the engine's enable_http.
     http = settings.brave_api_url.startswith("http://")
-    path = embedded_searxng.write_settings(Path(args.directory), locale, allow_http_engine=http)
+    path = embedded.write_settings(Path(args.directory), locale, allow_http_engine=http)
     print(f"wrote {path} (default_lang {locale})")
     return 0
 
@@ -171,7 +172,7 @@ def compose_token(settings: config.Settings, host: str) -> str:
     """The token for a service that listens beyond loopback without AUTH_TOKEN: under
     Compose (PUBLISHED_ON_LOOPBACK), the one kept in DATA_DIR, made at first start and
     shown then; anywhere else, none: the user must choose."""
-    from app.storage import TOKEN_FILE, stored_token
+    from app.store.database import TOKEN_FILE, stored_token
 
     if not settings.published_on_loopback:
         raise config.ConfigError(
@@ -196,7 +197,7 @@ def cmd_serve(args: argparse.Namespace, settings: config.Settings) -> int:
     # starts faster without it.
     import uvicorn
 
-    from app.server import create_app
+    from app.api.factory import create_app
 
     if not is_loopback(args.host) and not settings.auth_token:
         settings = dataclasses.replace(settings, auth_token=compose_token(settings, args.host))
@@ -296,8 +297,8 @@ def cmd_doctor(args: argparse.Namespace, settings: config.Settings) -> int:
 
 
 def cmd_export(args: argparse.Namespace, settings: config.Settings) -> int:
-    from app.export import markdown
-    from app.storage import DATABASE, Damaged, Database, InvalidId, NotFound
+    from app.store.database import DATABASE, Damaged, Database, InvalidId, NotFound
+    from app.store.export import markdown
 
     path = settings.data_dir / DATABASE
     if not path.exists():
@@ -402,6 +403,6 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         return args.run(args, config.load())
-    except (config.ConfigError, SearchError, embedded_searxng.SearxngError) as exc:
+    except (config.ConfigError, SearchError, embedded.SearxngError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_ERROR

@@ -21,8 +21,6 @@ from pydantic import (
     field_validator,
 )
 
-from app.fetch import parse_allow_hosts
-
 ROOT = Path(__file__).resolve().parent.parent
 SEARXNG_DIR = ROOT / "searxng"
 ENGINE_FILE = ROOT / "searxng-engines" / "brave_api.py"
@@ -55,6 +53,27 @@ def integer(env: dict[str, str], name: str, default: int, minimum: int = 0) -> i
 
 def comma_list(raw: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(item.strip() for item in raw.split(",") if item.strip()))
+
+
+def allow_key(entry: str) -> str:
+    """A ``host:port`` allow-list entry as the fetcher compares it (lower case, IPv6 in
+    brackets). ValueError if it is not host:port."""
+    host, _, port = entry.strip().rpartition(":")
+    bracketed = host.startswith("[") and host.endswith("]")
+    host = host[1:-1] if bracketed else host
+    if not host or ":" in host and not bracketed or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f"{entry!r} is not host:port (e.g. 127.0.0.1:8080 or [::1]:8080)")
+    return host_port(host.lower(), int(port))
+
+
+def parse_allow_hosts(value: str) -> frozenset[str]:
+    """FETCH_ALLOW_HOSTS: ``host:port`` entries separated by commas or spaces."""
+    return frozenset(allow_key(entry) for entry in value.replace(",", " ").split())
+
+
+def host_port(host: str, port: int) -> str:
+    """An address as the fetcher compares it with FETCH_ALLOW_HOSTS (IPv6 in brackets)."""
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
 def allow_hosts(raw: str) -> frozenset[str]:

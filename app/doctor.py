@@ -1,5 +1,5 @@
 """Each part of the stack checked, with what to fix: `python -m app doctor` and the page's
-Status panel (app/status.py).
+Status panel (app/api/status.py).
 
 The checks are split by what they cost. The free ones (SearXNG reachable, our engine
 loaded, JSON on; the model server's list and served window) send no search and generate
@@ -19,10 +19,10 @@ from typing import Any, Literal
 import httpx
 
 from app import config
-from app.llm import LLMError, ModelClient, OllamaWindow, safe_json
-from app.searxng_client import SearchError, Searxng
-from app.storage import DATABASE, TOKEN_FILE, Database, ToolRefusal
-from app.tools import SEARCH_DECLARATION
+from app.chat.tools import SEARCH_DECLARATION
+from app.model.client import LLMError, ModelClient, OllamaWindow, safe_json
+from app.search.client import SearchError, Searxng
+from app.store.database import DATABASE, TOKEN_FILE, Database, ToolRefusal
 
 State = Literal["ok", "warning", "fail"]
 Part = Literal["searxng", "engine", "model", "access"]
@@ -183,7 +183,7 @@ async def engine_check(http: httpx.AsyncClient, url: str) -> Check:
         )
     others = sorted(n for n, e in engines.items() if n != config.ENGINE_NAME and e.get("enabled"))
     if ours.get("enabled") is False and others:
-        # What app/embedded_searxng.py renders when there is no Brave API key.
+        # What app/search/embedded.py renders when there is no Brave API key.
         return Check(
             "engine_loaded",
             "engine",

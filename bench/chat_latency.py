@@ -18,7 +18,7 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from app.embedded_searxng import EmbeddedSearxng  # noqa: E402
+from app.search.embedded import EmbeddedSearxng  # noqa: E402
 from bench.common import Service, service  # noqa: E402
 from tests.conftest import API_KEY, SERVER_LOCALE, chat_env, searxng_env  # noqa: E402
 from tests.fakes.brave_api import FakeBrave  # noqa: E402

@@ -27,7 +27,7 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from app.embedded_searxng import EmbeddedSearxng, free_port  # noqa: E402
+from app.search.embedded import EmbeddedSearxng, free_port  # noqa: E402
 from tests.conftest import API_KEY, ROOT, SERVER_LOCALE, chat_env, searxng_env  # noqa: E402
 from tests.fakes.brave_api import FakeBrave  # noqa: E402
 from tests.fakes.llm_server import FakeLLM, Recorded, Reply, ToolCall  # noqa: E402

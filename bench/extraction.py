@@ -1,4 +1,4 @@
-"""Main-text extraction: ours (app.extract) against plain trafilatura, on the shared corpora.
+"""Main-text extraction: ours (app.pages.extract) against plain trafilatura, on the shared corpora.
 
 Three corpora: ../shared/corpus/extraction (English, headline left out of the ground truth)
 and the human and reviewed splits of ../shared/corpus/extraction-multilingual (see its
@@ -30,7 +30,7 @@ import trafilatura
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from app.extract import extract_html  # noqa: E402
+from app.pages.extract import extract_html  # noqa: E402
 
 SHARED = ROOT.parent / "shared"
 CORPORA = {

@@ -1,5 +1,5 @@
 """The floor under the chat service's CPU per turn: the same stack (uvicorn with uvloop and
-httptools, FastAPI, app.sse's event stream, httpx over app.transport, httpx-sse) doing only
+httptools, FastAPI, app.api.sse's event stream, httpx over app.transport, httpx-sse) doing only
 a proxy's work: take the message, stream the model's answer back as SSE events. No storage,
 no access control, no context, no tools. Whatever the service spends above this is ours
 (bench/turn_cpu.py runs both).
@@ -18,7 +18,7 @@ import httpx
 from fastapi import FastAPI, Request
 from httpx_sse import aconnect_sse
 
-from app.sse import EventStream
+from app.api.sse import EventStream
 from app.transport import AiohttpTransport
 
 app = FastAPI()

@@ -3,7 +3,7 @@ in one run:
 - time to first token and tokens per second, through the service vs direct to the server,
   the same prompt alternately (both hit the server's prompt cache alike);
 - Stop: client abort until the server's /slots shows it idle, over 20 tries;
-- the token estimate (app.context.estimate_tokens) over the server's /tokenize count, per
+- the token estimate (app.chat.context.estimate_tokens) over the server's /tokenize count, per
   language sample in tests/llama/samples.
 
 Run: .venv/bin/python bench/llama.py [TURNS]  (the first run builds llama-server: 5-10 min)
@@ -23,7 +23,10 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from app import config, context  # noqa: E402
+from app import (
+    config,
+    context,  # noqa: E402
+)
 from tests.conftest import ChatService, chat_env  # noqa: E402
 from tests.llama_server import MODEL_ALIAS, LlamaServer, ensure_built  # noqa: E402
 

@@ -16,7 +16,7 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from app.embedded_searxng import EmbeddedSearxng  # noqa: E402
+from app.search.embedded import EmbeddedSearxng  # noqa: E402
 from tests.fakes.brave_api import FakeBrave  # noqa: E402
 
 WORDS = "docker python linux rust postgres kernel nginx redis kafka vim git llama".split()

@@ -1,4 +1,4 @@
-"""The JSON shape check before any handler (app/access.py): its time on the worst bodies.
+"""The JSON shape check before any handler (app/api/access.py): its time on the worst bodies.
 
 The check it replaced cut strings out with a regular expression that, on an unclosed
 string, tried again from every quote: its time grows with the square of the body. Measured
@@ -17,7 +17,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from app.access import MAX_BODY_BYTES, shape_refusal  # noqa: E402
+from app.api.access import MAX_BODY_BYTES, shape_refusal  # noqa: E402
 
 OLD_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"')  # the replaced check's first step
 

@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from app import config  # noqa: E402
-from app.embedded_searxng import EmbeddedSearxng  # noqa: E402
+from app.search.embedded import EmbeddedSearxng  # noqa: E402
 from tests.fakes.brave_api import FakeBrave  # noqa: E402
 
 RECORDED = ROOT.parent / "shared" / "corpus" / "brave" / "bestak_kotlin_coroutines_en.json"

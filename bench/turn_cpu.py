@@ -9,7 +9,7 @@ per turn. py-spy sees only Python holding the GIL: the kernel's time (the "sys" 
 SQLite's own are missing from its figures.
 
 Last, the same short turns through bench/floor_app.py, a bare proxy on the same web stack
-(FastAPI, app.sse, httpx over app.transport): the part of the CPU that is the stack's, not ours.
+(FastAPI, app.api.sse, httpx over app.transport): the part of the CPU that is the stack's, not ours.
 
 The benchmark's client and the fakes run at lower priority (bench.common.run_yielding), so
 the times to first token are the service's. The machine is shared and its speed drifts

@@ -17,8 +17,8 @@ import pytest
 import uvicorn
 
 from app import config
-from app.embedded_searxng import EmbeddedSearxng, free_port
-from app.server import create_app
+from app.api.factory import create_app
+from app.search.embedded import EmbeddedSearxng, free_port
 from tests.browser import browser, open_page
 from tests.fakes.brave_api import FakeBrave
 from tests.fakes.llm_server import FakeLLM

@@ -31,7 +31,7 @@ from pathlib import Path
 
 import httpx
 
-from app.embedded_searxng import free_port
+from app.search.embedded import free_port
 from tests.conftest import ROOT
 
 STREAMS = 3

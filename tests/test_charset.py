@@ -10,7 +10,7 @@ import codecs
 
 import pytest
 
-from app.charset import codec_for, decode_html, decode_text
+from app.pages.charset import codec_for, decode_html, decode_text
 
 RUSSIAN = "Правительство утвердило новые меры поддержки для семей с детьми и пенсионеров."
 CHINESE = "国务院总理今天在北京主持召开常务会议，部署进一步扩大内需的政策措施。"

@@ -11,7 +11,7 @@ from urllib.parse import quote
 import httpx
 import pytest
 
-from app import sse
+from app.api import sse
 from tests.chat_client import (
     Events,
     event_types,

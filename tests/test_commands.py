@@ -16,8 +16,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from app.embedded_searxng import free_port
-from app.storage import Database
+from app.search.embedded import free_port
+from app.store.database import Database
 from tests.conftest import API_KEY, ROOT, run_cli
 from tests.fakes.conventions import ollama_routes
 from tests.fakes.llm_server import FakeLLM, Reply, ToolCall, tools_unsupported

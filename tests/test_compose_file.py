@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from app import config
-from app.embedded_searxng import render_settings
+from app.search.embedded import render_settings
 
 ROOT = Path(__file__).resolve().parent.parent
 COMPOSE = yaml.safe_load((ROOT / "compose.yaml").read_text())

@@ -23,8 +23,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from app.embedded_searxng import free_port
-from app.server import CONTENT_SECURITY_POLICY
+from app.api.factory import CONTENT_SECURITY_POLICY
+from app.search.embedded import free_port
 from tests.compose import images
 from tests.fakes.brave_api import FakeBrave
 from tests.fakes.llm_server import FakeLLM, Reply, ToolCall

@@ -13,7 +13,7 @@ import httpx
 import pytest
 from playwright.sync_api import expect
 
-from app import context
+from app.chat import context
 from tests import test_page
 from tests.browser import open_page
 from tests.chat_client import get_conversation, send

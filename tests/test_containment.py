@@ -27,9 +27,9 @@ import pytest
 from markdown_it import MarkdownIt
 from starlette.middleware import Middleware
 
-from app.access import FAILURES_ALLOWED, MAX_BODY_BYTES
-from app.embedded_searxng import free_port
-from app.fetch import ExtractionProcess, FetchFailed, Page, fetch_page
+from app.api.access import FAILURES_ALLOWED, MAX_BODY_BYTES
+from app.pages.fetch import ExtractionProcess, FetchFailed, Page, fetch_page
+from app.search.embedded import free_port
 from tests.browser import open_page, page_server
 from tests.chat_client import new_conversation, send
 from tests.conftest import ROOT, ChatService, chat_env, run_cli

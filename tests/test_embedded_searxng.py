@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 from app import config, doctor
-from app.embedded_searxng import (
+from app.search.embedded import (
     KEYLESS_ENGINES,
     EmbeddedSearxng,
     SearxngError,

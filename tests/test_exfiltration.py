@@ -4,7 +4,7 @@ A hostile page served by the loopback page server asks the model reading it to "
 reading an address with the user's memory and last message in it, in the query or in the
 host name (where the DNS lookup alone would carry it out). The scripted model obeys
 (tests/fakes/llm_server.py `obeying`). web_fetch reads only an address that appeared in what
-the model was given (app/given_addresses.py), so the fetcher refuses that one before any
+the model was given (app/chat/given_addresses.py), so the fetcher refuses that one before any
 lookup: every lookup goes through a counting stub of the fetcher's resolver, which answers
 with a private address, so nothing leaves loopback even when the rule fails.
 """
@@ -20,8 +20,8 @@ import httpx
 import pytest
 
 from app import config
-from app.searxng_client import Searxng
-from app.tools import MAX_QUERY_CHARS, Outcome, ToolRunner
+from app.chat.tools import MAX_QUERY_CHARS, Outcome, ToolRunner
+from app.search.client import Searxng
 from tests.chat_client import get_conversation, new_conversation, send
 from tests.conftest import chat_env
 from tests.fakes.llm_server import Reply, ToolCall, obeying

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from app.extract import Extracted, extract_file, extract_html
+from app.pages.extract import Extracted, extract_file, extract_html
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared"

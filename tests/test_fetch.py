@@ -21,14 +21,14 @@ from typing import Any
 import certifi
 import pytest
 
-from app import fetch
-from app.fetch import (
+from app.config import parse_allow_hosts
+from app.pages import fetch
+from app.pages.fetch import (
     FetchFailed,
     FetchRefused,
     Page,
     fetch_page,
     for_model,
-    parse_allow_hosts,
 )
 from tests.fakes.pages import ARTICLE, ARTICLE_TITLE, PLAIN_TEXT, POLISH_SENTENCE, PageServer
 

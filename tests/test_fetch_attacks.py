@@ -27,8 +27,8 @@ from typing import Any
 import certifi
 import pytest
 
-from app import fetch
-from app.fetch import FetchFailed, FetchRefused, fetch_page
+from app.pages import fetch
+from app.pages.fetch import FetchFailed, FetchRefused, fetch_page
 from tests.fakes.pages import PageServer
 
 TLS_NAME = "pages.test"  # the https page server's name, known only to the fake resolver

@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 import pytest
 
-from app import context
+from app.chat import context
 from tests.chat_client import get_conversation, new_conversation, send
 from tests.conftest import ChatService, chat_env
 from tests.fakes.llm_server import Reply, ToolCall, context_length_exceeded

@@ -21,9 +21,10 @@ from typing import Any
 
 import pytest
 
-from app import config, fetch
-from app.searxng_client import Searxng
-from app.tools import DEFAULT_TOOL_NOTE, Outcome, ToolRunner, untrusted
+from app import config
+from app.chat.tools import DEFAULT_TOOL_NOTE, Outcome, ToolRunner, untrusted
+from app.pages import fetch
+from app.search.client import Searxng
 from tests.chat_client import get_conversation, new_conversation, send
 from tests.conftest import chat_env
 from tests.fakes.llm_server import Reply, ToolCall
@@ -63,7 +64,7 @@ def resolve_everything_privately(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
 
 def runner(settings: config.Settings, searxng_url: str, user_text: str = "") -> ToolRunner:
-    """A runner like a turn's (app/turn.py), with the conversation's user text."""
+    """A runner like a turn's (app/chat/turn.py), with the conversation's user text."""
     return ToolRunner(
         searxng=Searxng(searxng_url),
         settings=settings,

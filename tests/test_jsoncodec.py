@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 
 from app import jsoncodec
-from app.llm import ModelClient
+from app.model.client import ModelClient
 from tests.fakes.llm_server import FakeLLM, Reply
 
 PAYLOAD = {"model": "fake-model", "messages": [{"role": "user", "content": "hi"}]}

@@ -12,7 +12,7 @@ import time
 import httpx
 import pytest
 
-from app.lag import CORE_WAITS, STALL_LOG_MS, LagProbe
+from app.api.lag import CORE_WAITS, STALL_LOG_MS, LagProbe
 from tests.conftest import ChatService, chat_env
 
 
@@ -34,11 +34,11 @@ def test_a_stall_is_measured_and_logged_with_the_stack_that_held_the_loop(
         await probe.stop()
         return stalled
 
-    with caplog.at_level(logging.WARNING, logger="app.lag"):
+    with caplog.at_level(logging.WARNING, logger="app.api.lag"):
         stalled, own = asyncio.run(scenario())
     assert stalled >= STALL_LOG_MS * 2
     assert own is None or own >= STALL_LOG_MS * 2  # held by the service itself
-    reports = [r.getMessage() for r in caplog.records if r.name == "app.lag"]
+    reports = [r.getMessage() for r in caplog.records if r.name == "app.api.lag"]
     assert any("event loop held" in r and "hold_the_loop" in r for r in reports)
 
 
@@ -53,7 +53,7 @@ def test_the_watchdog_sleeps_while_the_loop_keeps_time(monkeypatch: pytest.Monke
         wakes.append(seconds)
         real_sleep(seconds)
 
-    monkeypatch.setattr("app.lag.time.sleep", counted_sleep)
+    monkeypatch.setattr("app.api.lag.time.sleep", counted_sleep)
 
     async def scenario() -> None:
         probe = LagProbe()

@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 import pytest
 
-from app import context
+from app.chat import context
 from tests.chat_client import Events, get_conversation, new_conversation, send, stream
 from tests.conftest import ChatService, chat_env, run_cli
 from tests.llama_server import MODEL_ALIAS, LlamaServer, llama, tiny_llama

@@ -1,4 +1,4 @@
-"""The answer renderer, app/static/js/markdown.js, in real Chromium: the module as the
+"""The answer renderer, app/api/static/js/markdown.js, in real Chromium: the module as the
 service serves it, imported inside the chat page, rendering into a container of its own.
 
 Depends only on /static/js/markdown.js being served, not on the rest of the page."""

@@ -10,7 +10,7 @@ import time
 import httpx
 import pytest
 
-from app.embedded_searxng import EmbeddedSearxng
+from app.search.embedded import EmbeddedSearxng
 from tests.conftest import API_KEY, run_cli, searxng_env
 
 

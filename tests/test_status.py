@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 from app import config
-from app.embedded_searxng import free_port
+from app.search.embedded import free_port
 from tests.browser import open_page
 from tests.chat_client import new_conversation, send
 from tests.conftest import ChatService, chat_env

@@ -17,7 +17,7 @@ import time
 import httpx
 import pytest
 
-from app.storage import (
+from app.store.database import (
     MIGRATIONS,
     SCHEMA_VERSION,
     Conflict,

@@ -41,7 +41,7 @@ def test_env_example_names_what_data_dir_holds(chat, llm):
 def test_the_readme_and_the_error_card_give_the_same_fix_for_a_refused_key():
     readme = (ROOT / "README.md").read_text()
     row = next(line for line in readme.splitlines() if line.startswith("| `auth` |"))
-    card = (ROOT / "app/static/js/message.js").read_text()
+    card = (ROOT / "app/api/static/js/message.js").read_text()
     advice = re.search(r'const advice = \{\s*auth: "([^"]+)"', card)
     assert advice, "the card's advice for auth is not where this test looks for it"
     for text in (row, advice.group(1)):

@@ -14,7 +14,7 @@ from contextlib import contextmanager
 import httpx
 import pytest
 
-from app.llm import ModelClient
+from app.model.client import ModelClient
 from app.transport import AiohttpTransport
 from tests.fakes.llm_server import FakeLLM, Reply
 

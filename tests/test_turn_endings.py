@@ -12,8 +12,8 @@ import time
 import httpx
 import pytest
 
-from app.storage import Database
-from app.tools import ToolRunner
+from app.chat.tools import ToolRunner
+from app.store.database import Database
 from tests.chat_client import get_conversation, new_conversation, send
 from tests.conftest import ChatService, chat_env
 from tests.fakes.llm_server import Reply, ToolCall, invalid_api_key
@@ -74,7 +74,7 @@ def test_an_unexpected_failure_is_an_error_event_with_the_text_kept(chat, llm, m
         Reply(text="Let me look that up.", tool_calls=[ToolCall("web_search", {"query": "x"})])
     )
     conversation_id = new_conversation(chat)
-    with caplog.at_level(logging.ERROR, logger="app.turn"):
+    with caplog.at_level(logging.ERROR, logger="app.chat.turn"):
         events = send(chat, conversation_id, "Search something.")
     error = events[-1]
     assert error["type"] == "error" and error["kind"] == "internal"
@@ -100,7 +100,7 @@ def test_a_failed_write_is_retried_then_reported(chat, llm, monkeypatch, caplog)
     conversation_id = new_conversation(chat)
     tries = failing_turn_writes(monkeypatch)
     llm.script(Reply(text="An answer that cannot be saved."))
-    with caplog.at_level(logging.ERROR, logger="app.turn"):
+    with caplog.at_level(logging.ERROR, logger="app.chat.turn"):
         events = send(chat, conversation_id, "Hello?")
     assert len(tries) >= 2
     warning = next(e for e in events if e["type"] == "warning")

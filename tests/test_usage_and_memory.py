@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from app import context
-from app.llm import ToolCallAssembler, chunk_events, classify, normalize_usage
+from app.chat import context
+from app.model.client import ToolCallAssembler, chunk_events, classify, normalize_usage
 
 
 def test_usage_with_openai_style_cached_tokens():

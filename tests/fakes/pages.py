@@ -1,6 +1,6 @@
 """A loopback web server with the pages a fetcher has to cope with, good and hostile.
 
-Tests point app.fetch at it (its ``host:port`` in allow_hosts) instead of the internet:
+Tests point app.pages.fetch at it (its ``host:port`` in allow_hosts) instead of the internet:
 an article, redirects (chains, loops), huge and endless bodies, compression bombs, unsupported
 encodings, non-text types, slow pages, legacy charsets, error statuses, and pages that try
 to give the model orders (one to send the user's data out). It records each request so a

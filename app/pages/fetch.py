@@ -29,8 +29,9 @@ from urllib.parse import unquote
 import certifi
 import httpx
 
-from app.charset import decode_text
-from app.extract import Extracted, extract_html
+from app.config import allow_key, host_port
+from app.pages.charset import decode_text
+from app.pages.extract import Extracted, extract_html
 from app.transport import tls_context
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
@@ -294,26 +295,6 @@ def _cut_point(text: str, room: int) -> int:
     return room
 
 
-def allow_key(entry: str) -> str:
-    """A ``host:port`` allow-list entry as the fetcher compares it (lower case, IPv6 in
-    brackets). ValueError if it is not host:port."""
-    host, _, port = entry.strip().rpartition(":")
-    bracketed = host.startswith("[") and host.endswith("]")
-    host = host[1:-1] if bracketed else host
-    if not host or ":" in host and not bracketed or not port.isdigit() or not 0 < int(port) < 65536:
-        raise ValueError(f"{entry!r} is not host:port (e.g. 127.0.0.1:8080 or [::1]:8080)")
-    return _key(host.lower(), int(port))
-
-
-def parse_allow_hosts(value: str) -> frozenset[str]:
-    """FETCH_ALLOW_HOSTS: ``host:port`` entries separated by commas or spaces."""
-    return frozenset(allow_key(entry) for entry in value.replace(",", " ").split())
-
-
-def _key(host: str, port: int) -> str:
-    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-
-
 # -- checking an address ----------------------------------------------------------------------
 
 
@@ -338,7 +319,7 @@ async def _check(url: httpx.URL, allowed: frozenset[str]) -> list[IPAddress]:
     if not host:
         raise FetchRefused(f"the address {url} names no host")
     port = DEFAULT_PORTS[url.scheme] if url.port is None else url.port  # :0 is not 80
-    exempt = _key(host, port) in allowed
+    exempt = host_port(host, port) in allowed
     if not exempt and port not in STANDARD_PORTS:
         raise FetchRefused(f"port {port} is not allowed, only 80 and 443: {url}")
     literal = _literal(host)

@@ -7,7 +7,7 @@ markdown scores F1 0.958 on the English corpus below, its plain text 0.962, this
 before the link-block rules). Link-dominated blocks (related stories, teasers, sidebars)
 are dropped. selectolax takes over when trafilatura finds nothing or only a flat dump
 (short pages, fragments, a page whose only text is its footer). Bytes are
-decoded by app.charset. The choices below were measured with bench/extraction.py on
+decoded by app.pages.charset. The choices below were measured with bench/extraction.py on
 ../shared/corpus/extraction (English) and, for the link-block rules, also on the human and
 reviewed splits of ../shared/corpus/extraction-multilingual; each says what it bought.
 """
@@ -36,7 +36,7 @@ from trafilatura.utils import load_html
 # trafilatura is pinned in pyproject.toml, and a move would fail this import loudly.
 from trafilatura.xpaths import BODY_XPATH
 
-from app.charset import Source, decode_html
+from app.pages.charset import Source, decode_html
 
 SPACE = re.compile(r"\s+")
 META_XPATH = "//meta[@property=$name or @name=$name]/@content"
@@ -99,7 +99,7 @@ class Extracted:
 def extract_html(
     html: str | bytes, url: str | None = None, declared: str | None = None
 ) -> Extracted:
-    """Title and main text of a page. Bytes are decoded by app.charset's rules, ``declared``
+    """Title and main text of a page. Bytes are decoded by app.pages.charset's rules, ``declared``
     being the HTTP header's charset."""
     decoded = decode_html(html, declared) if isinstance(html, bytes) else None
     text = decoded.text if decoded else str(html)

@@ -17,13 +17,15 @@ from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
 from typing import Any
 
-from app import config, context, numbering
-from app.context import DEFAULT_COMPRESS_PROMPT
-from app.events import CompressionEvent, DoneEvent, ErrorEvent, Event, WarningEvent
-from app.fetch import ExtractionProcess
-from app.llm import LLMError, ModelClient, ToolCall, Usage, normalize_usage
-from app.searxng_client import Searxng
-from app.storage import (
+from app import config
+from app.chat import context, numbering
+from app.chat.context import DEFAULT_COMPRESS_PROMPT
+from app.chat.events import CompressionEvent, DoneEvent, ErrorEvent, Event, WarningEvent
+from app.chat.tools import DEFAULT_TOOL_NOTE, ToolRunner
+from app.model.client import LLMError, ModelClient, ToolCall, Usage, normalize_usage
+from app.pages.fetch import ExtractionProcess
+from app.search.client import Searxng
+from app.store.database import (
     Conversation,
     Damaged,
     Lease,
@@ -34,7 +36,6 @@ from app.storage import (
     TurnInput,
     now,
 )
-from app.tools import DEFAULT_TOOL_NOTE, ToolRunner
 
 logger = logging.getLogger(__name__)
 
@@ -673,7 +674,7 @@ class Outcome:
 
     def number_as_cited(self) -> None:
         """Once, at the end: the answer's text, its sources, its digest and the trail's
-        pages use the numbers as the answer cites them (app/numbering.py), so a follow-up
+        pages use the numbers as the answer cites them (app/chat/numbering.py), so a follow-up
         question about "[2]" means the same source to the user and to the model."""
         if self.numbered or self.runner is None:
             return

@@ -39,9 +39,10 @@ from urllib.parse import urlsplit
 
 from fastapi import APIRouter, HTTPException, Query, Request
 
-from app import config, language
-from app.bodies import ErrorBody
-from app.searxng_client import QueryRefused, SearchError, Searxng
+from app import config
+from app.api.bodies import ErrorBody
+from app.search import language
+from app.search.client import QueryRefused, SearchError, Searxng
 
 router = APIRouter(
     prefix="/api/lab",

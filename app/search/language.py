@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 import py3langid
 
-from app.searxng_client import Result, SearchError, Searxng
+from app.search.client import Result, SearchError, Searxng
 
 
 def detect(text: str) -> str:

@@ -8,8 +8,8 @@ from typing import Annotated
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
 
+from app.chat.context import MAX_FACT_CHARS
 from app.config import ConversationSettings, ModelId, Text
-from app.context import MAX_FACT_CHARS
 
 MAX_MESSAGE_CHARS = 200_000
 MAX_MEMORY_CHARS = 200_000

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any, Literal, NotRequired, TypedDict
 
-from app.context import RefusedFact
-from app.storage import ToolRefusal
+from app.chat.context import RefusedFact
+from app.store.database import ToolRefusal
 
 
 class TextEvent(TypedDict):
@@ -65,7 +65,7 @@ class DoneEvent(TypedDict):
     type: Literal["done"]
     status: str
     text: str
-    """The answer as stored: numbered as it cites its sources (app/numbering.py)."""
+    """The answer as stored: numbered as it cites its sources (app/chat/numbering.py)."""
     usage: dict[str, Any]
     sources: list[dict[str, Any]]
     totals: dict[str, Any]

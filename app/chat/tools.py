@@ -3,7 +3,7 @@ our safe fetcher. Caps per turn, told to the model in plain words; a spent tool 
 withdrawn; an identical call is answered from the first result; a failure is text.
 
 What the web says reaches the model inside <untrusted-data> blocks it is told never to obey.
-web_fetch reads only an address given to the model (app/given_addresses.py): any other one,
+web_fetch reads only an address given to the model (app/chat/given_addresses.py): any other one,
 which a page may have asked it to make up with the user's data in it, is refused before any
 DNS lookup. The trail marks a refused address (``refused``) and one that came from neither
 a search result nor the user (``unsolicited``)."""
@@ -20,15 +20,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from app import config
-from app.fetch import (
-    Extract,
-    FetchFailed,
-    FetchRefused,
-    extract_in_thread,
-    fetch_page,
-    for_model,
-)
-from app.given_addresses import (
+from app.chat.given_addresses import (
     MAX_ADDRESS_CHARS,
     AddressKey,
     GivenAddress,
@@ -37,9 +29,17 @@ from app.given_addresses import (
     keys_in,
     masked,
 )
-from app.llm import ToolCall
-from app.searxng_client import SearchError, Searxng
-from app.storage import Message
+from app.model.client import ToolCall
+from app.pages.fetch import (
+    Extract,
+    FetchFailed,
+    FetchRefused,
+    extract_in_thread,
+    fetch_page,
+    for_model,
+)
+from app.search.client import SearchError, Searxng
+from app.store.database import Message
 
 MAX_QUERY_CHARS = 400
 """The longest search query the model may write: a query is the one text of the model's
@@ -325,7 +325,7 @@ class ToolRunner:
 
     def renumber(self, order: list[int]) -> None:
         """Number the sources anew: `order` lists the old numbers in their new order (see
-        app/numbering.py); the digest built after this uses the new numbers."""
+        app/chat/numbering.py); the digest built after this uses the new numbers."""
         new = {old: position for position, old in enumerate(order, 1)}
         self.sources[:] = [self.sources[old - 1] for old in order]  # the turn holds this list
         self.snippets = {new[n]: text for n, text in self.snippets.items()}

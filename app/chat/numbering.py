@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from app.export import CODE_SPAN, FENCE
+from app.store.export import CODE_SPAN, FENCE
 
 CITATION = re.compile(r"\[(\d{1,3}(?:[ \t]*,[ \t]*\d{1,3})*)\]")
 """A citation as the page reads it: one number or a list, `[3]`, `[3, 21]`."""

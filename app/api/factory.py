@@ -1,4 +1,4 @@
-"""The chat service's HTTP API (SPEC 4.7). The turn itself is app.turn.run_turn."""
+"""The chat service's HTTP API (SPEC 4.7). The turn itself is app.chat.turn.run_turn."""
 
 from __future__ import annotations
 
@@ -14,8 +14,9 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
 
-from app import access, config, context, export, lab, status
-from app.bodies import (
+from app import config
+from app.api import access, lab, status
+from app.api.bodies import (
     ChatMessage,
     ConversationChange,
     MemoryFact,
@@ -26,11 +27,14 @@ from app.bodies import (
     VersionChoice,
     errors,
 )
-from app.lag import LagProbe
-from app.llm import ModelClient
-from app.searxng_client import Searxng
-from app.sse import EventStream
-from app.storage import (
+from app.api.lag import LagProbe
+from app.api.sse import EventStream
+from app.chat import context
+from app.chat.turn import Services, conversation_defaults, run_turn
+from app.model.client import ModelClient
+from app.search.client import Searxng
+from app.store import export
+from app.store.database import (
     ID_PATTERN,
     Conflict,
     Damaged,
@@ -40,7 +44,6 @@ from app.storage import (
     Storage,
     TurnInput,
 )
-from app.turn import Services, conversation_defaults, run_turn
 
 ConversationId = Annotated[str, PathParam(pattern=ID_PATTERN, description="a conversation id")]
 ModelPath = Annotated[
@@ -180,7 +183,7 @@ def create_app(settings: config.Settings, searxng_url: str) -> FastAPI:
     async def healthz(request: Request) -> dict[str, str | float]:
         """The service is up; whether its SearXNG answers too (nothing private). With
         LOOP_LAG_PROBE=1, also the event loop's worst lateness since the last call, and the
-        same less the time the loop waited for a core (see app/lag.py)."""
+        same less the time the loop waited for a core (see app/api/lag.py)."""
         try:
             answer = await services(request).searxng.http.get("/healthz", timeout=2)
             search = "ok" if answer.status_code == 200 else "unhealthy"
