@@ -1,5 +1,5 @@
 """A real llama.cpp server for the tests: built once from the llama-cpp-python sdist, cached
-outside the repository, and started on loopback with the tiny Gemma 3 GGUF (SPEC section 8).
+outside the repository, and started on loopback with the tiny Gemma 3 GGUF.
 
 The build takes 5-10 minutes on two cores; later runs find the binary in the cache. A lock
 file keeps two pytest processes from building at once, and the binary is renamed into place

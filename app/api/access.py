@@ -1,4 +1,4 @@
-"""Who may talk to the service, decided before any handler runs (SPEC 7).
+"""Who may talk to the service, decided before any handler runs (docs/security.md).
 
 A service on loopback is reachable from every web page the user visits, so:
 - only known ``Host`` names are served (a DNS-rebinding page arrives under its own name):

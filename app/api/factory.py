@@ -1,4 +1,4 @@
-"""The chat service's HTTP API (SPEC 4.7). The turn itself is app.chat.turn.run_turn."""
+"""The chat service's HTTP API (docs/architecture.md). The turn itself is app.chat.turn.run_turn."""
 
 from __future__ import annotations
 

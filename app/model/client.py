@@ -27,7 +27,7 @@ T = TypeVar("T")
 
 
 class Failure(StrEnum):
-    """The kinds of failure (SPEC 4.5), each with the recovery the page offers."""
+    """The kinds of failure, each with the recovery the page offers (docs/architecture.md)."""
 
     AUTH = "auth"
     RATE_LIMIT = "rate_limit"
@@ -190,7 +190,7 @@ async def next_event(
 
 
 class LLMError(Exception):
-    """A failed model call, with the kind that decides its recovery (SPEC 4.5)."""
+    """A failed model call, with the kind that decides its recovery (docs/architecture.md)."""
 
     def __init__(
         self,

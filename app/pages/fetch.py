@@ -1,4 +1,4 @@
-"""web_fetch: a page's main text for the model, fetched safely (SPEC section 7).
+"""web_fetch: a page's main text for the model, fetched safely (docs/security.md).
 
 The address comes from the model, so from whoever wrote the pages and results it has read:
 it may point at this machine, the LAN or a cloud metadata service. So every hop is checked

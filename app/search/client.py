@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import re
 from dataclasses import asdict, dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 
@@ -20,6 +22,7 @@ ERROR_CLASSES = {
     "CAPTCHA": "searx.exceptions.SearxEngineCaptchaException",
 }
 MAX_DETAILS = 3  # an engine's distinct error messages quoted per failure
+DAY = re.compile(r"^\d{4}-\d{2}-\d{2}")
 
 
 class SearchError(RuntimeError):
@@ -40,6 +43,17 @@ class Result:
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    @property
+    def domain(self) -> str:
+        """The host the result is on, as the page's chips and the lab show it."""
+        return urlsplit(self.url).hostname or ""
+
+    @property
+    def day(self) -> str | None:
+        """YYYY-MM-DD from SearXNG's publishedDate, or None when the result is undated."""
+        match = DAY.match(self.publishedDate or "")
+        return match.group(0) if match else None
 
 
 @dataclass(frozen=True)
