@@ -1,5 +1,6 @@
-"""How long a model request may wait, and the one timer that keeps a streamed request
-within its limits (docs/performance.md: a timer per event cost a sixth of the CPU).
+"""How long each wait on the model server may take (Limits and the probes' bounds), and
+the one timer that keeps a streamed request within its limits (Bounds; its cost per
+event is measured in docs/performance.md).
 """
 
 from __future__ import annotations

@@ -306,7 +306,7 @@ def stream_end(
     return events
 
 
-def safe_json(response: httpx.Response) -> Any:
+def safe_json(response: httpx.Response) -> object:
     """An answer's JSON, or the start of its text when it is not JSON (an error page)."""
     try:
         return response.json()

@@ -1,5 +1,6 @@
 """Tool calls as a stream brings them: assembled from ``tool_calls`` deltas, or parsed from
-an answer that a model wrote as text instead (docs/architecture.md, "Model servers")."""
+an answer that a model wrote as text instead (docs/architecture.md: adding a model-server
+convention)."""
 
 from __future__ import annotations
 
