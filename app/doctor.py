@@ -20,7 +20,9 @@ import httpx
 
 from app import config
 from app.chat.tools import SEARCH_DECLARATION
-from app.model.client import LLMError, ModelClient, OllamaWindow, safe_json
+from app.model.client import ModelClient, safe_json
+from app.model.failures import Failure, LLMError
+from app.model.windows import OllamaWindow
 from app.search.client import SearchError, Searxng
 from app.store.database import DATABASE, TOKEN_FILE, Database, ToolRefusal
 
@@ -296,11 +298,12 @@ async def model_reachable_check(client: ModelClient) -> tuple[Check, list[str] |
         return Check("model_reachable", "model", name, "fail", detail, fix), None
 
     try:
-        response = await client.http.get(f"{base}/models", timeout=QUICK_TIMEOUT)
-    except httpx.TimeoutException:
+        async with asyncio.timeout(QUICK_TIMEOUT):
+            response = await client.get("/models")
+    except TimeoutError:
         return fail(f"{base}: no answer within {QUICK_TIMEOUT:g} s", MODEL_URL_FIX)
-    except httpx.HTTPError as exc:
-        return fail(f"{base}: no connection ({describe(exc)})", MODEL_URL_FIX)
+    except LLMError as error:
+        return fail(error.message, MODEL_URL_FIX)
     if response.status_code in (401, 403):
         return fail(
             f"{base} refused the API key (HTTP {response.status_code})",
@@ -398,16 +401,8 @@ async def model_quick_checks(
     if not chosen.ok:
         return [reachable, chosen]
     window = await (read_window or client.served_window)(settings.default_model)
-    ollama = await ollama_window(client, settings.default_model)
+    ollama = await client.ollama_window(settings.default_model, QUICK_TIMEOUT)
     return [reachable, chosen, window_check(window, settings, ollama)]
-
-
-async def ollama_window(client: ModelClient, model: str) -> OllamaWindow | None:
-    try:
-        async with asyncio.timeout(QUICK_TIMEOUT):
-            return await client.ollama_window(model)
-    except (httpx.HTTPError, TimeoutError, ValueError, TypeError, AttributeError):
-        return None
 
 
 async def tool_check(client: ModelClient, model: str, *, timeout: float = TOOL_TIMEOUT) -> Check:
@@ -433,10 +428,10 @@ async def tool_check(client: ModelClient, model: str, *, timeout: float = TOOL_T
         )
     except LLMError as error:
         fix = {
-            "tools_unsupported": "pick a model with tool calling (the chat then answers "
+            Failure.TOOLS_UNSUPPORTED: "pick a model with tool calling (the chat then answers "
             "without web tools)",
-            "auth": "set LLM_API_KEY to a key this model server accepts",
-            "network": MODEL_URL_FIX,
+            Failure.AUTH: "set LLM_API_KEY to a key this model server accepts",
+            Failure.NETWORK: MODEL_URL_FIX,
         }.get(error.kind, "see the message")
         return Check("model_tools", "model", name, "fail", error.message, fix)
     return Check("model_tools", "model", name, "ok", "a request with tools was answered")

@@ -1,4 +1,4 @@
-"""The limits of a streamed model request (app.model.client.Bounds): each wait on the server is
+"""The limits of a streamed model request (app.model.bounds.Bounds): each wait on the server is
 bounded, the consumer's own time between events is not, and Stop stays a cancellation."""
 
 from __future__ import annotations
@@ -9,7 +9,8 @@ from contextlib import contextmanager
 
 import pytest
 
-from app.model.client import Bounds, Limits, LLMError
+from app.model.bounds import Bounds, Limits
+from app.model.failures import LLMError
 
 
 def run(coroutine):

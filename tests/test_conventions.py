@@ -15,7 +15,8 @@ from typing import Any
 import pytest
 
 from app import config
-from app.model.client import classify, could_be_call, parse_text_calls
+from app.model.failures import classify
+from app.model.tool_calls import could_be_call, parse_text_calls
 from tests.chat_client import (
     Events,
     event_types,

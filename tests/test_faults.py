@@ -25,7 +25,8 @@ from typing import Any, ClassVar
 import httpx
 import pytest
 
-from app.model.client import Limits, ModelClient
+from app.model.bounds import Limits
+from app.model.client import ModelClient
 from app.search.embedded import EmbeddedSearxng, free_port
 from tests.conftest import SERVER_LOCALE, ChatService, chat_env, searxng_env
 from tests.fakes.brave_api import FakeBrave

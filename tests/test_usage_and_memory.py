@@ -5,7 +5,10 @@ from __future__ import annotations
 import pytest
 
 from app.chat import context
-from app.model.client import ToolCallAssembler, chunk_events, classify, normalize_usage
+from app.model.client import chunk_events
+from app.model.failures import classify
+from app.model.tool_calls import ToolCallAssembler
+from app.model.usage import normalize_usage
 
 
 def test_usage_with_openai_style_cached_tokens():

@@ -29,7 +29,7 @@ from app.chat.given_addresses import (
     keys_in,
     masked,
 )
-from app.model.client import ToolCall
+from app.model.tool_calls import ToolCall
 from app.pages.fetch import (
     Extract,
     FetchFailed,

@@ -22,7 +22,10 @@ from app.chat import context, numbering
 from app.chat.context import DEFAULT_COMPRESS_PROMPT
 from app.chat.events import CompressionEvent, DoneEvent, ErrorEvent, Event, WarningEvent
 from app.chat.tools import DEFAULT_TOOL_NOTE, ToolRunner
-from app.model.client import LLMError, ModelClient, ToolCall, Usage, normalize_usage
+from app.model.client import ModelClient
+from app.model.failures import Failure, LLMError
+from app.model.tool_calls import ToolCall
+from app.model.usage import RawUsage, Usage, normalize_usage
 from app.pages.fetch import ExtractionProcess
 from app.search.client import Searxng
 from app.store.database import (
@@ -215,11 +218,13 @@ async def run_turn(
                     elif event.type == "tool_calls":
                         calls = event.tool_calls
                     elif event.type == "finish" and event.text == "content_filter":
-                        raise LLMError("content_filter", "the model server filtered the answer")
+                        raise LLMError(
+                            Failure.CONTENT_FILTER, "the model server filtered the answer"
+                        )
                     elif event.type == "finish" and event.text == "length":
                         outcome.truncated = True
             except LLMError as error:
-                if error.kind == "tools_unsupported" and "tools" in payload:
+                if error.kind is Failure.TOOLS_UNSUPPORTED and "tools" in payload:
                     # The round runs again without tools (once: the retry declares none)
                     # and without the note that offers them; its tool exchanges stay.
                     runner.withdraw()
@@ -228,7 +233,11 @@ async def run_turn(
                     for event in await without_tools(services, saver, model, error):
                         yield event
                     continue
-                if error.kind == "context_overflow" and not outcome.produced and not outcome.forced:
+                if (
+                    error.kind is Failure.CONTEXT_OVERFLOW
+                    and not outcome.produced
+                    and not outcome.forced
+                ):
                     outcome.forced = True  # compress once and retry; a second overflow fails
                     outcome.kept = {}  # the estimate was short: earlier sources go first
                     async for event in compress(services, conversation, outcome):
@@ -271,7 +280,9 @@ async def run_turn(
         raise
     except Exception as exc:  # a bug of ours or a shape nobody expected: say so, keep text
         logger.exception("turn %s failed unexpectedly", conversation_id)
-        failed = outcome.fail(LLMError("internal", f"the chat service failed: {exc!r}"), pending)
+        failed = outcome.fail(
+            LLMError(Failure.INTERNAL, f"the chat service failed: {exc!r}"), pending
+        )
         if not await saver.persist():
             yield {"type": "warning", "message": UNSAVED}
         yield failed
@@ -638,7 +649,7 @@ class Outcome:
         self.thought = Streamed(self.reasoning[: self.reasoning_mark])
         return streamed
 
-    def add_usage(self, raw: dict[str, Any] | None) -> None:
+    def add_usage(self, raw: RawUsage | None) -> None:
         usage = normalize_usage(raw, floor_prompt_tokens=self.floor)
         if usage:
             self.usages.append(usage)
@@ -661,7 +672,9 @@ class Outcome:
         back to the input (a content filter always rewinds: the same text would fail),
         unless the turn keeps it (Regenerate, Edit)."""
         self.status = "error"
-        self.rewind = error.kind == "content_filter" or not (self.produced or self.keep_message)
+        self.rewind = error.kind is Failure.CONTENT_FILTER or not (
+            self.produced or self.keep_message
+        )
         self.error = {
             "type": "error",
             "kind": error.kind,
