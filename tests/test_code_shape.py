@@ -23,6 +23,7 @@ break), and a regular expression never directly follows a `)`, `]` or `}` (after
 from __future__ import annotations
 
 import ast
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -59,6 +60,13 @@ def too_long(path: Path, units: list[Unit]) -> list[str]:
         for u in units
         if u.lines > MAX_FUNCTION
     ]
+
+
+def long_functions(paths: list[Path], measure: Callable[[str], list[Unit]]) -> list[str]:
+    found = []
+    for path in paths:
+        found += too_long(path, measure(path.read_text(encoding="utf-8")))
+    return found
 
 
 def long_modules(paths: list[Path]) -> list[str]:
@@ -105,9 +113,7 @@ def test_no_python_module_of_app_is_over_500_lines() -> None:
 
 
 def test_no_python_function_of_app_is_over_80_lines() -> None:
-    offenders = []
-    for path in python_modules():
-        offenders += too_long(path, python_functions(path.read_text(encoding="utf-8")))
+    offenders = long_functions(python_modules(), python_functions)
     assert not offenders, "split these functions:\n" + "\n".join(offenders)
 
 
@@ -419,9 +425,7 @@ def test_no_javascript_module_of_the_page_is_over_500_lines() -> None:
 
 
 def test_no_javascript_function_of_the_page_is_over_80_lines() -> None:
-    offenders = []
-    for path in javascript_modules():
-        offenders += too_long(path, javascript_functions(path.read_text(encoding="utf-8")))
+    offenders = long_functions(javascript_modules(), javascript_functions)
     assert not offenders, "split these functions:\n" + "\n".join(offenders)
 
 
