@@ -1,13 +1,15 @@
-// The conversation view: header (model, tools, totals, context bar), the messages, the
-// composer, and the turn as the page lives it (send, stream, Stop, Regenerate, Edit, retry).
+// The conversation view: the messages, the composer, and the turn as the page lives it
+// (send, Stop, Regenerate, Edit, retry). The stream of a turn is followed by turn.js, the
+// top bar (model, tools, totals, context bar) drawn by topbar.js.
 
-import { api, ApiError, ConnectionLost, streamTurn, text as fetchText } from "./api.js";
+import { api, text as fetchText } from "./api.js";
 import { $, el, clear } from "./dom.js";
-import * as format from "./format.js";
 import { bindCitations } from "./citations.js";
 import { compressionNotice } from "./compression.js";
 import { AnswerView, notice, userMessage } from "./message.js";
 import { streams } from "./streams.js";
+import { fillPicker, forgetToolRefusal, pickModel, renderHeader } from "./topbar.js";
+import { runTurn } from "./turn.js";
 import { editInPlace, settle, showVersions } from "./versions.js";
 
 const EXAMPLES = {
@@ -18,14 +20,6 @@ const EXAMPLES = {
   en: ["How do I set up nginx as a reverse proxy?", "What is new in Python 3.13?", "What are this week's top science stories?"],
 };
 
-const CONTEXT_PARTS = [
-  ["persona", "persona and date"],
-  ["memory", "memory"],
-  ["summary", "summary"],
-  ["tools", "tool note and declarations"],
-  ["history", "history"],
-  ["kept_sources", "earlier answers' sources (kept)"],
-];
 const FOLLOW_SLACK = 48; // px from the bottom that still counts as "at the bottom"
 
 export class ConversationView {
@@ -45,7 +39,7 @@ export class ConversationView {
     this.picker = $("#model-picker");
     this.jump = $("#jump-latest");
     this.bind();
-    this.fillPicker();
+    fillPicker(this);
     bindCitations(this.messages);
     this.placeholder();
   }
@@ -71,8 +65,8 @@ export class ConversationView {
     });
     this.input.addEventListener("input", () => this.grow());
     this.stopButton.addEventListener("click", () => this.stop());
-    this.picker.addEventListener("change", () => this.pickModel());
-    $("#forget-tool-refusal").addEventListener("click", () => this.forgetToolRefusal());
+    this.picker.addEventListener("change", () => pickModel(this));
+    $("#forget-tool-refusal").addEventListener("click", () => forgetToolRefusal(this));
     this.messages.addEventListener("scroll", () => {
       this.following = this.atBottom();
       this.jump.hidden = this.following;
@@ -148,7 +142,7 @@ export class ConversationView {
 
   render() {
     clear(this.messages);
-    this.renderHeader();
+    renderHeader(this);
     this.setStreaming();
     const live = this.currentStream();
     let messages = this.conversation ? this.conversation.messages : [];
@@ -207,179 +201,6 @@ export class ConversationView {
     );
   }
 
-  renderHeader() {
-    const settings = this.settings;
-    if (this.conversation) this.selectModel(settings.model || this.config.default_model);
-    const pill = $("#tools-pill");
-    const search = settings.web_search && settings.search_max_uses > 0;
-    const read = settings.web_fetch && settings.fetch_max_uses > 0;
-    pill.textContent = search || read ? `web: ${[search ? `search ${settings.search_max_uses}` : "", read ? `read ${settings.fetch_max_uses}` : ""].filter(Boolean).join(" / ")}` : "web: off";
-    pill.classList.toggle("off", !(search || read));
-    pill.title = `Web tools per answer; the search locale is ${settings.search_locale}. Change them in Settings.`;
-    this.renderToolRefusal();
-    this.renderTotals();
-    this.renderContextBar(this.conversation && this.conversation.budget);
-    $("#export-conversation").disabled = !this.conversation;
-    this.renderTitle();
-  }
-
-  renderTitle() {
-    const title = this.conversation ? this.conversation.title : "New conversation";
-    $("#conversation-title").textContent = title;
-    $("#conversation-title").title = title;
-  }
-
-  renderTotals() {
-    const box = $("#totals");
-    const parts = this.totalsParts();
-    box.textContent = parts.join(" · ");
-    box.title = "Show the details";
-    clear($("#totals-details")).append(...parts.map((part) => el("span", { text: part })));
-  }
-
-  /** The conversation's figures, those that are zero left out. */
-  totalsParts() {
-    const totals = this.conversation && this.conversation.totals;
-    const turns = this.conversation ? this.conversation.messages.filter((m) => m.role === "assistant").length : 0;
-    if (!turns && !(totals && totals.turns_unreported)) return ["No turns yet"];
-    const plural = (n, one, many) => `${n} ${n === 1 ? one : many}`;
-    if (!totals) return [plural(turns, "turn", "turns"), "usage not reported"];
-    const parts = [];
-    if (totals.prompt_tokens) {
-      const cached = totals.cached_tokens ? ` (${format.percent(totals.cached_tokens, totals.prompt_tokens)}% cached)` : "";
-      parts.push(`in ${format.tokens(totals.prompt_tokens)}${cached}`);
-    }
-    if (totals.completion_tokens) parts.push(`out ${format.tokens(totals.completion_tokens)}`);
-    if (totals.searches) parts.push(plural(totals.searches, "search", "searches"));
-    if (totals.fetches) parts.push(plural(totals.fetches, "page", "pages"));
-    if (totals.requests_with_cost) {
-      const unreported = totals.requests_unreported_cost ? ` +${totals.requests_unreported_cost} not reported` : "";
-      parts.push(`${format.cost(totals.cost)}${unreported}`);
-    }
-    if (turns) parts.push(plural(turns, "turn", "turns"));
-    if (totals.turns_unreported) parts.push(`+${plural(totals.turns_unreported, "attempt", "attempts")} with usage not reported`);
-    return parts;
-  }
-
-  /**
-   * The stacked bar: the measured prompt split by the estimated share of each part, then
-   * this turn's tool results (in the largest request of the turn, not kept afterwards).
-   */
-  renderContextBar(budget) {
-    const bar = clear($("#context-bar"));
-    bar.className = "context-bar";
-    const limit = budget ? budget.limit : this.settings.context_budget;
-    const parts = (budget && budget.parts) || {};
-    const estimated = Object.values(parts).reduce((a, b) => a + b, 0);
-    const used = budget ? budget.used ?? estimated : 0;
-    const results = budget && budget.peak && budget.used ? Math.max(0, budget.peak - budget.used) : 0;
-    const share = limit ? (used + results) / limit : 0;
-    if (share > 0.95) bar.classList.add("danger");
-    else if (share > 0.8) bar.classList.add("warn");
-    const scaled = (tokens) => (estimated ? Math.round((tokens / estimated) * used) : 0);
-    const pieces = [...CONTEXT_PARTS.map(([name, label]) => [name, label, scaled(parts[name] || 0)]), ["results", "this turn's tool results (not kept)", results]];
-    const track = el("div", { className: "context-track", tabindex: "0", role: "img", "aria-label": `Context: ${format.tokens(used + results)} of ${format.tokens(limit)} tokens` });
-    const legend = el("div", { className: "context-legend" });
-    for (const [name, label, tokens] of pieces) {
-      if (!tokens) continue;
-      const piece = el("div", { className: `context-part ${name}`, title: `${label}: ~${format.tokens(tokens)} tokens` });
-      piece.style.width = `${Math.min(100, (tokens * 100) / limit)}%`;
-      track.append(piece);
-      legend.append(el("span", {}, el("span", { className: `legend-swatch context-part ${name}` }), `${label} ~${format.tokens(tokens)}`));
-    }
-    const label = el("div", { className: "context-label" });
-    if (budget) {
-      const measured = budget.used !== null && budget.used !== undefined;
-      label.append(
-        el("span", { className: "context-share", text: `context ${format.percent(used + results, limit)}% of ${format.tokens(limit)}` }),
-        el("span", { text: measured ? `${used.toLocaleString()} tokens measured by the server${results ? `, ${results.toLocaleString()} more for this turn's tool results` : ""}` : `~${format.tokens(used)} estimated (the server reported no usage)` }),
-      );
-      // Ollama's default window says more than "capped": the prompt is cut silently, and
-      // only the Ollama server's settings can raise it.
-      if (budget.window_note) {
-        label.append(el("span", { className: "window-note warning", role: "note", text: budget.window_note }));
-      } else if (budget.window && budget.window < this.settings.context_budget) {
-        label.append(el("span", { className: "window-note", text: `the server serves ${format.tokens(budget.window)} tokens: budget capped` }));
-      }
-    } else {
-      label.append(el("span", { text: `context budget ${format.tokens(limit)} tokens · measured after the first answer` }));
-    }
-    bar.append(track, label, legend);
-  }
-
-  fillPicker() {
-    clear(this.picker);
-    const groups = [
-      ["Configured", this.config.models.configured],
-      ["Listed by the server", this.config.models.server],
-      ["Added by you", this.config.models.added],
-    ];
-    for (const [label, models] of groups) {
-      const unique = models.filter((m, i) => models.indexOf(m) === i);
-      if (!unique.length) continue;
-      this.picker.append(el("optgroup", { label }, unique.map((m) => el("option", { value: m, text: this.modelLabel(m) }))));
-    }
-    if (!this.picker.options.length) this.picker.append(el("option", { value: "", text: "no model: set MODELS or add one in Settings" }));
-    this.selectModel(this.config.default_model);
-  }
-
-  selectModel(model) {
-    if (model && ![...this.picker.options].some((o) => o.value === model)) {
-      this.picker.append(el("option", { value: model, text: this.modelLabel(model) }));
-    }
-    if (model) this.picker.value = model;
-  }
-
-  // ---- models whose server refused the web tools ------------------------------------------
-
-  toolRefusal(model) {
-    return this.config.tool_refusals.find((refusal) => refusal.model === model) || null;
-  }
-
-  modelLabel(model) {
-    return this.toolRefusal(model) ? `${model} · no tools` : model;
-  }
-
-  /** The picker's labels and the header's mark, after a refusal was learnt or forgotten. */
-  renderToolRefusal() {
-    for (const option of this.picker.options) if (option.value) option.textContent = this.modelLabel(option.value);
-    const refusal = this.toolRefusal(this.picker.value);
-    const mark = $("#no-tools");
-    mark.hidden = $("#forget-tool-refusal").hidden = !refusal;
-    $("#tools-pill").hidden = Boolean(refusal); // the conversation's tool settings do not apply
-    if (refusal) mark.title = `This model's server refused the web tools on ${format.day(refusal.at)}: ${refusal.reason}. Its answers are written without searching until you try the tools again.`;
-  }
-
-  learnToolRefusal(refusal) {
-    this.config.tool_refusals = [...this.config.tool_refusals.filter((r) => r.model !== refusal.model), refusal];
-    this.renderToolRefusal();
-  }
-
-  async forgetToolRefusal() {
-    const model = this.picker.value;
-    try {
-      await api(`/api/models/tool-refusals/${encodeURIComponent(model)}`, { method: "DELETE" });
-    } catch (error) {
-      // 404: already forgotten (another tab); anything else is worth saying.
-      if (error.status !== 404) {
-        this.flash(`The refusal was not forgotten: ${error.message}`);
-        return;
-      }
-    }
-    this.config.tool_refusals = this.config.tool_refusals.filter((r) => r.model !== model);
-    this.renderToolRefusal();
-  }
-
-  async pickModel() {
-    this.renderToolRefusal();
-    if (!this.conversation) return;
-    try {
-      this.conversation = await api(`/api/conversations/${this.conversation.id}`, { method: "PATCH", body: { settings: { model: this.picker.value } } });
-    } catch (error) {
-      this.flash(`The model was not saved: ${error.message}`);
-    }
-  }
-
   // ---- the turn --------------------------------------------------------------------------
 
   async submit() {
@@ -406,7 +227,7 @@ export class ConversationView {
     const bubble = userMessage(message);
     this.messages.querySelector(".empty")?.remove();
     this.messages.append(bubble);
-    await this.runTurn(`/api/conversations/${this.conversation.id}/chat`, { message, model: this.picker.value }, { bubble, message });
+    await runTurn(this, `/api/conversations/${this.conversation.id}/chat`, { message, model: this.picker.value }, { bubble, message });
   }
 
   async regenerate() {
@@ -421,7 +242,7 @@ export class ConversationView {
       node = previous;
     }
     if (!messages.length) return;
-    await this.runTurn(`/api/conversations/${this.conversation.id}/regenerate`, { model: this.picker.value }, {});
+    await runTurn(this, `/api/conversations/${this.conversation.id}/regenerate`, { model: this.picker.value }, {});
   }
 
   /** In the message's own bubble: nothing changes on the server until Save. */
@@ -439,99 +260,6 @@ export class ConversationView {
     for (const node of this.messages.querySelectorAll(".message.assistant.given-back")) node.remove();
   }
 
-  /** One SSE turn. `bubble`/`message`: the user's message when this turn sent one. */
-  async runTurn(path, body, { bubble, message }) {
-    const controller = new AbortController();
-    const answer = new AnswerView();
-    answer.model = body.model;
-    const id = this.conversation.id;
-    this.messages.append(answer.node);
-    streams.start(id, { controller, answer });
-    this.setStreaming();
-    this.following = true;
-    this.scrollDown();
-    let ended = null;
-    try {
-      let first = true;
-      for await (const event of streamTurn(path, body, controller.signal)) {
-        if (first) this.hooks.changed(); // the message is in: the list shows the conversation
-        first = false;
-        ended = this.apply(event, answer, id) || ended;
-        // After the answer's own frame has rendered the new text (frames run in order).
-        if (this.following && this.shows(id)) requestAnimationFrame(() => this.following && this.shows(id) && this.scrollDown());
-      }
-      if (controller.signal.aborted) {
-        answer.interrupt();
-        ended = "interrupted";
-      } else if (!ended) {
-        throw new ConnectionLost("the stream ended before the answer did");
-      }
-    } catch (error) {
-      if (error.name === "AbortError" || controller.signal.aborted) {
-        answer.interrupt();
-        ended = "interrupted";
-      } else {
-        ended = "failed";
-        if (this.shows(id)) this.failLocally(error, answer, { bubble, message });
-        else if (error instanceof ApiError && message !== undefined) this.drafts.set(id, message);
-        else answer.showError({ kind: "connection", message: error.message }, {});
-      }
-    } finally {
-      streams.end(id, this.shows(id) && !$("#view-chat").hidden);
-      this.setStreaming();
-    }
-    this.lastEvent = ended;
-    await this.afterTurn(answer, ended, id);
-  }
-
-  /** Apply one event to the answer; returns "done" or "error" when the turn ended. */
-  apply(event, answer, id) {
-    switch (event.type) {
-      case "delta":
-        answer.appendText(event.text);
-        return null;
-      case "reasoning":
-        answer.addReasoning(event.text);
-        return null;
-      case "retry":
-        answer.replaceStreamed(event.text, event.reasoning);
-        return null;
-      case "search":
-      case "fetch":
-        answer.addActivity(event);
-        return null;
-      case "warning":
-        answer.addWarning(event.message);
-        if (event.tools_refused) this.learnToolRefusal(event.tools_refused);
-        return null;
-      case "compression":
-        answer.node.before(compressionNotice(event));
-        return null;
-      case "error":
-        this.turnError = event;
-        answer.showError(event, this.errorActions(event));
-        if (event.restore !== null && event.restore !== undefined) {
-          answer.node.classList.add("given-back");
-          if (this.shows(id)) this.restoreDraft(event.restore, answer);
-          else this.drafts.set(id, event.restore);
-        }
-        return "error";
-      case "done":
-        answer.finish(event);
-        if (this.shows(id)) {
-          this.conversation.totals = event.totals;
-          this.conversation.budget = event.budget;
-        }
-        if (this.shows(id)) {
-          this.renderTotals();
-          this.renderContextBar(event.budget);
-        }
-        return "done";
-      default:
-        return null;
-    }
-  }
-
   errorActions(error) {
     const retry = () => (error.restore ? this.submit() : this.regenerate());
     return {
@@ -541,45 +269,7 @@ export class ConversationView {
     };
   }
 
-  /** The message left the conversation on the server: its bubble goes, its text returns. */
-  restoreDraft(text, answer) {
-    const bubble = answer.node.previousElementSibling;
-    if (bubble && bubble.classList.contains("user")) bubble.remove();
-    if (!this.input.value.trim()) {
-      this.input.value = text;
-      this.grow();
-    }
-    this.input.focus();
-  }
-
-  /** A failure of our own service or of the page's connection to it (no error event). */
-  failLocally(error, answer, { bubble, message }) {
-    if (error instanceof ApiError && message !== undefined) {
-      // Refused before the turn started (409, 400...): nothing was kept, the text returns.
-      bubble?.remove();
-      answer.node.remove();
-      this.input.value = message;
-      this.grow();
-      this.messages.append(notice(`Not sent: ${error.message}`, "warning"));
-      return;
-    }
-    const kind = error instanceof ConnectionLost ? "connection" : "internal";
-    answer.showError({ kind, message: error.message }, {
-      // Whether the service kept the message is known only by asking it.
-      retry: async () => {
-        await this.reload();
-        this.render();
-        const messages = this.conversation.messages;
-        const lastUser = messages.filter((m) => m.role === "user").pop();
-        if (messages.length && messages[messages.length - 1].role === "user") await this.regenerate();
-        else if (message !== undefined && (!lastUser || lastUser.content !== message)) {
-          this.input.value = message;
-          await this.submit();
-        }
-      },
-    });
-  }
-
+  /** After runTurn (turn.js): the page as the service now has the conversation. */
   async afterTurn(answer, ended, id) {
     this.hooks.changed();
     if (!this.shows(id)) {
@@ -592,7 +282,7 @@ export class ConversationView {
     } catch {
       // the service is gone; the error card already says so
     }
-    this.renderHeader();
+    renderHeader(this);
     settle(this, answer, ended);
     if (ended === "done" || ended === "interrupted") {
       this.lastAnswer = answer;

@@ -132,57 +132,91 @@ function barChart(body, width) {
 
 // ---- the view -------------------------------------------------------------------------------
 
+/** Mount the lab in `root`; returns it (search(page), compare(), lastSearch). */
 export function mountLab(root) {
-  clear(root);
-  root.classList.add("lab");
+  return new SearchLab(root);
+}
 
-  const field = (id, label, input, hint) =>
-    el("div", { className: `lab-field lab-field-${id}` },
-      el("label", { for: `lab-${id}`, text: label }),
-      input,
-      hint ? el("span", { className: "lab-hint", id: `lab-${id}-hint`, text: hint }) : null);
+class SearchLab {
+  constructor(root) {
+    clear(root);
+    root.classList.add("lab");
+    this.buildForm();
+    this.status = el("p", { className: "lab-status", role: "status", "aria-live": "polite" });
+    this.errorBox = el("div", { className: "lab-error", role: "alert", hidden: true });
+    this.comparison = el("section", { className: "lab-comparison", "aria-labelledby": "lab-comparison-title", hidden: true });
+    this.results = el("section", { className: "lab-results", "aria-labelledby": "lab-results-title", hidden: true });
 
-  const query = el("input", { id: "lab-query", type: "search", name: "q", required: true, maxlength: "400", autocomplete: "off", placeholder: "What the model would search for" });
-  const locale = el("input", { id: "lab-locale", type: "text", name: "locale", list: "lab-locale-list", autocomplete: "off", spellcheck: "false", placeholder: "SEARCH_LOCALE", "aria-describedby": "lab-locale-hint" });
-  const engines = el("input", { id: "lab-engines", type: "text", name: "engines", autocomplete: "off", spellcheck: "false", placeholder: "all enabled", "aria-describedby": "lab-engines-hint" });
-  const locales = el("input", { id: "lab-locales", type: "text", name: "locales", autocomplete: "off", spellcheck: "false", "aria-describedby": "lab-locales-hint" });
-  const top = el("input", { id: "lab-top", type: "number", name: "top", min: "1", max: "50", value: "20", required: true });
-  const searchButton = el("button", { type: "submit", className: "primary", text: "Search" });
-  const compareButton = el("button", { type: "button", className: "lab-compare-button", text: "Compare locales" });
-  const form = el("form", { className: "lab-form", autocomplete: "off", "aria-label": "Search lab" },
-    field("query", "Query", query),
-    field("locale", "Locale", locale, "e.g. pl-PL, pl, all"),
-    field("engines", "Engines", engines, "optional, comma list"),
-    field("locales", "Locales to compare", locales, "default: all, the language, the locale"),
-    field("top", "Top results", top),
-    el("div", { className: "lab-actions" }, searchButton, compareButton),
-    el("datalist", { id: "lab-locale-list" }, COMMON_LOCALES.map((value) => el("option", { value }))));
+    root.append(
+      el("header", { className: "lab-head" },
+        el("h1", { text: "Search lab" }),
+        el("p", { className: "lab-intro", text: "A search exactly as the model gets it: through your SearXNG, with the locale and engines you choose, and the language of each result as detected. Compare locales to see which one brings results in your language." })),
+      this.form, this.status, this.errorBox, this.comparison, this.results,
+    );
 
-  const status = el("p", { className: "lab-status", role: "status", "aria-live": "polite" });
-  const errorBox = el("div", { className: "lab-error", role: "alert", hidden: true });
-  const comparison = el("section", { className: "lab-comparison", "aria-labelledby": "lab-comparison-title", hidden: true });
-  const results = el("section", { className: "lab-results", "aria-labelledby": "lab-results-title", hidden: true });
+    // -- state --
+    this.busy = new Map(); // kind -> {controller, message}
+    this.lastSearch = null;
+    this.chartBody = null;
+    this.chartWidth = 0;
 
-  root.append(
-    el("header", { className: "lab-head" },
-      el("h1", { text: "Search lab" }),
-      el("p", { className: "lab-intro", text: "A search exactly as the model gets it: through your SearXNG, with the locale and engines you choose, and the language of each result as detected. Compare locales to see which one brings results in your language." })),
-    form, status, errorBox, comparison, results,
-  );
-
-  // -- state --
-  const busy = new Map(); // kind -> {controller, message}
-  let lastSearch = null;
-  let chartBody = null;
-  let chartWidth = 0;
-
-  function showStatus() {
-    const messages = [...busy.values()].map((b) => b.message);
-    status.textContent = messages.join(" ");
-    status.classList.toggle("busy", messages.length > 0);
+    this.chartBox = el("figure", { className: "lab-chart" });
+    const observer = new ResizeObserver(() => {
+      const width = Math.round(this.chartBox.clientWidth);
+      if (this.chartBody && width && width !== this.chartWidth) this.drawChart();
+    });
+    observer.observe(this.chartBox);
+    this.wire();
   }
 
-  function showError(title, error) {
+  buildForm() {
+    this.query = el("input", { id: "lab-query", type: "search", name: "q", required: true, maxlength: "400", autocomplete: "off", placeholder: "What the model would search for" });
+    this.locale = el("input", { id: "lab-locale", type: "text", name: "locale", list: "lab-locale-list", autocomplete: "off", spellcheck: "false", placeholder: "SEARCH_LOCALE", "aria-describedby": "lab-locale-hint" });
+    this.engines = el("input", { id: "lab-engines", type: "text", name: "engines", autocomplete: "off", spellcheck: "false", placeholder: "all enabled", "aria-describedby": "lab-engines-hint" });
+    this.locales = el("input", { id: "lab-locales", type: "text", name: "locales", autocomplete: "off", spellcheck: "false", "aria-describedby": "lab-locales-hint" });
+    this.top = el("input", { id: "lab-top", type: "number", name: "top", min: "1", max: "50", value: "20", required: true });
+    this.searchButton = el("button", { type: "submit", className: "primary", text: "Search" });
+    this.compareButton = el("button", { type: "button", className: "lab-compare-button", text: "Compare locales" });
+    this.form = el("form", { className: "lab-form", autocomplete: "off", "aria-label": "Search lab" },
+      field("query", "Query", this.query),
+      field("locale", "Locale", this.locale, "e.g. pl-PL, pl, all"),
+      field("engines", "Engines", this.engines, "optional, comma list"),
+      field("locales", "Locales to compare", this.locales, "default: all, the language, the locale"),
+      field("top", "Top results", this.top),
+      el("div", { className: "lab-actions" }, this.searchButton, this.compareButton),
+      el("datalist", { id: "lab-locale-list" }, COMMON_LOCALES.map((value) => el("option", { value }))));
+  }
+
+  wire() {
+    this.form.addEventListener("submit", (event) => {
+      event.preventDefault();
+      this.search(1);
+    });
+    this.compareButton.addEventListener("click", () => this.compare());
+    this.locale.addEventListener("input", () => this.updateLocalesHint());
+    this.updateLocalesHint();
+
+    api("/api/config")
+      .then((config) => {
+        const fallback = config && config.defaults && config.defaults.search_locale;
+        if (!fallback) return;
+        this.locale.placeholder = fallback;
+        if (!this.locale.value) this.locale.value = fallback;
+        this.updateLocalesHint();
+      })
+      .catch(() => {
+        // the service's SEARCH_LOCALE still applies when the field is left empty
+      });
+  }
+
+  showStatus() {
+    const messages = [...this.busy.values()].map((b) => b.message);
+    this.status.textContent = messages.join(" ");
+    this.status.classList.toggle("busy", messages.length > 0);
+  }
+
+  showError(title, error) {
+    const errorBox = this.errorBox;
     clear(errorBox);
     if (!error) {
       errorBox.hidden = true;
@@ -195,51 +229,53 @@ export function mountLab(root) {
     errorBox.hidden = false;
   }
 
-  async function run(kind, button, message, path, render, failTitle, section) {
+  async run(kind, button, message, path, render, failTitle, section) {
+    const busy = this.busy;
     if (busy.has(kind)) busy.get(kind).controller.abort();
     const controller = new AbortController();
     busy.set(kind, { controller, message });
     button.disabled = true;
     button.setAttribute("aria-busy", "true");
-    showError(null);
-    showStatus();
+    this.showError(null);
+    this.showStatus();
     try {
       const body = await api(path, { signal: controller.signal });
       if (busy.get(kind)?.controller === controller) render(body);
     } catch (error) {
       if (error.name === "AbortError") return;
       section.hidden = true;
-      showError(failTitle, error);
+      this.showError(failTitle, error);
     } finally {
       if (busy.get(kind)?.controller === controller) {
         busy.delete(kind);
         button.disabled = false;
         button.removeAttribute("aria-busy");
-        showStatus();
+        this.showStatus();
       }
     }
   }
 
-  function chosenLocale() {
-    return locale.value.trim();
+  chosenLocale() {
+    return this.locale.value.trim();
   }
 
-  function updateLocalesHint() {
-    const defaults = defaultLocales(chosenLocale() || locale.placeholder);
-    locales.placeholder = defaults.length ? defaults.join(",") : "e.g. all,pl,pl-PL";
+  updateLocalesHint() {
+    const defaults = defaultLocales(this.chosenLocale() || this.locale.placeholder);
+    this.locales.placeholder = defaults.length ? defaults.join(",") : "e.g. all,pl,pl-PL";
   }
 
   // -- search --
-  function search(page = 1) {
-    if (!form.reportValidity()) return;
-    const params = new URLSearchParams({ q: query.value.trim(), page: String(page) });
-    if (chosenLocale()) params.set("locale", chosenLocale());
-    if (engines.value.trim()) params.set("engines", engines.value.trim());
-    run("search", searchButton, "Searching…", `/api/lab/search?${params}`, renderResults, "Search failed", results);
+  search(page = 1) {
+    if (!this.form.reportValidity()) return;
+    const params = new URLSearchParams({ q: this.query.value.trim(), page: String(page) });
+    if (this.chosenLocale()) params.set("locale", this.chosenLocale());
+    if (this.engines.value.trim()) params.set("engines", this.engines.value.trim());
+    this.run("search", this.searchButton, "Searching…", `/api/lab/search?${params}`, (body) => this.renderResults(body), "Search failed", this.results);
   }
 
-  function renderResults(body) {
-    lastSearch = body;
+  renderResults(body) {
+    const results = this.results;
+    this.lastSearch = body;
     clear(results);
     const target = body.target;
     const inTarget = target ? body.results.filter((r) => r.language === target).length : 0;
@@ -260,103 +296,83 @@ export function mountLab(root) {
       results.append(el("ol", { className: "lab-result-list" }, body.results.map((r) => resultItem(r, target))));
     }
     const pager = el("nav", { className: "lab-pager", "aria-label": "Result pages" },
-      el("button", { type: "button", className: "quiet", text: "← Previous page", disabled: body.page <= 1, on: { click: () => search(body.page - 1) } }),
+      el("button", { type: "button", className: "quiet", text: "← Previous page", disabled: body.page <= 1, on: { click: () => this.search(body.page - 1) } }),
       el("span", { text: `page ${body.page}` }),
-      el("button", { type: "button", className: "quiet", text: "Next page →", disabled: body.page >= MAX_PAGE || !body.results.length, on: { click: () => search(body.page + 1) } }));
+      el("button", { type: "button", className: "quiet", text: "Next page →", disabled: body.page >= MAX_PAGE || !body.results.length, on: { click: () => this.search(body.page + 1) } }));
     results.append(pager);
     results.hidden = false;
   }
 
-  function resultItem(result, target) {
-    const match = Boolean(target) && result.language === target;
-    const href = safeHref(result.url);
-    const title = result.title || result.url;
-    return el("li", { className: "lab-result" },
-      el("div", { className: "lab-result-meta" },
-        result.date
-          ? el("time", { className: "lab-date", datetime: result.date, text: result.date })
-          : el("span", { className: "lab-date undated", text: "no date" }),
-        el("span", { className: "lab-domain", text: result.domain }),
-        el("span", {
-          className: `lab-lang${match ? " match" : ""}`,
-          title: match ? `detected language: ${result.language}, the locale's` : `detected language: ${result.language}`,
-          text: result.language,
-        })),
-      href
-        ? el("a", { className: "lab-title", href, rel: "noopener noreferrer", target: "_blank", title: result.url, text: title })
-        : el("span", { className: "lab-title", title: result.url, text: title }),
-      el("p", { className: "lab-snippet", text: result.content }));
-  }
-
   // -- compare --
-  function compare() {
-    if (!form.reportValidity()) return;
-    const params = new URLSearchParams({ q: query.value.trim(), top: top.value.trim() });
-    if (locales.value.trim()) params.set("locales", locales.value.trim());
-    else if (chosenLocale()) params.set("locale", chosenLocale());
-    if (engines.value.trim()) params.set("engines", engines.value.trim());
-    run("measure", compareButton, "Measuring locales…", `/api/lab/measure?${params}`, renderComparison, "Comparison failed", comparison);
+  compare() {
+    if (!this.form.reportValidity()) return;
+    const params = new URLSearchParams({ q: this.query.value.trim(), top: this.top.value.trim() });
+    if (this.locales.value.trim()) params.set("locales", this.locales.value.trim());
+    else if (this.chosenLocale()) params.set("locale", this.chosenLocale());
+    if (this.engines.value.trim()) params.set("engines", this.engines.value.trim());
+    this.run("measure", this.compareButton, "Measuring locales…", `/api/lab/measure?${params}`, (body) => this.renderComparison(body), "Comparison failed", this.comparison);
   }
 
-  const chartBox = el("figure", { className: "lab-chart" });
-  const observer = new ResizeObserver(() => {
-    const width = Math.round(chartBox.clientWidth);
-    if (chartBody && width && width !== chartWidth) drawChart();
-  });
-  observer.observe(chartBox);
-
-  function drawChart() {
-    chartWidth = Math.round(chartBox.clientWidth) || 640;
-    clear(chartBox).append(barChart(chartBody, chartWidth));
+  drawChart() {
+    this.chartWidth = Math.round(this.chartBox.clientWidth) || 640;
+    clear(this.chartBox).append(barChart(this.chartBody, this.chartWidth));
   }
 
-  function renderComparison(body) {
-    chartBody = body;
-    clear(comparison);
-    const table = el("table", { className: "lab-table" },
-      el("caption", { className: "visually-hidden", text: `Results in “${body.target}” among the top ${body.top}, by locale` }),
-      el("thead", {}, el("tr", {},
-        el("th", { scope: "col", text: "Locale" }),
-        el("th", { scope: "col", className: "num", text: `In “${body.target}”` }),
-        el("th", { scope: "col", className: "num", text: "Total" }),
-        el("th", { scope: "col", className: "num", text: "Share" }))),
-      el("tbody", {}, body.rows.map((row) => el("tr", { dataset: { locale: row.locale } },
-        el("th", { scope: "row", text: row.locale }),
-        el("td", { className: "num", text: String(row.in_target) }),
-        el("td", { className: "num", text: String(row.total) }),
-        el("td", { className: "num", text: `${Math.round(share(row.in_target, row.total))}%` })))));
-    comparison.append(
+  renderComparison(body) {
+    this.chartBody = body;
+    clear(this.comparison);
+    this.comparison.append(
       el("div", { className: "lab-section-head" },
         el("h2", { id: "lab-comparison-title", text: "Compare locales" }),
         el("button", { type: "button", className: "lab-csv", text: "Download CSV", on: { click: () => download(measurementCsv(body), csvName(body)) } })),
       el("p", { className: "lab-summary", text: `How many of the top ${body.top} results for “${body.query}” are in “${body.target}”, locale by locale (py3langid on title and snippets, as measure-locale counts).` }),
-      chartBox,
-      el("div", { className: "lab-table-wrap" }, table),
+      this.chartBox,
+      el("div", { className: "lab-table-wrap" }, comparisonTable(body)),
     );
-    comparison.hidden = false;
-    drawChart();
+    this.comparison.hidden = false;
+    this.drawChart();
   }
+}
 
-  // -- wiring --
-  form.addEventListener("submit", (event) => {
-    event.preventDefault();
-    search(1);
-  });
-  compareButton.addEventListener("click", compare);
-  locale.addEventListener("input", updateLocalesHint);
-  updateLocalesHint();
+function field(id, label, input, hint) {
+  return el("div", { className: `lab-field lab-field-${id}` },
+    el("label", { for: `lab-${id}`, text: label }),
+    input,
+    hint ? el("span", { className: "lab-hint", id: `lab-${id}-hint`, text: hint }) : null);
+}
 
-  api("/api/config")
-    .then((config) => {
-      const fallback = config && config.defaults && config.defaults.search_locale;
-      if (!fallback) return;
-      locale.placeholder = fallback;
-      if (!locale.value) locale.value = fallback;
-      updateLocalesHint();
-    })
-    .catch(() => {
-      // the service's SEARCH_LOCALE still applies when the field is left empty
-    });
+function resultItem(result, target) {
+  const match = Boolean(target) && result.language === target;
+  const href = safeHref(result.url);
+  const title = result.title || result.url;
+  return el("li", { className: "lab-result" },
+    el("div", { className: "lab-result-meta" },
+      result.date
+        ? el("time", { className: "lab-date", datetime: result.date, text: result.date })
+        : el("span", { className: "lab-date undated", text: "no date" }),
+      el("span", { className: "lab-domain", text: result.domain }),
+      el("span", {
+        className: `lab-lang${match ? " match" : ""}`,
+        title: match ? `detected language: ${result.language}, the locale's` : `detected language: ${result.language}`,
+        text: result.language,
+      })),
+    href
+      ? el("a", { className: "lab-title", href, rel: "noopener noreferrer", target: "_blank", title: result.url, text: title })
+      : el("span", { className: "lab-title", title: result.url, text: title }),
+    el("p", { className: "lab-snippet", text: result.content }));
+}
 
-  return { search, compare, get lastSearch() { return lastSearch; } };
+function comparisonTable(body) {
+  return el("table", { className: "lab-table" },
+    el("caption", { className: "visually-hidden", text: `Results in “${body.target}” among the top ${body.top}, by locale` }),
+    el("thead", {}, el("tr", {},
+      el("th", { scope: "col", text: "Locale" }),
+      el("th", { scope: "col", className: "num", text: `In “${body.target}”` }),
+      el("th", { scope: "col", className: "num", text: "Total" }),
+      el("th", { scope: "col", className: "num", text: "Share" }))),
+    el("tbody", {}, body.rows.map((row) => el("tr", { dataset: { locale: row.locale } },
+      el("th", { scope: "row", text: row.locale }),
+      el("td", { className: "num", text: String(row.in_target) }),
+      el("td", { className: "num", text: String(row.total) }),
+      el("td", { className: "num", text: `${Math.round(share(row.in_target, row.total))}%` })))));
 }

@@ -10,6 +10,7 @@ import { SettingsDialog } from "./settings.js";
 import { mountStatus, overview } from "./status.js";
 import { streams } from "./streams.js";
 import { bindTheme } from "./theme.js";
+import { fillPicker, renderHeader, renderTitle } from "./topbar.js";
 
 const state = { config: null, view: null, conversations: [], query: "", labMounted: false };
 
@@ -49,8 +50,8 @@ async function start() {
     },
     modelsChanged: (models) => {
       state.config.models.added = models;
-      state.view.fillPicker();
-      state.view.renderHeader();
+      fillPicker(state.view);
+      renderHeader(state.view);
     },
   });
   bindShell();
@@ -185,7 +186,7 @@ async function refreshList() {
   const entry = shown && conversations.find((c) => c.id === shown.id);
   if (entry && entry.title !== shown.title) {
     shown.title = entry.title;
-    state.view.renderTitle();
+    renderTitle(state.view);
   }
   const list = clear($("#conversation-list"));
   if (!state.conversations.length) {
@@ -280,7 +281,7 @@ function rename(item, conversation) {
         const updated = await api(`/api/conversations/${conversation.id}`, { method: "PATCH", body: { title } });
         if (state.view.conversation && state.view.conversation.id === conversation.id) {
           state.view.conversation.title = updated.title;
-          state.view.renderTitle();
+          renderTitle(state.view);
         }
       } catch (error) {
         state.view.flash(`Not renamed: ${error.message}`);

@@ -1,9 +1,11 @@
-// One message on screen: the user's bubble, or an answer with its activity trail, sources,
-// stats and, when it failed, an error card with the action that recovers.
+// One message on screen: the user's bubble, or an answer with its activity trail, sources
+// (drawn by sources.js), stats and, when it failed, an error card with the action that
+// recovers.
 
 import { el, clear } from "./dom.js";
 import * as format from "./format.js";
 import { renderMarkdown, splitStable } from "./markdown.js";
+import { sourceList } from "./sources.js";
 
 let answerCount = 0;
 
@@ -273,31 +275,7 @@ export class AnswerView {
 
   renderSources() {
     clear(this.sourcesBox);
-    if (!this.sources.length) return;
-    const chips = el("div", { className: "sources", "aria-label": "Sources" });
-    const seen = [];
-    const numbered = this.sources.map((source, index) => [index + 1, this.shownNumber(index + 1), source]);
-    numbered.sort((a, b) => a[1] - b[1]);
-    for (const [number, shown, source] of numbered) {
-      if (source.read) chips.append(sourceChip(source, shown, `${this.id}-source-${number}`));
-      else seen.push([number, shown, source]);
-    }
-    if (seen.length) {
-      const list = el("ol", {});
-      for (const [number, shown, source] of seen) {
-        list.append(
-          el(
-            "li",
-            { value: shown, id: `${this.id}-source-${number}` },
-            source.date ? el("span", { className: "seen-date", text: source.date }) : null,
-            safeLink(source.url, source.title || source.url),
-            el("span", { className: "seen", text: ` · ${source.domain || ""}` }),
-          ),
-        );
-      }
-      chips.append(el("details", { className: "seen" }, el("summary", { text: `seen: ${seen.length} result${seen.length === 1 ? "" : "s"}` }), list));
-    }
-    this.sourcesBox.append(chips);
+    if (this.sources.length) this.sourcesBox.append(sourceList(this.sources, (n) => this.shownNumber(n), this.id));
   }
 
   renderStats(usage) {
@@ -449,7 +427,6 @@ function trailStep(step) {
 
 // A model server that died mid-answer: the stream broke, not the request.
 const CUT_SHORT = /TransferEncodingError|RemoteProtocolError|ReadError|incomplete|ended the stream|lost the connection/i;
-const CHIP_TITLE = 48; // characters of a page's title on its chip (the whole one on hover)
 
 /** The text without its code (fenced blocks, inline spans): a `[n]` there cites nothing. */
 function withoutCode(text) {
@@ -463,24 +440,6 @@ function withoutCode(text) {
     else kept.push(line.replace(/(`+).+?\1/g, ""));
   }
   return kept.join("\n");
-}
-
-function sourceChip(source, number, id) {
-  const host = (source.domain || hostOf(source.url)).replace(/^www\./, "");
-  const title = (source.title || "").trim();
-  const short = title.length > CHIP_TITLE ? `${title.slice(0, CHIP_TITLE - 1).trimEnd()}…` : title;
-  const tip = [title, source.date, source.url].filter(Boolean).join(" · ");
-  const chip = safeLink(source.url, null, { className: "source-chip", id, title: tip });
-  chip.append(el("span", { className: "source-number", text: number }), short ? el("span", { className: "source-title", text: short }) : null, el("span", { className: "source-host", text: host }));
-  return chip;
-}
-
-function hostOf(url) {
-  try {
-    return new URL(url).hostname;
-  } catch {
-    return "";
-  }
 }
 
 /** Who wrote the answer and when: the time shown, the date and model on hover. */
@@ -505,16 +464,4 @@ function copyButton(markdown) {
     setTimeout(() => (button.textContent = "Copy"), 1500);
   });
   return button;
-}
-
-/** A link only for http(s) addresses; anything else is shown as text. */
-export function safeLink(url, text, props = {}) {
-  let ok = false;
-  try {
-    ok = ["http:", "https:"].includes(new URL(url).protocol);
-  } catch {
-    ok = false;
-  }
-  if (!ok) return el("span", { ...props, text: text ?? url });
-  return el("a", { ...props, href: url, target: "_blank", rel: "noopener noreferrer", text: text ?? undefined });
 }

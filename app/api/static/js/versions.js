@@ -6,6 +6,7 @@
 import { api } from "./api.js";
 import { el } from "./dom.js";
 import { userMessage } from "./message.js";
+import { runTurn } from "./turn.js";
 
 /** The "‹ 2/3 ›" control of every turn that has versions, as the conversation says. */
 export function showVersions(view) {
@@ -138,7 +139,7 @@ async function resend(view, node, text) {
   for (const old of parked) old.hidden = true;
   const bubble = userMessage(text);
   view.messages.append(bubble);
-  await view.runTurn(`/api/conversations/${view.conversation.id}/edit`, { message: text, model: view.picker.value }, { bubble, message: text });
+  await runTurn(view, `/api/conversations/${view.conversation.id}/edit`, { message: text, model: view.picker.value }, { bubble, message: text });
   const replaced = versionCount(view.conversation) > before;
   for (const old of parked) {
     if (replaced) old.remove();
