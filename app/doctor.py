@@ -22,7 +22,9 @@ from app import config
 from app.chat.tools import SEARCH_DECLARATION
 from app.model.client import LLMError, ModelClient, OllamaWindow, safe_json
 from app.search.client import SearchError, Searxng
-from app.store.database import DATABASE, TOKEN_FILE, Database, ToolRefusal
+from app.store.database import DATABASE, Database
+from app.store.files import TOKEN_FILE
+from app.store.rows import ToolRefusal
 
 State = Literal["ok", "warning", "fail"]
 Part = Literal["searxng", "engine", "model", "access"]
