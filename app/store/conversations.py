@@ -8,7 +8,6 @@ import re
 import secrets
 import time
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
 from app import jsoncodec
 from app.store.errors import Conflict, Damaged
@@ -17,6 +16,7 @@ from app.store.rows import (
     Conversation,
     Entry,
     Message,
+    StoredSettings,
     brief,
     conversation_from_row,
     detailed,
@@ -37,7 +37,7 @@ send again; older than this, nobody is coming back to it (see Conversations.drop
 class Conversations(Versions):
     """The queries of whole conversations; each write its own transaction."""
 
-    def create(self, title: str, settings: dict[str, Any]) -> Conversation:
+    def create(self, title: str, settings: StoredSettings) -> Conversation:
         conversation_id = datetime.now(UTC).strftime("%Y%m%d-") + secrets.token_hex(5)
         stamp = now()
         with self.write():
@@ -73,7 +73,7 @@ class Conversations(Versions):
             ) from None
         return conversation
 
-    def settings(self, conversation_id: str) -> dict[str, Any]:
+    def settings(self, conversation_id: str) -> StoredSettings:
         """Only the settings: what a request checks before a turn starts."""
         return settings_of(self.row(conversation_id))
 
@@ -131,7 +131,7 @@ class Conversations(Versions):
         return gone
 
     def change(
-        self, conversation_id: str, title: str | None, settings: dict[str, Any]
+        self, conversation_id: str, title: str | None, settings: StoredSettings
     ) -> Conversation:
         """Rename and change settings; a turn running meanwhile keeps its own copy. A
         rename alone leaves the conversation's place in the list (its "updated")."""

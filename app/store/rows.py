@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 from datetime import UTC, datetime
-from typing import Any, NamedTuple, NotRequired, TypedDict
+from typing import Any, NamedTuple, NotRequired, TypeAlias, TypedDict
 
 from app import jsoncodec
 from app.store.errors import Damaged, InvalidId
@@ -14,6 +14,14 @@ from app.store.errors import Damaged, InvalidId
 ID_PATTERN = r"^[a-z0-9][a-z0-9-]{5,63}$"
 ID = re.compile(ID_PATTERN)
 NEW_TITLE = "New conversation"
+
+StoredSettings: TypeAlias = dict[str, Any]
+"""A conversation's settings as stored (JSON): app/chat reads them over its defaults; the
+store does not read into them, but for the model a turn picked."""
+Totals: TypeAlias = dict[str, int | float]
+"""What a conversation's turns used, added up by name (tokens, searches, pages read)."""
+ContextReport: TypeAlias = dict[str, Any]
+"""The context budget's report of the last turn (JSON), kept as the turn gave it."""
 
 
 class Message(TypedDict):
@@ -42,16 +50,16 @@ class Conversation(TypedDict):
     title: str
     created: str
     updated: str
-    settings: dict[str, Any]
+    settings: StoredSettings
     messages: list[Message]
     summary: str
     summarized: int
     """How many of the oldest messages the summary stands for."""
     title_from_message: NotRequired[bool]
-    totals: NotRequired[dict[str, Any]]
+    totals: NotRequired[Totals]
     usage: NotRequired[dict[str, int]]
     """The last measured prompt, and how many messages it covered."""
-    budget: NotRequired[dict[str, Any]]
+    budget: NotRequired[ContextReport]
 
 
 class TailSnapshot(TypedDict):
@@ -85,9 +93,9 @@ class OutcomeWrite(TypedDict):
     """Take the user's message back out (a turn that failed before any output)."""
     summary: str | None
     summarized: int | None
-    totals: dict[str, int | float]
+    totals: Totals
     """Added to the conversation's totals."""
-    budget: dict[str, Any] | None
+    budget: ContextReport | None
     usage: dict[str, int] | None
 
 
@@ -132,9 +140,9 @@ def check_id(conversation_id: str) -> str:
     return conversation_id
 
 
-def settings_of(row: ConversationRow) -> dict[str, Any]:
+def settings_of(row: ConversationRow) -> StoredSettings:
     try:
-        settings: dict[str, Any] = jsoncodec.loads(row.settings)
+        settings: StoredSettings = jsoncodec.loads(row.settings)
     except ValueError as exc:
         raise Damaged(f"conversation {row.id}: settings damaged ({exc})") from None
     return settings

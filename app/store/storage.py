@@ -13,7 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Any, ParamSpec, TypeVar
+from typing import ParamSpec, TypeVar
 
 import anyio
 
@@ -27,7 +27,9 @@ from app.store.rows import (
     Entry,
     Message,
     OutcomeWrite,
+    StoredSettings,
     ToolRefusal,
+    Totals,
 )
 
 logger = logging.getLogger(__name__)
@@ -113,9 +115,7 @@ class Storage:
     async def drop_message(self, conversation_id: str, position: int) -> None:
         await self.run(self.database.drop_message, conversation_id, position)
 
-    async def save_outcome(
-        self, conversation_id: str, outcome: OutcomeWrite, owner: str
-    ) -> dict[str, Any]:
+    async def save_outcome(self, conversation_id: str, outcome: OutcomeWrite, owner: str) -> Totals:
         return await self.run(self.database.save_outcome, conversation_id, outcome, owner)
 
     async def renew(self, conversation_id: str, owner: str) -> bool:
@@ -154,7 +154,7 @@ class Storage:
 
     # -- conversations --------------------------------------------------------------------
 
-    async def create(self, title: str, settings: dict[str, Any]) -> Conversation:
+    async def create(self, title: str, settings: StoredSettings) -> Conversation:
         return await self.run(self.database.create, title, settings)
 
     async def load(self, conversation_id: str) -> Conversation:
@@ -163,11 +163,11 @@ class Storage:
     async def row(self, conversation_id: str) -> ConversationRow:
         return await self.run(self.database.row, conversation_id)
 
-    async def settings(self, conversation_id: str) -> dict[str, Any]:
+    async def settings(self, conversation_id: str) -> StoredSettings:
         return await self.run(self.database.settings, conversation_id)
 
     async def change(
-        self, conversation_id: str, title: str | None, settings: dict[str, Any]
+        self, conversation_id: str, title: str | None, settings: StoredSettings
     ) -> Conversation:
         return await self.run(self.database.change, conversation_id, title, settings)
 

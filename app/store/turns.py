@@ -17,6 +17,7 @@ from app.store.rows import (
     ConversationRow,
     Message,
     OutcomeWrite,
+    Totals,
     message_columns,
     now,
     settings_of,
@@ -158,9 +159,7 @@ class Turns(Conversations):
                 (row.rowid, position),
             )
 
-    def save_outcome(
-        self, conversation_id: str, outcome: OutcomeWrite, owner: str
-    ) -> dict[str, Any]:
+    def save_outcome(self, conversation_id: str, outcome: OutcomeWrite, owner: str) -> Totals:
         """A turn's whole outcome in one transaction, which releases the turn's lease (the
         outcome is written before another turn can start); the conversation's new totals."""
         with self.write(durable=True):
@@ -174,7 +173,7 @@ class Turns(Conversations):
                 self.take_back(row)
             elif outcome["answer"] is not None:
                 self.upsert(row.rowid, outcome["position"], outcome["answer"])
-            totals: dict[str, Any] = jsoncodec.loads(row.totals or "{}")
+            totals: Totals = jsoncodec.loads(row.totals or "{}")
             for key, value in outcome["totals"].items():
                 totals[key] = totals.get(key, 0) + value
             changes: dict[str, Any] = {"totals": jsoncodec.dumps_text(totals), "updated": now()}
