@@ -172,7 +172,7 @@ def compose_token(settings: config.Settings, host: str) -> str:
     """The token for a service that listens beyond loopback without AUTH_TOKEN: under
     Compose (PUBLISHED_ON_LOOPBACK), the one kept in DATA_DIR, made at first start and
     shown then; anywhere else, none: the user must choose."""
-    from app.store.database import TOKEN_FILE, stored_token
+    from app.store.files import TOKEN_FILE, stored_token
 
     if not settings.published_on_loopback:
         raise config.ConfigError(
@@ -297,7 +297,8 @@ def cmd_doctor(args: argparse.Namespace, settings: config.Settings) -> int:
 
 
 def cmd_export(args: argparse.Namespace, settings: config.Settings) -> int:
-    from app.store.database import DATABASE, Damaged, Database, InvalidId, NotFound
+    from app.store.database import DATABASE, Database
+    from app.store.errors import Damaged, InvalidId, NotFound
     from app.store.export import markdown
 
     path = settings.data_dir / DATABASE

@@ -24,7 +24,9 @@ from app.model.client import ModelClient, safe_json
 from app.model.failures import Failure, LLMError
 from app.model.windows import OllamaWindow
 from app.search.client import SearchError, Searxng
-from app.store.database import DATABASE, TOKEN_FILE, Database, ToolRefusal
+from app.store.database import DATABASE, Database
+from app.store.files import TOKEN_FILE
+from app.store.rows import ToolRefusal
 
 State = Literal["ok", "warning", "fail"]
 Part = Literal["searxng", "engine", "model", "access"]

@@ -17,16 +17,12 @@ import time
 import httpx
 import pytest
 
-from app.store.database import (
-    MIGRATIONS,
-    SCHEMA_VERSION,
-    Conflict,
-    Damaged,
-    Database,
-    OutcomeWrite,
-    Storage,
-    new_owner,
-)
+from app.store.database import Database
+from app.store.errors import Conflict, Damaged
+from app.store.leases import new_owner
+from app.store.migrations import MIGRATIONS, SCHEMA_VERSION
+from app.store.rows import OutcomeWrite
+from app.store.storage import Storage
 from tests.chat_client import get_conversation, new_conversation, send
 from tests.conftest import ROOT, ChatService, chat_env
 from tests.fakes.llm_server import Reply

@@ -34,16 +34,9 @@ from app.chat.turn import Services, conversation_defaults, run_turn
 from app.model.client import ModelClient
 from app.search.client import Searxng
 from app.store import export
-from app.store.database import (
-    ID_PATTERN,
-    Conflict,
-    Damaged,
-    InvalidId,
-    Lease,
-    NotFound,
-    Storage,
-    TurnInput,
-)
+from app.store.errors import Conflict, Damaged, InvalidId, NotFound
+from app.store.rows import ID_PATTERN
+from app.store.storage import Lease, Storage, TurnInput
 
 ConversationId = Annotated[str, PathParam(pattern=ID_PATTERN, description="a conversation id")]
 ModelPath = Annotated[
@@ -118,7 +111,6 @@ def validation_message(exc: RequestValidationError) -> str:
 def create_app(settings: config.Settings, searxng_url: str) -> FastAPI:
     storage = Storage(settings.data_dir, turn_digests=settings.keep_sources_turns)
     storage.open()
-    db = storage.database
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -216,9 +208,9 @@ def create_app(settings: config.Settings, searxng_url: str) -> FastAPI:
             "models": {
                 "configured": list(settings.models),
                 "server": [m for m in listed if m not in settings.models],
-                "added": await storage.run(db.models),
+                "added": await storage.models(),
             },
-            "tool_refusals": await storage.run(db.tool_refusals),
+            "tool_refusals": await storage.tool_refusals(),
             "default_model": settings.default_model,
             "summary_model": settings.summary_model,
             "defaults": conversation_defaults(settings),
@@ -258,19 +250,19 @@ def create_app(settings: config.Settings, searxng_url: str) -> FastAPI:
 
     @app.put("/api/models", responses=errors(413, 415, 422))
     async def put_models(body: ModelList) -> dict[str, list[str]]:
-        await storage.run(db.set_models, body.models)
+        await storage.set_models(body.models)
         return {"models": body.models}
 
     @app.delete("/api/models/tool-refusals/{model:path}", status_code=204, responses=errors(404))
     async def forget_tool_refusal(model: ModelPath) -> Response:
         """Forget that the model's server refused the web tools: its next turn offers them."""
-        if not await storage.run(db.forget_tool_refusal, model):
+        if not await storage.forget_tool_refusal(model):
             raise refused(f"no refusal of the web tools is remembered for {model[:80]!r}", 404)
         return Response(status_code=204)
 
     @app.get("/api/conversations")
     async def list_conversations(q: Annotated[str, config.Text(200)] = "") -> list[dict[str, Any]]:
-        return await storage.run(db.list, q)
+        return await storage.list(q)
 
     @app.post("/api/conversations", status_code=201, responses=errors(404, 413, 415, 422))
     async def create_conversation(
@@ -281,13 +273,11 @@ def create_app(settings: config.Settings, searxng_url: str) -> FastAPI:
         if "model" in chosen:
             await check_model(request, chosen["model"])
         await check_budget(request, chosen, chosen.get("model") or settings.default_model)
-        return await storage.run(
-            db.create, body.title, {**conversation_defaults(settings), **chosen}
-        )
+        return await storage.create(body.title, {**conversation_defaults(settings), **chosen})
 
     @app.get("/api/conversations/{conversation_id}", responses=errors(404, 409, 422))
     async def get_conversation(conversation_id: ConversationId) -> dict[str, Any]:
-        return await storage.run(db.load, conversation_id)
+        return await storage.load(conversation_id)
 
     @app.get(
         "/api/conversations/{conversation_id}/export",
@@ -295,7 +285,7 @@ def create_app(settings: config.Settings, searxng_url: str) -> FastAPI:
         response_class=Response,
     )
     async def export_conversation(conversation_id: ConversationId) -> Response:
-        conversation = await storage.run(db.load, conversation_id)
+        conversation = await storage.load(conversation_id)
         name = f"conversation-{conversation_id}.md"
         return Response(
             export.markdown(conversation),
@@ -307,20 +297,18 @@ def create_app(settings: config.Settings, searxng_url: str) -> FastAPI:
     async def patch_conversation(
         conversation_id: ConversationId, body: ConversationChange, request: Request
     ) -> dict[str, Any]:
-        await storage.run(db.row, conversation_id)  # 404 before a model check
+        await storage.row(conversation_id)  # 404 before a model check
         chosen = body.settings.changes() if body.settings else {}
         if "model" in chosen:
             await check_model(request, chosen["model"])
         if "context_budget" in chosen:
-            model = chosen.get("model") or (await storage.run(db.settings, conversation_id)).get(
-                "model"
-            )
+            model = chosen.get("model") or (await storage.settings(conversation_id)).get("model")
             await check_budget(request, chosen, model or settings.default_model)
-        return await storage.run(db.change, conversation_id, body.title, chosen)
+        return await storage.change(conversation_id, body.title, chosen)
 
     @app.delete("/api/conversations/{conversation_id}", status_code=204, responses=errors(404, 409))
     async def delete_conversation(conversation_id: ConversationId) -> Response:
-        await storage.run(db.delete, conversation_id)
+        await storage.delete(conversation_id)
         return Response(status_code=204)
 
     async def check_model(request: Request, model: str) -> str:
@@ -352,7 +340,7 @@ def create_app(settings: config.Settings, searxng_url: str) -> FastAPI:
         DEFAULT_MODEL."""
         model = asked
         if not model:
-            chosen = await storage.run(db.settings, conversation_id)
+            chosen = await storage.settings(conversation_id)
             model = chosen.get("model") or settings.default_model
         if not model:
             raise refused("no model chosen: pass model, or set DEFAULT_MODEL", 422)
@@ -413,10 +401,10 @@ def create_app(settings: config.Settings, searxng_url: str) -> FastAPI:
     ) -> dict[str, Any]:
         """Show another version of a turn; what followed it comes with it. 409 while a turn
         streams in the conversation."""
-        return await storage.run(db.switch_version, conversation_id, position, body.index)
+        return await storage.switch_version(conversation_id, position, body.index)
 
     @app.post("/api/conversations/{conversation_id}/rewind", responses=errors(404, 409, 415, 422))
     async def rewind_last_message(conversation_id: ConversationId) -> dict[str, Any]:
-        return {"message": await storage.run(db.rewind, conversation_id)}
+        return {"message": await storage.rewind(conversation_id)}
 
     return app

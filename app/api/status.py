@@ -42,7 +42,7 @@ async def model_checks(state: Services, *, tools: bool) -> list[doctor.Check]:
     if tools and doctor.first_failure(checks) is None:
         model = state.settings.default_model
         tools = await doctor.tool_check(state.model, model)
-        refusal = await state.storage.run(state.storage.database.tool_refusal, model)
+        refusal = await state.storage.tool_refusal(model)
         checks.append(tools)
         if remembered := doctor.remembered_refusal_check(refusal, tools):
             checks.append(remembered)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any, Literal, NotRequired, TypedDict
 
 from app.chat.context import RefusedFact
-from app.store.database import ToolRefusal
+from app.store.rows import ToolRefusal
 
 
 class TextEvent(TypedDict):

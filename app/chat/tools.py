@@ -39,7 +39,7 @@ from app.pages.fetch import (
     for_model,
 )
 from app.search.client import SearchError, Searxng
-from app.store.database import Message
+from app.store.rows import Message
 
 MAX_QUERY_CHARS = 400
 """The longest search query the model may write: a query is the one text of the model's

@@ -28,17 +28,9 @@ from app.model.tool_calls import ToolCall
 from app.model.usage import RawUsage, Usage, normalize_usage
 from app.pages.fetch import ExtractionProcess
 from app.search.client import Searxng
-from app.store.database import (
-    Conversation,
-    Damaged,
-    Lease,
-    Message,
-    OutcomeWrite,
-    Storage,
-    ToolRefusal,
-    TurnInput,
-    now,
-)
+from app.store.errors import Damaged
+from app.store.rows import Conversation, Message, OutcomeWrite, ToolRefusal, now
+from app.store.storage import Lease, Storage, TurnInput
 
 logger = logging.getLogger(__name__)
 
@@ -72,7 +64,7 @@ class Services:
             self.listed = (listed, time.monotonic())
         if model in self.settings.models or model in listed:
             return True  # without a query: this is on the way to every turn's first token
-        return model in await self.storage.run(self.storage.database.models)
+        return model in await self.storage.models()
 
     async def served_window(self, model: str) -> int | None:
         """Read once per model. A server that did not say (a hosted API, or one that was
@@ -304,10 +296,7 @@ async def without_tools(
         "message": "this model rejected the web tools; answering without them",
     }
     if error.tools_refused:
-        storage = services.storage
-        warning["tools_refused"] = await storage.run(
-            storage.database.refuse_tools, model, error.message
-        )
+        warning["tools_refused"] = await services.storage.refuse_tools(model, error.message)
         warning["message"] = (
             "this model rejected the web tools; answering without them, now and in later "
             "turns (the model picker can clear that)"
@@ -463,8 +452,7 @@ async def compress(
     start = conversation.get("summarized", 0)
     memory, trouble = await read_memory(services)
     # A turn reads only the digests it sends: those of the answers folded now come here.
-    storage = services.storage
-    found = await storage.run(storage.database.digests, conversation["id"], start, start + len(old))
+    found = await services.storage.digests(conversation["id"], start, start + len(old))
     old = [{**m, "digest": found[p]} if p in found else m for p, m in enumerate(old, start)]
     request = context.compression_request(
         conversation["settings"]["compress_prompt"],
@@ -815,12 +803,7 @@ class Saver:
         self.checkpoint_at = now_
         partial: Message = {**self.outcome.answer(), "status": "interrupted"}
         try:
-            await self.storage.run(
-                self.storage.database.put_message,
-                self.conversation_id,
-                self.outcome.position,
-                partial,
-            )
+            await self.storage.put_message(self.conversation_id, self.outcome.position, partial)
             self.checkpointed = True
         except Exception:
             logger.exception("checkpoint of turn %s failed", self.conversation_id)
@@ -835,9 +818,7 @@ class Saver:
             await self.checkpoint(force=True)
             return
         try:
-            await self.storage.run(
-                self.storage.database.drop_message, self.conversation_id, self.outcome.position
-            )
+            await self.storage.drop_message(self.conversation_id, self.outcome.position)
             self.checkpointed = False
         except Exception:
             logger.exception("removing the checkpoint of turn %s failed", self.conversation_id)
@@ -853,11 +834,8 @@ class Saver:
         self.outcome.number_as_cited()
         for attempt in (1, 2):
             try:
-                self.totals = await self.storage.run(
-                    self.storage.database.save_outcome,
-                    self.conversation_id,
-                    self.outcome.write(),
-                    self.lease.owner,
+                self.totals = await self.storage.save_outcome(
+                    self.conversation_id, self.outcome.write(), self.lease.owner
                 )
             except Exception:
                 logger.exception("writing turn %s failed (try %d)", self.conversation_id, attempt)

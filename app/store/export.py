@@ -8,8 +8,11 @@ raw HTML; a link whose text names another address than its target shows the targ
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlsplit
+
+from app.store.rows import Conversation
 
 FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
 CODE_SPAN = re.compile(r"(`+).+?\1")
@@ -21,7 +24,7 @@ ADDRESS_LIKE = re.compile(
 MARKDOWN_PUNCTUATION = re.compile(r"([\\`*_\[\]()<>!#|~])")
 
 
-def markdown(conversation: dict[str, Any]) -> str:
+def markdown(conversation: Conversation) -> str:
     lines = [f"# {plain(conversation.get('title') or 'Conversation')}", ""]
     settings = conversation.get("settings", {})
     lines += [
@@ -38,7 +41,8 @@ def markdown(conversation: dict[str, Any]) -> str:
     return "\n".join(lines).rstrip() + "\n"
 
 
-def message_lines(message: dict[str, Any]) -> list[str]:
+def message_lines(message: Mapping[str, Any]) -> list[str]:
+    """A message with its details as they were streamed (JSON, read leniently)."""
     if message.get("role") == "user":
         text = inert(message["content"])
         quoted = "\n".join(f"> {line}" if line else ">" for line in text.split("\n"))

@@ -1,0 +1,35 @@
+"""What the store refuses, each with the HTTP status the web layer answers with
+(docs/architecture.md, "Errors"), and the standard-library base callers catch it by."""
+
+from __future__ import annotations
+
+from app.errors import ServiceError
+
+
+class NotFound(ServiceError, LookupError):
+    """No conversation with that id."""
+
+    status = 404
+
+
+class InvalidId(ServiceError, ValueError):
+    """Not a conversation id: refused before anything touches the disk."""
+
+    status = 400
+
+
+class Damaged(ServiceError, ValueError):
+    """Data that cannot be read as what it should be; the message says which and what to
+    do. The rest of the data stays usable."""
+
+    status = 409
+
+
+class Conflict(ServiceError, RuntimeError):
+    """The request does not apply to the conversation as it is now (nothing to rewind)."""
+
+    status = 409
+
+
+class Busy(Conflict):
+    """A turn holds the conversation."""

@@ -1,0 +1,169 @@
+"""The schema of chat.db: the migrations that build it step by step (PRAGMA user_version
+says where a database stands), and fold(), the SQL function its search index calls
+(docs/architecture.md)."""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import overload
+
+# Letters with no decomposition, which unicode61's remove_diacritics leaves as they are.
+FOLDED = str.maketrans(
+    dict(zip("łŁøØđĐðÐħĦıŀĿ", "lLoOdDdDhHilL", strict=True))
+    | {"ß": "ss", "æ": "ae", "Æ": "AE", "œ": "oe", "Œ": "OE", "þ": "th", "Þ": "TH"}
+)
+
+
+@overload
+def fold(text: str) -> str: ...
+@overload
+def fold(text: None) -> None: ...
+def fold(text: str | None) -> str | None:
+    """Text as the search index holds it; SQL's fold() in the index's triggers."""
+    return text.translate(FOLDED) if text is not None else None
+
+
+# Each migration takes the schema from its index to the next; PRAGMA user_version says
+# where a database stands. Append, never edit: a database out there is at some step.
+MIGRATIONS = [
+    """
+    CREATE TABLE conversations (
+        rowid INTEGER PRIMARY KEY,
+        id TEXT NOT NULL UNIQUE,
+        title TEXT NOT NULL,
+        title_from_message INTEGER NOT NULL DEFAULT 0,
+        created TEXT NOT NULL,
+        updated TEXT NOT NULL,
+        settings TEXT NOT NULL,
+        summary TEXT NOT NULL DEFAULT '',
+        summarized INTEGER NOT NULL DEFAULT 0,
+        totals TEXT,
+        usage TEXT,
+        budget TEXT
+    );
+    CREATE INDEX conversations_updated ON conversations (updated);
+    CREATE TABLE messages (
+        rowid INTEGER PRIMARY KEY,
+        conversation INTEGER NOT NULL REFERENCES conversations (rowid) ON DELETE CASCADE,
+        position INTEGER NOT NULL,
+        role TEXT NOT NULL,
+        content TEXT NOT NULL,
+        details TEXT NOT NULL,
+        UNIQUE (conversation, position)
+    );
+    CREATE TABLE models (position INTEGER PRIMARY KEY, id TEXT NOT NULL);
+    CREATE TABLE leases (
+        conversation TEXT PRIMARY KEY,
+        owner TEXT NOT NULL,
+        expires REAL NOT NULL
+    );
+    CREATE VIRTUAL TABLE message_words USING fts5 (
+        content, content='messages', content_rowid='rowid',
+        tokenize='unicode61 remove_diacritics 2'
+    );
+    CREATE VIRTUAL TABLE title_words USING fts5 (
+        title, content='conversations', content_rowid='rowid',
+        tokenize='unicode61 remove_diacritics 2'
+    );
+    CREATE TRIGGER messages_added AFTER INSERT ON messages BEGIN
+        INSERT INTO message_words (rowid, content) VALUES (new.rowid, new.content);
+    END;
+    CREATE TRIGGER messages_removed AFTER DELETE ON messages BEGIN
+        INSERT INTO message_words (message_words, rowid, content)
+        VALUES ('delete', old.rowid, old.content);
+    END;
+    CREATE TRIGGER messages_changed AFTER UPDATE OF content ON messages BEGIN
+        INSERT INTO message_words (message_words, rowid, content)
+        VALUES ('delete', old.rowid, old.content);
+        INSERT INTO message_words (rowid, content) VALUES (new.rowid, new.content);
+    END;
+    CREATE TRIGGER conversations_added AFTER INSERT ON conversations BEGIN
+        INSERT INTO title_words (rowid, title) VALUES (new.rowid, new.title);
+    END;
+    CREATE TRIGGER conversations_removed AFTER DELETE ON conversations BEGIN
+        INSERT INTO title_words (title_words, rowid, title) VALUES ('delete', old.rowid, old.title);
+    END;
+    CREATE TRIGGER conversations_renamed AFTER UPDATE OF title ON conversations BEGIN
+        INSERT INTO title_words (title_words, rowid, title) VALUES ('delete', old.rowid, old.title);
+        INSERT INTO title_words (rowid, title) VALUES (new.rowid, new.title);
+    END;
+    """,
+    """
+    CREATE TABLE tool_refusals (
+        model TEXT PRIMARY KEY,
+        at TEXT NOT NULL,
+        reason TEXT NOT NULL
+    );
+    """,
+    # Search folds the letters unicode61 keeps (ł, ø, đ, ß...): "lodz" finds "Łódź".
+    """
+    DROP TRIGGER messages_added;
+    DROP TRIGGER messages_removed;
+    DROP TRIGGER messages_changed;
+    DROP TRIGGER conversations_added;
+    DROP TRIGGER conversations_removed;
+    DROP TRIGGER conversations_renamed;
+    CREATE TRIGGER messages_added AFTER INSERT ON messages BEGIN
+        INSERT INTO message_words (rowid, content) VALUES (new.rowid, fold(new.content));
+    END;
+    CREATE TRIGGER messages_removed AFTER DELETE ON messages BEGIN
+        INSERT INTO message_words (message_words, rowid, content)
+        VALUES ('delete', old.rowid, fold(old.content));
+    END;
+    CREATE TRIGGER messages_changed AFTER UPDATE OF content ON messages BEGIN
+        INSERT INTO message_words (message_words, rowid, content)
+        VALUES ('delete', old.rowid, fold(old.content));
+        INSERT INTO message_words (rowid, content) VALUES (new.rowid, fold(new.content));
+    END;
+    CREATE TRIGGER conversations_added AFTER INSERT ON conversations BEGIN
+        INSERT INTO title_words (rowid, title) VALUES (new.rowid, fold(new.title));
+    END;
+    CREATE TRIGGER conversations_removed AFTER DELETE ON conversations BEGIN
+        INSERT INTO title_words (title_words, rowid, title)
+        VALUES ('delete', old.rowid, fold(old.title));
+    END;
+    CREATE TRIGGER conversations_renamed AFTER UPDATE OF title ON conversations BEGIN
+        INSERT INTO title_words (title_words, rowid, title)
+        VALUES ('delete', old.rowid, fold(old.title));
+        INSERT INTO title_words (rowid, title) VALUES (new.rowid, fold(new.title));
+    END;
+    INSERT INTO message_words (message_words) VALUES ('delete-all');
+    INSERT INTO message_words (rowid, content) SELECT rowid, fold(content) FROM messages;
+    INSERT INTO title_words (title_words) VALUES ('delete-all');
+    INSERT INTO title_words (rowid, title) SELECT rowid, fold(title) FROM conversations;
+    """,
+    # An answer's digest of its sources in a column: every turn reads the recent ones, and
+    # picking them out of the details' JSON cost more than the rest of the load.
+    """
+    ALTER TABLE messages ADD COLUMN digest TEXT;
+    UPDATE messages
+    SET digest = json_extract(details, '$.digest'), details = json_remove(details, '$.digest')
+    WHERE json_valid(details) AND json_type(details, '$.digest') = 'text';
+    """,
+    # Answer versions: a turn's tail (its user message and what follows) set aside when a
+    # regenerate or an edit replaced it, as JSON (a TailSnapshot). `slot` is its place
+    # among the turn's versions; the shown version's slot is the one no row holds.
+    """
+    CREATE TABLE turn_versions (
+        rowid INTEGER PRIMARY KEY,
+        conversation INTEGER NOT NULL REFERENCES conversations (rowid) ON DELETE CASCADE,
+        position INTEGER NOT NULL,
+        slot INTEGER NOT NULL,
+        tail TEXT NOT NULL,
+        UNIQUE (conversation, position, slot)
+    );
+    """,
+]
+SCHEMA_VERSION = len(MIGRATIONS)
+
+
+def split_script(script: str) -> list[str]:
+    """Statements of a migration, triggers kept whole (their bodies hold semicolons)."""
+    statements: list[str] = []
+    current = ""
+    for line in script.strip().splitlines():
+        current += line + "\n"
+        if sqlite3.complete_statement(current):
+            statements.append(current.strip())
+            current = ""
+    return statements

@@ -1,0 +1,235 @@
+"""The database for the service: one thread owns the connection and runs every query in the
+order they were asked, so no request waits on the event loop for the disk, and a write
+asked for before another lands before it (a turn's outcome before its lease is released).
+Each query of the service is a typed async method here. See docs/architecture.md.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+from typing import ParamSpec, TypeVar
+
+import anyio
+
+from app.store.database import DATABASE, Database
+from app.store.errors import Busy, Damaged
+from app.store.files import MEMORY_FILE, memory_text, remove_leftovers, write_atomic
+from app.store.leases import LEASE_SECONDS, new_owner
+from app.store.rows import (
+    Conversation,
+    ConversationRow,
+    Entry,
+    Message,
+    OutcomeWrite,
+    StoredSettings,
+    ToolRefusal,
+    Totals,
+)
+
+logger = logging.getLogger(__name__)
+
+P = ParamSpec("P")
+T = TypeVar("T")
+
+
+class Storage:
+    """Each query runs in Storage's own thread, awaited without blocking the event loop and
+    never cut short by a cancellation (Stop), so a write that was asked for is made. The
+    methods below are Database's, with the same arguments (their docstrings are there)."""
+
+    def __init__(self, root: Path, *, turn_digests: int | None = None) -> None:
+        self.root = root
+        self.turn_digests = turn_digests
+        """How many of the latest answers' digests a turn reads (KEEP_SOURCES_TURNS); all
+        when None."""
+        self.memory_path = root / MEMORY_FILE
+        self.thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="storage")
+        self.database = Database(root / DATABASE)
+        """Used by the storage thread alone once the service runs."""
+
+    async def run(self, query: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+        """`query` in the storage thread, after what was asked before it."""
+        future = asyncio.get_running_loop().run_in_executor(
+            self.thread, partial(query, *args, **kwargs)
+        )
+        with anyio.CancelScope(shield=True):
+            result = await asyncio.shield(future)
+        return result
+
+    def open(self) -> None:
+        """At start: import old files, remove temporary files a crash left mid-write and
+        the conversations left with no message."""
+        self.database.import_files(self.root)
+        if dropped := self.database.drop_empty():
+            logger.info("removed %d conversations with no message", dropped)
+        if leftovers := remove_leftovers(self.root):
+            logger.info("removed %d temporary files left by a crash", leftovers)
+
+    def close(self) -> None:
+        self.thread.shutdown(wait=True)
+        self.database.close()
+
+    # -- a turn ---------------------------------------------------------------------------
+
+    async def begin_turn(
+        self, conversation_id: str, message: str | None, model: str, *, edit: bool = False
+    ) -> tuple[Lease, TurnInput]:
+        """The conversation for one turn, its message written (see Database.begin_turn), and
+        what the turn reads, in one trip to this thread: it is the wait before the model is
+        asked. The lease is renewed until released. Busy if a turn holds the conversation."""
+        owner = new_owner()
+        start = await self.run(self.started, conversation_id, owner, message, model, edit)
+        if start is None:
+            raise Busy("a turn is already running in this conversation")
+        lease = Lease(self, conversation_id, owner)
+        lease.renewal = asyncio.create_task(lease.keep())
+        return lease, start
+
+    def started(
+        self, conversation_id: str, owner: str, message: str | None, model: str, edit: bool
+    ) -> TurnInput | None:
+        conversation = self.database.begin_turn(
+            conversation_id, owner, message, model, self.turn_digests, edit=edit
+        )
+        if conversation is None:
+            return None
+        refusal = self.database.tool_refusal(model)
+        keeps = message is None or edit
+        try:
+            return TurnInput(conversation, refusal, memory_text(self.memory_path), None, keeps)
+        except Damaged as exc:
+            return TurnInput(conversation, refusal, "", exc, keeps)
+
+    async def digests(self, conversation_id: str, start: int, end: int) -> dict[int, str]:
+        return await self.run(self.database.digests, conversation_id, start, end)
+
+    async def put_message(self, conversation_id: str, position: int, message: Message) -> None:
+        await self.run(self.database.put_message, conversation_id, position, message)
+
+    async def drop_message(self, conversation_id: str, position: int) -> None:
+        await self.run(self.database.drop_message, conversation_id, position)
+
+    async def save_outcome(self, conversation_id: str, outcome: OutcomeWrite, owner: str) -> Totals:
+        return await self.run(self.database.save_outcome, conversation_id, outcome, owner)
+
+    async def renew(self, conversation_id: str, owner: str) -> bool:
+        return await self.run(self.database.renew, conversation_id, owner)
+
+    async def release(self, conversation_id: str, owner: str) -> None:
+        await self.run(self.database.release, conversation_id, owner)
+
+    # -- memory.md ------------------------------------------------------------------------
+
+    async def read_memory(self) -> str:
+        return await self.run(memory_text, self.memory_path)
+
+    async def write_memory(self, text: str) -> None:
+        await self.run(write_atomic, self.memory_path, text)
+
+    # -- the picker's models --------------------------------------------------------------
+
+    async def models(self) -> list[str]:
+        return await self.run(self.database.models)
+
+    async def set_models(self, models: list[str]) -> None:
+        await self.run(self.database.set_models, models)
+
+    async def tool_refusals(self) -> list[ToolRefusal]:
+        return await self.run(self.database.tool_refusals)
+
+    async def tool_refusal(self, model: str) -> ToolRefusal | None:
+        return await self.run(self.database.tool_refusal, model)
+
+    async def refuse_tools(self, model: str, reason: str) -> ToolRefusal:
+        return await self.run(self.database.refuse_tools, model, reason)
+
+    async def forget_tool_refusal(self, model: str) -> bool:
+        return await self.run(self.database.forget_tool_refusal, model)
+
+    # -- conversations --------------------------------------------------------------------
+
+    async def create(self, title: str, settings: StoredSettings) -> Conversation:
+        return await self.run(self.database.create, title, settings)
+
+    async def load(self, conversation_id: str) -> Conversation:
+        return await self.run(self.database.load, conversation_id)
+
+    async def row(self, conversation_id: str) -> ConversationRow:
+        return await self.run(self.database.row, conversation_id)
+
+    async def settings(self, conversation_id: str) -> StoredSettings:
+        return await self.run(self.database.settings, conversation_id)
+
+    async def change(
+        self, conversation_id: str, title: str | None, settings: StoredSettings
+    ) -> Conversation:
+        return await self.run(self.database.change, conversation_id, title, settings)
+
+    async def delete(self, conversation_id: str) -> None:
+        await self.run(self.database.delete, conversation_id)
+
+    async def switch_version(self, conversation_id: str, position: int, index: int) -> Conversation:
+        return await self.run(self.database.switch_version, conversation_id, position, index)
+
+    async def rewind(self, conversation_id: str) -> str:
+        return await self.run(self.database.rewind, conversation_id)
+
+    # Last: below it, `list` in an annotation would name this method.
+    async def list(self, query: str = "") -> list[Entry]:
+        return await self.run(self.database.list, query)
+
+
+@dataclass
+class TurnInput:
+    """What a turn reads before it starts."""
+
+    conversation: Conversation
+    """Its messages without their details (see Database.load)."""
+    refusal: ToolRefusal | None
+    """The model refused the tools in an earlier turn."""
+    memory: str
+    memory_damaged: Damaged | None
+    """memory.md could not be read (and `memory` is empty)."""
+    keeps_message: bool = False
+    """Regenerate and Edit: a failure before any output leaves the message unanswered
+    rather than taking it back (what they replaced is a version to go back to)."""
+
+
+@dataclass
+class Lease:
+    storage: Storage
+    conversation_id: str
+    owner: str
+    renewal: asyncio.Task[None] | None = None
+    released: bool = False
+
+    async def keep(self) -> None:
+        while True:
+            await asyncio.sleep(LEASE_SECONDS / 3)
+            renewed = await self.storage.renew(self.conversation_id, self.owner)
+            if not renewed and not self.released:  # not released meanwhile by its outcome
+                logger.warning(
+                    "lost the lease of %s (expired and taken over)", self.conversation_id
+                )
+                return
+
+    async def release(self) -> None:
+        """Idempotent; only this owner's row goes."""
+        if self.released:
+            return
+        self.dropped()
+        await self.storage.release(self.conversation_id, self.owner)
+
+    def dropped(self) -> None:
+        """The row is gone (the turn's outcome was written with it): stop renewing."""
+        self.released = True
+        if self.renewal:
+            self.renewal.cancel()
+            # Its frame holds this lease: kept, the pair would be a cycle for the collector.
+            self.renewal = None
