@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from datetime import date
 from typing import Any
 
-from app.chat import compression, context
-from app.chat.compression import foldable, memory_trouble, read_memory, unsummarised
+from app.chat import context
+from app.chat.compression import compress, foldable, memory_trouble, read_memory, unsummarised
 from app.chat.events import Event, WarningEvent
 from app.chat.outcome import Saver, TurnOutcome
 from app.chat.services import Services
@@ -39,17 +39,15 @@ async def run_turn(
     closes this generator (aclosing) before releasing the lease itself, however the turn
     ended."""
     turn = Turn.begin(services, lease, start, model)
-    outcome, runner = turn.outcome, turn.runner
+    outcome, runner, settings = turn.outcome, turn.runner, services.settings
     try:
         # 1. Project the next request's size from the last measured prompt.
         budget, projected = await project(turn)
 
         # 2. Compress when over budget: old turns into the summary, facts into memory.
         trouble = memory_trouble(start.memory_damaged)
-        if projected > budget and foldable(
-            turn.conversation, services.settings.keep_recent_messages
-        ):
-            async for event in turn.compress():
+        if projected > budget and foldable(turn.conversation, settings.keep_recent_messages):
+            async for event in turn.fold():
                 yield event
             turn.memory, trouble = await read_memory(services)  # it may have added facts
 
@@ -64,8 +62,8 @@ async def run_turn(
         turn.assemble()
 
         # 4. Stream, running the tool loop until the model answers.
-        for round_number in range(services.settings.max_tool_rounds + 1):
-            if round_number == services.settings.max_tool_rounds:
+        for round_number in range(settings.max_tool_rounds + 1):
+            if round_number == settings.max_tool_rounds:
                 runner.searches_left = runner.fetches_left = 0  # last round: answer now
             payload = turn.payload()
             calls: list[ToolCall] = []
@@ -153,10 +151,9 @@ class Turn:
     def outcome(self) -> TurnOutcome:
         return self.saver.outcome
 
-    def compress(self) -> AsyncIterator[Event]:
-        return compression.compress(
-            self.services, self.conversation, self.chosen.compress_prompt, self.outcome
-        )
+    def fold(self) -> AsyncIterator[Event]:
+        """Compression (app/chat/compression.py) of this conversation, with its prompt."""
+        return compress(self.services, self.conversation, self.chosen.compress_prompt, self.outcome)
 
     def assemble(self, *, keep_exchanges: bool = False) -> None:
         """The request's context anew from the conversation; with `keep_exchanges`, this
@@ -241,7 +238,7 @@ async def recover(turn: Turn, error: LLMError, payload: dict[str, Any]) -> Async
     elif error.kind == Failure.CONTEXT_OVERFLOW and not outcome.produced and not outcome.forced:
         outcome.forced = True  # compress once and retry; a second overflow fails
         outcome.kept = {}  # the estimate was short: earlier sources go first
-        async for event in turn.compress():
+        async for event in turn.fold():
             yield event
         turn.memory = (await read_memory(turn.services))[0]  # said once already if damaged
         turn.assemble()
