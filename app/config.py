@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import json
 import math
 import os
@@ -274,9 +273,6 @@ def load(environ: dict[str, str] | None = None) -> Settings:
     )
 
 
-PRESETS_DIR = ROOT / "presets"
-
-
 def whole_number(value: object) -> object:
     """An integer as JSON has it: 7 or 7.0, never "7" or true."""
     if isinstance(value, float) and value.is_integer():
@@ -373,13 +369,4 @@ class ConversationSettings(BaseModel):
 def settings_help() -> dict[str, str]:
     return {
         name: field.description or "" for name, field in ConversationSettings.model_fields.items()
-    }
-
-
-@functools.cache
-def presets() -> dict[str, str]:
-    """System-prompt presets: file name without .txt -> text. Read once: they ship with
-    the code, and every turn asks for the default one."""
-    return {
-        p.stem: p.read_text(encoding="utf-8").strip() for p in sorted(PRESETS_DIR.glob("*.txt"))
     }

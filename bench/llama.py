@@ -23,8 +23,8 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from app import config  # noqa: E402
 from app.chat import context  # noqa: E402
+from app.chat.settings import presets  # noqa: E402
 from tests.conftest import ChatService, chat_env  # noqa: E402
 from tests.llama_server import MODEL_ALIAS, LlamaServer, ensure_built  # noqa: E402
 
@@ -65,7 +65,7 @@ def service_text(data: str) -> bool:
 def direct_payload() -> dict:
     """What the service sends for QUESTION in a new conversation with tools off."""
     layers = context.Layers(
-        persona=config.presets()["default"],
+        persona=presets()["default"],
         memory="",
         summary="",
         today=context.today_line(date.today()),

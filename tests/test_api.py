@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 import pytest
 
-from app import config
+from app.chat.settings import PRESETS_DIR
 from tests.chat_client import Events, event_types, get_conversation, send, stream
 from tests.conftest import ChatService, chat_env
 from tests.fakes.llm_server import FakeLLM, Reply, server_error
@@ -97,7 +97,7 @@ def test_config_groups_models_and_describes_every_setting(searxng, tmp_path):
     assert all(isinstance(text, str) and text.strip() for text in body["help"].values())
 
     presets = body["presets"]
-    default_preset = (config.PRESETS_DIR / "default.txt").read_text(encoding="utf-8").strip()
+    default_preset = (PRESETS_DIR / "default.txt").read_text(encoding="utf-8").strip()
     assert presets["default"] == default_preset
     assert defaults["system_prompt"] == default_preset
 

@@ -20,7 +20,7 @@ import httpx
 import pytest
 
 from app import config
-from app.chat.tools import MAX_QUERY_CHARS, Outcome, ToolRunner
+from app.chat.tools import MAX_QUERY_CHARS, ToolResult, ToolRunner
 from app.search.client import Searxng
 from tests.chat_client import get_conversation, new_conversation, send
 from tests.conftest import chat_env
@@ -231,8 +231,8 @@ def runner(settings: config.Settings, searxng_url: str, user_text: str) -> ToolR
     )
 
 
-def fetched(settings: config.Settings, searxng_url: str, user_text: str, url: str) -> Outcome:
-    async def scenario() -> Outcome:
+def fetched(settings: config.Settings, searxng_url: str, user_text: str, url: str) -> ToolResult:
+    async def scenario() -> ToolResult:
         tools = runner(settings, searxng_url, user_text)
         async with tools.searxng:
             return await tools.fetch(url)

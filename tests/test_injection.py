@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from app import config
-from app.chat.tools import DEFAULT_TOOL_NOTE, Outcome, ToolRunner, untrusted
+from app.chat.tools import DEFAULT_TOOL_NOTE, ToolResult, ToolRunner, untrusted
 from app.pages import fetch
 from app.search.client import Searxng
 from tests.chat_client import get_conversation, new_conversation, send
@@ -81,10 +81,10 @@ def settings(llm, pages: PageServer, tmp_path: Path) -> config.Settings:
     return config.load(chat_env(llm, tmp_path, pages))
 
 
-def run_fetches(tools: ToolRunner, *urls: str, search: str | None = None) -> list[Outcome]:
+def run_fetches(tools: ToolRunner, *urls: str, search: str | None = None) -> list[ToolResult]:
     """Optionally a search, then the fetches, in one event loop; the search's outcome first."""
 
-    async def scenario() -> list[Outcome]:
+    async def scenario() -> list[ToolResult]:
         async with tools.searxng:
             outcomes = [await tools.search(search, None)] if search else []
             return outcomes + [await tools.fetch(url) for url in urls]
@@ -186,7 +186,7 @@ def test_an_address_from_a_search_result_is_not_flagged(
     asked = resolve_everything_privately(monkeypatch)
     tools = runner(settings, searxng.url)
 
-    async def scenario() -> tuple[str, Outcome, Outcome]:
+    async def scenario() -> tuple[str, ToolResult, ToolResult]:
         async with tools.searxng:
             search = await tools.search("pierogi recipe", None)
             found = search.event["results"][0]["url"]

@@ -30,7 +30,9 @@ from app.api.bodies import (
 from app.api.lag import LagProbe
 from app.api.sse import EventStream
 from app.chat import context
-from app.chat.turn import Services, conversation_defaults, run_turn
+from app.chat.services import Services
+from app.chat.settings import ChatSettings, presets
+from app.chat.turn import run_turn
 from app.model.client import ModelClient
 from app.search.client import Searxng
 from app.store import export
@@ -120,7 +122,7 @@ def create_app(settings: config.Settings, searxng_url: str) -> FastAPI:
         # Built before the first request rather than during it (tens of ms each): the
         # OpenAPI schema the access check reads its methods from, and the presets.
         app.state.method_table = access.method_table(app)
-        config.presets()
+        presets()
         if settings.loop_lag_probe:
             app.state.lag.start()
         yield
@@ -213,9 +215,9 @@ def create_app(settings: config.Settings, searxng_url: str) -> FastAPI:
             "tool_refusals": await storage.tool_refusals(),
             "default_model": settings.default_model,
             "summary_model": settings.summary_model,
-            "defaults": conversation_defaults(settings),
+            "defaults": ChatSettings.defaults(settings).as_dict(),
             "help": config.settings_help(),
-            "presets": config.presets(),
+            "presets": presets(),
             "auth": bool(settings.auth_token),
         }
 
@@ -273,7 +275,9 @@ def create_app(settings: config.Settings, searxng_url: str) -> FastAPI:
         if "model" in chosen:
             await check_model(request, chosen["model"])
         await check_budget(request, chosen, chosen.get("model") or settings.default_model)
-        return await storage.create(body.title, {**conversation_defaults(settings), **chosen})
+        return await storage.create(
+            body.title, {**ChatSettings.defaults(settings).as_dict(), **chosen}
+        )
 
     @app.get("/api/conversations/{conversation_id}", responses=errors(404, 409, 422))
     async def get_conversation(conversation_id: ConversationId) -> dict[str, Any]:

@@ -17,7 +17,7 @@ from typing import Any
 from fastapi import APIRouter, Request
 
 from app import doctor
-from app.chat.turn import Services
+from app.chat.services import Services
 
 router = APIRouter(prefix="/api/status")
 

@@ -11,9 +11,12 @@ import json
 import math
 import re
 import string
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import date
 from typing import Any, TypedDict
+
+from app.errors import ServiceError
 
 MAX_FACTS_PER_COMPRESSION = 3
 MAX_FACT_CHARS = 200
@@ -71,8 +74,12 @@ WORD = re.compile(r"\w+", re.UNICODE)
 LEADING_SUBJECT = re.compile(r"^(the user|user|they|he|she)\s+", re.I)
 
 
-class PromptError(ValueError):
-    """A compression prompt that could not summarise anything."""
+class PromptError(ServiceError, ValueError):
+    """A compression prompt that could not summarise anything: the request's fault. A
+    ValueError too: a request schema's validator that calls `check_compress_prompt` turns
+    it into a validation error, and a compression that meets one fails as one."""
+
+    status = 400
 
 
 def estimate_tokens(text: str) -> int:
@@ -92,18 +99,18 @@ def estimate_tokens(text: str) -> int:
     return len(raw) - rest + math.ceil(rest / 3)
 
 
-def message_tokens(messages: list[dict[str, Any]]) -> int:
+def message_tokens(messages: Sequence[Mapping[str, Any]]) -> int:
     return sum(estimate_tokens(content_text(m)) + MESSAGE_OVERHEAD_TOKENS for m in messages)
 
 
-def content_text(message: dict[str, Any]) -> str:
+def content_text(message: Mapping[str, Any]) -> str:
     text = message.get("content") or ""
     if message.get("tool_calls"):
         text += json.dumps(message["tool_calls"], ensure_ascii=False)
     return text
 
 
-def sources_text(message: dict[str, Any]) -> str:
+def sources_text(message: Mapping[str, Any]) -> str:
     """An answer's digest as it follows the answer's text, or nothing."""
     digest = message.get("digest")
     return SOURCES_LEAD + digest if digest else ""
@@ -128,6 +135,8 @@ def effective_budget(budget: int, served_window: int | None) -> int:
 
 
 def check_compress_prompt(prompt: str) -> str:
+    """The one check of a compression prompt: the settings' validator and each compression
+    call it."""
     if "{transcript}" not in prompt:
         raise PromptError(
             "the compression prompt must contain {transcript}: without it nothing is summarised"
@@ -215,7 +224,7 @@ def alternating(history: list[dict[str, str]]) -> list[dict[str, str]]:
     return merged
 
 
-def transcript(messages: list[dict[str, Any]]) -> str:
+def transcript(messages: Sequence[Mapping[str, Any]]) -> str:
     """The messages to fold, each answer with its kept sources: the summary keeps what the
     sources said, not only what the answer made of them."""
     return "\n\n".join(
@@ -226,7 +235,7 @@ def transcript(messages: list[dict[str, Any]]) -> str:
 
 
 def compression_request(
-    prompt: str, memory: str, summary: str, messages: list[dict[str, Any]]
+    prompt: str, memory: str, summary: str, messages: Sequence[Mapping[str, Any]]
 ) -> list[dict[str, Any]]:
     # Plain replacement, not str.format: an edited prompt may hold JSON braces.
     text = (

@@ -43,12 +43,60 @@ class CompressionEvent(TypedDict):
     """Proposed but not saved, each with the reason (an address, web text, a limit)."""
 
 
-class ToolEvent(TypedDict):
-    """A search or a page read: its query or address, and what came back."""
+class Source(TypedDict):
+    """A source the answer may cite as [n]: a search result, or a page read."""
 
-    type: Literal["search", "fetch"]
-    query: NotRequired[str]
-    url: NotRequired[str]
+    url: str
+    title: str
+    domain: str
+    date: str | None
+    """The result's day (YYYY-MM-DD) when the engine gave one."""
+    read: bool
+    """Its page was read, not merely listed in the results."""
+
+
+class ListedResult(TypedDict):
+    """A search result as the trail shows it."""
+
+    url: str
+    title: str
+    domain: str
+    date: str | None
+
+
+class SearchEvent(TypedDict):
+    """A search: its query and language, and the results or what failed."""
+
+    type: Literal["search"]
+    query: str
+    language: str
+    results: NotRequired[list[ListedResult]]
+    error: NotRequired[str]
+    repeated: NotRequired[bool]
+    """The same call was made earlier in the answer: its result was given again."""
+
+
+class FetchEvent(TypedDict):
+    """A page read: its address, and the page or why it was not read."""
+
+    type: Literal["fetch"]
+    url: str
+    title: NotRequired[str]
+    chars: NotRequired[int]
+    domain: NotRequired[str]
+    seconds: NotRequired[float]
+    source: NotRequired[int]
+    """The page's source number, as the answer cites it."""
+    unsolicited: NotRequired[bool]
+    """The address came from neither a search result nor the user (a page gave it)."""
+    refused: NotRequired[bool]
+    error: NotRequired[str]
+    repeated: NotRequired[bool]
+
+
+ToolEvent = SearchEvent | FetchEvent
+Step = ToolEvent | WarningEvent
+"""One step of the answer's trail: a tool call, or a call the model got wrong."""
 
 
 class ErrorEvent(TypedDict):
@@ -61,13 +109,25 @@ class ErrorEvent(TypedDict):
     """The user's message, given back to the input when the turn left no answer."""
 
 
+class TurnUsage(TypedDict):
+    """What the turn's requests cost, as the servers reported it."""
+
+    prompt_tokens: int
+    completion_tokens: int
+    cached_tokens: int
+    cost: float | None
+    requests: int
+    reported: bool
+    """At least one request reported its usage."""
+
+
 class DoneEvent(TypedDict):
     type: Literal["done"]
     status: str
     text: str
     """The answer as stored: numbered as it cites its sources (app/chat/numbering.py)."""
-    usage: dict[str, Any]
-    sources: list[dict[str, Any]]
+    usage: TurnUsage
+    sources: list[Source]
     totals: dict[str, Any]
     budget: dict[str, Any]
     truncated: bool
@@ -76,5 +136,12 @@ class DoneEvent(TypedDict):
 
 
 Event = (
-    TextEvent | RetryEvent | WarningEvent | CompressionEvent | ToolEvent | ErrorEvent | DoneEvent
+    TextEvent
+    | RetryEvent
+    | WarningEvent
+    | CompressionEvent
+    | SearchEvent
+    | FetchEvent
+    | ErrorEvent
+    | DoneEvent
 )

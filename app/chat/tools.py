@@ -20,6 +20,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from app import config
+from app.chat.events import FetchEvent, ListedResult, SearchEvent, Source, Step, WarningEvent
 from app.chat.given_addresses import (
     MAX_ADDRESS_CHARS,
     AddressKey,
@@ -112,11 +113,11 @@ FETCH_DECLARATION = {
 
 
 @dataclass
-class Outcome:
-    """What one call gives: text for the model, an event for the page, maybe a warning."""
+class ToolResult:
+    """What one call gives: text for the model, a step of the trail, maybe a warning."""
 
     text: str
-    event: dict[str, Any]
+    event: Step
     warning: str | None = None
 
 
@@ -133,8 +134,8 @@ class ToolRunner:
     Read only when a page is fetched: gathered every turn, a long conversation's text
     would cost every turn."""
     extract: Extract = extract_in_thread
-    sources: list[dict[str, Any]] = field(default_factory=list)
-    done: dict[str, Outcome] = field(default_factory=dict)
+    sources: list[Source] = field(default_factory=list)
+    done: dict[str, ToolResult] = field(default_factory=dict)
     given: GivenAddresses = field(default_factory=GivenAddresses)
     """The addresses web_fetch may read; the history's are added at the first fetch."""
     history_read: bool = False
@@ -147,7 +148,7 @@ class ToolRunner:
 
     def declarations(self) -> list[dict[str, Any]]:
         """Only the tools with uses left: a spent tool is withdrawn so the model answers."""
-        offered = []
+        offered: list[dict[str, Any]] = []
         if self.searches_left > 0:
             offered.append(SEARCH_DECLARATION)
         if self.fetches_left > 0:
@@ -164,47 +165,49 @@ class ToolRunner:
             "{fetches}", str(self.fetches_left)
         )
 
-    async def run(self, call: ToolCall) -> Outcome:
+    async def run(self, call: ToolCall) -> ToolResult:
         key = f"{call.name}:{normalized_arguments(call.arguments)}"
         if key in self.done:
             first = self.done[key]
-            return Outcome(
+            return ToolResult(
                 "(The same call was made earlier in this answer; its result is repeated.)\n"
                 + first.text,
-                {**first.event, "repeated": True},
+                repeated(first.event),
             )
         try:
             arguments = json.loads(call.arguments or "{}")
             if not isinstance(arguments, dict):
                 raise ValueError("arguments are not a JSON object")
         except ValueError as exc:
-            return Outcome(
+            return ToolResult(
                 f"{call.name} failed: its arguments are not valid JSON ({exc})",
-                {"type": "warning", "message": f"the model sent broken arguments to {call.name}"},
+                warning_event(f"the model sent broken arguments to {call.name}"),
                 warning=f"{call.name}: broken arguments",
             )
         if problem := wrong_types(call.name, arguments):
-            return Outcome(
+            return ToolResult(
                 f"{call.name} failed: {problem}; call it again with text values",
-                {"type": "warning", "message": f"the model called {call.name} with {problem}"},
+                warning_event(f"the model called {call.name} with {problem}"),
                 warning=f"{call.name}: {problem}",
             )
         if call.name == "web_search" and self.searches_left > 0:
             self.searches_left -= 1
-            outcome = await self.search(arguments.get("query", ""), arguments.get("language"))
+            result = await self.search(arguments.get("query", ""), arguments.get("language"))
         elif call.name == "web_fetch" and self.fetches_left > 0:
             self.fetches_left -= 1
-            outcome = await self.fetch(arguments.get("url", ""))
+            result = await self.fetch(arguments.get("url", ""))
         else:
-            return Outcome(
+            return ToolResult(
                 f"{call.name} is not available now (no uses left or unknown tool): "
                 "answer with what you have.",
-                {"type": "warning", "message": f"the model called {call.name}, which was spent"},
+                warning_event(f"the model called {call.name}, which was spent"),
             )
-        self.done[key] = outcome
-        return outcome
+        self.done[key] = result
+        return result
 
-    def cite(self, url: str, title: str, *, date: str | None = None, read: bool = False) -> int:
+    def cite(
+        self, url: str, title: str, domain: str, *, date: str | None = None, read: bool = False
+    ) -> int:
         """The source's number for [n] citations; a page read marks its source as read,
         so the page can show pages read apart from results merely seen."""
         for number, source in enumerate(self.sources, 1):
@@ -212,19 +215,13 @@ class ToolRunner:
                 source["read"] = source["read"] or read
                 return number
         self.sources.append(
-            {
-                "url": url,
-                "title": title,
-                "domain": urlsplit(url).hostname or "",
-                "date": date,
-                "read": read,
-            }
+            {"url": url, "title": title, "domain": domain, "date": date, "read": read}
         )
         return len(self.sources)
 
-    async def search(self, query: str, language: str | None) -> Outcome:
+    async def search(self, query: str, language: str | None) -> ToolResult:
         locale = language or self.locale
-        event: dict[str, Any] = {"type": "search", "query": query, "language": locale}
+        event: SearchEvent = {"type": "search", "query": query, "language": locale}
         if not query.strip():
             return failed(event, "search failed: the query is empty")
         if len(query) > MAX_QUERY_CHARS:
@@ -244,29 +241,22 @@ class ToolRunner:
             return failed(event, "search failed", "; ".join(response.engine_errors), "web_search")
         lines = []
         for result in response.results:
-            number = self.cite(
-                result.url, result.title, date=(result.publishedDate or "")[:10] or None
-            )
+            number = self.cite(result.url, result.title, result.domain, date=result.day)
             self.given.add(result.url, "result", self.queried)
             self.given.add_text(f"{result.title}\n{result.content}", "web", unless=self.queried)
             self.snippets.setdefault(number, clipped(result.content, SNIPPET_KEEP_CHARS))
             lines.append(f"[{number}] {result.title}\n{result.url}\n{result.content}")
         event["results"] = [
-            {
-                "url": r.url,
-                "title": r.title,
-                "domain": urlsplit(r.url).hostname or "",
-                "date": (r.publishedDate or "")[:10] or None,
-            }
+            ListedResult(url=r.url, title=r.title, domain=r.domain, date=r.day)
             for r in response.results
         ]
         if not lines:
-            return Outcome(f"Results for {query!r}: none.", event)
+            return ToolResult(f"Results for {query!r}: none.", event)
         text = untrusted("\n\n".join(lines), "web_search")
-        return Outcome(f"Results for {query!r}:\n\n{text}", event)
+        return ToolResult(f"Results for {query!r}:\n\n{text}", event)
 
-    async def fetch(self, url: str) -> Outcome:
-        event: dict[str, Any] = {"type": "fetch", "url": shown(url, MAX_ADDRESS_CHARS)}
+    async def fetch(self, url: str) -> ToolResult:
+        event: FetchEvent = {"type": "fetch", "url": shown(url, MAX_ADDRESS_CHARS)}
         given = await self.given_address(url)
         if isinstance(given, Unreadable):
             return not_given(event, given)
@@ -284,22 +274,26 @@ class ToolRunner:
                 extract=self.extract,
             )
         except FetchRefused as exc:
-            return failed({**event, "refused": True}, "fetch refused", str(exc), "web_fetch")
+            refused: FetchEvent = {**event, "refused": True}
+            return failed(refused, "fetch refused", str(exc), "web_fetch")
         except FetchFailed as exc:
             return failed(event, "fetch failed", str(exc), "web_fetch")
-        number = self.cite(page.url, page.title, read=True)
+        domain = urlsplit(page.url).hostname or ""
+        number = self.cite(page.url, page.title, domain, read=True)
         event.update(
-            title=page.title,
-            chars=page.chars,
-            domain=urlsplit(page.url).hostname or "",
-            seconds=round(time.monotonic() - started, 3),
-            source=number,
+            {
+                "title": page.title,
+                "chars": page.chars,
+                "domain": domain,
+                "seconds": round(time.monotonic() - started, 3),
+                "source": number,
+            }
         )
         self.excerpts[number] = clipped(page.text, PAGE_KEEP_CHARS)
         text = for_model(page, self.settings.fetch_max_tokens)
         # A page full of addresses takes tens of milliseconds to read them: off the loop.
         await asyncio.to_thread(self.given.add_text, text, "web")
-        return Outcome(f"[{number}] {untrusted(text, 'web_fetch')}", event)
+        return ToolResult(f"[{number}] {untrusted(text, 'web_fetch')}", event)
 
     def digest(self) -> str:
         """This turn's results in short, for follow-up questions ("what else did the second
@@ -419,22 +413,38 @@ class Unreadable:
     """Given by nobody (not merely too long, or no address at all)."""
 
 
-def not_given(event: dict[str, Any], refusal: Unreadable) -> Outcome:
+def not_given(event: FetchEvent, refusal: Unreadable) -> ToolResult:
     """A refusal of ours: plain text for the model, as it quotes no server."""
     warning = f"fetch refused: {refusal.for_user}"
-    refused = {**event, "refused": True, "error": warning}
+    refused: FetchEvent = {**event, "refused": True, "error": warning}
     if refusal.unsolicited:
         refused["unsolicited"] = True
-    return Outcome(f"fetch refused: {refusal.for_model}", refused, warning=warning)
+    return ToolResult(f"fetch refused: {refusal.for_model}", refused, warning=warning)
 
 
-def failed(event: dict[str, Any], what: str, detail: str = "", source: str = "") -> Outcome:
+def failed(
+    event: SearchEvent | FetchEvent, what: str, detail: str = "", source: str = ""
+) -> ToolResult:
     """A failure goes to the model as text, never as an empty result, and to the user. Its
     detail may quote a server (an error body, a redirect's address, an engine's message):
     the model gets that as untrusted data, like a page."""
     message = f"{what}: {detail}" if detail else what
     text = f"{what}:\n{untrusted(detail, source)}" if detail else what
-    return Outcome(text, {**event, "error": message}, warning=message)
+    event["error"] = message  # each caller's own event, shown nowhere yet
+    return ToolResult(text, event, warning=message)
+
+
+def warning_event(message: str) -> WarningEvent:
+    return {"type": "warning", "message": message}
+
+
+def repeated(event: Step) -> Step:
+    """A step given again: the trail marks it (a warning is never kept to be repeated)."""
+    if event["type"] == "warning":
+        return event
+    again = event.copy()
+    again["repeated"] = True
+    return again
 
 
 TEXT_ARGUMENTS = {"web_search": ("query", "language"), "web_fetch": ("url",)}

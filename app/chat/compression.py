@@ -1,0 +1,124 @@
+"""Compression: when the history outgrows the budget, its oldest whole turns fold into the
+rolling summary, and the durable facts the user told about themselves into memory.md, in
+one call to the summary model (docs/architecture.md, "The turn")."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+from app.chat import context
+from app.chat.events import CompressionEvent, Event
+from app.chat.outcome import TurnOutcome
+from app.chat.services import Services
+from app.model.failures import LLMError
+from app.model.usage import normalize_usage
+from app.store.errors import Damaged
+from app.store.rows import Conversation, Message
+
+
+async def compress(
+    services: Services, conversation: Conversation, prompt: str, outcome: TurnOutcome
+) -> AsyncIterator[Event]:
+    """Fold the oldest whole turns, keeping at most the last N messages, into the rolling
+    summary and memory, in one call to the summary model; on failure drop them
+    unsummarised and say exactly what."""
+    count = foldable(conversation, services.settings.keep_recent_messages)
+    old = unsummarised(conversation)[:count]
+    if not old:
+        return
+    start = conversation.get("summarized", 0)
+    memory, trouble = await read_memory(services)
+    # A turn reads only the digests it sends: those of the answers folded now come here.
+    storage = services.storage
+    found = await storage.digests(conversation["id"], start, start + len(old))
+    old = [with_digest(m, found[p]) if p in found else m for p, m in enumerate(old, start)]
+    request = context.compression_request(
+        prompt,
+        memory,
+        conversation.get("summary", ""),
+        with_last_digests(old, services.settings.keep_sources_turns),
+    )
+    try:
+        text, usage = await services.model.complete(
+            {
+                "model": services.settings.summary_model or outcome.model,
+                "messages": request,
+                "max_tokens": services.settings.compress_max_tokens,
+            }
+        )
+        result = context.parse_compression(text)
+    except (LLMError, ValueError) as error:
+        outcome.summarized = conversation["summarized"] = start + len(old)
+        message = (
+            f"compression failed ({error}); dropped the {len(old)} oldest messages without a "
+            f"summary (from {preview(old[0])!r} to {preview(old[-1])!r}); answering anyway"
+        )
+        yield outcome.warn(message)
+        return
+    review = context.FactReview([], [])
+    if not trouble:  # facts are never merged into a memory file that could not be read
+        # Merged into memory.md as it is now, not as it was before the summary call:
+        # an edit made meanwhile in Settings stays. Checked against every folded digest,
+        # not only those the summary model was sent.
+        async with services.memory_lock:
+            current, trouble = await read_memory(services)
+            if not trouble:
+                web = "\n".join(found.values())
+                new_memory, review = context.review_facts(current, result.facts, web)
+                if review.saved:
+                    await services.storage.write_memory(new_memory)
+    outcome.summary = conversation["summary"] = result.summary
+    outcome.summarized = conversation["summarized"] = start + len(old)
+    outcome.compression_usage = normalize_usage(usage)
+    event: CompressionEvent = {
+        "type": "compression",
+        "messages": len(old),
+        "summary_tokens": context.estimate_tokens(result.summary),
+        "facts_added": review.saved,
+        "facts_refused": review.refused,
+    }
+    outcome.compressions.append(event)  # kept with the answer: its notice and Undo stay
+    yield event
+
+
+def with_last_digests(messages: list[Message], turns: int) -> list[Message]:
+    """The messages to fold, only the last `turns` digests among them kept: the summary
+    keeps what those sources said, and its request grows by no more than a history carries
+    (every folded answer's digest could overflow the summary model)."""
+    digested = [p for p, m in enumerate(messages) if m.get("digest")]
+    keep = set(digested[-turns:] if turns > 0 else [])
+    return [
+        m if p in keep else {"role": m["role"], "content": m["content"]}
+        for p, m in enumerate(messages)
+    ]
+
+
+def with_digest(message: Message, digest: str) -> Message:
+    return {**message, "digest": digest}
+
+
+def preview(message: Message, length: int = 40) -> str:
+    text = " ".join((message.get("content") or "").split())
+    return text if len(text) <= length else text[: length - 1] + "…"
+
+
+def unsummarised(conversation: Conversation) -> list[Message]:
+    return conversation["messages"][conversation.get("summarized", 0) :]
+
+
+def foldable(conversation: Conversation, keep: int) -> int:
+    """How many unsummarised messages a compression folds: whole turns only."""
+    return context.fold_count([m["role"] for m in unsummarised(conversation)], keep)
+
+
+async def read_memory(services: Services) -> tuple[str, str | None]:
+    """memory.md's text, or nothing and why: a damaged file leaves the answer without
+    memory rather than without an answer, and is never overwritten."""
+    try:
+        return await services.storage.read_memory(), None
+    except Damaged as exc:
+        return "", memory_trouble(exc)
+
+
+def memory_trouble(damaged: Damaged | None) -> str | None:
+    return f"memory left out of this answer: {damaged}" if damaged else None

@@ -1,0 +1,406 @@
+"""What a turn produced, and its writing (docs/architecture.md, "The turn").
+
+A `TurnOutcome` gathers, as plain data, what the turn streams: text, reasoning, the trail of
+tool steps, sources, usage, warnings, the compressions it made. A `Saver` writes it:
+checkpoints while it streams, then the whole outcome once, whichever way the turn ends (an
+answer, an error, the user's Stop cancelling it).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, NotRequired, TypedDict
+
+from app.chat import context, numbering
+from app.chat.events import (
+    CompressionEvent,
+    DoneEvent,
+    ErrorEvent,
+    Source,
+    Step,
+    TurnUsage,
+    WarningEvent,
+)
+from app.chat.tools import ToolRunner
+from app.model.failures import LLMError
+from app.model.usage import Usage, normalize_usage
+from app.store.rows import Message, OutcomeWrite, now
+from app.store.storage import Lease, Storage
+
+logger = logging.getLogger(__name__)
+
+CHECKPOINT_SECONDS = 0.5
+
+
+class Answer(Message):
+    """An answer as the log keeps it (and a checkpoint of one, marked interrupted)."""
+
+    model: str
+    reasoning: str
+    activity: list[Step]
+    sources: list[Source]
+    warnings: list[str]
+    usage: TurnUsage
+    error: ErrorEvent | None
+    truncated: bool
+    timing: dict[str, float]
+    compressions: NotRequired[list[CompressionEvent]]
+    """Kept with the answer: their notices and Undo stay."""
+
+
+class Budget(TypedDict):
+    """What the turn budgeted against, for the context bar."""
+
+    limit: int
+    window: int | None
+    """The window the model server serves, when it says."""
+    window_note: str | None
+    projected: int
+
+
+class Streamed:
+    """Text that arrives in thousands of pieces: kept as a list, joined when read.
+    `text += piece` copies the whole text each time, quadratic over a long answer (a
+    reasoning model's 40,000 pieces took 0.3 s of the event loop)."""
+
+    def __init__(self, text: str = "") -> None:
+        self.parts = [text] if text else []
+
+    def add(self, piece: str) -> None:
+        if piece:
+            self.parts.append(piece)
+
+    def __bool__(self) -> bool:
+        return bool(self.parts)
+
+    def __str__(self) -> str:
+        if len(self.parts) > 1:
+            self.parts = ["".join(self.parts)]
+        return self.parts[0] if self.parts else ""
+
+
+@dataclass
+class Clock:
+    """How long the model thought and wrote, for the trail ("Thought 5 s") and tokens per
+    second. Time spent running tools between rounds counts as neither."""
+
+    thinking: float = 0.0
+    writing: float = 0.0
+    last: float | None = None
+
+    def tick(self, *, thinking: bool) -> None:
+        now_ = time.monotonic()
+        if self.last is not None:
+            if thinking:
+                self.thinking += now_ - self.last
+            else:
+                self.writing += now_ - self.last
+        self.last = now_
+
+    def pause(self) -> None:
+        self.last = None
+
+    def as_dict(self) -> dict[str, float]:
+        return {
+            "thinking_seconds": round(self.thinking, 3),
+            "writing_seconds": round(self.writing, 3),
+        }
+
+
+@dataclass
+class TurnOutcome:
+    """What a turn produced, gathered while it streams: plain data, written by a Saver."""
+
+    model: str
+    position: int
+    """Where the answer goes in the log: right after the user's message."""
+    floor: int = 0
+    """The measured prompt is at least the new message's estimate."""
+    written: Streamed = field(default_factory=Streamed)
+    thought: Streamed = field(default_factory=Streamed)
+    activity: list[Step] = field(default_factory=list)
+    sources: list[Source] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    usages: list[Usage] = field(default_factory=list)
+    first_prompt_tokens: int | None = None
+    compression_usage: Usage | None = None
+    compressions: list[CompressionEvent] = field(default_factory=list)
+    summary: str | None = None
+    summarized: int | None = None
+    status: str = "running"
+    error: ErrorEvent | None = None
+    truncated: bool = False
+    forced: bool = False
+    rewind: bool = False
+    keep_message: bool = False
+    """Regenerate and Edit: a failure before any output does not take the message back."""
+    breakdown: dict[str, int] = field(default_factory=dict)
+    kept: dict[int, str] = field(default_factory=dict)
+    """Earlier answers' sources sent with them this turn, by position."""
+    digest: str = ""
+    """This turn's tool results in short, kept with the answer for follow-up questions."""
+    budget: Budget | None = None
+    text_mark: int = 0
+    """Where this round's text starts (the text before it went with earlier tool calls)."""
+    reasoning_mark: int = 0
+    clock: Clock = field(default_factory=Clock)
+    runner: ToolRunner | None = None
+    """The turn's tools: their sources are numbered anew once the answer is written."""
+    numbered: bool = False
+
+    @property
+    def text(self) -> str:
+        return str(self.written)
+
+    @property
+    def reasoning(self) -> str:
+        return str(self.thought)
+
+    @property
+    def produced(self) -> bool:
+        return bool(self.written or self.thought or self.activity)
+
+    def warn(self, message: str) -> WarningEvent:
+        """A warning kept with the answer, as the event that tells the user now."""
+        self.warnings.append(message)
+        return {"type": "warning", "message": message}
+
+    def start_round(self) -> None:
+        self.text_mark, self.reasoning_mark = len(self.text), len(self.reasoning)
+
+    def round_text(self) -> str:
+        """Text streamed in this round (it goes with this round's calls)."""
+        return self.text[self.text_mark :]
+
+    def discard_round(self) -> bool:
+        """Forget what this round streamed, for a retry; whether there was anything."""
+        streamed = len(self.text) > self.text_mark or len(self.reasoning) > self.reasoning_mark
+        self.written = Streamed(self.text[: self.text_mark])
+        self.thought = Streamed(self.reasoning[: self.reasoning_mark])
+        return streamed
+
+    def add_usage(self, raw: dict[str, Any] | None) -> None:
+        usage = normalize_usage(raw, floor_prompt_tokens=self.floor)
+        if usage:
+            self.usages.append(usage)
+            if self.first_prompt_tokens is None:
+                self.first_prompt_tokens = usage.prompt_tokens
+
+    def turn_usage(self) -> TurnUsage:
+        costs = [u.cost for u in self.usages if u.cost is not None]
+        return {
+            "prompt_tokens": sum(u.prompt_tokens for u in self.usages),
+            "completion_tokens": sum(u.completion_tokens for u in self.usages),
+            "cached_tokens": sum(u.cached_tokens for u in self.usages),
+            "cost": sum(costs) if costs else None,
+            "requests": len(self.usages),
+            "reported": bool(self.usages),
+        }
+
+    def fail(self, error: LLMError, message: str) -> ErrorEvent:
+        """The error event; before any output the user's message leaves the log and goes
+        back to the input (a content filter always rewinds: the same text would fail),
+        unless the turn keeps it (Regenerate, Edit)."""
+        self.status = "error"
+        self.rewind = error.kind == "content_filter" or not (self.produced or self.keep_message)
+        self.error = {
+            "type": "error",
+            "kind": error.kind,
+            "message": error.message,
+            "recovery": error.kind.recovery,
+            "retry_after": error.retry_after,
+            "restore": message if self.rewind else None,
+        }
+        return self.error
+
+    def number_as_cited(self) -> None:
+        """Once, at the end: the answer's text, its sources, its digest and the trail's
+        pages use the numbers as the answer cites them (app/chat/numbering.py), so a follow-up
+        question about "[2]" means the same source to the user and to the model."""
+        if self.numbered or self.runner is None:
+            return
+        self.numbered = True
+        order = numbering.cited_order(self.text, len(self.sources))
+        if order == sorted(order):
+            return
+        new = {old: position for position, old in enumerate(order, 1)}
+        self.written = Streamed(numbering.renumbered(self.text, new))
+        self.runner.renumber(order)
+        if self.digest:
+            self.digest = self.runner.digest()
+        for step in self.activity:
+            if step["type"] == "fetch" and "source" in step:
+                step["source"] = new[step["source"]]
+
+    def answer(self) -> Answer:
+        answer: Answer = {
+            "role": "assistant",
+            "content": self.text,
+            "status": self.status,
+            "model": self.model,
+            "reasoning": self.reasoning,
+            "activity": self.activity,
+            "sources": self.sources,
+            "warnings": self.warnings,
+            "usage": self.turn_usage(),
+            "error": self.error,
+            "truncated": self.truncated,
+            "timing": self.clock.as_dict(),
+            "created": now(),
+        }
+        if self.digest:
+            answer["digest"] = self.digest
+        if self.compressions:
+            answer["compressions"] = self.compressions
+        return answer
+
+    def write(self) -> OutcomeWrite:
+        """The outcome as the conversation keeps it. No empty answer is ever stored."""
+        answer = self.answer() if self.produced and not self.rewind else None
+        usage = None
+        if self.first_prompt_tokens is not None:
+            after = self.position + (1 if answer else -1 if self.rewind else 0)
+            usage = {
+                "last_prompt_tokens": self.first_prompt_tokens + context.estimate_tokens(self.text),
+                "measured_messages": after,
+                "sources_tokens": self.breakdown.get("kept_sources", 0),
+            }
+        return {
+            "position": self.position,
+            "answer": answer,
+            "rewind": self.rewind,
+            "summary": self.summary,
+            "summarized": self.summarized,
+            "totals": self.totals_added(),
+            "budget": self.budget_report() if self.breakdown else None,
+            "usage": usage,
+        }
+
+    def totals_added(self) -> dict[str, int | float]:
+        requests = self.usages + ([self.compression_usage] if self.compression_usage else [])
+        costs = [u.cost for u in requests if u.cost is not None]
+        return {
+            "prompt_tokens": sum(u.prompt_tokens for u in requests),
+            "completion_tokens": sum(u.completion_tokens for u in requests),
+            "cached_tokens": sum(u.cached_tokens for u in requests),
+            "cost": sum(costs, 0.0),
+            "requests_with_cost": len(costs),
+            "requests_unreported_cost": len(requests) - len(costs),
+            # An attempt whose message went back to the box left nothing to count against.
+            "turns_unreported": 0 if self.usages or self.rewind else 1,
+            "searches": sum(1 for step in self.activity if step["type"] == "search"),
+            "fetches": sum(1 for step in self.activity if step["type"] == "fetch"),
+        }
+
+    def budget_report(self) -> dict[str, Any]:
+        """For the context bar: the limit, the served window, the measured prompt of this
+        turn's first request (what the next turn builds on), the largest prompt of the turn
+        (with this turn's tool results, which are not kept) and the estimated share of each
+        part."""
+        peak = max((u.prompt_tokens for u in self.usages), default=None)
+        return {
+            **(self.budget or {}),
+            "used": self.first_prompt_tokens,
+            "peak": peak,
+            "parts": self.breakdown,
+        }
+
+    def done_event(self, totals: dict[str, Any]) -> DoneEvent:
+        return {
+            "type": "done",
+            "status": self.status,
+            "text": self.text,
+            "usage": self.turn_usage(),
+            "sources": self.sources,
+            "totals": totals,
+            "budget": self.budget_report(),
+            "truncated": self.truncated,
+            "timing": self.clock.as_dict(),
+            "at": datetime.now(UTC).isoformat(timespec="seconds"),
+        }
+
+
+@dataclass
+class Saver:
+    """Writes a turn's outcome: what the user has seen while it streams (checkpoints), then
+    the whole outcome once, whichever path gets there first, releasing the lease with it."""
+
+    lease: Lease
+    outcome: TurnOutcome
+    checkpoint_at: float = field(default_factory=time.monotonic)
+    """Starts with the turn: the first piece of text goes to the user without a write."""
+    saved: bool = False
+    checkpointed: bool = False
+    totals: dict[str, Any] = field(default_factory=dict)
+    """The conversation's totals once the outcome is written, for the done event."""
+
+    async def checkpoint(self, *, force: bool = False) -> None:
+        """The answer so far, at most every CHECKPOINT_SECONDS while text arrives (and after
+        each tool step), marked interrupted: that is what a crash leaves. The outcome's
+        write replaces it."""
+        now_ = time.monotonic()
+        if self.saved or not self.outcome.produced:
+            return
+        if not force and now_ - self.checkpoint_at < CHECKPOINT_SECONDS:
+            return
+        self.checkpoint_at = now_
+        partial: Answer = {**self.outcome.answer(), "status": "interrupted"}
+        try:
+            await self.storage.put_message(
+                self.conversation_id,
+                self.outcome.position,
+                partial,
+            )
+            self.checkpointed = True
+        except Exception:
+            logger.exception("checkpoint of turn %s failed", self.conversation_id)
+
+    async def retract(self) -> None:
+        """Text the user saw was discarded: a checkpoint holding it is rewritten now, or
+        removed when nothing is left, not at the outcome's write (a crash meanwhile would
+        leave the discarded text as the answer)."""
+        if self.saved or not self.checkpointed:
+            return
+        if self.outcome.produced:
+            await self.checkpoint(force=True)
+            return
+        try:
+            await self.storage.drop_message(self.conversation_id, self.outcome.position)
+            self.checkpointed = False
+        except Exception:
+            logger.exception("removing the checkpoint of turn %s failed", self.conversation_id)
+
+    async def persist(self) -> bool:
+        """Write the outcome once; whether it is written. A turn still running here was
+        stopped. A failed write is tried once more, then logged: it must not replace the
+        error that ended the turn."""
+        if self.saved:
+            return True
+        if self.outcome.status == "running":
+            self.outcome.status = "interrupted"
+        self.outcome.number_as_cited()
+        for attempt in (1, 2):
+            try:
+                self.totals = await self.storage.save_outcome(
+                    self.conversation_id,
+                    self.outcome.write(),
+                    self.lease.owner,
+                )
+            except Exception:
+                logger.exception("writing turn %s failed (try %d)", self.conversation_id, attempt)
+                continue
+            self.saved = True
+            self.lease.dropped()
+            return True
+        return False
+
+    @property
+    def storage(self) -> Storage:
+        return self.lease.storage
+
+    @property
+    def conversation_id(self) -> str:
+        return self.lease.conversation_id

@@ -1,0 +1,79 @@
+"""What a turn needs from the outside, built once by the web layer: the settings, the
+storage, the model server, SearXNG, and what is remembered of the model server between
+turns (its models, its windows) (docs/architecture.md, "The turn")."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass, field
+
+from app import config
+from app.model.client import ModelClient
+from app.pages.fetch import ExtractionProcess
+from app.search.client import Searxng
+from app.store.storage import Storage
+
+WINDOW_RETRY_SECONDS = 300.0
+MODELS_CACHE_SECONDS = 60.0
+
+
+@dataclass
+class Services:
+    """What a turn needs from the outside, built once by the server."""
+
+    settings: config.Settings
+    storage: Storage
+    model: ModelClient
+    searxng: Searxng
+    windows: dict[str, tuple[int | None, float]] = field(default_factory=dict)
+    listed: tuple[list[str], float] = ([], -MODELS_CACHE_SECONDS)
+    memory_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    """Held by every write of memory.md: the Settings editor's and compression's."""
+    extraction: ExtractionProcess = field(default_factory=ExtractionProcess)
+
+    async def offers(self, model: str) -> bool:
+        """Whether the picker offers this model: configured, listed by the server (asked at
+        most once a minute), or added by the user. A turn may use only these, so per-model
+        state stays bounded and an invented id never reaches the server."""
+        listed, read_at = self.listed
+        if time.monotonic() - read_at >= MODELS_CACHE_SECONDS:
+            listed = await self.model.models() or []
+            self.listed = (listed, time.monotonic())
+        if model in self.settings.models or model in listed:
+            return True  # without a query: this is on the way to every turn's first token
+        return model in await self.storage.models()
+
+    async def served_window(self, model: str) -> int | None:
+        """Read once per model. A server that did not say (a hosted API, or one that was
+        down) is asked again after a while, not on every turn: each read costs a round trip.
+        Ollama's default window is only assumed until the model is loaded, when Ollama says
+        the one it really got (OLLAMA_CONTEXT_LENGTH may raise it): read again every turn
+        until then."""
+        window, read_at = self.windows.get(model, (None, -WINDOW_RETRY_SECONDS))
+        unknown = window is None and time.monotonic() - read_at >= WINDOW_RETRY_SECONDS
+        ollama = self.model.ollama_windows.get(model)
+        if unknown or (ollama is not None and ollama.assumed):
+            return await self.reread_window(model)
+        return window
+
+    async def reread_window(self, model: str) -> int | None:
+        """The served window read now, and remembered: after the user raises it and checks
+        again (the Status panel), the next turn budgets against it without a restart."""
+        window = await self.model.served_window(model)
+        self.windows[model] = (window, time.monotonic())
+        return window
+
+    def window_note(self, model: str) -> str | None:
+        """For the context bar: Ollama runs the model in its small default window, which
+        cuts a longer prompt from its start without an error, and nothing here can raise it."""
+        ollama = self.model.ollama_windows.get(model)
+        if ollama is None or not ollama.runs_default:
+            return None
+        # Not "not loaded": the turn's request loads it, and the note is stored with the turn.
+        window = f"{ollama.served} tokens" if ollama.loaded else f"assumed {ollama.served} tokens"
+        return (
+            f"Ollama runs this model with its default window ({window}) and silently cuts a "
+            "longer prompt from its start; raise it with OLLAMA_CONTEXT_LENGTH on the Ollama "
+            "server or PARAMETER num_ctx in a Modelfile"
+        )
