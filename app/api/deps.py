@@ -1,0 +1,49 @@
+"""What the routes are given (docs/architecture.md): the services the app's lifespan built,
+the storage among them, the access guard, and the path parameters several routes share.
+
+Each dependency is a coroutine function: FastAPI runs a plain function in a worker thread,
+a hop per request that the turn's first token would wait for."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import Depends, Request
+from fastapi import Path as PathParam
+
+from app import config
+from app.api.access import Guard
+from app.chat.turn import Services
+from app.store.database import ID_PATTERN, Storage
+
+
+async def services(request: Request) -> Services:
+    built: Services = request.app.state.services
+    return built
+
+
+ServicesDep = Annotated[Services, Depends(services)]
+
+
+async def storage(services: ServicesDep) -> Storage:
+    return services.storage
+
+
+async def settings(services: ServicesDep) -> config.Settings:
+    return services.settings
+
+
+async def guard(request: Request) -> Guard:
+    """The access middleware's state, which the login routes share."""
+    shared: Guard = request.app.state.access
+    return shared
+
+
+StorageDep = Annotated[Storage, Depends(storage)]
+SettingsDep = Annotated[config.Settings, Depends(settings)]
+GuardDep = Annotated[Guard, Depends(guard)]
+
+ConversationId = Annotated[str, PathParam(pattern=ID_PATTERN, description="a conversation id")]
+ModelPath = Annotated[
+    str, PathParam(min_length=1, max_length=200, description="a model id, slashes and all")
+]
