@@ -40,25 +40,30 @@ def validation_message(exc: RequestValidationError) -> str:
     return "; ".join(lines)
 
 
-async def invalid_request(request: Request, exc: Exception) -> JSONResponse:
-    assert isinstance(exc, RequestValidationError)
+async def invalid_request(request: Request, exc: RequestValidationError) -> JSONResponse:
     return JSONResponse({"detail": validation_message(exc)}, status_code=422)
 
 
-async def service_error(request: Request, exc: Exception) -> JSONResponse:
+async def service_error(request: Request, exc: ServiceError) -> JSONResponse:
     """Every error the service raises on purpose, answered with its own status."""
-    status = exc.status if isinstance(exc, ServiceError) else STORE_STATUS_UNTIL_MERGE[type(exc)]
-    return JSONResponse({"detail": str(exc)}, status_code=status)
+    return JSONResponse({"detail": str(exc)}, status_code=exc.status)
 
 
 # UNTIL MERGE with the store branch, where these derive from ServiceError with these
-# statuses: then this table, its lookup above and its registration below go.
+# statuses: then this table and its handler go.
 STORE_STATUS_UNTIL_MERGE: dict[type[Exception], int] = {
     InvalidId: 400,
     NotFound: 404,
     Damaged: 409,
     Conflict: 409,
 }
+
+
+async def store_error_until_merge(request: Request, exc: Exception) -> JSONResponse:
+    status = next(
+        code for error, code in STORE_STATUS_UNTIL_MERGE.items() if isinstance(exc, error)
+    )
+    return JSONResponse({"detail": str(exc)}, status_code=status)
 
 
 def create_app(settings: config.Settings, searxng_url: str) -> FastAPI:
@@ -105,10 +110,10 @@ def create_app(settings: config.Settings, searxng_url: str) -> FastAPI:
     )
     app.state.lag = LagProbe()
     app.state.access = access.Guard(allowed_hosts=settings.allowed_hosts, token=settings.auth_token)
-    app.add_exception_handler(ServiceError, service_error)
+    app.exception_handler(ServiceError)(service_error)
+    app.exception_handler(RequestValidationError)(invalid_request)
     for store_error in STORE_STATUS_UNTIL_MERGE:  # UNTIL MERGE (see the table)
-        app.add_exception_handler(store_error, service_error)
-    app.add_exception_handler(RequestValidationError, invalid_request)
+        app.add_exception_handler(store_error, store_error_until_merge)
     app.add_middleware(access.AccessControl, guard=app.state.access)  # outermost: first
     # In this order, the order of /openapi.json's paths.
     for router in (page, session, lab, status):

@@ -73,14 +73,13 @@ async def patch_conversation(
     conversation_id: ConversationId, body: ConversationChange, services: ServicesDep
 ) -> Conversation:
     storage = services.storage
-    await storage.run(storage.database.row, conversation_id)  # 404 before a model check
+    # Read first: an unknown conversation is a 404 before a model check.
+    stored = await storage.run(storage.database.settings, conversation_id)
     chosen = body.settings.changes() if body.settings else {}
     if "model" in chosen:
         await check_model(services, chosen["model"])
     if "context_budget" in chosen:
-        model = chosen.get("model")
-        if not model:
-            model = (await storage.run(storage.database.settings, conversation_id)).get("model")
+        model = chosen.get("model") or stored.get("model")
         await check_budget(services, chosen, model or services.settings.default_model)
     return await storage.run(storage.database.change, conversation_id, body.title, chosen)
 
