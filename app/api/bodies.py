@@ -59,10 +59,10 @@ def Text(max_length: int, min_length: int = 0) -> FieldInfo:  # noqa: N802 - rea
 ModelId = Annotated[str, Field(min_length=1, max_length=200, pattern=r"[^ \t\r\n\f\v]")]
 
 
-def not_given() -> Any:
-    """The value of a setting left out of a partial update: never read, since `changes()`
-    keeps only what was given (a default_factory, so that the schema shows no default)."""
-    return None
+def setting(description: str, **limits: Any) -> Any:
+    """A field of the partial update: its help and its limits. No default: a setting left
+    out is not in `changes()` (a default_factory, so that the schema shows none either)."""
+    return Field(default_factory=lambda: None, description=description, **limits)
 
 
 class ConversationSettings(BaseModel):
@@ -72,58 +72,37 @@ class ConversationSettings(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    model: ModelId = Field(
-        default_factory=not_given,
-        description="Switching model drops the previous model's prompt cache: one cold turn.",
+    model: ModelId = setting(
+        "Switching model drops the previous model's prompt cache: one cold turn."
     )
-    system_prompt: Annotated[str, Text(50_000)] = Field(
-        default_factory=not_given,
-        description="Any edit invalidates the prompt cache from the first byte.",
+    system_prompt: Annotated[str, Text(50_000)] = setting(
+        "Any edit invalidates the prompt cache from the first byte."
     )
-    context_budget: WholeNumber = Field(
-        default_factory=not_given,
+    context_budget: WholeNumber = setting(
+        "Lower means earlier compression; never above the served window.",
         ge=1_000,
         le=10_000_000,
-        description="Lower means earlier compression; never above the served window.",
     )
-    web_search: StrictBool = Field(
-        default_factory=not_given,
-        description="Each search adds about 4,000 tokens of results to the turn.",
+    web_search: StrictBool = setting("Each search adds about 4,000 tokens of results to the turn.")
+    web_fetch: StrictBool = setting("Each page read adds up to about 12,000 tokens to the turn.")
+    search_max_uses: WholeNumber = setting(
+        "Searches allowed per answer; told to the model.", ge=0, le=20
     )
-    web_fetch: StrictBool = Field(
-        default_factory=not_given,
-        description="Each page read adds up to about 12,000 tokens to the turn.",
+    fetch_max_uses: WholeNumber = setting("Pages read per answer; told to the model.", ge=0, le=20)
+    tool_note: Annotated[str, Text(10_000)] = setting(
+        "Its wording changes how many tools the model uses, so the cost."
     )
-    search_max_uses: WholeNumber = Field(
-        default_factory=not_given,
-        ge=0,
-        le=20,
-        description="Searches allowed per answer; told to the model.",
-    )
-    fetch_max_uses: WholeNumber = Field(
-        default_factory=not_given,
-        ge=0,
-        le=20,
-        description="Pages read per answer; told to the model.",
-    )
-    tool_note: Annotated[str, Text(10_000)] = Field(
-        default_factory=not_given,
-        description="Its wording changes how many tools the model uses, so the cost.",
-    )
-    compress_prompt: Annotated[str, Text(20_000, 1)] = Field(
-        default_factory=not_given,
-        description="Decides what the summary keeps; must contain {transcript}.",
+    compress_prompt: Annotated[str, Text(20_000, 1)] = setting(
+        "Decides what the summary keeps; must contain {transcript}.",
         json_schema_extra={"pattern": r"\{transcript\}"},
     )
-    search_locale: Annotated[str, Text(20, 1)] = Field(
-        default_factory=not_given,
-        description="Language of results, e.g. pl-PL; the model may override per query.",
+    search_locale: Annotated[str, Text(20, 1)] = setting(
+        "Language of results, e.g. pl-PL; the model may override per query.",
         json_schema_extra={"pattern": config.LOCALE.pattern},
     )
-    search_engines: Annotated[str, Text(500)] = Field(
-        default_factory=not_given,
+    search_engines: Annotated[str, Text(500)] = setting(
+        "SearXNG engines for this conversation (empty: SearXNG's list).",
         pattern=r"^[A-Za-z0-9 _.,-]*$",
-        description="SearXNG engines for this conversation (empty: SearXNG's list).",
     )
 
     @field_validator("compress_prompt")

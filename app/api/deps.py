@@ -11,7 +11,6 @@ from typing import Annotated
 from fastapi import Depends, Request
 from fastapi import Path as PathParam
 
-from app import config
 from app.api.access import Guard
 from app.chat.turn import Services
 from app.store.database import ID_PATTERN, Storage
@@ -29,8 +28,7 @@ async def storage(services: ServicesDep) -> Storage:
     return services.storage
 
 
-async def settings(services: ServicesDep) -> config.Settings:
-    return services.settings
+StorageDep = Annotated[Storage, Depends(storage)]
 
 
 async def guard(request: Request) -> Guard:
@@ -39,8 +37,6 @@ async def guard(request: Request) -> Guard:
     return shared
 
 
-StorageDep = Annotated[Storage, Depends(storage)]
-SettingsDep = Annotated[config.Settings, Depends(settings)]
 GuardDep = Annotated[Guard, Depends(guard)]
 
 ConversationId = Annotated[str, PathParam(pattern=ID_PATTERN, description="a conversation id")]

@@ -39,7 +39,8 @@ async def model_checks(state: Services, *, tools: bool) -> list[doctor.Check]:
     if tools and doctor.first_failure(checks) is None:
         model = state.settings.default_model
         tool_calling = await doctor.tool_check(state.model, model)
-        refusal = await state.storage.run(state.storage.database.tool_refusal, model)
+        storage = state.storage
+        refusal = await storage.run(storage.database.tool_refusal, model)
         checks.append(tool_calling)
         if remembered := doctor.remembered_refusal_check(refusal, tool_calling):
             checks.append(remembered)
