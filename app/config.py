@@ -1,4 +1,4 @@
-"""All configuration in one place: the environment, read once, checked, with defaults."""
+"""The environment's settings in one place: read once, checked, with defaults."""
 
 from __future__ import annotations
 
@@ -7,18 +7,12 @@ import math
 import os
 import re
 import string
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Any
 
-from pydantic import (
-    BaseModel,
-    BeforeValidator,
-    ConfigDict,
-    Field,
-    StrictBool,
-    field_validator,
-)
+from app.errors import ServiceError
 
 ROOT = Path(__file__).resolve().parent.parent
 SEARXNG_DIR = ROOT / "searxng"
@@ -33,11 +27,13 @@ SEARXNG_LOCK = SEARXNG_DIR / "requirements.lock"
 LOCALE = re.compile(r"^(all|auto|[a-z]{2,3}(-[A-Za-z]{2,4})?)$")
 
 
-class ConfigError(ValueError):
+class ConfigError(ServiceError, ValueError):
     """A setting has a value the stack cannot use; the message says which and why."""
 
+    status = 400
 
-def integer(env: dict[str, str], name: str, default: int, minimum: int = 0) -> int:
+
+def integer(env: Mapping[str, str], name: str, default: int, minimum: int = 0) -> int:
     raw = env.get(name, "").strip()
     if not raw:
         return default
@@ -120,7 +116,7 @@ def auth_token(token: str) -> str:
 RESERVED_MODEL_PARAMS = ("model", "messages", "tools", "stream", "stream_options")
 
 
-def model_params(raw: str) -> dict[str, dict]:
+def model_params(raw: str) -> dict[str, dict[str, Any]]:
     """MODEL_PARAMS: a JSON object of extra request parameters per model id."""
     if not raw.strip():
         return {}
@@ -179,7 +175,7 @@ class Settings:
     models: tuple[str, ...]
     default_model: str
     summary_model: str
-    model_params: dict[str, dict]
+    model_params: dict[str, dict[str, Any]]
     data_dir: Path
     context_budget_tokens: int
     keep_recent_messages: int
@@ -271,102 +267,3 @@ def load(environ: dict[str, str] | None = None) -> Settings:
         fetch_allow_hosts=allow_hosts(env.get("FETCH_ALLOW_HOSTS", "")),
         loop_lag_probe=env.get("LOOP_LAG_PROBE", "") == "1",
     )
-
-
-def whole_number(value: object) -> object:
-    """An integer as JSON has it: 7 or 7.0, never "7" or true."""
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ValueError("must be a whole number")
-    return value
-
-
-WholeNumber = Annotated[int, BeforeValidator(whole_number)]
-
-
-def Text(max_length: int, min_length: int = 0) -> Any:  # noqa: N802 - a type, read as one
-    """A string field with its length limits. Pydantic refuses a lone surrogate (JSON
-    allows "\\ud800"), which could not be stored as UTF-8."""
-    return Annotated[str, Field(min_length=min_length, max_length=max_length)]
-
-
-# Stored as given (the page trims what it sends); an id of blanks alone is refused.
-ModelId = Annotated[str, Field(min_length=1, max_length=200, pattern=r"[^ \t\r\n\f\v]")]
-
-
-class ConversationSettings(BaseModel):
-    """A partial update of a conversation's settings. Each field's description is the
-    page's help: what changing it costs. A field left out keeps its value; null is refused
-    (the None defaults only mark "not given")."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    model: ModelId = Field(
-        None, description="Switching model drops the previous model's prompt cache: one cold turn."
-    )
-    system_prompt: Text(50_000) = Field(  # type: ignore[valid-type]
-        None, description="Any edit invalidates the prompt cache from the first byte."
-    )
-    context_budget: WholeNumber = Field(
-        None,
-        ge=1_000,
-        le=10_000_000,
-        description="Lower means earlier compression; never above the served window.",
-    )
-    web_search: StrictBool = Field(
-        None, description="Each search adds about 4,000 tokens of results to the turn."
-    )
-    web_fetch: StrictBool = Field(
-        None, description="Each page read adds up to about 12,000 tokens to the turn."
-    )
-    search_max_uses: WholeNumber = Field(
-        None, ge=0, le=20, description="Searches allowed per answer; told to the model."
-    )
-    fetch_max_uses: WholeNumber = Field(
-        None, ge=0, le=20, description="Pages read per answer; told to the model."
-    )
-    tool_note: Text(10_000) = Field(  # type: ignore[valid-type]
-        None, description="Its wording changes how many tools the model uses, so the cost."
-    )
-    compress_prompt: Text(20_000, 1) = Field(  # type: ignore[valid-type]
-        None,
-        description="Decides what the summary keeps; must contain {transcript}.",
-        json_schema_extra={"pattern": r"\{transcript\}"},
-    )
-    search_locale: Text(20, 1) = Field(  # type: ignore[valid-type]
-        None,
-        description="Language of results, e.g. pl-PL; the model may override per query.",
-        json_schema_extra={"pattern": LOCALE.pattern},
-    )
-    search_engines: Text(500) = Field(  # type: ignore[valid-type]
-        None,
-        pattern=r"^[A-Za-z0-9 _.,-]*$",
-        description="SearXNG engines for this conversation (empty: SearXNG's list).",
-    )
-
-    @field_validator("compress_prompt")
-    @classmethod
-    def summarises(cls, value: str) -> str:
-        if "{transcript}" not in value:
-            raise ValueError(
-                "compress_prompt must contain {transcript}: without it nothing would be summarised"
-            )
-        return value
-
-    @field_validator("search_locale")
-    @classmethod
-    def locale(cls, value: str) -> str:
-        try:
-            return check_locale(value)
-        except ConfigError as exc:
-            raise ValueError(str(exc)) from None
-
-    def changes(self) -> dict[str, Any]:
-        return self.model_dump(exclude_unset=True)
-
-
-def settings_help() -> dict[str, str]:
-    return {
-        name: field.description or "" for name, field in ConversationSettings.model_fields.items()
-    }

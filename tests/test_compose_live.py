@@ -23,7 +23,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from app.api.factory import CONTENT_SECURITY_POLICY
+from app.api.routes.page import CONTENT_SECURITY_POLICY
 from app.search.embedded import free_port
 from tests.compose import images
 from tests.fakes.brave_api import FakeBrave

@@ -31,14 +31,14 @@ from collections.abc import Awaitable, Callable, Iterator, MutableMapping
 from dataclasses import dataclass
 from typing import Any
 
-from fastapi import APIRouter, Request, Response
-from pydantic import BaseModel, ConfigDict, Field
-
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+Refusal = tuple[int, str, dict[str, str]]
+"""An answer instead of the app's: its status, its message, its extra headers."""
 
 LOOPBACK_HOSTS = frozenset({"localhost", "127.0.0.1", "::1"})
 WITH_BODY = frozenset({"POST", "PUT", "PATCH"})
@@ -131,7 +131,8 @@ def deepest(steps: bytes) -> int:
     """The highest depth reached, from 0 at the start: after each bracket, twice the
     openings so far less the brackets so far (C iterators, no Python loop per byte)."""
     rises = itertools.accumulate(steps, initial=0)
-    return max(map(operator.sub, rises, itertools.count(0)))
+    highest: int = max(map(operator.sub, rises, itertools.count(0)))
+    return highest
 
 
 def pieces(body: bytes, size: int) -> Iterator[bytes]:
@@ -141,7 +142,9 @@ def pieces(body: bytes, size: int) -> Iterator[bytes]:
     while start < len(body):
         end = start + size
         if end < len(body) and body[end - 1] == ord("\\"):
-            end = BACKSLASHES.match(body, end).end() + 1
+            run = BACKSLASHES.match(body, end)
+            assert run is not None  # a run of no backslash matches too
+            end = run.end() + 1
         yield body[start:end]
         start = end
 
@@ -245,7 +248,7 @@ class Guard:
         self.sessions = Sessions(token) if token else None
         self.limiter = FailureLimiter()
 
-    def check_token(self, headers: dict[bytes, bytes], scope: Scope) -> tuple | None:
+    def check_token(self, headers: dict[bytes, bytes], scope: Scope) -> Refusal | None:
         """None when the request may go on; else (status, message, extra headers)."""
         if self.sessions is None:
             return None
@@ -376,7 +379,7 @@ def with_safety_headers(send: Send) -> Send:
     return sending
 
 
-async def read_body(receive: Receive, headers: dict[bytes, bytes]) -> bytes | tuple:
+async def read_body(receive: Receive, headers: dict[bytes, bytes]) -> bytes | tuple[int, str]:
     """The whole body, or (status, message) when it is too big or nested too deep."""
     declared = headers.get(b"content-length", b"")
     if declared.isdigit() and int(declared) > MAX_BODY_BYTES:
@@ -427,7 +430,7 @@ def method_table(app: Any) -> list[tuple[re.Pattern[str], frozenset[str]]]:
 def route_methods(scope: Scope) -> set[str]:
     """The methods served at this path (empty: no such path)."""
     path = scope["path"]
-    table = scope["app"].state.method_table  # built at start (server.py's lifespan)
+    table = scope["app"].state.method_table  # built at start (factory.py's lifespan)
     methods = {m for pattern, ms in table if pattern.match(path) for m in ms}
     if path == "/" or path.startswith("/static/"):
         methods |= PAGE_METHODS
@@ -464,77 +467,3 @@ async def refuse(
     raw += [(k.encode(), v.encode()) for k, v in (headers or {}).items()]
     await send({"type": "http.response.start", "status": status, "headers": raw})
     await send({"type": "http.response.body", "body": body})
-
-
-# The page's login: a form that trades the token for an HttpOnly, SameSite=Strict cookie.
-
-router = APIRouter(prefix="/api/session", tags=["session"])
-
-
-class Login(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    token: str = Field(min_length=1, max_length=1000)
-
-
-class SessionState(BaseModel):
-    auth: bool
-    """Whether this service asks for a token at all."""
-    signed_in: bool
-
-
-def access_of(request: Request) -> AccessControl:
-    return request.app.state.access
-
-
-@router.get("", response_model=SessionState)
-async def session_state(request: Request) -> SessionState:
-    access = access_of(request)
-    if access.sessions is None:
-        return SessionState(auth=False, signed_in=True)
-    cookie = request.cookies.get(SESSION_COOKIE)
-    return SessionState(auth=True, signed_in=bool(cookie and access.sessions.valid(cookie)))
-
-
-@router.post(
-    "",
-    response_model=SessionState,
-    responses={401: {"description": "wrong token"}, 429: {"description": "too many wrong tokens"}},
-)
-async def sign_in(body: Login, request: Request, response: Response) -> SessionState | Response:
-    access = access_of(request)
-    if access.sessions is None:
-        return SessionState(auth=False, signed_in=True)
-    client = request.client.host if request.client else "unknown"
-    cookie = access.login(body.token, client)
-    if cookie is None:
-        if (wait := access.limiter.wait(client)) > 0:
-            return json_error(
-                429, "too many wrong tokens: wait before trying again", retry_after(wait)
-            )
-        return json_error(401, "wrong access token")
-    response.set_cookie(
-        SESSION_COOKIE,
-        cookie,
-        max_age=SESSION_SECONDS,
-        httponly=True,
-        samesite="strict",
-        secure=request.url.scheme == "https",
-        path="/",
-    )
-    return SessionState(auth=True, signed_in=True)
-
-
-@router.delete("", status_code=204)
-async def sign_out() -> Response:
-    response = Response(status_code=204)
-    response.delete_cookie(SESSION_COOKIE, path="/", httponly=True, samesite="strict")
-    return response
-
-
-def json_error(status: int, message: str, headers: dict[str, str] | None = None) -> Response:
-    return Response(
-        json.dumps({"detail": message}),
-        status_code=status,
-        media_type="application/json",
-        headers=headers,
-    )

@@ -4,12 +4,23 @@ exercise them). One rule for unknown fields everywhere: refused."""
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
+from fastapi import HTTPException
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    StrictBool,
+    field_validator,
+)
+from pydantic.fields import FieldInfo
 
+from app import config
+from app.chat import context
 from app.chat.context import MAX_FACT_CHARS
-from app.config import ConversationSettings, ModelId, Text
 
 MAX_MESSAGE_CHARS = 200_000
 MAX_MEMORY_CHARS = 200_000
@@ -25,6 +36,104 @@ Title = Annotated[
 ]
 
 
+def whole_number(value: object) -> object:
+    """An integer as JSON has it: 7 or 7.0, never "7" or true."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError("must be a whole number")
+    return value
+
+
+WholeNumber = Annotated[int, BeforeValidator(whole_number)]
+
+
+def Text(max_length: int, min_length: int = 0) -> FieldInfo:  # noqa: N802 - read as a type
+    """A string field's length limits, as in ``Annotated[str, Text(200)]``. Pydantic
+    refuses a lone surrogate (JSON allows "\\ud800"), which could not be stored as UTF-8."""
+    limits: FieldInfo = Field(min_length=min_length, max_length=max_length)
+    return limits
+
+
+# Stored as given (the page trims what it sends); an id of blanks alone is refused.
+ModelId = Annotated[str, Field(min_length=1, max_length=200, pattern=r"[^ \t\r\n\f\v]")]
+
+
+def setting(description: str, **limits: Any) -> Any:
+    """A field of the partial update: its help and its limits. No default: a setting left
+    out is not in `changes()` (a default_factory, so that the schema shows none either)."""
+    return Field(default_factory=lambda: None, description=description, **limits)
+
+
+class ConversationSettings(BaseModel):
+    """A partial update of a conversation's settings. Each field's description is the
+    page's help: what changing it costs. A field left out keeps its value; null is refused
+    (the None defaults only mark "not given")."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    model: ModelId = setting(
+        "Switching model drops the previous model's prompt cache: one cold turn."
+    )
+    system_prompt: Annotated[str, Text(50_000)] = setting(
+        "Any edit invalidates the prompt cache from the first byte."
+    )
+    context_budget: WholeNumber = setting(
+        "Lower means earlier compression; never above the served window.",
+        ge=1_000,
+        le=10_000_000,
+    )
+    web_search: StrictBool = setting("Each search adds about 4,000 tokens of results to the turn.")
+    web_fetch: StrictBool = setting("Each page read adds up to about 12,000 tokens to the turn.")
+    search_max_uses: WholeNumber = setting(
+        "Searches allowed per answer; told to the model.", ge=0, le=20
+    )
+    fetch_max_uses: WholeNumber = setting("Pages read per answer; told to the model.", ge=0, le=20)
+    tool_note: Annotated[str, Text(10_000)] = setting(
+        "Its wording changes how many tools the model uses, so the cost."
+    )
+    compress_prompt: Annotated[str, Text(20_000, 1)] = setting(
+        "Decides what the summary keeps; must contain {transcript}.",
+        json_schema_extra={"pattern": r"\{transcript\}"},
+    )
+    search_locale: Annotated[str, Text(20, 1)] = setting(
+        "Language of results, e.g. pl-PL; the model may override per query.",
+        json_schema_extra={"pattern": config.LOCALE.pattern},
+    )
+    search_engines: Annotated[str, Text(500)] = setting(
+        "SearXNG engines for this conversation (empty: SearXNG's list).",
+        pattern=r"^[A-Za-z0-9 _.,-]*$",
+    )
+
+    @field_validator("compress_prompt")
+    @classmethod
+    def summarises(cls, value: str) -> str:
+        try:
+            return context.check_compress_prompt(value)
+        except context.PromptError:
+            # Named as the field is: the page shows it under compress_prompt.
+            raise ValueError(
+                "compress_prompt must contain {transcript}: without it nothing would be summarised"
+            ) from None
+
+    @field_validator("search_locale")
+    @classmethod
+    def locale(cls, value: str) -> str:
+        try:
+            return config.check_locale(value)
+        except config.ConfigError as exc:
+            raise ValueError(str(exc)) from None
+
+    def changes(self) -> dict[str, Any]:
+        return self.model_dump(exclude_unset=True)
+
+
+def settings_help() -> dict[str, str]:
+    return {
+        name: field.description or "" for name, field in ConversationSettings.model_fields.items()
+    }
+
+
 class Body(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -35,11 +144,11 @@ class ErrorBody(BaseModel):
 
 
 class MemoryText(Body):
-    text: Text(MAX_MEMORY_CHARS)  # type: ignore[valid-type]
+    text: Annotated[str, Text(MAX_MEMORY_CHARS)]
 
 
 class MemoryFact(Body):
-    fact: Text(MAX_FACT_CHARS, 1) = Field(pattern=r"[^ \t\r\n\f\v]")  # type: ignore[valid-type]
+    fact: Annotated[str, Text(MAX_FACT_CHARS, 1)] = Field(pattern=r"[^ \t\r\n\f\v]")
     """One line of memory.md, as a compression's notice shows it."""
 
 
@@ -54,7 +163,7 @@ class ModelList(Body):
 
 class NewConversation(Body):
     title: Title = "New conversation"
-    settings: ConversationSettings = Field(default_factory=ConversationSettings)
+    settings: ConversationSettings = Field(default_factory=lambda: ConversationSettings())
 
 
 class ConversationChange(Body):
@@ -63,7 +172,7 @@ class ConversationChange(Body):
 
 
 class ChatMessage(Body):
-    message: Text(MAX_MESSAGE_CHARS, 1) = Field(pattern=r"[^ \t\r\n\f\v]")  # type: ignore[valid-type]
+    message: Annotated[str, Text(MAX_MESSAGE_CHARS, 1)] = Field(pattern=r"[^ \t\r\n\f\v]")
     model: ModelId | None = None
     """Default: the conversation's model."""
 
@@ -84,6 +193,11 @@ class VersionChoice(Body):
     """The version to show, from 1 (as the page's "2/3" counts)."""
 
 
-def errors(*statuses: int) -> dict[int | str, dict]:
+def errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
     """The error responses a route can give, for its OpenAPI entry."""
     return {status: {"model": ErrorBody} for status in statuses}
+
+
+def refused(message: str, status: int = 400) -> HTTPException:
+    """A request refused by a route's own check, answered as {"detail": message}."""
+    return HTTPException(status_code=status, detail=message)

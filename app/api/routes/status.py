@@ -11,19 +11,15 @@ failed check, never an HTTP error.
 from __future__ import annotations
 
 import asyncio
-import time
 from typing import Any
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter
 
 from app import doctor
+from app.api.deps import ServicesDep
 from app.chat.services import Services
 
 router = APIRouter(prefix="/api/status")
-
-
-def services(request: Request) -> Services:
-    return request.app.state.services
 
 
 def answer(checks: list[doctor.Check]) -> dict[str, Any]:
@@ -31,35 +27,28 @@ def answer(checks: list[doctor.Check]) -> dict[str, Any]:
 
 
 async def model_checks(state: Services, *, tools: bool) -> list[doctor.Check]:
-    async def read_window(model: str) -> int | None:
-        # What was just read is what the next turn budgets against: after the user raises
-        # the window and checks again, the chat follows it without a restart.
-        window = await state.model.served_window(model)
-        state.windows[model] = (window, time.monotonic())
-        return window
-
-    checks = await doctor.model_quick_checks(state.model, state.settings, read_window)
+    checks = await doctor.model_quick_checks(state.model, state.settings, state.reread_window)
     if tools and doctor.first_failure(checks) is None:
         model = state.settings.default_model
-        tools = await doctor.tool_check(state.model, model)
-        refusal = await state.storage.tool_refusal(model)
-        checks.append(tools)
-        if remembered := doctor.remembered_refusal_check(refusal, tools):
+        tool_calling = await doctor.tool_check(state.model, model)
+        storage = state.storage
+        refusal = await storage.tool_refusal(model)
+        checks.append(tool_calling)
+        if remembered := doctor.remembered_refusal_check(refusal, tool_calling):
             checks.append(remembered)
     return checks
 
 
 @router.get("")
-async def status(request: Request, quick: bool = False) -> dict[str, Any]:
+async def status(services: ServicesDep, quick: bool = False) -> dict[str, Any]:
     """Every check but the Brave key's; `quick`: without tool calling (nothing generated)."""
-    state = services(request)
     searxng, model = await asyncio.gather(
-        doctor.searxng_free_checks(state.searxng.url), model_checks(state, tools=not quick)
+        doctor.searxng_free_checks(services.searxng.url), model_checks(services, tools=not quick)
     )
     return answer([*searxng, *model])
 
 
 @router.post("/brave")
-async def brave(request: Request) -> dict[str, Any]:
+async def brave(services: ServicesDep) -> dict[str, Any]:
     """The Brave key: one real search, one query of the user's Brave plan."""
-    return answer([await doctor.brave_key_check(services(request).searxng.url)])
+    return answer([await doctor.brave_key_check(services.searxng.url)])

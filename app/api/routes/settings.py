@@ -1,0 +1,85 @@
+"""The Settings panel's resources: what the page starts from (models, defaults, help,
+presets), the user's models, the refusals of the web tools remembered per model, and
+memory.md with its facts."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Response
+
+from app.api.bodies import MemoryFact, MemoryText, ModelList, errors, refused, settings_help
+from app.api.deps import ModelPath, ServicesDep, StorageDep
+from app.chat import context
+from app.chat.settings import ChatSettings, presets
+
+router = APIRouter(prefix="/api")
+
+
+@router.get("/config")
+async def api_config(services: ServicesDep) -> dict[str, Any]:
+    settings, storage = services.settings, services.storage
+    listed = await services.model.models() or []
+    return {
+        "models": {
+            "configured": list(settings.models),
+            "server": [m for m in listed if m not in settings.models],
+            "added": await storage.models(),
+        },
+        "tool_refusals": await storage.tool_refusals(),
+        "default_model": settings.default_model,
+        "summary_model": settings.summary_model,
+        "defaults": ChatSettings.defaults(settings).as_dict(),
+        "help": settings_help(),
+        "presets": presets(),
+        "auth": bool(settings.auth_token),
+    }
+
+
+@router.get("/memory", responses=errors(409))
+async def get_memory(storage: StorageDep) -> dict[str, str]:
+    return {"text": await storage.read_memory()}
+
+
+@router.put("/memory", responses=errors(413, 415, 422))
+async def put_memory(body: MemoryText, services: ServicesDep) -> dict[str, str]:
+    async with services.memory_lock:  # shared with compression's merge
+        await services.storage.write_memory(body.text)
+    return {"text": body.text}
+
+
+@router.post("/memory/facts/remove", responses=errors(404, 409, 413, 415, 422))
+async def remove_fact(body: MemoryFact, services: ServicesDep) -> dict[str, str]:
+    """Undo of a fact a compression saved: exactly its line leaves memory.md."""
+    storage = services.storage
+    async with services.memory_lock:
+        text = context.remove_fact(await storage.read_memory(), body.fact)
+        if text is None:
+            raise refused("that fact is not in memory.md (edited or removed since?)", 404)
+        await storage.write_memory(text)
+    return {"text": text}
+
+
+@router.post("/memory/facts", responses=errors(409, 413, 415, 422))
+async def keep_fact(body: MemoryFact, services: ServicesDep) -> dict[str, str]:
+    """Keep after an Undo: the fact back at the end of memory.md, unless it is there."""
+    storage = services.storage
+    async with services.memory_lock:
+        text, added = context.merge_facts(await storage.read_memory(), [body.fact])
+        if added:
+            await storage.write_memory(text)
+    return {"text": text}
+
+
+@router.put("/models", responses=errors(413, 415, 422))
+async def put_models(body: ModelList, storage: StorageDep) -> dict[str, list[str]]:
+    await storage.set_models(body.models)
+    return {"models": body.models}
+
+
+@router.delete("/models/tool-refusals/{model:path}", status_code=204, responses=errors(404))
+async def forget_tool_refusal(model: ModelPath, storage: StorageDep) -> Response:
+    """Forget that the model's server refused the web tools: its next turn offers them."""
+    if not await storage.forget_tool_refusal(model):
+        raise refused(f"no refusal of the web tools is remembered for {model[:80]!r}", 404)
+    return Response(status_code=204)

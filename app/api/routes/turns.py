@@ -1,0 +1,92 @@
+"""A conversation's turns: send a message, regenerate the last answer, edit the last
+message (each answered as Server-Sent Events; the client's hang-up is Stop), show another
+version of a turn, take the last message back."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Response
+from fastapi import Path as PathParam
+
+from app.api.bodies import ChatMessage, Regenerate, VersionChoice, errors
+from app.api.choices import chosen_model
+from app.api.deps import ConversationId, ServicesDep, StorageDep
+from app.api.sse import EventStream
+from app.chat.services import Services
+from app.chat.turn import run_turn
+from app.store.rows import Conversation
+from app.store.storage import Lease, TurnInput
+
+router = APIRouter(prefix="/api/conversations/{conversation_id}")
+
+SSE_RESPONSE: dict[int | str, dict[str, Any]] = {
+    200: {
+        "description": "Server-Sent Events: data: {type, ...} frames",
+        "content": {"text/event-stream": {"schema": {"type": "string"}}},
+    }
+}
+STREAMED = {**SSE_RESPONSE, **errors(404, 409, 413, 415, 422)}
+
+
+def stream_turn(services: Services, lease: Lease, start: TurnInput, model: str) -> Response:
+    """SSE for one turn, which holds the conversation's lease until it ends: the
+    outcome's write releases it (in the same transaction), and the stream's end does
+    should the write fail or the client leave before the turn starts (only its owner
+    can release it, so a late release frees nothing another turn holds). The stream
+    closes the turn before that: its own finally writes the outcome first."""
+    turn = run_turn(services, lease, start, model)
+    return EventStream(turn, closed=lease.release)
+
+
+@router.post("/chat", responses=STREAMED)
+async def chat(
+    conversation_id: ConversationId, body: ChatMessage, services: ServicesDep
+) -> Response:
+    model = await chosen_model(services, conversation_id, body.model)
+    lease, start = await services.storage.begin_turn(conversation_id, body.message, model)
+    return stream_turn(services, lease, start, model)
+
+
+@router.post("/regenerate", responses=STREAMED)
+async def regenerate(
+    conversation_id: ConversationId, services: ServicesDep, body: Regenerate | None = None
+) -> Response:
+    model = await chosen_model(services, conversation_id, body.model if body else None)
+    lease, start = await services.storage.begin_turn(conversation_id, None, model)
+    return stream_turn(services, lease, start, model)
+
+
+@router.post("/edit", responses=STREAMED)
+async def edit_last_message(
+    conversation_id: ConversationId, body: ChatMessage, services: ServicesDep
+) -> Response:
+    """Send `message` in place of the last one: that question and its answer stay as a
+    version of the turn (GET shows them under `versions`)."""
+    model = await chosen_model(services, conversation_id, body.model)
+    storage = services.storage
+    lease, start = await storage.begin_turn(conversation_id, body.message, model, edit=True)
+    return stream_turn(services, lease, start, model)
+
+
+@router.put(
+    "/turns/{position}/version",
+    response_model=dict[str, Any],
+    responses=errors(404, 409, 413, 415, 422),
+)
+async def switch_version(
+    conversation_id: ConversationId,
+    position: Annotated[int, PathParam(ge=0, le=10**9, description="its user message")],
+    body: VersionChoice,
+    storage: StorageDep,
+) -> Conversation:
+    """Show another version of a turn; what followed it comes with it. 409 while a turn
+    streams in the conversation."""
+    return await storage.switch_version(conversation_id, position, body.index)
+
+
+@router.post("/rewind", responses=errors(404, 409, 415, 422))
+async def rewind_last_message(
+    conversation_id: ConversationId, storage: StorageDep
+) -> dict[str, Any]:
+    return {"message": await storage.rewind(conversation_id)}
