@@ -26,7 +26,7 @@ from app.chat.events import (
 )
 from app.chat.tools import ToolRunner
 from app.model.failures import LLMError
-from app.model.usage import Usage, normalize_usage
+from app.model.usage import RawUsage, Usage, normalize_usage
 from app.store.rows import Message, OutcomeWrite, now
 from app.store.storage import Lease, Storage
 
@@ -182,7 +182,7 @@ class TurnOutcome:
         self.thought = Streamed(self.reasoning[: self.reasoning_mark])
         return streamed
 
-    def add_usage(self, raw: dict[str, Any] | None) -> None:
+    def add_usage(self, raw: RawUsage | None) -> None:
         usage = normalize_usage(raw, floor_prompt_tokens=self.floor)
         if usage:
             self.usages.append(usage)
