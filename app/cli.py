@@ -21,8 +21,9 @@ from pathlib import Path
 from dotenv import load_dotenv
 
 from app import config, doctor
+from app.pages.errors import FetchFailed, FetchRefused
 from app.pages.extract import extract_file
-from app.pages.fetch import FetchFailed, FetchRefused, fetch_page, for_model
+from app.pages.fetch import fetch_page, for_model
 from app.search import embedded, language
 from app.search.client import SearchError, Searxng
 

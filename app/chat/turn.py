@@ -23,7 +23,7 @@ from app.chat.context import DEFAULT_COMPRESS_PROMPT
 from app.chat.events import CompressionEvent, DoneEvent, ErrorEvent, Event, WarningEvent
 from app.chat.tools import DEFAULT_TOOL_NOTE, ToolRunner
 from app.model.client import LLMError, ModelClient, ToolCall, Usage, normalize_usage
-from app.pages.fetch import ExtractionProcess
+from app.pages.worker import ExtractionProcess
 from app.search.client import Searxng
 from app.store.database import (
     Conversation,
