@@ -11,6 +11,7 @@ from urllib.parse import urlsplit
 import httpx
 
 from app import jsoncodec
+from app.errors import ServiceError
 from app.transport import AiohttpTransport
 
 # SearXNG reports a failed engine by the class of its exception; this is the class
@@ -25,12 +26,17 @@ MAX_DETAILS = 3  # an engine's distinct error messages quoted per failure
 DAY = re.compile(r"^\d{4}-\d{2}-\d{2}")
 
 
-class SearchError(RuntimeError):
+class SearchError(ServiceError):
     """The search could not be run: SearXNG unreachable or refusing, or an engine failed."""
+
+    status = 502
 
 
 class QueryRefused(SearchError):
-    """SearXNG found the query itself invalid (HTTP 400), e.g. a locale it does not know."""
+    """SearXNG found the query itself invalid (HTTP 400), e.g. a locale it does not know:
+    it has no such thing, like an unknown engine (404)."""
+
+    status = 404
 
 
 @dataclass(frozen=True)
