@@ -47,7 +47,7 @@ class Result:
     publishedDate: str | None  # noqa: N815 -- SearXNG's own field name, kept for --json
     engine: str
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, str | None]:
         return asdict(self)
 
     @property
@@ -168,6 +168,15 @@ class Searxng:
         if not isinstance(data, dict):
             raise SearchError(f"SearXNG at {self.url} answered JSON that is not an object")
         return data
+
+    async def loaded_engines(self) -> set[str]:
+        """The names of the engines this SearXNG has loaded and enabled (its /config)."""
+        listed = (await self.get_json("/config")).get("engines", [])
+        return {
+            name
+            for engine in listed
+            if engine.get("enabled", True) and isinstance(name := engine.get("name"), str) and name
+        }
 
     async def explain(self, failed: list[tuple[str, str]]) -> list[str]:
         """'engine: message (the engine's own detail)' for each failed engine.

@@ -298,6 +298,11 @@ class EmbeddedSearxng:
             f"SearXNG did not answer /healthz in {self.start_timeout}s:\n{self.log()}"
         )
 
+    def wait(self) -> None:
+        """Until SearXNG exits (the `searxng` command runs it in the foreground)."""
+        if self.process is not None:
+            self.process.wait()
+
     def log(self, tail: int = 3000) -> str:
         try:
             return self.log_path.read_text(errors="replace")[-tail:]

@@ -113,13 +113,12 @@ async def check_engines(client: Searxng, engines: str) -> str | None:
     names = [name for name in engines.replace(" ", "").split(",") if name]
     if not names:
         return None
-    listed = (await client.get_json("/config")).get("engines", [])
-    loaded = {e.get("name") for e in listed if e.get("enabled", True)}
+    loaded = await client.loaded_engines()
     unknown = [name for name in names if name not in loaded]
     if unknown:
         raise UnknownEngine(
             f"unknown engine(s) {', '.join(unknown)}: this SearXNG runs "
-            f"{', '.join(sorted(n for n in loaded if n)) or 'no engine'}"
+            f"{', '.join(sorted(loaded)) or 'no engine'}"
         )
     return ",".join(names)
 
