@@ -88,6 +88,8 @@ async def fetch_page(
     """Fetch a page and extract its main text. ``allow_hosts`` holds ``host:port`` entries
     exempt from the port and address rules: the test suite's loopback page server."""
     allowed = frozenset(allow_key(entry) for entry in allow_hosts)
+    # httpx's errors become FetchFailed here, once for every hop (_get only moves on to
+    # the next checked address when one refuses the connection).
     try:
         async with asyncio.timeout(timeout):
             final, reply = await _follow(
