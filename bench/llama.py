@@ -23,10 +23,8 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from app import (
-    config,
-    context,  # noqa: E402
-)
+from app import config  # noqa: E402
+from app.chat import context  # noqa: E402
 from tests.conftest import ChatService, chat_env  # noqa: E402
 from tests.llama_server import MODEL_ALIAS, LlamaServer, ensure_built  # noqa: E402
 
