@@ -14,17 +14,21 @@ import logging
 import signal
 import socket
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import asdict
 from pathlib import Path
 
 from dotenv import load_dotenv
 
 from app import config, doctor
+from app.pages.errors import FetchFailed, FetchRefused
 from app.pages.extract import extract_file
-from app.pages.fetch import FetchFailed, FetchRefused, fetch_page, for_model
+from app.pages.fetch import fetch_page, for_model
 from app.search import embedded, language
 from app.search.client import SearchError, Searxng
+
+Command = Callable[[argparse.Namespace, config.Settings], int]
+"""A subcommand: its parsed arguments and the settings in, the exit status out."""
 
 EXIT_ERROR = 1
 EXIT_REFUSED = 2
@@ -59,7 +63,7 @@ def cmd_search(args: argparse.Namespace, settings: config.Settings) -> int:
             print(json.dumps([r.as_dict() for r in response.results], ensure_ascii=False, indent=2))
         else:
             for r in response.results:
-                print(f"{(r.publishedDate or '')[:10] or '----------'}  {r.title}\n  {r.url}")
+                print(f"{r.day or '----------'}  {r.title}\n  {r.url}")
                 print(f"  {r.content}\n")
         for line in response.engine_errors:
             print(f"error: engine failed: {line}", file=sys.stderr)
@@ -116,7 +120,7 @@ def cmd_searxng(args: argparse.Namespace, settings: config.Settings) -> int:
         print(f"use it with: SEARXNG_URL={running.url}   stop with Ctrl-C", flush=True)
         signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
         with contextlib.suppress(KeyboardInterrupt):
-            running.process.wait()
+            running.wait()
     return 0
 
 
@@ -147,12 +151,13 @@ def local_addresses(host: str, port: int) -> set[str]:
         return set()
     local = set()
     for family, _, _, _, address in infos:
+        host_address = str(address[0])  # a str for the IP families getaddrinfo answers with
         with socket.socket(family, socket.SOCK_STREAM) as probe:
             try:
-                probe.bind((address[0], 0))
+                probe.bind((host_address, 0))
             except OSError:
                 continue
-        local.add(address[0])
+        local.add(host_address)
     return local
 
 
@@ -402,8 +407,9 @@ def main(argv: list[str] | None = None) -> int:
     if getattr(args, "top", 1) < 1:
         print("error: --top must be at least 1", file=sys.stderr)
         return 2
+    command: Command = args.run
     try:
-        return args.run(args, config.load())
+        return command(args, config.load())
     except (config.ConfigError, SearchError, embedded.SearxngError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_ERROR

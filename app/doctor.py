@@ -14,7 +14,7 @@ import asyncio
 import re
 from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass
-from typing import Any, Literal
+from typing import Literal
 
 import httpx
 
@@ -92,12 +92,8 @@ class Check:
     def ok(self) -> bool:
         return self.state != "fail"
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, str]:
         return asdict(self)
-
-
-def passed(ok: bool) -> State:
-    return "ok" if ok else "fail"
 
 
 def describe(exc: Exception) -> str:
@@ -120,164 +116,100 @@ async def searxng_free_checks(url: str, *, timeout: float = QUICK_TIMEOUT) -> li
     json is missing from search.formats (searx/webapp.py, ``search()``).
     """
     url = url.rstrip("/")
+    name = "SearXNG reachable"
     async with httpx.AsyncClient(timeout=timeout) as http:
         try:
             health = await http.get(f"{url}/healthz")
         except httpx.HTTPError as exc:
-            return [
-                Check(
-                    "searxng_reachable",
-                    "searxng",
-                    "SearXNG reachable",
-                    "fail",
-                    f"{url}: no connection ({describe(exc)})",
-                    SEARXNG_FIX,
-                )
-            ]
-        reachable = health.status_code == 200
-        checks = [
-            Check(
-                "searxng_reachable",
-                "searxng",
-                "SearXNG reachable",
-                passed(reachable),
-                url if reachable else f"{url}/healthz answered HTTP {health.status_code}",
-                "" if reachable else NOT_SEARXNG_FIX,
-            )
-        ]
-        if not reachable:
-            return checks
-        checks.extend(await asyncio.gather(engine_check(http, url), json_check(http, url)))
-    return checks
+            detail = f"{url}: no connection ({describe(exc)})"
+            return [Check("searxng_reachable", "searxng", name, "fail", detail, SEARXNG_FIX)]
+        if health.status_code != 200:
+            detail = f"{url}/healthz answered HTTP {health.status_code}"
+            return [Check("searxng_reachable", "searxng", name, "fail", detail, NOT_SEARXNG_FIX)]
+        reachable = Check("searxng_reachable", "searxng", name, "ok", url)
+        return [reachable, *await asyncio.gather(engine_check(http, url), json_check(http, url))]
 
 
 async def engine_check(http: httpx.AsyncClient, url: str) -> Check:
     name = f"engine {config.ENGINE_NAME} loaded"
+
+    def engine(state: State, detail: str, fix: str = "") -> Check:
+        return Check("engine_loaded", "engine", name, state, detail, fix)
+
     try:
         response = await http.get(f"{url}/config")
         engines = {e["name"]: e for e in response.json().get("engines", [])}
     except httpx.HTTPError as exc:
-        return Check(
-            "engine_loaded",
-            "engine",
-            name,
-            "fail",
-            f"/config: {exc.__class__.__name__}",
-            SEARXNG_FIX,
-        )
+        return engine("fail", f"/config: {exc.__class__.__name__}", SEARXNG_FIX)
     except (ValueError, KeyError, TypeError, AttributeError):
-        return Check(
-            "engine_loaded",
-            "engine",
-            name,
-            "fail",
-            f"{url}/config did not answer SearXNG's JSON (HTTP {response.status_code})",
-            NOT_SEARXNG_FIX,
-        )
+        detail = f"{url}/config did not answer SearXNG's JSON (HTTP {response.status_code})"
+        return engine("fail", detail, NOT_SEARXNG_FIX)
     ours = engines.get(config.ENGINE_NAME)
     listed = ", ".join(sorted(engines)) or "no engine"
     if ours is None:
-        return Check(
-            "engine_loaded",
-            "engine",
-            name,
-            "fail",
-            f"SearXNG has: {listed}",
-            "mount searxng-engines/brave_api.py in searx/engines/ and read SearXNG's log",
-        )
+        fix = "mount searxng-engines/brave_api.py in searx/engines/ and read SearXNG's log"
+        return engine("fail", f"SearXNG has: {listed}", fix)
     others = sorted(n for n, e in engines.items() if n != config.ENGINE_NAME and e.get("enabled"))
     if ours.get("enabled") is False and others:
         # What app/search/embedded.py renders when there is no Brave API key.
-        return Check(
-            "engine_loaded",
-            "engine",
-            name,
-            "warning",
+        detail = (
             f"no Brave API key: {config.ENGINE_NAME} is off and SearXNG searches "
             f"{', '.join(others)} instead. These scrape result pages and get blocked after "
-            "a few dozen queries; the Brave Search API is the reliable path",
-            NO_KEY_FIX,
+            "a few dozen queries; the Brave Search API is the reliable path"
         )
+        return engine("warning", detail, NO_KEY_FIX)
     if ours.get("enabled") is False:
-        return Check(
-            "engine_loaded",
-            "engine",
-            name,
-            "fail",
-            f"{config.ENGINE_NAME} is loaded but disabled",
-            f"set disabled: false for {config.ENGINE_NAME} in SearXNG's settings.yml",
-        )
-    return Check("engine_loaded", "engine", name, "ok", f"enabled; SearXNG's engines: {listed}")
+        fix = f"set disabled: false for {config.ENGINE_NAME} in SearXNG's settings.yml"
+        return engine("fail", f"{config.ENGINE_NAME} is loaded but disabled", fix)
+    return engine("ok", f"enabled; SearXNG's engines: {listed}")
 
 
 async def json_check(http: httpx.AsyncClient, url: str) -> Check:
-    name = "SearXNG JSON API on"
+    def json_api(state: State, detail: str, fix: str = "") -> Check:
+        return Check("searxng_json", "searxng", "SearXNG JSON API on", state, detail, fix)
+
     try:
         response = await http.get(f"{url}/search", params={"format": "json"})
     except httpx.HTTPError as exc:
-        return Check("searxng_json", "searxng", name, "fail", exc.__class__.__name__, SEARXNG_FIX)
-    body = safe_json(response)
-    if response.status_code in (200, 400) and isinstance(body, dict):
-        return Check("searxng_json", "searxng", name, "ok", "SearXNG answers format=json")
-    if response.status_code == 403:
-        return Check(
-            "searxng_json",
-            "searxng",
-            name,
-            "fail",
-            "SearXNG refused format=json (403)",
-            "add json to search.formats in SearXNG's settings.yml",
-        )
-    if response.status_code == 429:
-        return Check(
-            "searxng_json",
-            "searxng",
-            name,
-            "fail",
-            "SearXNG rate-limited this service (429): its limiter is on",
-            "set server.limiter: false in SearXNG's settings.yml (an internal instance)",
-        )
-    return Check(
-        "searxng_json",
-        "searxng",
-        name,
-        "fail",
-        f"format=json answered HTTP {response.status_code}, not JSON",
-        NOT_SEARXNG_FIX,
-    )
+        return json_api("fail", exc.__class__.__name__, SEARXNG_FIX)
+    status = response.status_code
+    if status in (200, 400) and isinstance(safe_json(response), dict):
+        return json_api("ok", "SearXNG answers format=json")
+    if status == 403:
+        fix = "add json to search.formats in SearXNG's settings.yml"
+        return json_api("fail", "SearXNG refused format=json (403)", fix)
+    if status == 429:
+        detail = "SearXNG rate-limited this service (429): its limiter is on"
+        fix = "set server.limiter: false in SearXNG's settings.yml (an internal instance)"
+        return json_api("fail", detail, fix)
+    return json_api("fail", f"format=json answered HTTP {status}, not JSON", NOT_SEARXNG_FIX)
 
 
 async def brave_key_check(url: str, free: list[Check] | None = None) -> Check:
     """One real search through our engine: spends one query of the user's Brave plan.
 
     `free` are this SearXNG's free checks when already run; a failed one means no search."""
-    name = "Brave API key accepted"
+
+    def key(state: State, detail: str, fix: str = "") -> Check:
+        return Check("brave_key", "engine", "Brave API key accepted", state, detail, fix)
+
     free = free if free is not None else await searxng_free_checks(url)
     failed = first_failure(free)
     if failed is not None:
-        return Check(
-            "brave_key",
-            "engine",
-            name,
-            "fail",
-            f"not checked: {failed.name} failed ({failed.detail})",
-            failed.fix,
-        )
+        return key("fail", f"not checked: {failed.name} failed ({failed.detail})", failed.fix)
     if any(c.id == "engine_loaded" and c.state == "warning" for c in free):
-        return Check("brave_key", "engine", name, "warning", "not checked: no key", NO_KEY_FIX)
+        return key("warning", "not checked: no key", NO_KEY_FIX)
     async with Searxng(url, timeout=SEARCH_TIMEOUT) as client:
         try:
             response = await client.search("weather", engines=config.ENGINE_NAME)
         except SearchError as exc:
-            fix = "check again; if it fails again, read SearXNG's log"
-            return Check("brave_key", "engine", name, "fail", str(exc), fix)
+            return key("fail", str(exc), "check again; if it fails again, read SearXNG's log")
     errors = "; ".join(response.engine_errors)
     if errors:
-        fix = KEY_FIX if REJECTED_KEY.search(errors) else engine_error_fix(url)
-        return Check("brave_key", "engine", name, "fail", errors, fix)
-    return Check(
-        "brave_key", "engine", name, "ok", f"a search answered {len(response.results)} results"
-    )
+        return key(
+            "fail", errors, KEY_FIX if REJECTED_KEY.search(errors) else engine_error_fix(url)
+        )
+    return key("ok", f"a search answered {len(response.results)} results")
 
 
 async def searxng_checks(url: str) -> list[Check]:

@@ -28,7 +28,9 @@ from markdown_it import MarkdownIt
 from starlette.middleware import Middleware
 
 from app.api.access import FAILURES_ALLOWED, MAX_BODY_BYTES
-from app.pages.fetch import ExtractionProcess, FetchFailed, Page, fetch_page
+from app.pages.errors import FetchFailed
+from app.pages.fetch import Page, fetch_page
+from app.pages.worker import ExtractionProcess
 from app.search.embedded import free_port
 from tests.browser import open_page, page_server
 from tests.chat_client import new_conversation, send

@@ -22,14 +22,9 @@ import certifi
 import pytest
 
 from app.config import parse_allow_hosts
-from app.pages import fetch
-from app.pages.fetch import (
-    FetchFailed,
-    FetchRefused,
-    Page,
-    fetch_page,
-    for_model,
-)
+from app.pages import addresses, fetch, worker
+from app.pages.errors import FetchFailed, FetchRefused
+from app.pages.fetch import Page, fetch_page, for_model
 from tests.fakes.pages import ARTICLE, ARTICLE_TITLE, PLAIN_TEXT, POLISH_SENTENCE, PageServer
 
 
@@ -72,7 +67,7 @@ def loopback_only(monkeypatch: pytest.MonkeyPatch) -> None:
 def resolve_names(monkeypatch: pytest.MonkeyPatch, names: dict[str, list[str]]) -> list[str]:
     """Make the fetcher's resolver answer these names (others as usual); returns the list
     of names it was asked for."""
-    real_resolve = fetch.resolve
+    real_resolve = addresses.resolve
     asked: list[str] = []
 
     async def fake(host: str, port: int) -> list[Any]:
@@ -81,7 +76,7 @@ def resolve_names(monkeypatch: pytest.MonkeyPatch, names: dict[str, list[str]]) 
             return [ipaddress.ip_address(a) for a in names[host]]
         return await real_resolve(host, port)
 
-    monkeypatch.setattr(fetch, "resolve", fake)
+    monkeypatch.setattr(addresses, "resolve", fake)
     return asked
 
 
@@ -309,7 +304,7 @@ def test_the_service_extracts_in_a_worker_process_and_replaces_one_that_dies(
     huge = ARTICLE.replace("</article>", "<p>Pierogi z kapustą. </p>" * 150_000 + "</article>")
 
     async def scenario() -> tuple[Page, str, Page]:
-        extraction = fetch.ExtractionProcess()
+        extraction = worker.ExtractionProcess()
         try:
             first = await fetch_page(
                 pages.url + "/article", allow_hosts=frozenset({pages.host}), extract=extraction
@@ -318,7 +313,7 @@ def test_the_service_extracts_in_a_worker_process_and_replaces_one_that_dies(
             assert len(workers) == 1 and workers[0].pid != os.getpid()
             # it yields the CPU to the streams
             niceness = os.getpriority(os.PRIO_PROCESS, workers[0].pid)
-            assert niceness >= fetch.EXTRACTION_NICENESS
+            assert niceness >= worker.EXTRACTION_NICENESS
             doomed = asyncio.ensure_future(extraction(huge.encode(), "http://x/", "utf-8"))
             await asyncio.sleep(0.3)
             workers[0].kill()

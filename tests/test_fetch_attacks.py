@@ -27,8 +27,10 @@ from typing import Any
 import certifi
 import pytest
 
-from app.pages import fetch
-from app.pages.fetch import FetchFailed, FetchRefused, fetch_page
+from app.config import host_port
+from app.pages import addresses, fetch
+from app.pages.errors import FetchFailed, FetchRefused
+from app.pages.fetch import fetch_page
 from tests.fakes.pages import PageServer
 
 TLS_NAME = "pages.test"  # the https page server's name, known only to the fake resolver
@@ -332,13 +334,13 @@ def network(monkeypatch: pytest.MonkeyPatch) -> Network:
     real_request = fetch._request
 
     async def connect(url: Any, address: Any, *args: Any) -> Any:
-        target = fetch._key(str(address), url.port)
+        target = host_port(str(address), url.port)
         seen.connections.append(target)
         if not address.is_loopback or target not in seen.servers:
             pytest.fail(f"the fetcher went on to connect to {target} for {url}")
         return await real_request(url, address, *args)
 
-    monkeypatch.setattr(fetch, "resolve", resolve)
+    monkeypatch.setattr(addresses, "resolve", resolve)
     monkeypatch.setattr(fetch, "_request", connect)
     return seen
 
@@ -424,7 +426,7 @@ def test_a_rebinding_name_is_connected_at_the_address_that_was_checked(
         connected.append(str(address))
         return fetch._Reply(status=200, content_type="text/plain", charset=None, body=b"public")
 
-    monkeypatch.setattr(fetch, "resolve", resolve)
+    monkeypatch.setattr(addresses, "resolve", resolve)
     monkeypatch.setattr(fetch, "_request", connect)
     page = asyncio.run(fetch_page("http://rebind.example/"))
     assert page.text == "public"
@@ -447,7 +449,7 @@ def test_a_rebinding_name_on_the_page_server_reaches_only_the_checked_address(
         network.asked.append(host)
         return [ipaddress.ip_address(a) for a in next(answers)]
 
-    monkeypatch.setattr(fetch, "resolve", resolve)
+    monkeypatch.setattr(addresses, "resolve", resolve)
     allowed = frozenset({f"rebind.test:{port}"})
     page = asyncio.run(fetch_page(f"http://rebind.test:{port}/echo-host", allow_hosts=allowed))
     assert page.text == f"rebind.test:{port}"

@@ -23,7 +23,7 @@ import pytest
 
 from app import config
 from app.chat.tools import DEFAULT_TOOL_NOTE, ToolResult, ToolRunner, untrusted
-from app.pages import fetch
+from app.pages import addresses
 from app.search.client import Searxng
 from tests.chat_client import get_conversation, new_conversation, send
 from tests.conftest import chat_env
@@ -59,7 +59,7 @@ def resolve_everything_privately(monkeypatch: pytest.MonkeyPatch) -> list[str]:
         asked.append(host)
         return [ipaddress.ip_address("10.0.0.1")]
 
-    monkeypatch.setattr(fetch, "resolve", resolve)
+    monkeypatch.setattr(addresses, "resolve", resolve)
     return asked
 
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 from app import config
 from app.model.client import ModelClient
-from app.pages.fetch import ExtractionProcess
+from app.pages.worker import ExtractionProcess
 from app.search.client import Searxng
 from app.store.storage import Storage
 

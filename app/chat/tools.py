@@ -31,14 +31,8 @@ from app.chat.given_addresses import (
     masked,
 )
 from app.model.tool_calls import ToolCall
-from app.pages.fetch import (
-    Extract,
-    FetchFailed,
-    FetchRefused,
-    extract_in_thread,
-    fetch_page,
-    for_model,
-)
+from app.pages.errors import FetchFailed, FetchRefused
+from app.pages.fetch import Extract, extract_in_thread, fetch_page, for_model
 from app.search.client import SearchError, Searxng
 from app.store.rows import Message
 

@@ -117,11 +117,12 @@ def _decode(body: bytes, declared: str | None, meta: str | None) -> Decoded:
     text = _utf8(body)
     if text is not None:
         return Decoded(text, "utf-8", "utf-8 bytes")
-    for label, source in ((declared, "declared"), (meta, "meta")):
-        codec = codec_for(label)
+    labels: tuple[tuple[str | None, Source], ...] = ((declared, "declared"), (meta, "meta"))
+    for label, source in labels:
+        labelled = codec_for(label)
         # Text in UTF-16 has NUL bytes in its ASCII markup; without any, the label is wrong.
-        if codec and not (codec.startswith("utf-16") and b"\0" not in body[:META_SCAN_BYTES]):
-            return Decoded(body.decode(codec, errors="replace"), codec, source)
+        if labelled and not (labelled.startswith("utf-16") and b"\0" not in body[:META_SCAN_BYTES]):
+            return Decoded(body.decode(labelled, errors="replace"), labelled, source)
     if body.isascii():
         return Decoded(body.decode("ascii"), "ascii", "ascii")
     codec = _detected(body[:DETECT_BYTES])

@@ -5,8 +5,8 @@ headings, ``-`` list items, ``| a | b |`` table rows) without inline markup such
 ``**bold**`` or ``<u>``, which tells a model little and costs tokens (trafilatura's own
 markdown scores F1 0.958 on the English corpus below, its plain text 0.962, this 0.978
 before the link-block rules). Link-dominated blocks (related stories, teasers, sidebars)
-are dropped. selectolax takes over when trafilatura finds nothing or only a flat dump
-(short pages, fragments, a page whose only text is its footer). Bytes are
+are dropped. app.pages.fallback (selectolax) takes over when trafilatura finds nothing or
+only a flat dump (short pages, fragments, a page whose only text is its footer). Bytes are
 decoded by app.pages.charset. The choices below were measured with bench/extraction.py on
 ../shared/corpus/extraction (English) and, for the link-block rules, also on the human and
 reviewed splits of ../shared/corpus/extraction-multilingual; each says what it bought.
@@ -25,11 +25,12 @@ from pathlib import Path
 
 from lxml.etree import Element, ParserError, SubElement, _Element
 from lxml.html import HtmlElement, document_fromstring
-from selectolax.lexbor import LexborHTMLParser, LexborNode
+from selectolax.lexbor import LexborHTMLParser
 from trafilatura import bare_extraction
 
 # The full pass's comparison extractor, asked alone (see _may_miss_the_article).
 from trafilatura.external import try_readability
+from trafilatura.settings import Document
 from trafilatura.utils import load_html
 
 # The expressions trafilatura tries, in order, to find the article container. Not public API:
@@ -37,8 +38,8 @@ from trafilatura.utils import load_html
 from trafilatura.xpaths import BODY_XPATH
 
 from app.pages.charset import Source, decode_html
+from app.pages.fallback import HEADING_LEVELS, SPACE, fallback_blocks
 
-SPACE = re.compile(r"\s+")
 META_XPATH = "//meta[@property=$name or @name=$name]/@content"
 WORD = re.compile(r"\w+")
 
@@ -58,26 +59,12 @@ MIN_TITLE_PREFIX_WORDS = 3
 # The containers trafilatura's article patterns look for.
 CONTAINER_TAGS = ("article", "div", "main", "section")
 
-HEADING_LEVELS = {f"h{n}": n for n in range(1, 7)}
 # Elements of trafilatura's output tree that end a line when met inside running text.
 BLOCK_TAGS = frozenset({"p", "head", "list", "item", "table", "row", "cell", "quote", "div"})
 
 # Below this many characters trafilatura deems its extraction failed and dumps the page's
 # text without structure (its MIN_EXTRACTED_SIZE).
 SHORT_PAGE_CHARS = 250
-
-# selectolax fallback: what a reader never sees, the page's chrome, and what starts a line.
-INVISIBLE_TAGS = frozenset(
-    {"head", "script", "style", "noscript", "template", "svg", "iframe", "object", "canvas"}
-    | {"button", "select", "input", "textarea"}
-)
-CHROME_TAGS = frozenset({"nav", "header", "footer", "aside", "form"})
-FALLBACK_BLOCKS = frozenset(
-    {"html", "body", "main", "article", "section", "header", "footer", "aside", "nav", "div"}
-    | {"p", "ul", "ol", "dl", "dt", "dd", "table", "tr", "blockquote", "pre", "figure"}
-    | {"figcaption", "form", "address", "details", "summary", "li"}
-    | {"h1", "h2", "h3", "h4", "h5", "h6"}
-)
 
 
 @dataclass(frozen=True)
@@ -110,9 +97,7 @@ def extract_html(
         # nothing: read the page ourselves, its structure kept, without menus and footers
         # unless that leaves nothing (a contact page whose only text is its footer).
         page = LexborHTMLParser(text)
-        blocks = (
-            _fallback_blocks(page, chrome=False) or blocks or _fallback_blocks(page, chrome=True)
-        )
+        blocks = fallback_blocks(page, chrome=False) or blocks or fallback_blocks(page, chrome=True)
     head = tree if tree is not None else _fragment_tree(text)
     return Extracted(
         title=_title(head),
@@ -163,7 +148,8 @@ def _trafilatura_body(tree: HtmlElement, url: str | None, fast: bool) -> _Elemen
     document = bare_extraction(
         tree, url=url, include_comments=False, include_links=True, output_format="xml", fast=fast
     )
-    return None if document is None else document.body
+    # A dict only for as_dict=True.
+    return document.body if isinstance(document, Document) else None
 
 
 def _may_miss_the_article(body: _Element, tree: HtmlElement) -> bool:
@@ -239,7 +225,7 @@ def _kind(element: _Element) -> tuple[str, str | None, str | None]:
 
 
 def _same_kind(a: _Element, b: _Element) -> bool:
-    return a.tag == b.tag and a.get("class") == b.get("class") and a.get("id") == b.get("id")
+    return _kind(a) == _kind(b)
 
 
 def _nested(a: _Element, b: _Element) -> bool:
@@ -396,7 +382,7 @@ def _clean(text: str | None) -> str:
     return "\n".join(line for line in lines if line)
 
 
-# -- title, repeated headings, and selectolax's fallback ---------------------------------------
+# -- title and repeated headings -----------------------------------------------------------------
 
 
 def _meta(tree: HtmlElement | None, *names: str) -> str:
@@ -454,72 +440,3 @@ def _repeats_title(block: str, tree: HtmlElement | None) -> bool:
         and len(words.split()) >= MIN_TITLE_PREFIX_WORDS
         and f"{html_title} ".startswith(f"{words} ")
     )
-
-
-def _fallback_blocks(page: LexborHTMLParser, chrome: bool) -> list[str]:
-    """The visible text of the page, one block per paragraph, heading, item or table row;
-    with ``chrome``, menus, headers, footers, asides and forms too.
-
-    Walks the tree with an explicit stack: pages nest thousands of levels deep at times.
-    """
-    root = page.body or page.root
-    if root is None:
-        return []
-    blocks: list[str] = []
-    run: list[str] = []
-    open_blocks: list[tuple[str, str]] = [("", "")]  # (prefix, suffix) of each open block
-
-    def end_run() -> None:
-        text = SPACE.sub(" ", "".join(run)).strip()
-        run.clear()
-        if text:
-            prefix, suffix = open_blocks[-1]
-            blocks.append(f"{prefix}{text}{suffix}")
-
-    stack: list[tuple[LexborNode, bool]] = [(root, False)]
-    while stack:
-        node, closing = stack.pop()
-        tag = node.tag
-        if closing:
-            end_run()
-            open_blocks.pop()
-            continue
-        if tag == "-text":
-            run.append(node.text_content or "")
-            continue
-        if tag in INVISIBLE_TAGS or (not chrome and tag in CHROME_TAGS):
-            continue
-        if tag == "br":
-            end_run()
-            continue
-        if tag in ("td", "th"):
-            run.append(" | ")
-        if tag in FALLBACK_BLOCKS:
-            end_run()
-            open_blocks.append(_fallback_marks(tag))
-            stack.append((node, True))
-        stack.extend((child, False) for child in reversed(list(node.iter(include_text=True))))
-    end_run()
-    return _join_runs(blocks)
-
-
-def _join_runs(blocks: list[str]) -> list[str]:
-    """Keep consecutive list items, and table rows, together as one block."""
-    joined: list[str] = []
-    for block in blocks:
-        if joined and block[:2] in ("- ", "| ") and joined[-1].split("\n")[-1][:2] == block[:2]:
-            joined[-1] += "\n" + block
-        else:
-            joined.append(block)
-    return joined
-
-
-def _fallback_marks(tag: str) -> tuple[str, str]:
-    """The (prefix, suffix) of a block's line: "# " for headings, "- " for items, and so on."""
-    if tag in HEADING_LEVELS:
-        return "#" * HEADING_LEVELS[tag] + " ", ""
-    if tag == "li":
-        return "- ", ""
-    if tag == "tr":
-        return "", " |"
-    return "", ""

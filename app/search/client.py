@@ -11,6 +11,7 @@ from urllib.parse import urlsplit
 import httpx
 
 from app import jsoncodec
+from app.errors import ServiceError
 from app.transport import AiohttpTransport
 
 # SearXNG reports a failed engine by the class of its exception; this is the class
@@ -25,12 +26,17 @@ MAX_DETAILS = 3  # an engine's distinct error messages quoted per failure
 DAY = re.compile(r"^\d{4}-\d{2}-\d{2}")
 
 
-class SearchError(RuntimeError):
+class SearchError(ServiceError):
     """The search could not be run: SearXNG unreachable or refusing, or an engine failed."""
+
+    status = 502
 
 
 class QueryRefused(SearchError):
-    """SearXNG found the query itself invalid (HTTP 400), e.g. a locale it does not know."""
+    """SearXNG found the query itself invalid (HTTP 400), e.g. a locale it does not know:
+    it has no such thing, like an unknown engine (404)."""
+
+    status = 404
 
 
 @dataclass(frozen=True)
@@ -41,7 +47,7 @@ class Result:
     publishedDate: str | None  # noqa: N815 -- SearXNG's own field name, kept for --json
     engine: str
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, str | None]:
         return asdict(self)
 
     @property
@@ -162,6 +168,15 @@ class Searxng:
         if not isinstance(data, dict):
             raise SearchError(f"SearXNG at {self.url} answered JSON that is not an object")
         return data
+
+    async def loaded_engines(self) -> set[str]:
+        """The names of the engines this SearXNG has loaded and enabled (its /config)."""
+        listed = (await self.get_json("/config")).get("engines", [])
+        return {
+            name
+            for engine in listed
+            if engine.get("enabled", True) and isinstance(name := engine.get("name"), str) and name
+        }
 
     async def explain(self, failed: list[tuple[str, str]]) -> list[str]:
         """'engine: message (the engine's own detail)' for each failed engine.

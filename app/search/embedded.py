@@ -29,12 +29,15 @@ import httpx
 import yaml
 
 from app import config
+from app.errors import ServiceError
 
 logger = logging.getLogger(__name__)
 
 
-class SearxngError(RuntimeError):
+class SearxngError(ServiceError):
     """SearXNG could not be set up, started, or does not have our engine loaded."""
+
+    status = 502
 
 
 # Key-free engines of the pinned SearXNG, searched when there is no Brave API key so that a
@@ -154,7 +157,8 @@ def link_engine(vendor: Path) -> None:
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+        port: int = sock.getsockname()[1]
+        return port
 
 
 def die_with_parent() -> None:
@@ -293,6 +297,11 @@ class EmbeddedSearxng:
         raise SearxngError(
             f"SearXNG did not answer /healthz in {self.start_timeout}s:\n{self.log()}"
         )
+
+    def wait(self) -> None:
+        """Until SearXNG exits (the `searxng` command runs it in the foreground)."""
+        if self.process is not None:
+            self.process.wait()
 
     def log(self, tail: int = 3000) -> str:
         try:

@@ -13,7 +13,7 @@ from app.search.client import Result, SearchError, Searxng
 def detect(text: str) -> str:
     """ISO 639-1 code of the text's language (py3langid's bundled model, no download)."""
     language, _score = py3langid.classify(text)
-    return language
+    return str(language)
 
 
 def detect_results(results: list[Result]) -> list[str]:
@@ -36,12 +36,20 @@ def default_locales(locale: str) -> list[str]:
     return list(dict.fromkeys(["all", language_of(locale), locale]))
 
 
+@dataclass(frozen=True)
+class Detected:
+    """A result's address and the language detected on it."""
+
+    url: str
+    language: str
+
+
 @dataclass
 class LocaleRow:
     locale: str
     in_target: int
     total: int
-    results: list[dict[str, str]] = field(default_factory=list)
+    results: list[Detected] = field(default_factory=list)
 
 
 async def top_results(
@@ -78,7 +86,7 @@ async def measure(
         results = await top_results(searxng, query, locale, top, engines)
         languages = await asyncio.to_thread(detect_results, results)
         detected = [
-            {"url": r.url, "language": lang} for r, lang in zip(results, languages, strict=True)
+            Detected(url=r.url, language=lang) for r, lang in zip(results, languages, strict=True)
         ]
         hits = sum(1 for lang in languages if lang == target)
         return LocaleRow(locale=locale, in_target=hits, total=len(results), results=detected)

@@ -1,0 +1,108 @@
+"""Extraction in a worker process, for the service: a page of a few MB takes seconds of
+CPU in lxml and trafilatura, which in a thread would hold the GIL against every stream
+(docs/performance.md)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import multiprocessing
+import os
+import signal
+import threading
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass
+
+from app.pages.errors import FetchFailed
+from app.pages.extract import Extracted, extract_html
+
+EXTRACTION_NICENESS = 10
+EXTRACTION_DEADLINE = 20.0
+"""Seconds one page's extraction may take (a page of a few MB takes a few seconds)."""
+
+
+@dataclass
+class Worker:
+    """The extraction process: its pool of one, and its pid (to stop it)."""
+
+    pool: ProcessPoolExecutor
+    pid: int
+
+    def stop(self) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(self.pid, signal.SIGKILL)
+        self.pool.shutdown(wait=False, cancel_futures=True)
+
+
+class ExtractionProcess:
+    """Extraction in a worker process, for the service. A page of a few MB takes seconds of
+    CPU in lxml and trafilatura; in a thread that would hold the GIL, and every stream
+    would stall behind it. The worker starts with the first page (its imports take about
+    a third of a second) and is replaced if it dies.
+
+    Pages take turns, each with its own deadline from its start (not from a queue's): past
+    it, the worker is killed and replaced, so that one page built to be slow holds the
+    other conversations' pages back by `deadline` at most. A page whose turn ends before
+    its extraction (the user stopped the answer) has the worker killed too: nothing runs
+    for nobody, ahead of the next page."""
+
+    def __init__(self, deadline: float = EXTRACTION_DEADLINE) -> None:
+        self.worker: Worker | None = None
+        self.deadline = deadline
+        self.turn = asyncio.Lock()
+
+    async def __call__(self, body: bytes, url: str, charset: str | None) -> Extracted:
+        async with self.turn:
+            if self.worker is None:
+                self.worker = await asyncio.to_thread(started_worker)
+            worker = self.worker
+            loop = asyncio.get_running_loop()
+            try:
+                async with asyncio.timeout(self.deadline):
+                    return await loop.run_in_executor(worker.pool, extract_html, body, url, charset)
+            except TimeoutError:
+                self.replace(worker)
+                raise FetchFailed(
+                    f"extracting {url} took over {self.deadline:g} s: stopped"
+                ) from None
+            except BrokenProcessPool as exc:
+                self.replace(worker)
+                raise FetchFailed(f"extracting {url} failed: the worker process died") from exc
+            except asyncio.CancelledError:
+                self.replace(worker)
+                raise
+
+    def replace(self, worker: Worker) -> None:
+        """Stop the worker; the next page starts a new one."""
+        worker.stop()
+        self.worker = None
+
+    def close(self) -> None:
+        if self.worker is not None:
+            self.worker.pool.shutdown(wait=False, cancel_futures=True)
+
+
+def started_worker() -> Worker:
+    """A pool whose worker is already running: starting one takes milliseconds of CPU (and
+    the first submit starts it), which must not be the event loop's.
+
+    The worker runs at lower priority, from its first instruction: a page's extraction can
+    wait a few milliseconds, the streams cannot. Its start alone (imports, a third of a
+    second) took the CPU from the event loop in slices of 10-20 ms on two busy cores. A
+    process inherits the priority of the thread that starts it, so a thread of its own,
+    lowered, starts it (a thread's priority cannot be raised back)."""
+    with ThreadPoolExecutor(max_workers=1, initializer=yield_cpu) as starter:
+        return starter.submit(spawned_worker).result()
+
+
+def yield_cpu() -> None:
+    thread = threading.get_native_id()
+    niceness = max(os.getpriority(os.PRIO_PROCESS, thread), EXTRACTION_NICENESS)
+    os.setpriority(os.PRIO_PROCESS, thread, niceness)
+
+
+def spawned_worker() -> Worker:
+    # spawn: a fork of a process running threads (storage, SQLite) is not safe.
+    pool = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"))
+    return Worker(pool, pool.submit(os.getpid).result())

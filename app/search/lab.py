@@ -1,0 +1,206 @@
+"""The search lab: a search as the model gets it, each result with its language, and the
+locale measurement of ``python -m app measure-locale`` (the page's Lab; app/api/lab.py
+serves it).
+
+The lab's inputs come from a query string: each is checked here, with a message that names
+the mistake (LabRefused, 400). A SearXNG failure is a SearchError (502), an engine this
+SearXNG lacks an UnknownEngine (404, like a model that does not exist).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from dataclasses import dataclass, field
+
+from app import config
+from app.errors import ServiceError
+from app.search import language
+from app.search.client import SearchError, Searxng
+
+MAX_QUERY_CHARS = 400
+MAX_PAGE = 10
+MAX_TOP = 50
+MAX_LOCALES = 8
+# Blank means these few characters: Python's idea of whitespace is wider than JSON Schema's,
+# and the two must agree on what /openapi.json calls valid (app/api/lab.py's patterns).
+BLANKS = " \t\r\n\f\v"
+LANGUAGE = re.compile(r"^[a-z]{2,3}$")
+
+
+class LabRefused(ServiceError):
+    """A lab parameter that cannot be used: an empty query, a page or count out of range."""
+
+    status = 400
+
+
+class UnknownEngine(ServiceError):
+    """An engine this SearXNG has not loaded (it would answer the name with an empty page)."""
+
+    status = 404
+
+
+@dataclass(frozen=True)
+class LabResult:
+    title: str
+    url: str
+    domain: str
+    content: str
+    date: str | None
+    """YYYY-MM-DD from SearXNG's publishedDate, or None when the result is undated."""
+    language: str
+    """ISO 639-1 code detected on title + content, as measure-locale does."""
+    engine: str
+
+
+@dataclass(frozen=True)
+class LabSearch:
+    query: str
+    locale: str
+    target: str | None
+    page: int
+    results: list[LabResult]
+    engine_errors: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Measurement:
+    query: str
+    target: str
+    top: int
+    locales: list[str]
+    rows: list[language.LocaleRow]
+
+
+def check_query(q: str) -> str:
+    query = q.strip(BLANKS)
+    if not query:
+        raise LabRefused("the query is empty: type what to search for")
+    if len(query) > MAX_QUERY_CHARS:
+        raise LabRefused(f"the query is longer than {MAX_QUERY_CHARS} characters")
+    return query
+
+
+def check_number(name: str, value: str, low: int, high: int) -> int:
+    try:
+        number = int(value)
+    except ValueError:
+        number = None
+    if number is None or not low <= number <= high:
+        raise LabRefused(f"{name} must be a whole number from {low} to {high}, not {value!r}")
+    return number
+
+
+def check_locales(value: str) -> list[str]:
+    """The comma list as SearXNG spells each locale, without repeats (ConfigError if bad)."""
+    given = [item.strip() for item in value.split(",") if item.strip()]
+    locales = list(dict.fromkeys(config.check_locale(item) for item in given))
+    if not locales:
+        raise LabRefused("give at least one locale, e.g. all,pl,pl-PL")
+    if len(locales) > MAX_LOCALES:
+        raise LabRefused(f"compare at most {MAX_LOCALES} locales at once")
+    return locales
+
+
+def target_of(locale: str) -> str | None:
+    """The language a locale asks for; None for ``all`` and ``auto``."""
+    return None if locale in ("all", "auto") else language.language_of(locale)
+
+
+async def check_engines(client: Searxng, engines: str) -> str | None:
+    """The engines asked for, each one this SearXNG has loaded; None for SearXNG's own
+    choice."""
+    names = [name for name in engines.replace(" ", "").split(",") if name]
+    if not names:
+        return None
+    loaded = await client.loaded_engines()
+    unknown = [name for name in names if name not in loaded]
+    if unknown:
+        raise UnknownEngine(
+            f"unknown engine(s) {', '.join(unknown)}: this SearXNG runs "
+            f"{', '.join(sorted(loaded)) or 'no engine'}"
+        )
+    return ",".join(names)
+
+
+async def lab_search(
+    client: Searxng, query: str, locale: str, engines: str | None, page: int
+) -> LabSearch:
+    """One page of results with their languages; SearchError when nothing came back
+    because SearXNG or every engine failed (the model would get "search failed")."""
+    response = await client.search(query, locale=locale, engines=engines, page=page)
+    if not response.results and response.engine_errors:
+        raise SearchError("; ".join(response.engine_errors))
+    languages = await asyncio.to_thread(language.detect_results, response.results)
+    results = [
+        LabResult(
+            title=r.title,
+            url=r.url,
+            domain=r.domain,
+            content=r.content,
+            date=r.day,
+            language=lang,
+            engine=r.engine,
+        )
+        for r, lang in zip(response.results, languages, strict=True)
+    ]
+    return LabSearch(
+        query=query,
+        locale=locale,
+        target=target_of(locale),
+        page=page,
+        results=results,
+        engine_errors=response.engine_errors,
+    )
+
+
+async def search_page(
+    client: Searxng, q: str, locale: str, engines: str, page: str, home: str
+) -> LabSearch:
+    """GET /api/lab/search: the parameters as given, ``home`` being SEARCH_LOCALE."""
+    query = check_query(q)
+    chosen = config.check_locale(locale.strip() or home)
+    number = check_number("page", page, 1, MAX_PAGE)
+    if not query.strip():  # only Unicode spaces: nothing to search, and nothing wrong
+        return LabSearch(query, chosen, target_of(chosen), number, results=[])
+    return await lab_search(client, query, chosen, await check_engines(client, engines), number)
+
+
+async def measurement(
+    client: Searxng,
+    q: str,
+    *,
+    locales: str,
+    locale: str,
+    target: str,
+    top: str,
+    engines: str,
+    home: str,
+) -> Measurement:
+    """GET /api/lab/measure: for each locale, how many of the top results are in the
+    target language, the parameters as given.
+
+    ``locales`` defaults to ``all,<language>,<locale>`` of ``locale`` (itself defaulting to
+    ``home``, SEARCH_LOCALE), ``target`` to the last locale's language, else home's."""
+    query = check_query(q)
+    count = check_number("top", top, 1, MAX_TOP)
+    # Checked even when `locales` overrides it: a wrong value is refused, never ignored.
+    base = config.check_locale(locale.strip() or home)
+    if locales.strip():
+        chosen = check_locales(locales)
+    else:
+        chosen = language.default_locales(base) or [base]
+    wanted = target.strip().lower() or target_of(chosen[-1]) or target_of(home)
+    if not wanted:
+        raise LabRefused(
+            f"neither {chosen[-1]} nor SEARCH_LOCALE ({home}) names a language: "
+            "give the target language (e.g. pl)"
+        )
+    if not LANGUAGE.match(wanted):
+        raise LabRefused(f"target must be a language code such as 'pl', not {wanted!r}")
+    if not query.strip():  # only Unicode spaces: nothing to search, and nothing wrong
+        rows = [language.LocaleRow(locale=each, in_target=0, total=0) for each in chosen]
+    else:
+        names = await check_engines(client, engines)
+        rows = await language.measure(client, query, chosen, wanted, count, names)
+    return Measurement(query=query, target=wanted, top=count, locales=chosen, rows=rows)
