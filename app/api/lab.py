@@ -33,10 +33,9 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, HTTPException, Query, Request
+from fastapi import APIRouter, Depends, Query, Request
 
 from app.api.bodies import ErrorBody
-from app.errors import ServiceError
 from app.search import lab
 from app.search.client import Searxng
 from app.search.lab import LabSearch, Measurement
@@ -77,11 +76,6 @@ Client = Annotated[Searxng, Depends(searxng)]
 HomeLocale = Annotated[str, Depends(default_locale)]
 
 
-def answered(exc: ServiceError) -> HTTPException:
-    """The status the error carries (400 refused, 404 unknown engine or locale, 502 failed)."""
-    return HTTPException(status_code=exc.status, detail=str(exc))
-
-
 @router.get("/search")
 async def search(
     client: Client,
@@ -91,10 +85,7 @@ async def search(
     engines: Engines = "",
     page: Annotated[str, Query(json_schema_extra={"pattern": r"^([1-9]|10)$"})] = "1",
 ) -> LabSearch:
-    try:
-        return await lab.search_page(client, q, locale, engines, page, home)
-    except ServiceError as exc:
-        raise answered(exc) from None
+    return await lab.search_page(client, q, locale, engines, page, home)
 
 
 @router.get("/measure")
@@ -108,16 +99,13 @@ async def measure_locales(
     top: Annotated[str, Query(json_schema_extra={"pattern": r"^([1-9]|[1-4][0-9]|50)$"})] = "20",
     engines: Engines = "",
 ) -> Measurement:
-    try:
-        return await lab.measurement(
-            client,
-            q,
-            locales=locales,
-            locale=locale,
-            target=target,
-            top=top,
-            engines=engines,
-            home=home,
-        )
-    except ServiceError as exc:
-        raise answered(exc) from None
+    return await lab.measurement(
+        client,
+        q,
+        locales=locales,
+        locale=locale,
+        target=target,
+        top=top,
+        engines=engines,
+        home=home,
+    )
