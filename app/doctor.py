@@ -1,5 +1,5 @@
 """Each part of the stack checked, with what to fix: `python -m app doctor` and the page's
-Status panel (app/api/status.py).
+Status panel (app/api/routes/status.py).
 
 The checks are split by what they cost. The free ones (SearXNG reachable, our engine
 loaded, JSON on; the model server's list and served window) send no search and generate

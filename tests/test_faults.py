@@ -5,7 +5,7 @@ A model-server fault ends the turn with an `error` event of the right kind; the 
 message goes back when nothing had arrived, and text that had arrived stays, marked. A
 search or page fault is a tool warning the model reads and the user sees, and the turn
 ends with `done`. No case may answer HTTP 500. `bench/faults.py` runs the same CASES and
-prints the table the README quotes.
+prints the table docs/performance.md quotes.
 """
 
 from __future__ import annotations

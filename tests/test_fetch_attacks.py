@@ -300,7 +300,7 @@ DOCUMENTED_COUNT = int(re.search(r"(\d+) hostile forms", __doc__ or "").group(1)
 
 
 def test_the_documented_count_is_the_suite() -> None:
-    # The README quotes this docstring's number as "N of N refused".
+    # docs/security.md quotes this docstring's number as "N of N refused".
     assert len(ATTACKS) == DOCUMENTED_COUNT >= 60
     assert len({attack.name for attack in ATTACKS}) == len(ATTACKS)
 
