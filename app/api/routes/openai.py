@@ -1,0 +1,133 @@
+"""/v1: the OpenAI-compatible chat endpoint that searches, for other clients (Open WebUI,
+LibreChat, Continue, the OpenAI SDK; docs/openai.md). The answer is app.chat.completion's;
+this is its HTTP: the body checked, the events shaped as OpenAI's, Stop as the hang-up."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncGenerator, Mapping
+from contextlib import aclosing
+from typing import Any
+
+from fastapi import APIRouter, Response
+from fastapi.responses import JSONResponse
+
+from app.api import openai_shapes as shapes
+from app.api.deps import ServicesDep
+from app.api.sse import EventStream
+from app.chat.completion import CompletionEvent, CompletionRequest, answer, request_locale
+from app.chat.services import Services
+from app.errors import ServiceError
+from app.model.failures import LLMError
+
+logger = logging.getLogger(__name__)
+
+router = APIRouter(prefix="/v1")
+
+DONE = b"data: [DONE]\n\n"
+ANSWERED: dict[int | str, dict[str, Any]] = {
+    200: {
+        "description": "a chat.completion, or with stream: Server-Sent Events of "
+        "chat.completion.chunk objects ending with data: [DONE]",
+        "content": {
+            "application/json": {"schema": {"type": "object"}},
+            "text/event-stream": {"schema": {"type": "string"}},
+        },
+    },
+    **shapes.error_responses(400, 401, 404, 413, 415, 429, 502),
+}
+
+
+class OpenAIError(ServiceError):
+    """A request refused in OpenAI's shape, naming the field at fault."""
+
+    def __init__(self, status: int, message: str, param: str | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.param = param
+
+
+@router.get("/models", responses=shapes.error_responses(401))
+async def models(services: ServicesDep) -> dict[str, Any]:
+    """The models the page offers: configured, listed by the server, added in Settings."""
+    listed = await services.model.models() or []
+    added = await services.storage.models()
+    ids = list(dict.fromkeys([*services.settings.models, *listed, *added]))
+    return {
+        "object": "list",
+        "data": [
+            {"id": m, "object": "model", "created": 0, "owned_by": "private-search-chat"}
+            for m in ids
+        ],
+    }
+
+
+@router.post("/chat/completions", response_model=None, responses=ANSWERED)
+async def chat_completions(
+    body: shapes.ChatCompletionBody, services: ServicesDep
+) -> Response | dict[str, Any]:
+    request = await completion_request(services, body)
+    events = answer(services, request)
+    if not body.stream:
+        async with aclosing(events) as answered:
+            collected = [event async for event in answered]
+        return shapes.completion_object(request.model, collected)
+    usage = bool(body.stream_options and body.stream_options.include_usage)
+    chunks = shapes.Chunks(request.model, usage)
+    # The first event is awaited here: a model server that fails before any output is
+    # answered with its status, not with a stream that starts and breaks.
+    try:
+        first = await anext(events)
+    except BaseException:
+        await events.aclose()
+        raise
+    return EventStream(streamed(events, first, chunks), closed=nothing, end=DONE)
+
+
+async def completion_request(
+    services: Services, body: shapes.ChatCompletionBody
+) -> CompletionRequest:
+    model = body.model.strip()
+    if not await services.offers(model):
+        raise OpenAIError(
+            404, f"The model {model[:80]!r} does not exist: GET /v1/models lists them", "model"
+        )
+    try:
+        locale = request_locale(body.country, body.search_language, services.settings.search_locale)
+    except ServiceError as exc:
+        raise OpenAIError(400, str(exc), "search_language") from None
+    return CompletionRequest(
+        model=model,
+        messages=[m.model_dump(exclude_none=True) for m in body.messages],
+        params=body.passed_on(),
+        client_tools=[t.model_dump(exclude_none=True) for t in body.tools or []],
+        locale=locale,
+        web_search=body.web_search,
+        activity=body.search_activity,
+    )
+
+
+async def streamed(
+    events: AsyncGenerator[CompletionEvent, None], first: CompletionEvent, chunks: shapes.Chunks
+) -> AsyncGenerator[Mapping[str, Any], None]:
+    """The chunks of the answer; a failure after the stream began is an error chunk, as
+    OpenAI sends one (the SDK raises it)."""
+    async with aclosing(events) as answered:
+        yield chunks.first()
+        for chunk in chunks.of(first):
+            yield chunk
+        try:
+            async for event in answered:
+                for chunk in chunks.of(event):
+                    yield chunk
+        except LLMError as error:
+            logger.info("v1 stream failed (%s): %s", error.kind, error.message)
+            yield shapes.error_body(502, error.message)
+
+
+async def nothing() -> None:
+    """Nothing to release when the stream ends: /v1 holds no conversation."""
+
+
+def error_response(status: int, message: str, param: str | None = None) -> JSONResponse:
+    return JSONResponse(shapes.error_body(status, message, param), status_code=status)
