@@ -10,8 +10,10 @@ import httpx
 import openai
 import pytest
 
+from app.chat import context
+from app.chat.completion import CUT_MARKER
 from tests.conftest import ChatService, chat_env
-from tests.fakes.llm_server import Reply, ToolCall, server_error, tools_unsupported
+from tests.fakes.llm_server import FakeLLM, Reply, ToolCall, server_error, tools_unsupported
 
 
 def client_of(chat, **options) -> openai.OpenAI:
@@ -324,3 +326,43 @@ def test_the_token_is_a_bearer_token(guarded, llm):
     # Another web page still cannot use it: no CORS, foreign origins refused.
     foreign = httpx.get(f"{guarded.url}/v1/models", headers={"Origin": "https://evil.example"})
     assert foreign.status_code == 403 and "access-control-allow-origin" not in foreign.headers
+
+
+@pytest.fixture
+def small_window(searxng, pages, tmp_path):
+    """A model server that serves a 2,500-token window (llama.cpp's /props says so)."""
+    with FakeLLM(models=["fake-model"], n_ctx=2500) as small:
+        env = chat_env(small, tmp_path, pages, MODELS="fake-model")
+        service = ChatService(env, searxng.url).start()
+        yield service, small
+        service.stop()
+
+
+def test_a_page_that_would_overflow_the_served_window_is_cut(small_window, pages):
+    chat, small = small_window
+    article = f"{pages.url}/huge?bytes=60000"
+    small.script(Reply(tool_calls=[ToolCall("web_fetch", {"url": article})]), Reply(text="Ok."))
+    question = f"Read {article} please. " + "Some context of mine. " * 10
+    answer = client_of(chat).chat.completions.create(
+        model="fake-model", messages=[{"role": "user", "content": question}]
+    )
+    assert answer.choices[0].message.content == "Ok."
+    sent = small.requests[-1].body
+    page = sent["messages"][-1]["content"]
+    assert CUT_MARKER in page and page.rstrip().endswith(">")  # its web-data block closed
+    tools = context.estimate_tokens(json.dumps(sent.get("tools", [])))
+    reserve = context.completion_reserve(4096, 2500)
+    assert context.message_tokens(sent["messages"]) + tools + reserve <= 2500
+
+
+def test_sources_listed_in_the_text_on_request(chat, llm, brave, pages):
+    article = f"{pages.url}/article"
+    search_then_fetch(llm, article)
+    answer = client_of(chat).chat.completions.create(
+        model="fake-model",
+        messages=[{"role": "user", "content": f"How does asyncio work? {article}"}],
+        extra_body={"sources_in_text": True},
+    )
+    text = answer.choices[0].message.content
+    assert text.startswith("Asyncio runs coroutines on an event loop [")
+    assert text.endswith(")") and "\n\nSources:\n- [" in text and f"]({article})" in text

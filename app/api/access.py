@@ -31,6 +31,8 @@ from collections.abc import Awaitable, Callable, Iterator, MutableMapping
 from dataclasses import dataclass
 from typing import Any
 
+from app.api.openai_shapes import error_body
+
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
@@ -306,7 +308,7 @@ class AccessControl:
             await self.app(scope, receive, send)
             return
         send = with_safety_headers(send)
-        deny = refusing(scope)
+        deny = refuse_openai if openai_path(scope["path"]) else refuse
         headers = dict(scope["headers"])
         host = headers.get(b"host", b"").decode("latin-1")
         if not host_allowed(host, self.guard.allowed_hosts):
@@ -478,27 +480,13 @@ async def refuse(
     await answer(send, status, body, headers)
 
 
-def refusing(scope: Scope) -> Callable[..., Awaitable[None]]:
-    """`refuse`, or under /v1 its OpenAI-shaped twin (a JSON shape refused there is 400,
-    OpenAI's status for a bad request)."""
-    if not openai_path(scope["path"]):
-        return refuse
-
-    async def refuse_openai(
-        send: Send, status: int, message: str, headers: dict[str, str] | None = None
-    ) -> None:
-        status = 400 if status == 422 else status
-        kind = {401: "authentication_error", 429: "rate_limit_error"}.get(status)
-        code = {401: "invalid_api_key", 413: "request_too_large"}.get(status)
-        error = {
-            "message": message,
-            "type": kind or "invalid_request_error",
-            "param": None,
-            "code": code,
-        }
-        await answer(send, status, json.dumps({"error": error}).encode(), headers)
-
-    return refuse_openai
+async def refuse_openai(
+    send: Send, status: int, message: str, headers: dict[str, str] | None = None
+) -> None:
+    """`refuse` under /v1, in OpenAI's shape (a JSON shape refused there is 400, OpenAI's
+    status for a bad request)."""
+    status = 400 if status == 422 else status
+    await answer(send, status, json.dumps(error_body(status, message)).encode(), headers)
 
 
 async def answer(

@@ -26,6 +26,7 @@ OWN_FIELDS = frozenset(
         "web_search",
         "search_language",
         "search_activity",
+        "sources_in_text",
     }
 )
 """Fields read here; every other one is the model server's (temperature, stop, seed...)."""
@@ -86,10 +87,12 @@ class WebSearchOptions(BaseModel):
 
 
 class ChatCompletionBody(BaseModel):
-    """POST /v1/chat/completions. Beside OpenAI's fields, three of ours: `web_search`
+    """POST /v1/chat/completions. Beside OpenAI's fields, four of ours: `web_search`
     (false: no web tools for this request), `search_language` (the results' language,
     'de' or 'de-AT'; the country may come from web_search_options.user_location) and
-    `search_activity` (false: what was searched and read is not told as reasoning)."""
+    `search_activity` (false: what was searched and read is not told as reasoning) and
+    `sources_in_text` (true: the cited sources listed as links after the answer, for a
+    client that shows no annotations)."""
 
     model_config = ConfigDict(extra="allow")
     model: Annotated[str, Field(min_length=1, max_length=200)]
@@ -102,6 +105,7 @@ class ChatCompletionBody(BaseModel):
     web_search: StrictBool = True
     search_language: Annotated[str, Field(min_length=1, max_length=20)] | None = None
     search_activity: StrictBool = True
+    sources_in_text: StrictBool = False
 
     def passed_on(self) -> dict[str, Any]:
         """The model server's own fields, as the client sent them."""

@@ -63,6 +63,9 @@ class CompletionRequest:
     """Our tools offered at all."""
     activity: bool = True
     """What was searched and read told as reasoning."""
+    sources_in_text: bool = False
+    """The cited sources listed at the end of the text, for clients that show no
+    annotations (LibreChat)."""
 
     @property
     def client_names(self) -> set[str]:
@@ -275,12 +278,15 @@ async def answer(
     except GeneratorExit:
         logger.info("v1 answer stopped by the client after %d chars", len(state.text))
         raise
+    cited = citations(state.text, state.runner.sources)
+    if request.sources_in_text and cited:
+        yield CompletionEvent("delta", sources_list(cited))
     logger.info("v1 answer complete: %d chars, %s", len(state.text), state.finish)
     yield CompletionEvent(
         "done",
         finish_reason=state.finish,
         usage=state.usage if state.measured else None,
-        citations=citations(state.text, state.runner.sources),
+        citations=cited,
         sources=list(state.runner.sources),
     )
 
@@ -336,11 +342,25 @@ def activity_line(result: ToolResult) -> str:
 
 
 def citations(text: str, sources: list[Source]) -> list[Citation]:
-    """Each `[n]` of the text that names one of the answer's sources."""
+    """Each `[n]` of the text that names one of the answer's sources, ordered by the
+    source's number (then by place): a client that numbers the sources in the order it
+    receives them (Open WebUI) then numbers them as the text does, when every number up
+    to the highest is cited."""
     found = []
     for match in CITATION.finditer(text):
         number = int(match.group(1))
         if 1 <= number <= len(sources):
             source = sources[number - 1]
-            found.append(Citation(source["url"], source["title"] or source["url"], *match.span()))
-    return found
+            title = source["title"] or source["url"]
+            found.append((number, Citation(source["url"], title, *match.span())))
+    return [citation for _, citation in sorted(found, key=lambda pair: pair[0])]
+
+
+def sources_list(cited: list[Citation]) -> str:
+    """The cited sources as Markdown links after the answer, each once, by number."""
+    lines: list[str] = []
+    for citation in cited:
+        line = f"- [{citation.title}]({citation.url})"
+        if line not in lines:
+            lines.append(line)
+    return "\n\nSources:\n" + "\n".join(lines)

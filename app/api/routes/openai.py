@@ -104,6 +104,7 @@ async def completion_request(
         locale=locale,
         web_search=body.web_search,
         activity=body.search_activity,
+        sources_in_text=body.sources_in_text,
     )
 
 
