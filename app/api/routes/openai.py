@@ -10,7 +10,6 @@ from contextlib import aclosing
 from typing import Any
 
 from fastapi import APIRouter, Response
-from fastapi.responses import JSONResponse
 
 from app.api import openai_shapes as shapes
 from app.api.deps import ServicesDep
@@ -128,7 +127,3 @@ async def streamed(
 
 async def nothing() -> None:
     """Nothing to release when the stream ends: /v1 holds no conversation."""
-
-
-def error_response(status: int, message: str, param: str | None = None) -> JSONResponse:
-    return JSONResponse(shapes.error_body(status, message, param), status_code=status)
