@@ -13,7 +13,14 @@ import pytest
 from app.chat import context
 from app.chat.completion import CUT_MARKER
 from tests.conftest import ChatService, chat_env
-from tests.fakes.llm_server import FakeLLM, Reply, ToolCall, server_error, tools_unsupported
+from tests.fakes.llm_server import (
+    FakeLLM,
+    Reply,
+    ToolCall,
+    context_length_exceeded,
+    server_error,
+    tools_unsupported,
+)
 
 
 def client_of(chat, **options) -> openai.OpenAI:
@@ -366,3 +373,40 @@ def test_sources_listed_in_the_text_on_request(chat, llm, brave, pages):
     text = answer.choices[0].message.content
     assert text.startswith("Asyncio runs coroutines on an event loop [")
     assert text.endswith(")") and "\n\nSources:\n- [" in text and f"]({article})" in text
+
+
+def test_a_failure_mid_stream_is_an_error_chunk(chat, llm):
+    llm.script(Reply(text="The start of an answer that breaks.", break_after=2))
+    stream = client_of(chat).chat.completions.create(
+        model="fake-model", messages=[{"role": "user", "content": "q"}], stream=True
+    )
+    received = []
+    with pytest.raises(openai.APIError, match="the model server failed"):
+        for chunk in stream:
+            received.append(chunk)
+    assert "".join(c.choices[0].delta.content or "" for c in received if c.choices)
+
+
+def test_a_prompt_too_long_for_the_model_is_a_400(chat, llm):
+    llm.script(context_length_exceeded())
+    error = error_of(
+        lambda: client_of(chat).chat.completions.create(
+            model="fake-model", messages=[{"role": "user", "content": "q"}]
+        )
+    )
+    assert isinstance(error, openai.BadRequestError)
+    assert error.body["code"] == "context_length_exceeded"
+
+
+def test_a_repeated_call_is_not_run_again(chat, llm, brave):
+    llm.script(
+        Reply(tool_calls=[ToolCall("web_search", {"query": "same thing"})]),
+        Reply(tool_calls=[ToolCall("web_search", {"query": "same thing"})]),
+        Reply(text="Done."),
+    )
+    answer = client_of(chat).chat.completions.create(
+        model="fake-model", messages=[{"role": "user", "content": "q"}]
+    )
+    assert len(brave.requests) == 1
+    assert "repeated" in llm.requests[2].body["messages"][-1]["content"]
+    assert "(repeated" in answer.choices[0].message.model_extra["reasoning_content"]

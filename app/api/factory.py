@@ -59,8 +59,8 @@ async def invalid_request(request: Request, exc: RequestValidationError) -> JSON
 async def service_error(request: Request, exc: ServiceError) -> JSONResponse:
     """Every error the service raises on purpose, answered with its own status."""
     if openai_path(request):
-        param = getattr(exc, "param", None)
-        body = openai_shapes.error_body(exc.status, str(exc), param)
+        param, code = getattr(exc, "param", None), getattr(exc, "code", None)
+        body = openai_shapes.error_body(exc.status, str(exc), param, code)
         return JSONResponse(body, status_code=exc.status)
     return JSONResponse({"detail": str(exc)}, status_code=exc.status)
 

@@ -10,6 +10,7 @@ window (`Services.served_window`) and the tool-exchange message (`assistant_tool
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import re
 from collections.abc import AsyncGenerator
@@ -275,8 +276,11 @@ async def answer(
                 break
             async for event in run_tools(state, calls):
                 yield event
-    except GeneratorExit:
+    except (GeneratorExit, asyncio.CancelledError):
         logger.info("v1 answer stopped by the client after %d chars", len(state.text))
+        raise
+    except LLMError as error:
+        logger.info("v1 answer failed (%s): %s", error.kind, error.message)
         raise
     cited = citations(state.text, state.runner.sources)
     if request.sources_in_text and cited:

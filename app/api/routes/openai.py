@@ -17,7 +17,7 @@ from app.api.sse import EventStream
 from app.chat.completion import CompletionEvent, CompletionRequest, answer, request_locale
 from app.chat.services import Services
 from app.errors import ServiceError
-from app.model.failures import LLMError
+from app.model.failures import Failure, LLMError
 
 logger = logging.getLogger(__name__)
 
@@ -40,10 +40,32 @@ ANSWERED: dict[int | str, dict[str, Any]] = {
 class OpenAIError(ServiceError):
     """A request refused in OpenAI's shape, naming the field at fault."""
 
-    def __init__(self, status: int, message: str, param: str | None = None) -> None:
+    def __init__(
+        self, status: int, message: str, param: str | None = None, code: str | None = None
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.param = param
+        self.code = code
+
+
+UPSTREAM_STATUSES = {
+    # What OpenAI answers for the same trouble: the prompt is the client's to shorten or
+    # change, the rate limit its to wait out; anything else failed upstream (502).
+    Failure.CONTEXT_OVERFLOW: (400, "context_length_exceeded"),
+    Failure.CONTENT_FILTER: (400, "content_filter"),
+    Failure.RATE_LIMIT: (429, "rate_limit_exceeded"),
+}
+
+
+def upstream_error(error: Exception) -> OpenAIError:
+    """A failed answer in OpenAI's terms; an unexpected one (a bug of ours) logged with
+    its traceback and said as ours."""
+    if not isinstance(error, LLMError):
+        logger.error("v1 answer failed unexpectedly", exc_info=error)
+        return OpenAIError(500, f"the chat service failed: {error!r}", code="internal")
+    status, code = UPSTREAM_STATUSES.get(error.kind, (502, error.kind.value))
+    return OpenAIError(status, f"the model server failed: {error.message}", code=code)
 
 
 @router.get("/models", responses=shapes.error_responses(401))
@@ -68,8 +90,11 @@ async def chat_completions(
     request = await completion_request(services, body)
     events = answer(services, request)
     if not body.stream:
-        async with aclosing(events) as answered:
-            collected = [event async for event in answered]
+        try:
+            async with aclosing(events) as answered:
+                collected = [event async for event in answered]
+        except Exception as error:
+            raise upstream_error(error) from None
         return shapes.completion_object(request.model, collected)
     usage = bool(body.stream_options and body.stream_options.include_usage)
     chunks = shapes.Chunks(request.model, usage)
@@ -77,8 +102,10 @@ async def chat_completions(
     # answered with its status, not with a stream that starts and breaks.
     try:
         first = await anext(events)
-    except BaseException:
+    except BaseException as exc:
         await events.aclose()
+        if isinstance(exc, Exception):
+            raise upstream_error(exc) from None
         raise
     return EventStream(streamed(events, first, chunks), closed=nothing, end=DONE)
 
@@ -94,12 +121,13 @@ async def completion_request(
     try:
         locale = request_locale(body.country, body.search_language, services.settings.search_locale)
     except ServiceError as exc:
-        raise OpenAIError(400, str(exc), "search_language") from None
+        where = "search_language" if body.search_language else "web_search_options"
+        raise OpenAIError(400, str(exc), where) from None
     return CompletionRequest(
         model=model,
-        messages=[m.model_dump(exclude_none=True) for m in body.messages],
+        messages=[m.model_dump(exclude_unset=True) for m in body.messages],
         params=body.passed_on(),
-        client_tools=[t.model_dump(exclude_none=True) for t in body.tools or []],
+        client_tools=[t.model_dump(exclude_unset=True) for t in body.tools or []],
         locale=locale,
         web_search=body.web_search,
         activity=body.search_activity,
@@ -120,9 +148,9 @@ async def streamed(
             async for event in answered:
                 for chunk in chunks.of(event):
                     yield chunk
-        except LLMError as error:
-            logger.info("v1 stream failed (%s): %s", error.kind, error.message)
-            yield shapes.error_body(502, error.message)
+        except Exception as error:  # an error chunk, as OpenAI sends one mid-stream
+            failed = upstream_error(error)
+            yield shapes.error_body(failed.status, str(failed), code=failed.code)
 
 
 async def nothing() -> None:
