@@ -410,3 +410,18 @@ def test_a_repeated_call_is_not_run_again(chat, llm, brave):
     assert len(brave.requests) == 1
     assert "repeated" in llm.requests[2].body["messages"][-1]["content"]
     assert "(repeated" in answer.choices[0].message.model_extra["reasoning_content"]
+
+
+def test_a_refusal_the_page_remembers_is_honoured(chat, llm):
+    # The page's turn meets the refusal and remembers it for the model.
+    llm.script(tools_unsupported(), Reply(text="Page answer."), Reply(text="Plain."))
+    conversation = httpx.post(f"{chat.url}/api/conversations", json={}).json()["id"]
+    with httpx.stream(
+        "POST", f"{chat.url}/api/conversations/{conversation}/chat", json={"message": "q"}
+    ) as response:
+        response.read()
+    answer = client_of(chat).chat.completions.create(
+        model="fake-model", messages=[{"role": "user", "content": "q"}]
+    )
+    assert answer.choices[0].message.content == "Plain."
+    assert "tools" not in llm.requests[-1].body

@@ -245,6 +245,8 @@ async def answer(
     server's request (the client's hang-up is Stop)."""
     state = Answer.begin(services, request)
     state.window = await services.served_window(request.model)
+    if state.runner.declarations() and await services.storage.tool_refusal(request.model):
+        state.runner.withdraw()  # as the page's turn: refused before, not offered again
     state.assemble()
     settings = services.settings
     try:
