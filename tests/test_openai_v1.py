@@ -36,7 +36,10 @@ def test_a_plain_answer(chat, llm):
     client = client_of(chat)
     answer = client.chat.completions.create(
         model="fake-model",
-        messages=[{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"}],
+        messages=[
+            {"role": "developer", "content": "Be brief."},
+            {"role": "user", "content": "Hi"},
+        ],
         temperature=0.2,
         seed=7,
         max_tokens=50,
@@ -46,7 +49,8 @@ def test_a_plain_answer(chat, llm):
     assert answer.choices[0].finish_reason == "stop"
     assert answer.usage.prompt_tokens == 30 and answer.usage.completion_tokens == 3
     sent = llm.requests[-1].body
-    # Our date anchor and tool note go first; the client's own system message follows.
+    # Our date anchor and tool note go first; the client's own instructions follow, as
+    # the system message a local server's template knows.
     assert sent["messages"][0]["role"] == "system" and "Today is" in sent["messages"][0]["content"]
     assert sent["messages"][1:] == [
         {"role": "system", "content": "Be brief."},
@@ -333,6 +337,11 @@ def test_the_token_is_a_bearer_token(guarded, llm):
     # Another web page still cannot use it: no CORS, foreign origins refused.
     foreign = httpx.get(f"{guarded.url}/v1/models", headers={"Origin": "https://evil.example"})
     assert foreign.status_code == 403 and "access-control-allow-origin" not in foreign.headers
+    preflight = httpx.options(
+        f"{guarded.url}/v1/chat/completions",
+        headers={"Origin": "https://evil.example", "Access-Control-Request-Method": "POST"},
+    )
+    assert "access-control-allow-origin" not in preflight.headers
 
 
 @pytest.fixture

@@ -125,7 +125,7 @@ async def completion_request(
         raise OpenAIError(400, str(exc), where) from None
     return CompletionRequest(
         model=model,
-        messages=[m.model_dump(exclude_unset=True) for m in body.messages],
+        messages=[passed_on(m) for m in body.messages],
         params=body.passed_on(),
         client_tools=[t.model_dump(exclude_unset=True) for t in body.tools or []],
         locale=locale,
@@ -133,6 +133,15 @@ async def completion_request(
         activity=body.search_activity,
         sources_in_text=body.sources_in_text,
     )
+
+
+def passed_on(message: shapes.Message) -> dict[str, Any]:
+    """A message as the client sent it; OpenAI's newer `developer` role as `system`, the
+    only one local servers' chat templates know."""
+    sent = message.model_dump(exclude_unset=True)
+    if sent["role"] == "developer":
+        sent["role"] = "system"
+    return sent
 
 
 async def streamed(
