@@ -121,6 +121,11 @@ def test_a_search_and_fetch_answer_with_citations_and_summed_usage(chat, llm, br
     assert activity[0].startswith("Searched 'python asyncio' (de-DE): ")
     assert activity[1].startswith("Read ") and pages.host.split(":")[0] in activity[1]
     assert brave.requests[-1].params["country"] == "DE"
+    # And every result and page of the answer, numbered as cited.
+    sources = message.model_extra["sources"]
+    number = int(re.search(r"\[(\d+)\]", message.content).group(1))
+    assert sources[number - 1]["url"] == article and sources[number - 1]["read"]
+    assert len(sources) > 1 and not all(s["read"] for s in sources)
     assert len(llm.requests) == 3 and llm.requests[2].body["messages"][-1]["role"] == "tool"
 
 
@@ -148,6 +153,7 @@ def test_streamed_with_usage_in_the_last_chunk(chat, llm, brave, pages):
     assert [c.choices[0].finish_reason for c in finish] == ["stop"]
     annotations = finish[0].choices[0].delta.model_extra["annotations"]
     assert annotations[0]["url_citation"]["url"] == article
+    assert article in [s["url"] for s in finish[0].choices[0].delta.model_extra["sources"]]
     assert chunks[-1].choices == [] and chunks[-1].usage.prompt_tokens == 2200
     assert chunks[-1].usage.completion_tokens == 23
     assert brave.requests[-1].params["country"] == "GB"

@@ -179,6 +179,15 @@ def annotation(citation: Citation) -> dict[str, Any]:
     }
 
 
+def sources_object(event: CompletionEvent) -> list[dict[str, Any]]:
+    """Every result and page of the answer, numbered as `[n]` cites them (an extension:
+    `read` marks a page read, not merely listed)."""
+    return [
+        {"number": n, "url": s["url"], "title": s["title"], "date": s["date"], "read": s["read"]}
+        for n, s in enumerate(event.sources, 1)
+    ]
+
+
 def tool_call_object(call: ToolCall, index: int | None = None) -> dict[str, Any]:
     shaped: dict[str, Any] = {
         "id": call.id,
@@ -224,6 +233,8 @@ class Chunks:
         delta: dict[str, Any] = {}
         if event.citations:
             delta["annotations"] = [annotation(c) for c in event.citations]
+        if event.sources:
+            delta["sources"] = sources_object(event)
         last = [self.chunk(delta, event.finish_reason)]
         if self.include_usage:
             usage = usage_object(event.usage or Usage())
@@ -243,6 +254,8 @@ def completion_object(model: str, events: list[CompletionEvent]) -> dict[str, An
     if calls:
         message["tool_calls"] = [tool_call_object(c) for c in calls]
     message["annotations"] = [annotation(c) for c in done.citations]
+    if done.sources:
+        message["sources"] = sources_object(done)
     shaped: dict[str, Any] = {
         "id": f"chatcmpl-{secrets.token_hex(12)}",
         "object": "chat.completion",
