@@ -11,7 +11,7 @@ import openai
 import pytest
 
 from app.chat import context
-from app.chat.completion import CUT_MARKER
+from app.chat.completion import CUT_MARKER, history_tokens
 from tests.conftest import ChatService, chat_env
 from tests.fakes.llm_server import (
     FakeLLM,
@@ -365,8 +365,10 @@ def test_a_page_that_would_overflow_the_served_window_is_cut(small_window, pages
     article = f"{pages.url}/huge?bytes=60000"
     small.script(Reply(tool_calls=[ToolCall("web_fetch", {"url": article})]), Reply(text="Ok."))
     question = f"Read {article} please. " + "Some context of mine. " * 10
+    # Content parts, as clients with attachments send them.
+    parts = [{"type": "text", "text": question}]
     answer = client_of(chat).chat.completions.create(
-        model="fake-model", messages=[{"role": "user", "content": question}]
+        model="fake-model", messages=[{"role": "user", "content": parts}]
     )
     assert answer.choices[0].message.content == "Ok."
     sent = small.requests[-1].body
@@ -374,7 +376,7 @@ def test_a_page_that_would_overflow_the_served_window_is_cut(small_window, pages
     assert CUT_MARKER in page and page.rstrip().endswith(">")  # its web-data block closed
     tools = context.estimate_tokens(json.dumps(sent.get("tools", [])))
     reserve = context.completion_reserve(4096, 2500)
-    assert context.message_tokens(sent["messages"]) + tools + reserve <= 2500
+    assert history_tokens(sent["messages"]) + tools + reserve <= 2500
 
 
 def test_sources_listed_in_the_text_on_request(chat, llm, brave, pages):

@@ -176,7 +176,7 @@ class Answer:
         """A tool result within the room the served window leaves (unknown: as it is)."""
         if self.window is None:
             return text
-        used = context.message_tokens(self.messages) + context.estimate_tokens(
+        used = history_tokens(self.messages) + context.estimate_tokens(
             str(self.runner.declarations()) + str(self.client_tools)
         )
         return fit(text, self.window - used - self.reserve() - context.MESSAGE_OVERHEAD_TOKENS)
@@ -215,6 +215,13 @@ def request_locale(country: str | None, language: str | None, default: str) -> s
             raise config.ConfigError(f"unknown country {country[:8]!r} in user_location")
         return config.check_locale(f"{spoken[0]}-{country}")
     return default
+
+
+def history_tokens(messages: list[dict[str, Any]]) -> int:
+    """The messages' estimated size, content parts read as their text."""
+    return context.message_tokens(
+        [{"content": message_text(m), "tool_calls": m.get("tool_calls")} for m in messages]
+    )
 
 
 def given_history(messages: list[dict[str, Any]]) -> list[Message]:
