@@ -302,6 +302,9 @@ def test_bad_requests_get_openai_errors(chat, llm):
     big = {"model": "fake-model", "messages": [{"role": "user", "content": "x" * 5_000_000}]}
     too_big = httpx.post(url, json=big)
     assert too_big.status_code == 413 and too_big.json()["error"]["code"] == "request_too_large"
+    surrogate = b'{"model": "fake-model", "messages": [{"role": "user", "content": "\\ud800"}]}'
+    lone = httpx.post(url, content=surrogate, headers={"content-type": "application/json"})
+    assert lone.status_code == 400 and "surrogate" in lone.json()["error"]["message"]
     broken = httpx.post(url, content=b"{", headers={"content-type": "application/json"})
     assert broken.status_code == 400 and "error" in broken.json()
     assert httpx.get(f"{chat.url}/v1/nothing").json()["error"]["type"]

@@ -4,6 +4,7 @@ this is its HTTP: the body checked, the events shaped as OpenAI's, Stop as the h
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncGenerator, Mapping
 from contextlib import aclosing
@@ -11,6 +12,7 @@ from typing import Any
 
 from fastapi import APIRouter, Response
 
+from app import jsoncodec
 from app.api import openai_shapes as shapes
 from app.api.deps import ServicesDep
 from app.api.sse import EventStream
@@ -113,6 +115,8 @@ async def chat_completions(
 async def completion_request(
     services: Services, body: shapes.ChatCompletionBody
 ) -> CompletionRequest:
+    if not await asyncio.to_thread(encodable, body):
+        raise OpenAIError(400, "the request holds a lone surrogate, which is not valid Unicode")
     model = body.model.strip()
     if not await services.offers(model):
         raise OpenAIError(
@@ -133,6 +137,17 @@ async def completion_request(
         activity=body.search_activity,
         sources_in_text=body.sources_in_text,
     )
+
+
+def encodable(body: shapes.ChatCompletionBody) -> bool:
+    """Whether the body can go to the model server as JSON: JSON's "\\ud800" decodes to a
+    lone surrogate, which no UTF-8 encoder takes (checked in a thread: a body of megabytes
+    is milliseconds of encoding)."""
+    try:
+        jsoncodec.dumps(body.model_dump(exclude_unset=True))
+    except TypeError:
+        return False
+    return True
 
 
 def passed_on(message: shapes.Message) -> dict[str, Any]:
