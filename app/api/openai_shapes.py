@@ -11,6 +11,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
 from app.chat.completion import Citation, CompletionEvent
+from app.config import LOCALE
 from app.model.tool_calls import ToolCall
 from app.model.usage import Usage
 
@@ -73,7 +74,8 @@ class StreamOptions(BaseModel):
 
 class Approximate(BaseModel):
     model_config = ConfigDict(extra="allow")
-    country: Annotated[str, Field(max_length=8)] | None = None
+    country: Annotated[str, Field(pattern=r"^[A-Za-z]{2}$")] | None = None
+    """ISO 3166-1 alpha-2, as OpenAI's user_location takes it."""
 
 
 class UserLocation(BaseModel):
@@ -103,7 +105,7 @@ class ChatCompletionBody(BaseModel):
     web_search_options: WebSearchOptions | None = None
     n: Annotated[int, Field(ge=1, le=1)] | None = None
     web_search: StrictBool = True
-    search_language: Annotated[str, Field(min_length=1, max_length=20)] | None = None
+    search_language: Annotated[str, Field(pattern=LOCALE.pattern)] | None = None
     search_activity: StrictBool = True
     sources_in_text: StrictBool = False
 

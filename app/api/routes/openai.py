@@ -115,13 +115,13 @@ async def chat_completions(
 async def completion_request(
     services: Services, body: shapes.ChatCompletionBody
 ) -> CompletionRequest:
-    if not await asyncio.to_thread(encodable, body):
-        raise OpenAIError(400, "the request holds a lone surrogate, which is not valid Unicode")
     model = body.model.strip()
     if not await services.offers(model):
         raise OpenAIError(
             404, f"The model {model[:80]!r} does not exist: GET /v1/models lists them", "model"
         )
+    if not await asyncio.to_thread(encodable, body):
+        raise OpenAIError(400, "the request holds a lone surrogate, which is not valid Unicode")
     try:
         locale = request_locale(body.country, body.search_language, services.settings.search_locale)
     except ServiceError as exc:
