@@ -10,7 +10,7 @@ from collections.abc import AsyncGenerator, Mapping
 from contextlib import aclosing
 from typing import Any
 
-from fastapi import APIRouter, Response
+from fastapi import APIRouter, Request, Response
 
 from app import jsoncodec
 from app.api import openai_shapes as shapes
@@ -26,6 +26,7 @@ logger = logging.getLogger(__name__)
 router = APIRouter(prefix="/v1")
 
 DONE = b"data: [DONE]\n\n"
+INLINE_CHECK_BYTES = 64 * 1024
 ANSWERED: dict[int | str, dict[str, Any]] = {
     200: {
         "description": "a chat.completion, or with stream: Server-Sent Events of "
@@ -87,9 +88,10 @@ async def models(services: ServicesDep) -> dict[str, Any]:
 
 @router.post("/chat/completions", response_model=None, responses=ANSWERED)
 async def chat_completions(
-    body: shapes.ChatCompletionBody, services: ServicesDep
+    body: shapes.ChatCompletionBody, services: ServicesDep, http: Request
 ) -> Response | dict[str, Any]:
-    request = await completion_request(services, body)
+    length = http.headers.get("content-length", "")
+    request = await completion_request(services, body, int(length) if length.isdigit() else None)
     events = answer(services, request)
     if not body.stream:
         try:
@@ -113,14 +115,15 @@ async def chat_completions(
 
 
 async def completion_request(
-    services: Services, body: shapes.ChatCompletionBody
+    services: Services, body: shapes.ChatCompletionBody, length: int | None
 ) -> CompletionRequest:
     model = body.model.strip()
     if not await services.offers(model):
         raise OpenAIError(
             404, f"The model {model[:80]!r} does not exist: GET /v1/models lists them", "model"
         )
-    if not await asyncio.to_thread(encodable, body):
+    small = length is not None and length <= INLINE_CHECK_BYTES
+    if not (encodable(body) if small else await asyncio.to_thread(encodable, body)):
         raise OpenAIError(400, "the request holds a lone surrogate, which is not valid Unicode")
     try:
         locale = request_locale(body.country, body.search_language, services.settings.search_locale)
@@ -141,8 +144,8 @@ async def completion_request(
 
 def encodable(body: shapes.ChatCompletionBody) -> bool:
     """Whether the body can go to the model server as JSON: JSON's "\\ud800" decodes to a
-    lone surrogate, which no UTF-8 encoder takes (checked in a thread: a body of megabytes
-    is milliseconds of encoding)."""
+    lone surrogate, which no UTF-8 encoder takes (a body of megabytes is milliseconds of
+    encoding: checked in a thread beyond INLINE_CHECK_BYTES)."""
     try:
         jsoncodec.dumps(body.model_dump(exclude_unset=True))
     except TypeError:
