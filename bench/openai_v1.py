@@ -60,11 +60,12 @@ def main(requests: int) -> None:
         body = {"model": "fake-model", "messages": QUESTION, "stream": True}
         with httpx.Client(timeout=60) as http:
             first_content(http, v1, body)  # warm: connections, the window probe, the models
-            direct, through, searching = [], [], []
+            direct, through, plain, searching = [], [], [], []
             for number in range(requests):
                 through.append(first_content(http, v1, body) * 1000)
                 sent = {**llm.requests[-1].body}
                 direct.append(first_content(http, f"{llm.api_base}/chat/completions", sent) * 1000)
+                plain.append(first_content(http, v1, {**body, "web_search": False}) * 1000)
                 query = {"query": f"question {number}"}  # a new query: not a repeat
                 llm.script(Reply(tool_calls=[ToolCall("web_search", query)]), ANSWER)
                 searching.append(first_content(http, v1, body) * 1000)
@@ -74,6 +75,8 @@ def main(requests: int) -> None:
     row("model server directly", direct)
     row("through /v1", through)
     row("added by /v1", added)
+    row("through /v1, web_search off", plain)
+    row("added, web_search off", [p - d for p, d in zip(plain, direct, strict=True)])
     row("through /v1, one search first", searching)
     row("a search answer's overhead", [s - d for s, d in zip(searching, direct, strict=True)])
 
