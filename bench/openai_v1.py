@@ -25,6 +25,7 @@ from tests.fakes.brave_api import FakeBrave  # noqa: E402
 from tests.fakes.llm_server import FakeLLM, Reply, ToolCall  # noqa: E402
 
 ANSWER = Reply(text="A short answer of a few words, streamed in pieces.", split=6)
+SLOW = Reply(text="word " * 2000, split=5, chunk_delay=0.02)
 QUESTION = [{"role": "user", "content": "hello"}]
 
 
@@ -41,6 +42,21 @@ def first_content(http: httpx.Client, url: str, body: dict) -> float:
     if elapsed is None:
         raise RuntimeError("no content")
     return elapsed
+
+
+def stop_latency(http: httpx.Client, url: str, llm: FakeLLM, body: dict) -> float:
+    """Seconds from the client's hang-up, after the first content, to the model server
+    seeing its connection closed."""
+    llm.script(SLOW)
+    with http.stream("POST", url, json=body) as response:
+        for line in response.iter_lines():
+            if '"content":"' in line.replace(" ", "") and '"content":""' not in line:
+                break
+        aborted = time.monotonic()
+    hung_up = llm.wait_hung_up(timeout=10)
+    if hung_up is None:
+        raise RuntimeError("the model server never saw the hang-up")
+    return hung_up - aborted
 
 
 def row(name: str, values: list[float]) -> None:
@@ -69,6 +85,7 @@ def main(requests: int) -> None:
                 query = {"query": f"question {number}"}  # a new query: not a repeat
                 llm.script(Reply(tool_calls=[ToolCall("web_search", query)]), ANSWER)
                 searching.append(first_content(http, v1, body) * 1000)
+            stops = [stop_latency(http, v1, llm, body) * 1000 for _ in range(20)]
     added = [t - d for t, d in zip(through, direct, strict=True)]
     print(f"requests: {requests}, loopback, fake model server; {machine_load()}")
     print(f"{'time to first token':34} {'median ms':>10} {'p99 ms':>10}")
@@ -79,6 +96,8 @@ def main(requests: int) -> None:
     row("added, web_search off", [p - d for p, d in zip(plain, direct, strict=True)])
     row("through /v1, one search first", searching)
     row("a search answer's overhead", [s - d for s, d in zip(searching, direct, strict=True)])
+    print(f"\nStop: client hang-up -> upstream closed, {len(stops)} hang-ups")
+    print(f"median {statistics.median(stops):.1f} ms, max {max(stops):.1f} ms")
 
 
 if __name__ == "__main__":
