@@ -445,3 +445,18 @@ def test_a_refusal_the_page_remembers_is_honoured(chat, llm):
     )
     assert answer.choices[0].message.content == "Plain."
     assert "tools" not in llm.requests[-1].body
+
+
+def test_a_client_tool_call_streamed(chat, llm):
+    llm.script(Reply(tool_calls=[ToolCall("get_weather", {"city": "Łódź"}, id="call_s")]))
+    stream = client_of(chat).chat.completions.create(
+        model="fake-model",
+        messages=[{"role": "user", "content": "Weather in Łódź?"}],
+        tools=[WEATHER],
+        stream=True,
+    )
+    chunks = [c for c in stream if c.choices]
+    calls = [t for c in chunks for t in c.choices[0].delta.tool_calls or []]
+    assert [(t.index, t.id, t.function.name) for t in calls] == [(0, "call_s", "get_weather")]
+    assert json.loads(calls[0].function.arguments) == {"city": "Łódź"}
+    assert chunks[-1].choices[0].finish_reason == "tool_calls"
