@@ -12,6 +12,7 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 
 from tests.conftest import ChatService, chat_env
@@ -50,6 +51,8 @@ def fuzzed_service(llm, searxng, pages, tmp_path) -> Iterator[ChatService]:
 
 
 def test_schemathesis_finds_nothing(fuzzed_service, tmp_path):
+    paths = httpx.get(f"{fuzzed_service.url}/openapi.json").json()["paths"]
+    assert {"/v1/chat/completions", "/v1/models"} <= set(paths)  # /v1 is fuzzed too
     result = run_schemathesis(fuzzed_service.url, EXAMPLES_PER_OPERATION, tmp_path)
     summary = result.stdout[-4000:]
     assert result.returncode == 0, summary

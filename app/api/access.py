@@ -11,7 +11,7 @@ A service on loopback is reachable from every web page the user visits, so:
   CORS header is ever sent): 403 or 415, and nothing changes;
 - bodies are capped in size, in JSON nesting depth and in values before anything parses
   them, by a check that reads each byte once;
-- with ``AUTH_TOKEN``, every ``/api`` call needs the token, as ``Authorization: Bearer``
+- with ``AUTH_TOKEN``, every ``/api`` and ``/v1`` call needs the token, as ``Authorization: Bearer``
   (scripts) or as the signed session cookie the page's login form gets; repeated wrong
   tokens from one client are refused for a while.
 """
@@ -30,6 +30,8 @@ from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Iterator, MutableMapping
 from dataclasses import dataclass
 from typing import Any
+
+from app.api.openai_shapes import error_body
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -64,7 +66,18 @@ FAILURES_ALLOWED = 5
 FAILURE_WINDOW_SECONDS = 600.0
 TRACKED_CLIENTS = 1024
 OPEN_PATHS = frozenset({"/api/session"})
+OPENAI_PREFIX = "/v1"
 """The login itself, and the question "is a login needed?", need no token."""
+
+
+def openai_path(path: str) -> bool:
+    """The OpenAI-compatible endpoint's paths: their refusals have OpenAI's shape."""
+    return path == OPENAI_PREFIX or path.startswith(OPENAI_PREFIX + "/")
+
+
+def guarded(path: str) -> bool:
+    """Paths that need the token when AUTH_TOKEN is set."""
+    return (path.startswith("/api/") and path not in OPEN_PATHS) or openai_path(path)
 
 
 def split_host(value: str) -> tuple[str, int | None]:
@@ -295,10 +308,11 @@ class AccessControl:
             await self.app(scope, receive, send)
             return
         send = with_safety_headers(send)
+        deny = refuse_openai if openai_path(scope["path"]) else refuse
         headers = dict(scope["headers"])
         host = headers.get(b"host", b"").decode("latin-1")
         if not host_allowed(host, self.guard.allowed_hosts):
-            await refuse(
+            await deny(
                 send,
                 421,
                 f"this service does not answer for the host {host!r}; "
@@ -310,21 +324,21 @@ class AccessControl:
             await options(scope, send)
             return
         if (reason := foreign(headers, scope, host)) and not top_level_page(scope, headers):
-            await refuse(send, 403, reason)
+            await deny(send, 403, reason)
             return
-        if scope["path"].startswith("/api/") and scope["path"] not in OPEN_PATHS:
+        if guarded(scope["path"]):
             if (refusal := self.guard.check_token(headers, scope)) is not None:
-                await refuse(send, *refusal)
+                await deny(send, *refusal)
                 return
         if method in WITH_BODY and routed(scope):
             body = await read_body(receive, headers)
             if isinstance(body, tuple):
-                await refuse(send, *body)
+                await deny(send, *body)
                 return
             media = headers.get(b"content-type", b"").split(b";")[0].strip().lower()
             # An empty body carries nothing to parse; anything else must be JSON.
             if (body or media) and media != b"application/json":
-                await refuse(send, 415, f"{method} requests must be application/json")
+                await deny(send, 415, f"{method} requests must be application/json")
                 return
             receive = replay(body, receive)
         await self.app(scope, receive, send)
@@ -463,6 +477,21 @@ async def refuse(
     send: Send, status: int, message: str, headers: dict[str, str] | None = None
 ) -> None:
     body = json.dumps({"detail": message}).encode()
+    await answer(send, status, body, headers)
+
+
+async def refuse_openai(
+    send: Send, status: int, message: str, headers: dict[str, str] | None = None
+) -> None:
+    """`refuse` under /v1, in OpenAI's shape (a JSON shape refused there is 400, OpenAI's
+    status for a bad request)."""
+    status = 400 if status == 422 else status
+    await answer(send, status, json.dumps(error_body(status, message)).encode(), headers)
+
+
+async def answer(
+    send: Send, status: int, body: bytes, headers: dict[str, str] | None = None
+) -> None:
     raw = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
     raw += [(k.encode(), v.encode()) for k, v in (headers or {}).items()]
     await send({"type": "http.response.start", "status": status, "headers": raw})

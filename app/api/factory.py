@@ -9,12 +9,13 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException
 
 from app import config
-from app.api import access, lab
+from app.api import access, lab, openai_shapes
 from app.api.bodies import errors
 from app.api.lag import LagProbe
-from app.api.routes import conversations, page, session, status, turns
+from app.api.routes import conversations, openai, page, session, status, turns
 from app.api.routes import settings as settings_routes
 from app.chat.services import Services
 from app.chat.settings import presets
@@ -41,13 +42,36 @@ def validation_message(exc: RequestValidationError) -> str:
     return "; ".join(lines)
 
 
+def openai_path(request: Request) -> bool:
+    """Under /v1 every error has OpenAI's shape, as its clients read it."""
+    return access.openai_path(request.url.path)
+
+
 async def invalid_request(request: Request, exc: RequestValidationError) -> JSONResponse:
+    if openai_path(request):
+        first = exc.errors()[0]["loc"] if exc.errors() else ()
+        param = ".".join(str(p) for p in first if p != "body") or None
+        body = openai_shapes.error_body(400, validation_message(exc), param)
+        return JSONResponse(body, status_code=400)  # OpenAI's status for a bad field
     return JSONResponse({"detail": validation_message(exc)}, status_code=422)
 
 
 async def service_error(request: Request, exc: ServiceError) -> JSONResponse:
     """Every error the service raises on purpose, answered with its own status."""
+    if openai_path(request):
+        param, code = getattr(exc, "param", None), getattr(exc, "code", None)
+        body = openai_shapes.error_body(exc.status, str(exc), param, code)
+        return JSONResponse(body, status_code=exc.status)
     return JSONResponse({"detail": str(exc)}, status_code=exc.status)
+
+
+async def http_error(request: Request, exc: HTTPException) -> JSONResponse:
+    """An unknown path or method: OpenAI's shape under /v1, FastAPI's elsewhere."""
+    headers = dict(exc.headers or {})
+    if openai_path(request):
+        body = openai_shapes.error_body(exc.status_code, str(exc.detail))
+        return JSONResponse(body, status_code=exc.status_code, headers=headers)
+    return JSONResponse({"detail": exc.detail}, status_code=exc.status_code, headers=headers)
 
 
 def create_app(settings: config.Settings, searxng_url: str) -> FastAPI:
@@ -96,11 +120,12 @@ def create_app(settings: config.Settings, searxng_url: str) -> FastAPI:
     app.state.access = access.Guard(allowed_hosts=settings.allowed_hosts, token=settings.auth_token)
     app.exception_handler(ServiceError)(service_error)
     app.exception_handler(RequestValidationError)(invalid_request)
+    app.exception_handler(HTTPException)(http_error)
     app.add_middleware(access.AccessControl, guard=app.state.access)  # outermost: first
     # In this order, the order of /openapi.json's paths.
     for router in (page, session, lab, status):
         app.include_router(router.router)
     app.mount("/static", page.PageFiles(directory=page.STATIC_DIR), name="static")
-    for router in (settings_routes, conversations, turns):
+    for router in (settings_routes, conversations, turns, openai):
         app.include_router(router.router)
     return app

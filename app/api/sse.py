@@ -37,9 +37,12 @@ class EventStream(Response):
         self,
         events: AsyncGenerator[Mapping[str, Any], None],
         closed: Callable[[], Awaitable[None]],
+        end: bytes = b"",
     ) -> None:
         self.events = events
         self.closed = closed
+        self.end = end
+        """Sent after the last event of a stream that was not stopped (/v1's [DONE])."""
         self.status_code = 200
         self.background = None
         # no-store: an answer is never replayed from a cache; X-Accel-Buffering: nginx
@@ -68,7 +71,7 @@ class EventStream(Response):
         # After `closed`: a client that sends again the moment this stream ends finds
         # what it released free.
         if not stream.cancel_called:
-            await send({"type": "http.response.body", "body": b"", "more_body": False})
+            await send({"type": "http.response.body", "body": self.end, "more_body": False})
 
 
 async def listen(receive: Receive, send: Send, stream: anyio.CancelScope) -> None:

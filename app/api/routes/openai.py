@@ -1,0 +1,184 @@
+"""/v1: the OpenAI-compatible chat endpoint that searches, for other clients (Open WebUI,
+LibreChat, Continue, the OpenAI SDK; docs/openai.md). The answer is app.chat.completion's;
+this is its HTTP: the body checked, the events shaped as OpenAI's, Stop as the hang-up."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncGenerator, Mapping
+from contextlib import aclosing
+from typing import Any
+
+from fastapi import APIRouter, Request, Response
+
+from app import jsoncodec
+from app.api import openai_shapes as shapes
+from app.api.deps import ServicesDep
+from app.api.sse import EventStream
+from app.chat.completion import CompletionEvent, CompletionRequest, answer, request_locale
+from app.chat.services import Services
+from app.errors import ServiceError
+from app.model.failures import Failure, LLMError
+
+logger = logging.getLogger(__name__)
+
+router = APIRouter(prefix="/v1")
+
+DONE = b"data: [DONE]\n\n"
+INLINE_CHECK_BYTES = 64 * 1024
+ANSWERED: dict[int | str, dict[str, Any]] = {
+    200: {
+        "description": "a chat.completion, or with stream: Server-Sent Events of "
+        "chat.completion.chunk objects ending with data: [DONE]",
+        "content": {
+            "application/json": {"schema": {"type": "object"}},
+            "text/event-stream": {"schema": {"type": "string"}},
+        },
+    },
+    **shapes.error_responses(400, 401, 404, 413, 415, 429, 502),
+}
+
+
+class OpenAIError(ServiceError):
+    """A request refused in OpenAI's shape, naming the field at fault."""
+
+    def __init__(
+        self, status: int, message: str, param: str | None = None, code: str | None = None
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.param = param
+        self.code = code
+
+
+UPSTREAM_STATUSES = {
+    # What OpenAI answers for the same trouble: the prompt is the client's to shorten or
+    # change, the rate limit its to wait out; anything else failed upstream (502).
+    Failure.CONTEXT_OVERFLOW: (400, "context_length_exceeded"),
+    Failure.CONTENT_FILTER: (400, "content_filter"),
+    Failure.RATE_LIMIT: (429, "rate_limit_exceeded"),
+}
+
+
+def upstream_error(error: Exception) -> OpenAIError:
+    """A failed answer in OpenAI's terms; an unexpected one (a bug of ours) logged with
+    its traceback and said as ours."""
+    if not isinstance(error, LLMError):
+        logger.error("v1 answer failed unexpectedly", exc_info=error)
+        return OpenAIError(500, f"the chat service failed: {error!r}", code="internal")
+    status, code = UPSTREAM_STATUSES.get(error.kind, (502, error.kind.value))
+    return OpenAIError(status, f"the model server failed: {error.message}", code=code)
+
+
+@router.get("/models", responses=shapes.error_responses(401))
+async def models(services: ServicesDep) -> dict[str, Any]:
+    """The models the page offers: configured, listed by the server, added in Settings."""
+    listed = await services.model.models() or []
+    added = await services.storage.models()
+    ids = list(dict.fromkeys([*services.settings.models, *listed, *added]))
+    return {
+        "object": "list",
+        "data": [
+            {"id": m, "object": "model", "created": 0, "owned_by": "private-search-chat"}
+            for m in ids
+        ],
+    }
+
+
+@router.post("/chat/completions", response_model=None, responses=ANSWERED)
+async def chat_completions(
+    body: shapes.ChatCompletionBody, services: ServicesDep, http: Request
+) -> Response | dict[str, Any]:
+    length = http.headers.get("content-length", "")
+    request = await completion_request(services, body, int(length) if length.isdigit() else None)
+    events = answer(services, request)
+    if not body.stream:
+        try:
+            async with aclosing(events) as answered:
+                collected = [event async for event in answered]
+        except Exception as error:
+            raise upstream_error(error) from None
+        return shapes.completion_object(request.model, collected)
+    usage = bool(body.stream_options and body.stream_options.include_usage)
+    chunks = shapes.Chunks(request.model, usage)
+    # The first event is awaited here: a model server that fails before any output is
+    # answered with its status, not with a stream that starts and breaks.
+    try:
+        first = await anext(events)
+    except BaseException as exc:
+        await events.aclose()
+        if isinstance(exc, Exception):
+            raise upstream_error(exc) from None
+        raise
+    return EventStream(streamed(events, first, chunks), closed=nothing, end=DONE)
+
+
+async def completion_request(
+    services: Services, body: shapes.ChatCompletionBody, length: int | None
+) -> CompletionRequest:
+    model = body.model.strip()
+    if not await services.offers(model):
+        raise OpenAIError(
+            404, f"The model {model[:80]!r} does not exist: GET /v1/models lists them", "model"
+        )
+    small = length is not None and length <= INLINE_CHECK_BYTES
+    if not (encodable(body) if small else await asyncio.to_thread(encodable, body)):
+        raise OpenAIError(400, "the request holds a lone surrogate, which is not valid Unicode")
+    try:
+        locale = request_locale(body.country, body.search_language, services.settings.search_locale)
+    except ServiceError as exc:
+        where = "search_language" if body.search_language else "web_search_options"
+        raise OpenAIError(400, str(exc), where) from None
+    return CompletionRequest(
+        model=model,
+        messages=[passed_on(m) for m in body.messages],
+        params=body.passed_on(),
+        client_tools=[t.model_dump(exclude_unset=True) for t in body.tools or []],
+        locale=locale,
+        web_search=body.web_search,
+        activity=body.search_activity,
+        sources_in_text=body.sources_in_text,
+    )
+
+
+def encodable(body: shapes.ChatCompletionBody) -> bool:
+    """Whether the body can go to the model server as JSON: JSON's "\\ud800" decodes to a
+    lone surrogate, which no UTF-8 encoder takes (a body of megabytes is milliseconds of
+    encoding: checked in a thread beyond INLINE_CHECK_BYTES)."""
+    try:
+        jsoncodec.dumps(body.model_dump(exclude_unset=True))
+    except TypeError:
+        return False
+    return True
+
+
+def passed_on(message: shapes.Message) -> dict[str, Any]:
+    """A message as the client sent it; OpenAI's newer `developer` role as `system`, the
+    only one local servers' chat templates know."""
+    sent = message.model_dump(exclude_unset=True)
+    if sent["role"] == "developer":
+        sent["role"] = "system"
+    return sent
+
+
+async def streamed(
+    events: AsyncGenerator[CompletionEvent, None], first: CompletionEvent, chunks: shapes.Chunks
+) -> AsyncGenerator[Mapping[str, Any], None]:
+    """The chunks of the answer; a failure after the stream began is an error chunk, as
+    OpenAI sends one (the SDK raises it)."""
+    async with aclosing(events) as answered:
+        yield chunks.first()
+        for chunk in chunks.of(first):
+            yield chunk
+        try:
+            async for event in answered:
+                for chunk in chunks.of(event):
+                    yield chunk
+        except Exception as error:  # an error chunk, as OpenAI sends one mid-stream
+            failed = upstream_error(error)
+            yield shapes.error_body(failed.status, str(failed), code=failed.code)
+
+
+async def nothing() -> None:
+    """Nothing to release when the stream ends: /v1 holds no conversation."""

@@ -1,0 +1,379 @@
+"""One answer to another client's chat request (the OpenAI-compatible /v1 of the web
+layer): the client's messages, our web tools beside its own, the same tool loop as the
+page's turn (docs/openai.md).
+
+The history is the client's and nothing is stored. What the turn and this share is
+reused, not copied: the tools and their caps (`ToolRunner`), the date anchor and the tool
+note (`context.today_line`, `ToolRunner.note`), the model client's stream, the served
+window (`Services.served_window`) and the tool-exchange message (`assistant_tool_message`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+from collections.abc import AsyncGenerator
+from dataclasses import dataclass, field
+from datetime import date
+from typing import Any, Literal
+from urllib.parse import urlsplit
+
+from babel.languages import get_official_languages
+
+from app import config
+from app.chat import context
+from app.chat.events import Source, Step
+from app.chat.services import Services
+from app.chat.tools import DEFAULT_TOOL_NOTE, ToolResult, ToolRunner
+from app.chat.turn import assistant_tool_message
+from app.model.failures import Failure, LLMError
+from app.model.tool_calls import ToolCall
+from app.model.usage import Usage, normalize_usage
+from app.store.rows import Message
+
+logger = logging.getLogger(__name__)
+
+OUR_TOOLS = ("web_search", "web_fetch")
+CUT_MARKER = "\n\n[... cut here: the rest would not fit in the model's context window]"
+NO_ROOM = (
+    "(This result did not fit in the model's context window and was left out: answer "
+    "with what you have.)"
+)
+MIN_RESULT_TOKENS = 64
+"""Less room than this for a tool result and it is left out: a stub of a page misleads."""
+UNTRUSTED_CLOSE = "\n</untrusted-data"
+CITATION = re.compile(r"\[(\d{1,3})\]")
+
+EventType = Literal["reasoning", "delta", "tool_calls", "done"]
+
+
+@dataclass(frozen=True)
+class CompletionRequest:
+    """What the client asked, checked by the web layer."""
+
+    model: str
+    messages: list[dict[str, Any]]
+    """The client's messages as sent (OpenAI's shapes: text or content parts)."""
+    params: dict[str, Any] = field(default_factory=dict)
+    """Fields passed through to the model server as given (temperature, stop, ...)."""
+    client_tools: list[dict[str, Any]] = field(default_factory=list)
+    """The client's own function tools: a call of one ends the answer, for the client."""
+    locale: str = "all"
+    web_search: bool = True
+    """Our tools offered at all."""
+    activity: bool = True
+    """What was searched and read told as reasoning."""
+    sources_in_text: bool = False
+    """The cited sources listed at the end of the text, for clients that show no
+    annotations (LibreChat)."""
+
+    @property
+    def client_names(self) -> set[str]:
+        return {str((t.get("function") or {}).get("name") or "") for t in self.client_tools}
+
+
+@dataclass(frozen=True)
+class Citation:
+    """A `[n]` of the answer that names a source: where it stands in the text."""
+
+    url: str
+    title: str
+    start: int
+    end: int
+
+
+@dataclass
+class CompletionEvent:
+    """``reasoning`` / ``delta`` text; ``tool_calls`` of the client's tools; ``done`` last,
+    with the finish reason, the usage summed over every model request, the citations and
+    the sources."""
+
+    type: EventType
+    text: str = ""
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    finish_reason: str = "stop"
+    usage: Usage | None = None
+    citations: list[Citation] = field(default_factory=list)
+    sources: list[Source] = field(default_factory=list)
+
+
+@dataclass
+class Answer:
+    """What the rounds of one answer share."""
+
+    services: Services
+    request: CompletionRequest
+    runner: ToolRunner
+    window: int | None = None
+    messages: list[dict[str, Any]] = field(default_factory=list)
+    text: str = ""
+    """All the content the client was sent, for the citations' positions."""
+    usage: Usage = field(default_factory=Usage)
+    measured: bool = False
+    finish: str = "stop"
+    client_tools: list[dict[str, Any]] = field(default_factory=list)
+    """The client's tools still declared (none once the server refused tools)."""
+
+    @classmethod
+    def begin(cls, services: Services, request: CompletionRequest) -> Answer:
+        settings, names = services.settings, request.client_names
+        on = request.web_search
+        runner = ToolRunner(
+            searxng=services.searxng,
+            settings=settings,
+            locale=request.locale,
+            engines=None,
+            # A client tool named like ours wins: ours is then not declared.
+            searches_left=settings.web_search_max_uses if on and "web_search" not in names else 0,
+            fetches_left=settings.web_fetch_max_uses if on and "web_fetch" not in names else 0,
+            history=given_history(request.messages),
+            extract=services.extraction,
+        )
+        return cls(services, request, runner, client_tools=list(request.client_tools))
+
+    def assemble(self) -> None:
+        """[date][tool note] as a system message ahead of the client's own messages."""
+        note = self.runner.note(DEFAULT_TOOL_NOTE) if self.runner.declarations() else ""
+        anchor = context.today_line(date.today())
+        system = {"role": "system", "content": f"{anchor}\n\n{note}" if note else anchor}
+        exchanges = self.messages[1 + len(self.request.messages) :]
+        self.messages = [system, *self.request.messages, *exchanges]
+
+    def payload(self) -> dict[str, Any]:
+        payload: dict[str, Any] = {
+            **self.services.settings.model_params.get(self.request.model, {}),
+            **self.request.params,
+            "model": self.request.model,
+            "messages": self.messages,
+        }
+        tools = [*self.client_tools, *self.runner.declarations()]
+        if tools:
+            payload["tools"] = tools
+        else:
+            payload.pop("tool_choice", None)  # a server refuses tool_choice without tools
+            payload.pop("parallel_tool_calls", None)
+        return payload
+
+    def add_usage(self, usage: Usage | None) -> None:
+        if usage is None:
+            return
+        self.measured = True
+        self.usage.prompt_tokens += usage.prompt_tokens
+        self.usage.completion_tokens += usage.completion_tokens
+        self.usage.cached_tokens += usage.cached_tokens
+
+    def reserve(self) -> int:
+        """The reply's share of the window: the client's max_tokens, else ours."""
+        params = self.request.params
+        asked = params.get("max_completion_tokens") or params.get("max_tokens")
+        if isinstance(asked, int) and asked > 0:
+            return asked
+        window = self.window or self.services.settings.max_completion_tokens * 4
+        return context.completion_reserve(self.services.settings.max_completion_tokens, window)
+
+    def fitted(self, text: str) -> str:
+        """A tool result within the room the served window leaves (unknown: as it is)."""
+        if self.window is None:
+            return text
+        used = history_tokens(self.messages) + context.estimate_tokens(
+            str(self.runner.declarations()) + str(self.client_tools)
+        )
+        return fit(text, self.window - used - self.reserve() - context.MESSAGE_OVERHEAD_TOKENS)
+
+
+def fit(text: str, room: int) -> str:
+    """`text` within `room` tokens (estimated as the budget is): cut at the end with a
+    visible marker, the closing line of its web-data block kept; left out when too little
+    room is left for it to mean anything."""
+    if context.estimate_tokens(text) <= room:
+        return text
+    if room < MIN_RESULT_TOKENS:
+        return NO_ROOM
+    at = text.rfind(UNTRUSTED_CLOSE)
+    body, closing = (text[:at], text[at:]) if at >= 0 else (text, "")
+    spare = room - context.estimate_tokens(CUT_MARKER + closing)
+    keep = max(0, len(body) * spare // max(1, context.estimate_tokens(body)))
+    while keep > 0 and context.estimate_tokens(body[:keep]) > spare:
+        keep = keep * 9 // 10
+    return body[:keep].rstrip() + CUT_MARKER + closing
+
+
+def request_locale(country: str | None, language: str | None, default: str) -> str:
+    """The search locale a request asks for: its language (``de`` or ``de-AT``) with its
+    country (``AT``), a country alone with its first official language, else `default`
+    (SEARCH_LOCALE). A ConfigError (400) when SearXNG could not take it."""
+    country = (country or "").strip().upper()
+    language = (language or "").strip()
+    if language and country and "-" not in language:
+        return config.check_locale(f"{language}-{country}")
+    if language:
+        return config.check_locale(language)
+    if country:
+        spoken = get_official_languages(country, de_facto=True) if country.isalpha() else ()
+        if not spoken:
+            raise config.ConfigError(f"unknown country {country[:8]!r} in user_location")
+        return config.check_locale(f"{spoken[0]}-{country}")
+    return default
+
+
+def history_tokens(messages: list[dict[str, Any]]) -> int:
+    """The messages' estimated size, content parts read as their text."""
+    return context.message_tokens(
+        [{"content": message_text(m), "tool_calls": m.get("tool_calls")} for m in messages]
+    )
+
+
+def given_history(messages: list[dict[str, Any]]) -> list[Message]:
+    """The client's user messages, as the addresses web_fetch may read take them."""
+    return [
+        {"role": "user", "content": message_text(m)} for m in messages if m.get("role") == "user"
+    ]
+
+
+def message_text(message: dict[str, Any]) -> str:
+    """A message's text: a string, or the text of its content parts."""
+    content = message.get("content")
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(
+            str(part.get("text") or "")
+            for part in content
+            if isinstance(part, dict) and part.get("type") == "text"
+        )
+    return ""
+
+
+async def answer(
+    services: Services, request: CompletionRequest
+) -> AsyncGenerator[CompletionEvent, None]:
+    """The answer's events, the tool loop run here; closing this generator closes the model
+    server's request (the client's hang-up is Stop)."""
+    state = Answer.begin(services, request)
+    state.window = await services.served_window(request.model)
+    if state.runner.declarations() and await services.storage.tool_refusal(request.model):
+        state.runner.withdraw()  # as the page's turn: refused before, not offered again
+    state.assemble()
+    settings = services.settings
+    try:
+        for round_number in range(settings.max_tool_rounds + 1):
+            if round_number == settings.max_tool_rounds:
+                state.runner.searches_left = state.runner.fetches_left = 0  # answer now
+            payload = state.payload()
+            calls: list[ToolCall] = []
+            try:
+                async for event in stream_round(state, payload, calls):
+                    yield event
+            except LLMError as error:
+                if error.kind != Failure.TOOLS_UNSUPPORTED or "tools" not in payload:
+                    raise
+                # Answered without tools, ours and the client's: the server takes none.
+                logger.info("v1 %s: the model refused tools, answering without", request.model)
+                state.runner.withdraw()
+                state.client_tools.clear()
+                state.assemble()
+                continue
+            if not calls:
+                break
+            theirs = [c for c in calls if c.name in request.client_names]
+            if theirs:
+                # The client runs its own; a call of ours in the same round is dropped (its
+                # exchange could not be in the history the client sends back).
+                state.finish = "tool_calls"
+                yield CompletionEvent("tool_calls", tool_calls=theirs)
+                break
+            async for event in run_tools(state, calls):
+                yield event
+    except (GeneratorExit, asyncio.CancelledError):
+        logger.info("v1 answer stopped by the client after %d chars", len(state.text))
+        raise
+    except LLMError as error:
+        logger.info("v1 answer failed (%s): %s", error.kind, error.message)
+        raise
+    cited = citations(state.text, state.runner.sources)
+    if request.sources_in_text and cited:
+        yield CompletionEvent("delta", sources_list(cited))
+    logger.info("v1 answer complete: %d chars, %s", len(state.text), state.finish)
+    yield CompletionEvent(
+        "done",
+        finish_reason=state.finish,
+        usage=state.usage if state.measured else None,
+        citations=cited,
+        sources=list(state.runner.sources),
+    )
+
+
+async def stream_round(
+    state: Answer, payload: dict[str, Any], calls: list[ToolCall]
+) -> AsyncGenerator[CompletionEvent, None]:
+    """One model request: its text and reasoning passed on, its tool calls put in `calls`."""
+    round_text: list[str] = []
+    async for said in state.services.model.stream(payload):
+        if said.type == "delta":
+            round_text.append(said.text)
+            state.text += said.text
+            yield CompletionEvent("delta", said.text)
+        elif said.type == "reasoning":
+            yield CompletionEvent("reasoning", said.text)
+        elif said.type == "usage":
+            state.add_usage(normalize_usage(said.usage))
+        elif said.type == "tool_calls":
+            calls[:] = said.tool_calls
+        elif said.type == "finish" and said.text in ("length", "content_filter"):
+            state.finish = said.text
+    if calls:
+        state.messages.append(assistant_tool_message("".join(round_text), calls))
+
+
+async def run_tools(state: Answer, calls: list[ToolCall]) -> AsyncGenerator[CompletionEvent, None]:
+    """Our tools' calls, each result to the model within the window, each step told."""
+    for call in calls:
+        result = await state.runner.run(call)
+        state.messages.append(
+            {"role": "tool", "tool_call_id": call.id, "content": state.fitted(result.text)}
+        )
+        if state.request.activity and (line := activity_line(result)):
+            yield CompletionEvent("reasoning", line + "\n")
+
+
+def activity_line(result: ToolResult) -> str:
+    """One line per search (query, locale, results) and per page read (title, host)."""
+    step: Step = result.event
+    again = " (repeated: the earlier result)" if step.get("repeated") else ""
+    if step["type"] == "search":
+        where = f"{step['query']!r} ({step['language']})"
+        if error := step.get("error"):
+            return f"Search {where} failed: {error}{again}"
+        return f"Searched {where}: {len(step.get('results') or [])} results{again}"
+    if step["type"] == "fetch":
+        host = urlsplit(step["url"]).hostname or step["url"]
+        if error := step.get("error"):
+            return f"Could not read {host}: {error}{again}"
+        return f"Read {step.get('title') or step['url']!r} ({host}){again}"
+    return f"Note: {step['message']}"
+
+
+def citations(text: str, sources: list[Source]) -> list[Citation]:
+    """Each `[n]` of the text that names one of the answer's sources, ordered by the
+    source's number (then by place): a client that numbers the sources in the order it
+    receives them (Open WebUI) then numbers them as the text does, when every number up
+    to the highest is cited."""
+    found = []
+    for match in CITATION.finditer(text):
+        number = int(match.group(1))
+        if 1 <= number <= len(sources):
+            source = sources[number - 1]
+            title = source["title"] or source["url"]
+            found.append((number, Citation(source["url"], title, *match.span())))
+    return [citation for _, citation in sorted(found, key=lambda pair: pair[0])]
+
+
+def sources_list(cited: list[Citation]) -> str:
+    """The cited sources as Markdown links after the answer, each once, by number."""
+    lines: list[str] = []
+    for citation in cited:
+        line = f"- [{citation.title}]({citation.url})"
+        if line not in lines:
+            lines.append(line)
+    return "\n\nSources:\n" + "\n".join(lines)

@@ -1,0 +1,462 @@
+"""/v1 through the official `openai` SDK: the service on loopback with the fake model
+server, a real SearXNG on the fake Brave, and the loopback page server."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import httpx
+import openai
+import pytest
+
+from app.chat import context
+from app.chat.completion import CUT_MARKER, history_tokens
+from tests.conftest import ChatService, chat_env
+from tests.fakes.llm_server import (
+    FakeLLM,
+    Reply,
+    ToolCall,
+    context_length_exceeded,
+    server_error,
+    tools_unsupported,
+)
+
+
+def client_of(chat, **options) -> openai.OpenAI:
+    return openai.OpenAI(base_url=f"{chat.url}/v1", api_key="unused", max_retries=0, **options)
+
+
+def tool_names(recorded) -> list[str]:
+    return [tool["function"]["name"] for tool in recorded.body.get("tools", [])]
+
+
+def test_a_plain_answer(chat, llm):
+    llm.script(Reply(text="Hello there.", usage={"prompt_tokens": 30, "completion_tokens": 3}))
+    client = client_of(chat)
+    answer = client.chat.completions.create(
+        model="fake-model",
+        messages=[
+            {"role": "developer", "content": "Be brief."},
+            {"role": "user", "content": "Hi"},
+        ],
+        temperature=0.2,
+        seed=7,
+        max_tokens=50,
+    )
+    assert answer.object == "chat.completion"
+    assert answer.choices[0].message.content == "Hello there."
+    assert answer.choices[0].finish_reason == "stop"
+    assert answer.usage.prompt_tokens == 30 and answer.usage.completion_tokens == 3
+    sent = llm.requests[-1].body
+    # Our date anchor and tool note go first; the client's own instructions follow, as
+    # the system message a local server's template knows.
+    assert sent["messages"][0]["role"] == "system" and "Today is" in sent["messages"][0]["content"]
+    assert sent["messages"][1:] == [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "Hi"},
+    ]
+    assert (sent["temperature"], sent["seed"], sent["max_tokens"]) == (0.2, 7, 50)
+    assert tool_names(llm.requests[-1]) == ["web_search", "web_fetch"]
+    # Nothing is stored: the history is the client's.
+    assert httpx.get(f"{chat.url}/api/conversations").json() == []
+
+
+def search_then_fetch(llm, article: str) -> None:
+    llm.script(
+        Reply(
+            tool_calls=[ToolCall("web_search", {"query": "python asyncio"})],
+            usage={
+                "prompt_tokens": 100,
+                "completion_tokens": 5,
+                "prompt_tokens_details": {"cached_tokens": 40},
+            },
+        ),
+        Reply(
+            tool_calls=[ToolCall("web_fetch", {"url": article})],
+            usage={"prompt_tokens": 600, "completion_tokens": 6},
+        ),
+        Reply(reply_to=citing_the_page),
+    )
+
+
+def citing_the_page(body: dict) -> Reply:
+    """The model cites the page it read by the number its result gave it ("[n] ...")."""
+    number = re.match(r"\[(\d+)\]", body["messages"][-1]["content"]).group(1)
+    return Reply(
+        text=f"Asyncio runs coroutines on an event loop [{number}].",
+        usage={
+            "prompt_tokens": 1500,
+            "completion_tokens": 12,
+            "prompt_tokens_details": {"cached_tokens": 500},
+        },
+    )
+
+
+def check_cited(text: str, annotations, article: str) -> None:
+    assert len(annotations) == 1
+    cited = annotations[0].url_citation
+    assert annotations[0].type == "url_citation"
+    assert cited.url == article and cited.title
+    assert re.fullmatch(r"\[\d+\]", text[cited.start_index : cited.end_index])
+
+
+def test_a_search_and_fetch_answer_with_citations_and_summed_usage(chat, llm, brave, pages):
+    article = f"{pages.url}/article"
+    search_then_fetch(llm, article)
+    answer = client_of(chat).chat.completions.create(
+        model="fake-model",
+        messages=[{"role": "user", "content": f"How does asyncio work? Start from {article}"}],
+        web_search_options={
+            "user_location": {"type": "approximate", "approximate": {"country": "DE"}}
+        },
+    )
+    message = answer.choices[0].message
+    assert message.content.startswith("Asyncio runs coroutines on an event loop [")
+    check_cited(message.content, message.annotations, article)
+    assert answer.usage.prompt_tokens == 2200 and answer.usage.completion_tokens == 23
+    assert answer.usage.prompt_tokens_details.cached_tokens == 540
+    # The searches and reads, as reasoning; the locale asked for reached Brave.
+    activity = message.model_extra["reasoning_content"].splitlines()
+    assert activity[0].startswith("Searched 'python asyncio' (de-DE): ")
+    assert activity[1].startswith("Read ") and pages.host.split(":")[0] in activity[1]
+    assert brave.requests[-1].params["country"] == "DE"
+    # And every result and page of the answer, numbered as cited.
+    sources = message.model_extra["sources"]
+    number = int(re.search(r"\[(\d+)\]", message.content).group(1))
+    assert sources[number - 1]["url"] == article and sources[number - 1]["read"]
+    assert len(sources) > 1 and not all(s["read"] for s in sources)
+    assert len(llm.requests) == 3 and llm.requests[2].body["messages"][-1]["role"] == "tool"
+
+
+def test_streamed_with_usage_in_the_last_chunk(chat, llm, brave, pages):
+    article = f"{pages.url}/article"
+    search_then_fetch(llm, article)
+    stream = client_of(chat).chat.completions.create(
+        model="fake-model",
+        messages=[{"role": "user", "content": f"How does asyncio work? {article}"}],
+        stream=True,
+        stream_options={"include_usage": True},
+        extra_body={"search_language": "en-GB"},
+    )
+    chunks = list(stream)
+    assert all(c.object == "chat.completion.chunk" for c in chunks)
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    reasoning = "".join(
+        (c.choices[0].delta.model_extra or {}).get("reasoning_content") or ""
+        for c in chunks
+        if c.choices
+    )
+    assert text.startswith("Asyncio runs coroutines on an event loop [")
+    assert "Searched 'python asyncio' (en-GB)" in reasoning
+    finish = [c for c in chunks if c.choices and c.choices[0].finish_reason]
+    assert [c.choices[0].finish_reason for c in finish] == ["stop"]
+    annotations = finish[0].choices[0].delta.model_extra["annotations"]
+    assert annotations[0]["url_citation"]["url"] == article
+    assert article in [s["url"] for s in finish[0].choices[0].delta.model_extra["sources"]]
+    assert chunks[-1].choices == [] and chunks[-1].usage.prompt_tokens == 2200
+    assert chunks[-1].usage.completion_tokens == 23
+    assert brave.requests[-1].params["country"] == "GB"
+
+
+def test_activity_off_and_web_search_off(chat, llm, brave):
+    llm.script(
+        Reply(tool_calls=[ToolCall("web_search", {"query": "x"})]),
+        Reply(text="Done."),
+        Reply(text="Without tools."),
+    )
+    client = client_of(chat)
+    quiet = client.chat.completions.create(
+        model="fake-model",
+        messages=[{"role": "user", "content": "q"}],
+        extra_body={"search_activity": False},
+    )
+    assert quiet.choices[0].message.content == "Done."
+    assert "reasoning_content" not in (quiet.choices[0].message.model_extra or {})
+    off = client.chat.completions.create(
+        model="fake-model",
+        messages=[{"role": "user", "content": "q"}],
+        extra_body={"web_search": False},
+    )
+    assert off.choices[0].message.content == "Without tools."
+    assert "tools" not in llm.requests[-1].body
+    assert "Today is" in llm.requests[-1].body["messages"][0]["content"]
+
+
+def test_the_model_servers_reasoning_passes_through(chat, llm):
+    llm.script(Reply(reasoning="Thinking it over.", text="Yes."))
+    answer = client_of(chat).chat.completions.create(
+        model="fake-model", messages=[{"role": "user", "content": "q"}]
+    )
+    assert answer.choices[0].message.model_extra["reasoning_content"] == "Thinking it over."
+
+
+WEATHER = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "description": "The weather in a city",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
+    },
+}
+
+
+def test_a_client_tool_is_passed_through_and_continued(chat, llm, brave):
+    llm.script(
+        Reply(tool_calls=[ToolCall("web_search", {"query": "weather news"})]),
+        Reply(tool_calls=[ToolCall("get_weather", {"city": "Kraków"}, id="call_w")]),
+        Reply(text="It is sunny in Kraków."),
+    )
+    client = client_of(chat)
+    asked = [{"role": "user", "content": "Weather in Kraków?"}]
+    first = client.chat.completions.create(model="fake-model", messages=asked, tools=[WEATHER])
+    choice = first.choices[0]
+    assert choice.finish_reason == "tool_calls"
+    assert [c.function.name for c in choice.message.tool_calls] == ["get_weather"]
+    assert json.loads(choice.message.tool_calls[0].function.arguments) == {"city": "Kraków"}
+    assert tool_names(llm.requests[0]) == ["get_weather", "web_search", "web_fetch"]
+    assert len(brave.requests) == 1  # ours ran here
+
+    history = [
+        *asked,
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [c.model_dump() for c in choice.message.tool_calls],
+        },
+        {"role": "tool", "tool_call_id": "call_w", "content": "sunny, 21 °C"},
+    ]
+    second = client.chat.completions.create(model="fake-model", messages=history, tools=[WEATHER])
+    assert second.choices[0].message.content == "It is sunny in Kraków."
+    assert llm.requests[-1].body["messages"][-1] == history[-1]
+
+
+def test_a_client_tool_named_like_ours_wins(chat, llm, brave):
+    theirs = {**WEATHER, "function": {**WEATHER["function"], "name": "web_search"}}
+    llm.script(Reply(tool_calls=[ToolCall("web_search", {"query": "q"})]))
+    answer = client_of(chat).chat.completions.create(
+        model="fake-model", messages=[{"role": "user", "content": "q"}], tools=[theirs]
+    )
+    assert answer.choices[0].finish_reason == "tool_calls"
+    assert tool_names(llm.requests[0]) == ["web_search", "web_fetch"]
+    assert llm.requests[0].body["tools"][0]["function"]["description"] == "The weather in a city"
+    assert brave.requests == []
+
+
+def test_a_model_that_refuses_tools_is_answered_without(chat, llm):
+    llm.script(tools_unsupported(), Reply(text="Plain."))
+    answer = client_of(chat).chat.completions.create(
+        model="fake-model", messages=[{"role": "user", "content": "q"}]
+    )
+    assert answer.choices[0].message.content == "Plain."
+    assert "tools" in llm.requests[0].body and "tools" not in llm.requests[1].body
+
+
+def test_stop_closes_the_model_servers_request(chat, llm):
+    llm.script(Reply(text="word ", endless=True, chunk_delay=0.02))
+    stream = client_of(chat).chat.completions.create(
+        model="fake-model", messages=[{"role": "user", "content": "talk"}], stream=True
+    )
+    for number, _ in enumerate(stream):
+        if number == 5:
+            break
+    stream.close()
+    assert llm.wait_hung_up(timeout=5) is not None
+
+
+def test_models_are_the_pages(chat, llm):
+    listed = client_of(chat).models.list()
+    assert [m.id for m in listed.data] == ["fake-model", "fake-small"]
+
+
+def error_of(call) -> openai.APIStatusError:
+    with pytest.raises(openai.APIStatusError) as raised:
+        call()
+    error = raised.value
+    body = error.response.json()
+    assert set(body["error"]) == {"message", "type", "param", "code"}, body
+    return error
+
+
+def test_bad_requests_get_openai_errors(chat, llm):
+    client = client_of(chat)
+    missing = error_of(lambda: client.chat.completions.create(model="fake-model", messages=[]))
+    assert missing.status_code == 400 and missing.body["param"].startswith("messages")
+    unknown = error_of(
+        lambda: client.chat.completions.create(
+            model="no-such-model", messages=[{"role": "user", "content": "q"}]
+        )
+    )
+    assert isinstance(unknown, openai.NotFoundError) and unknown.body["code"] == "model_not_found"
+    url = f"{chat.url}/v1/chat/completions"
+    for body in (
+        {"model": "fake-model"},
+        {"model": 3, "messages": [{"role": "user", "content": "q"}]},
+        {"model": "fake-model", "messages": "hello"},
+        {"model": "fake-model", "messages": [{"role": "king", "content": "q"}]},
+        {"model": "fake-model", "messages": [{"role": "user", "content": "q"}], "stream": "yes"},
+    ):
+        response = httpx.post(url, json=body)
+        assert response.status_code == 400, response.text
+        assert set(response.json()["error"]) == {"message", "type", "param", "code"}
+    big = {"model": "fake-model", "messages": [{"role": "user", "content": "x" * 5_000_000}]}
+    too_big = httpx.post(url, json=big)
+    assert too_big.status_code == 413 and too_big.json()["error"]["code"] == "request_too_large"
+    surrogate = b'{"model": "fake-model", "messages": [{"role": "user", "content": "\\ud800"}]}'
+    lone = httpx.post(url, content=surrogate, headers={"content-type": "application/json"})
+    assert lone.status_code == 400 and "surrogate" in lone.json()["error"]["message"]
+    broken = httpx.post(url, content=b"{", headers={"content-type": "application/json"})
+    assert broken.status_code == 400 and "error" in broken.json()
+    assert httpx.get(f"{chat.url}/v1/nothing").json()["error"]["type"]
+    assert llm.requests == []
+
+
+def test_an_upstream_failure_is_502(chat, llm):
+    llm.script(server_error(500))
+    error = error_of(
+        lambda: client_of(chat).chat.completions.create(
+            model="fake-model", messages=[{"role": "user", "content": "q"}], stream=True
+        )
+    )
+    assert error.status_code == 502 and error.body["type"] == "server_error"
+
+
+@pytest.fixture
+def guarded(llm, searxng, pages, tmp_path):
+    llm.clear()
+    env = chat_env(llm, tmp_path, pages, AUTH_TOKEN="s3cret-token-for-the-tests-1234567890")
+    service = ChatService(env, searxng.url).start()
+    yield service
+    service.stop()
+
+
+def test_the_token_is_a_bearer_token(guarded, llm):
+    llm.script(Reply(text="In."))
+    refused = error_of(lambda: client_of(guarded).models.list())
+    assert isinstance(refused, openai.AuthenticationError)
+    client = openai.OpenAI(
+        base_url=f"{guarded.url}/v1",
+        api_key="s3cret-token-for-the-tests-1234567890",
+        max_retries=0,
+    )
+    answer = client.chat.completions.create(
+        model="fake-model", messages=[{"role": "user", "content": "q"}]
+    )
+    assert answer.choices[0].message.content == "In."
+    # Another web page still cannot use it: no CORS, foreign origins refused.
+    foreign = httpx.get(f"{guarded.url}/v1/models", headers={"Origin": "https://evil.example"})
+    assert foreign.status_code == 403 and "access-control-allow-origin" not in foreign.headers
+    preflight = httpx.options(
+        f"{guarded.url}/v1/chat/completions",
+        headers={"Origin": "https://evil.example", "Access-Control-Request-Method": "POST"},
+    )
+    assert "access-control-allow-origin" not in preflight.headers
+
+
+@pytest.fixture
+def small_window(searxng, pages, tmp_path):
+    """A model server that serves a 2,500-token window (llama.cpp's /props says so)."""
+    with FakeLLM(models=["fake-model"], n_ctx=2500) as small:
+        env = chat_env(small, tmp_path, pages, MODELS="fake-model")
+        service = ChatService(env, searxng.url).start()
+        yield service, small
+        service.stop()
+
+
+def test_a_page_that_would_overflow_the_served_window_is_cut(small_window, pages):
+    chat, small = small_window
+    article = f"{pages.url}/huge?bytes=60000"
+    small.script(Reply(tool_calls=[ToolCall("web_fetch", {"url": article})]), Reply(text="Ok."))
+    question = f"Read {article} please. " + "Some context of mine. " * 10
+    # Content parts, as clients with attachments send them.
+    parts = [{"type": "text", "text": question}]
+    answer = client_of(chat).chat.completions.create(
+        model="fake-model", messages=[{"role": "user", "content": parts}]
+    )
+    assert answer.choices[0].message.content == "Ok."
+    sent = small.requests[-1].body
+    page = sent["messages"][-1]["content"]
+    assert CUT_MARKER in page and page.rstrip().endswith(">")  # its web-data block closed
+    tools = context.estimate_tokens(json.dumps(sent.get("tools", [])))
+    reserve = context.completion_reserve(4096, 2500)
+    assert history_tokens(sent["messages"]) + tools + reserve <= 2500
+
+
+def test_sources_listed_in_the_text_on_request(chat, llm, brave, pages):
+    article = f"{pages.url}/article"
+    search_then_fetch(llm, article)
+    answer = client_of(chat).chat.completions.create(
+        model="fake-model",
+        messages=[{"role": "user", "content": f"How does asyncio work? {article}"}],
+        extra_body={"sources_in_text": True},
+    )
+    text = answer.choices[0].message.content
+    assert text.startswith("Asyncio runs coroutines on an event loop [")
+    assert text.endswith(")") and "\n\nSources:\n- [" in text and f"]({article})" in text
+
+
+def test_a_failure_mid_stream_is_an_error_chunk(chat, llm):
+    llm.script(Reply(text="The start of an answer that breaks.", break_after=2))
+    stream = client_of(chat).chat.completions.create(
+        model="fake-model", messages=[{"role": "user", "content": "q"}], stream=True
+    )
+    received = []
+    with pytest.raises(openai.APIError, match="the model server failed"):
+        for chunk in stream:
+            received.append(chunk)
+    assert "".join(c.choices[0].delta.content or "" for c in received if c.choices)
+
+
+def test_a_prompt_too_long_for_the_model_is_a_400(chat, llm):
+    llm.script(context_length_exceeded())
+    error = error_of(
+        lambda: client_of(chat).chat.completions.create(
+            model="fake-model", messages=[{"role": "user", "content": "q"}]
+        )
+    )
+    assert isinstance(error, openai.BadRequestError)
+    assert error.body["code"] == "context_length_exceeded"
+
+
+def test_a_repeated_call_is_not_run_again(chat, llm, brave):
+    llm.script(
+        Reply(tool_calls=[ToolCall("web_search", {"query": "same thing"})]),
+        Reply(tool_calls=[ToolCall("web_search", {"query": "same thing"})]),
+        Reply(text="Done."),
+    )
+    answer = client_of(chat).chat.completions.create(
+        model="fake-model", messages=[{"role": "user", "content": "q"}]
+    )
+    assert len(brave.requests) == 1
+    assert "repeated" in llm.requests[2].body["messages"][-1]["content"]
+    assert "(repeated" in answer.choices[0].message.model_extra["reasoning_content"]
+
+
+def test_a_refusal_the_page_remembers_is_honoured(chat, llm):
+    # The page's turn meets the refusal and remembers it for the model.
+    llm.script(tools_unsupported(), Reply(text="Page answer."), Reply(text="Plain."))
+    conversation = httpx.post(f"{chat.url}/api/conversations", json={}).json()["id"]
+    with httpx.stream(
+        "POST", f"{chat.url}/api/conversations/{conversation}/chat", json={"message": "q"}
+    ) as response:
+        response.read()
+    answer = client_of(chat).chat.completions.create(
+        model="fake-model", messages=[{"role": "user", "content": "q"}]
+    )
+    assert answer.choices[0].message.content == "Plain."
+    assert "tools" not in llm.requests[-1].body
+
+
+def test_a_client_tool_call_streamed(chat, llm):
+    llm.script(Reply(tool_calls=[ToolCall("get_weather", {"city": "Łódź"}, id="call_s")]))
+    stream = client_of(chat).chat.completions.create(
+        model="fake-model",
+        messages=[{"role": "user", "content": "Weather in Łódź?"}],
+        tools=[WEATHER],
+        stream=True,
+    )
+    chunks = [c for c in stream if c.choices]
+    calls = [t for c in chunks for t in c.choices[0].delta.tool_calls or []]
+    assert [(t.index, t.id, t.function.name) for t in calls] == [(0, "call_s", "get_weather")]
+    assert json.loads(calls[0].function.arguments) == {"city": "Łódź"}
+    assert chunks[-1].choices[0].finish_reason == "tool_calls"
