@@ -26,6 +26,7 @@ from app.pages.extract import extract_file
 from app.pages.fetch import fetch_page, for_model
 from app.search import embedded, language
 from app.search.client import SearchError, Searxng
+from app.search.plan import PlanReader
 
 Command = Callable[[argparse.Namespace, config.Settings], int]
 """A subcommand: its parsed arguments and the settings in, the exit status out."""
@@ -67,6 +68,8 @@ def cmd_search(args: argparse.Namespace, settings: config.Settings) -> int:
                 print(f"  {r.content}\n")
         for line in response.engine_errors:
             print(f"error: engine failed: {line}", file=sys.stderr)
+        if response.unavailable:
+            print(f"error: {response.unavailable}", file=sys.stderr)
         return EXIT_ERROR if response.engine_errors else 0
 
     with searxng_url(settings) as url:
@@ -287,7 +290,9 @@ def cmd_extract(args: argparse.Namespace, settings: config.Settings) -> int:
 
 def cmd_doctor(args: argparse.Namespace, settings: config.Settings) -> int:
     async def run(url: str) -> list[doctor.Check]:
-        return [*await doctor.searxng_checks(url), *await doctor.model_checks(settings)]
+        plan = PlanReader(settings.search_plan_file, settings.search_rate)
+        searxng = await doctor.searxng_checks(url, plan)
+        return [*searxng, doctor.stored_plan_check(settings), *await doctor.model_checks(settings)]
 
     with searxng_url(settings) as url:
         checks = asyncio.run(run(url))
