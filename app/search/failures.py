@@ -19,7 +19,17 @@ from app.search.plan import Plan
 
 # SearXNG's search.suspended_times defaults (seconds), for the categories that suspend.
 SUSPENDED_TIMES = {"CAPTCHA": 86400, "access denied": 86400, "too many requests": 3600}
+# Its own times for the blocks it recognises by the page (the engine's words name them).
+SUSPENDED_BY_DETAIL = {"Cloudflare CAPTCHA": 1296000, "ReCAPTCHA": 604800}
 SUSPENDED = "Suspended: "
+
+
+def suspended_seconds(category: str, details: tuple[str, ...]) -> int:
+    """How long SearXNG suspends an engine for this failure."""
+    for detail, seconds in SUSPENDED_BY_DETAIL.items():
+        if detail in details:
+            return seconds
+    return SUSPENDED_TIMES[category]
 
 
 @dataclass(frozen=True)
@@ -117,7 +127,7 @@ class Suspensions:
             earlier = self.seen.get(engine)
             if failure.until is None and failure.category in SUSPENDED_TIMES:
                 if not message.startswith(SUSPENDED):  # this search caused the suspension
-                    seconds = SUSPENDED_TIMES[failure.category]
+                    seconds = suspended_seconds(failure.category, details)
                     failure = EngineFailure(
                         engine, message, details, now + timedelta(seconds=seconds)
                     )
