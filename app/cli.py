@@ -56,7 +56,7 @@ def cmd_search(args: argparse.Namespace, settings: config.Settings) -> int:
     locale = config.check_locale(args.locale or settings.search_locale)
 
     async def run(url: str) -> int:
-        async with Searxng(url) as client:
+        async with Searxng(url, plan=PlanReader(settings.search_plan_file)) as client:
             response = await client.search(
                 args.query, locale=locale, engines=args.engines, page=args.page
             )

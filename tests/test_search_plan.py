@@ -18,6 +18,7 @@ from app import config
 from app.search.client import Searxng
 from app.search.embedded import EmbeddedSearxng, write_settings
 from app.search.plan import PlanReader
+from tests.browser import open_page
 from tests.chat_client import new_conversation, send
 from tests.conftest import API_KEY, SERVER_LOCALE, ChatService, chat_env, run_cli, searxng_env
 from tests.fakes.blocked_site import BlockedSite
@@ -218,3 +219,30 @@ def test_searches_are_counted_where_the_client_calls_searxng(fresh_searxng, brav
     asyncio.run(scenario())
     assert len(counted) == 2
     assert Path(fresh_searxng.plan_file).exists()
+
+
+def test_a_used_up_month_is_named_in_the_pages_trail_and_status_panel(
+    browser, plan_service, brave, llm
+):
+    from playwright.sync_api import expect
+
+    chat = plan_service()
+    brave.monthly_quota = 10
+    brave.spend(10)
+    llm.script(
+        Reply(tool_calls=[ToolCall("web_search", {"query": "rust ownership"})]),
+        Reply(text="I could not search."),
+    )
+    page = open_page(browser, chat.url)
+    try:
+        page.fill("#composer-input", "What is ownership in Rust?")
+        page.keyboard.press("Enter")
+        expect(page.locator("body")).to_have_attribute("data-turns-ended", "1", timeout=30_000)
+        trail = page.locator(".trail").last
+        trail.locator("summary").click()
+        expect(trail.locator(".timeline")).to_contain_text(MONTH_END)
+        page.locator("#open-status").click()
+        expect(page.locator(".status-panel")).to_contain_text(MONTH_END)
+        expect(page.locator(".status-panel")).to_contain_text("Brave plan")
+    finally:
+        page.context.close()

@@ -126,7 +126,7 @@ class Suspensions:
         with self.lock:
             earlier = self.seen.get(engine)
             if failure.until is None and failure.category in SUSPENDED_TIMES:
-                if not message.startswith(SUSPENDED):  # this search caused the suspension
+                if not message.startswith(SUSPENDED) and code is None:  # this search's
                     seconds = suspended_seconds(failure.category, details)
                     failure = EngineFailure(
                         engine, message, details, now + timedelta(seconds=seconds)

@@ -16,6 +16,8 @@ from app.api.lag import LagProbe
 from app.chat.services import Services
 
 router = APIRouter()
+SPENT_TIMEOUT = 1.0
+"""Seconds /healthz waits for the database's count of searches before leaving it out."""
 
 STATIC_DIR = Path(__file__).resolve().parent.parent / "static"
 # The page runs model output through a DOM renderer, never innerHTML; this policy is the
@@ -77,12 +79,15 @@ async def search_plan(services: Services) -> dict[str, Any]:
     """The Brave plan as its last answer stated it (None before one), the queries this
     service sent today and this month, and the engines SearXNG suspended: no search."""
     plan = await asyncio.to_thread(services.plan.read)
-    spent = await services.storage.searches_spent()
+    try:  # a slow disk must not hold up the health check
+        spent = await asyncio.wait_for(services.storage.searches_spent(), SPENT_TIMEOUT)
+    except TimeoutError:
+        spent = None
     return {
         "plan": plan.as_dict() if plan else None,
         "rate_per_second": services.plan.plan_rate(),
-        "queries_today": spent.today,
-        "queries_this_month": spent.month,
+        "queries_today": spent.today if spent else None,
+        "queries_this_month": spent.month if spent else None,
         "suspended": [f.as_dict() for f in services.searxng.suspensions.current()],
     }
 

@@ -47,7 +47,8 @@ async def status(services: ServicesDep, quick: bool = False) -> dict[str, Any]:
     searxng, model = await asyncio.gather(
         doctor.searxng_free_checks(services.searxng.url), model_checks(services, tools=not quick)
     )
-    return answer([*searxng, *await search_plan_checks(services), *model])
+    plan = await search_plan_checks(services) if doctor.first_failure(searxng) is None else []
+    return answer([*searxng, *plan, *model])
 
 
 async def search_plan_checks(services: Services) -> list[doctor.Check]:
