@@ -23,7 +23,7 @@ from app.chat.tools import SEARCH_DECLARATION
 from app.model.client import ModelClient, safe_json
 from app.model.failures import Failure, LLMError
 from app.model.windows import OllamaWindow
-from app.search.client import SearchError, SearchResponse, Searxng
+from app.search.client import Counter, SearchError, SearchResponse, Searxng
 from app.search.failures import EngineFailure
 from app.search.plan import Plan, PlanReader, summary
 from app.store.database import DATABASE, Database
@@ -197,7 +197,10 @@ async def json_check(http: httpx.AsyncClient, url: str) -> Check:
 
 
 async def brave_key_check(
-    url: str, free: list[Check] | None = None, plan: PlanReader | None = None
+    url: str,
+    free: list[Check] | None = None,
+    plan: PlanReader | None = None,
+    count: Counter | None = None,
 ) -> Check:
     """One real search through our engine: spends one query of the user's Brave plan.
 
@@ -212,7 +215,7 @@ async def brave_key_check(
         return key("fail", f"not checked: {failed.name} failed ({failed.detail})", failed.fix)
     if any(c.id == "engine_loaded" and c.state == "warning" for c in free):
         return key("warning", "not checked: no key", NO_KEY_FIX)
-    async with Searxng(url, timeout=SEARCH_TIMEOUT, plan=plan) as client:
+    async with Searxng(url, timeout=SEARCH_TIMEOUT, plan=plan, count=count) as client:
         try:
             response = await client.search("weather", engines=config.ENGINE_NAME)
         except SearchError as exc:
@@ -227,13 +230,15 @@ async def brave_key_check(
     return key("ok", f"a search answered {len(response.results)} results")
 
 
-async def searxng_checks(url: str, plan: PlanReader | None = None) -> list[Check]:
+async def searxng_checks(
+    url: str, plan: PlanReader | None = None, count: Counter | None = None
+) -> list[Check]:
     """Every SearXNG check, the Brave key's search included (the command line's); without
     a key, one search of the key-free engines says which are suspended."""
     free = await searxng_free_checks(url)
     if first_failure(free) is not None:
         return free
-    checks = [*free, await brave_key_check(url, free, plan)]
+    checks = [*free, await brave_key_check(url, free, plan, count)]
     if any(c.id == "engine_loaded" and c.state == "warning" for c in free):
         async with Searxng(url, timeout=SEARCH_TIMEOUT) as client:
             try:
@@ -270,20 +275,6 @@ def suspension_checks(failures: list[EngineFailure]) -> list[Check]:
         for failure in failures
         if failure.suspended
     ]
-
-
-def stored_plan_check(settings: config.Settings) -> Check:
-    """For the command line: the plan file and DATA_DIR's count, never created."""
-    path = settings.data_dir / DATABASE
-    spent = SearchesSpent(0, 0)
-    if path.exists():
-        database = Database(path)
-        try:
-            spent = database.searches_spent()
-        finally:
-            database.close()
-    plan = PlanReader(settings.search_plan_file).read()
-    return plan_check(plan, spent, settings.search_rate)
 
 
 # -- the model server --------------------------------------------------------------------------

@@ -246,3 +246,16 @@ def test_a_used_up_month_is_named_in_the_pages_trail_and_status_panel(
         expect(page.locator(".status-panel")).to_contain_text("Brave plan")
     finally:
         page.context.close()
+
+
+def test_a_commands_searches_count_with_the_services(plan_service, fresh_searxng, brave, tmp_path):
+    chat = plan_service()
+    run = run_cli(
+        "search",
+        "rust",
+        searxng_url=fresh_searxng.url,
+        DATA_DIR=str(tmp_path / "data"),
+        SEARCH_PLAN_FILE=str(fresh_searxng.plan_file),
+    )
+    assert run.returncode == 0, run.stderr
+    assert "sent 1 today, 1 this month" in checks(chat)["brave_plan"]["detail"]

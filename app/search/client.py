@@ -79,7 +79,7 @@ class SearchResponse:
         failure, never an empty list of results)."""
         if self.results or not self.failures:
             return None
-        return "no search engine could answer: " + "; ".join(f.named for f in self.failures)
+        return "no search engine could answer: " + "; ".join(f.told for f in self.failures)
 
 
 Counter = Callable[[], Awaitable[None]]

@@ -82,6 +82,11 @@ class EngineFailure:
             return f"{self.engine} {what}; suspended{until}"
         return f"{self.engine} {what}; suspended by SearXNG"
 
+    @property
+    def told(self) -> str:
+        """The named failure, then SearXNG's and the engine's own words when they differ."""
+        return self.named if self.named == self.line else f"{self.named} [{self.line}]"
+
     def as_dict(self) -> dict[str, str | None]:
         return {
             "engine": self.engine,

@@ -130,7 +130,7 @@ async def lab_search(
     because SearXNG or every engine failed (the model would get "search failed")."""
     response = await client.search(query, locale=locale, engines=engines, page=page)
     if response.unavailable:  # every engine failed: what happened, until when
-        raise SearchError("; ".join(failure.named for failure in response.failures))
+        raise SearchError("; ".join(failure.told for failure in response.failures))
     languages = await asyncio.to_thread(language.detect_results, response.results)
     results = [
         LabResult(

@@ -62,4 +62,7 @@ async def search_plan_checks(services: Services) -> list[doctor.Check]:
 @router.post("/brave")
 async def brave(services: ServicesDep) -> dict[str, Any]:
     """The Brave key: one real search, one query of the user's Brave plan."""
-    return answer([await doctor.brave_key_check(services.searxng.url, plan=services.plan)])
+    check = await doctor.brave_key_check(
+        services.searxng.url, plan=services.plan, count=services.storage.count_search
+    )
+    return answer([check])
