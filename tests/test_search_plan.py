@@ -40,6 +40,7 @@ def lab_search(chat: ChatService, q: str) -> httpx.Response:
 @pytest.fixture
 def plan_service(llm, fresh_searxng, tmp_path) -> Iterator:
     """service() on a SearXNG of its own, reading the plan file that SearXNG writes."""
+    llm.clear()
     started: list[ChatService] = []
 
     def start(**env: str) -> ChatService:

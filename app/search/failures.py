@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from app import config
-from app.search.plan import Plan
+from app.search.plan import Plan, when
 
 # SearXNG's search.suspended_times defaults (seconds), for the categories that suspend.
 SUSPENDED_TIMES = {"CAPTCHA": 86400, "access denied": 86400, "too many requests": 3600}
@@ -94,14 +94,6 @@ class EngineFailure:
             "named": self.named,
             "until": self.until.isoformat() if self.until else None,
         }
-
-
-def when(moment: datetime) -> str:
-    """A day for a far end (the month's quota), a time for a near one."""
-    moment = moment.astimezone(UTC)
-    if moment - datetime.now(UTC) > timedelta(days=1):
-        return moment.strftime("%Y-%m-%d")
-    return moment.strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
 def brave_code(details: tuple[str, ...], plan: Plan | None) -> str | None:

@@ -144,6 +144,15 @@ class PlanReader:
         return plan.rate if plan is not None else FREE_PLAN_RATE
 
 
+def when(moment: datetime) -> str:
+    """A day for a far end (the month's quota: its last day, the reset being the next
+    midnight), a time for a near one."""
+    moment = moment.astimezone(UTC)
+    if moment - datetime.now(UTC) > timedelta(days=1):
+        return (moment - timedelta(seconds=1)).strftime("%Y-%m-%d")
+    return moment.strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
 def summary(plan: Plan | None, rate: float | None = None) -> str:
     """The plan in one line, for doctor and the Status panel."""
     paced = f"; searches paced at SEARCH_RATE={rate:g} a second" if rate is not None else ""
@@ -163,7 +172,7 @@ def summary(plan: Plan | None, rate: float | None = None) -> str:
             text += f" (below {LOW_SHARE:.0%} left)"
     limited = plan.limited_now()
     if limited == "QUOTA_LIMITED" and plan.limited_until:
-        text += f"; the monthly quota is used up until {plan.limited_until:%Y-%m-%d}"
+        text += f"; the monthly quota is used up until {when(plan.limited_until)}"
     elif limited:
         text += f"; Brave answered {limited}"
     return text + f" (as of {plan.read_at:%Y-%m-%d %H:%M:%S} UTC){paced}"
