@@ -23,7 +23,7 @@ from app.chat.tools import SEARCH_DECLARATION
 from app.model.client import ModelClient, safe_json
 from app.model.failures import Failure, LLMError
 from app.model.windows import OllamaWindow
-from app.search.client import Counter, SearchError, SearchResponse, Searxng
+from app.search.client import Counter, SearchError, Searxng
 from app.search.failures import EngineFailure
 from app.search.plan import Plan, PlanReader, summary
 from app.store.database import DATABASE, Database
@@ -233,22 +233,27 @@ async def brave_key_check(
 async def searxng_checks(
     url: str, plan: PlanReader | None = None, count: Counter | None = None
 ) -> list[Check]:
-    """Every SearXNG check, the Brave key's search included (the command line's); without
-    a key, one search of the key-free engines says which are suspended."""
+    """Every SearXNG check, the Brave key's search included (the command line's), and one
+    search of the key-free engines (no Brave query) to say which SearXNG suspended."""
     free = await searxng_free_checks(url)
     if first_failure(free) is not None:
         return free
-    checks = [*free, await brave_key_check(url, free, plan, count)]
-    if any(c.id == "engine_loaded" and c.state == "warning" for c in free):
-        async with Searxng(url, timeout=SEARCH_TIMEOUT) as client:
-            try:
-                response = await client.search("weather")
-            except SearchError:
-                response = SearchResponse([], [])
-        checks += suspension_checks(response.failures) or [
-            Check("engines_answer", "engine", "key-free engines", "ok", "none suspended")
-        ]
-    return checks
+    return [*free, await brave_key_check(url, free, plan, count), *await keyfree_checks(url)]
+
+
+async def keyfree_checks(url: str) -> list[Check]:
+    """The engines other than ours, searched once: each one blocked or suspended, until when."""
+    async with Searxng(url, timeout=SEARCH_TIMEOUT) as client:
+        try:
+            others = sorted(await client.loaded_engines() - {config.ENGINE_NAME})
+            response = await client.search("weather", engines=",".join(others)) if others else None
+        except SearchError:
+            return []
+    if response is None:
+        return []
+    return suspension_checks(response.failures) or [
+        Check("engines_answer", "engine", "key-free engines", "ok", f"{', '.join(others)} answer")
+    ]
 
 
 def plan_check(plan: Plan | None, spent: SearchesSpent, rate: float | None = None) -> Check:

@@ -260,3 +260,18 @@ def test_a_commands_searches_count_with_the_services(plan_service, fresh_searxng
     )
     assert run.returncode == 0, run.stderr
     assert "sent 1 today, 1 this month" in checks(chat)["brave_plan"]["detail"]
+
+
+def test_doctor_names_a_blocked_key_free_engine_and_until_when(blocked_searxng, llm, tmp_path):
+    run = run_cli(
+        "doctor",
+        searxng_url=blocked_searxng.url,
+        SEARCH_PLAN_FILE=str(blocked_searxng.plan_file),
+        DATA_DIR=str(tmp_path / "data"),
+        LLM_BASE_URL=llm.api_base,
+        DEFAULT_MODEL="fake-model",
+        BRAVE_API_KEY=API_KEY,
+    )
+    line = next((x for x in run.stdout.splitlines() if "engine keyfree" in x), "")
+    assert line.startswith("warn"), run.stdout
+    assert re.search(r"keyfree blocked this address \(CAPTCHA\); suspended until \d{4}-", line)
