@@ -13,6 +13,7 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import TypedDict
 
 from app import config
 from app.search.plan import Plan, when
@@ -30,6 +31,15 @@ def suspended_seconds(category: str, details: tuple[str, ...]) -> int:
         if detail in details:
             return seconds
     return SUSPENDED_TIMES[category]
+
+
+class FailureView(TypedDict):
+    """An engine's failure as /healthz sends it."""
+
+    engine: str
+    message: str
+    named: str
+    until: str | None
 
 
 @dataclass(frozen=True)
@@ -87,7 +97,7 @@ class EngineFailure:
         """The named failure, then SearXNG's and the engine's own words when they differ."""
         return self.named if self.named == self.line else f"{self.named} [{self.line}]"
 
-    def as_dict(self) -> dict[str, str | None]:
+    def as_dict(self) -> FailureView:
         return {
             "engine": self.engine,
             "message": self.message,

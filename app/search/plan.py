@@ -16,13 +16,26 @@ import re
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 FREE_PLAN_RATE = 1.0
 """Queries a second before Brave's first answer says otherwise: the free plan's."""
 LOW_SHARE = 0.10
 """Below this share of the month's queries left, the plan is shown with a warning."""
 POLICY_WINDOW = re.compile(r"^\s*(\d+)\s*;\s*w\s*=\s*(\d+)")
+
+
+class PlanView(TypedDict):
+    """A Plan as /healthz and the Status panel send it (times in ISO 8601)."""
+
+    rate_per_second: float
+    monthly_limit: int | None
+    monthly_remaining: int | None
+    resets_at: str | None
+    policy: str
+    read_at: str
+    low: bool
+    limited: str | None
 
 
 @dataclass(frozen=True)
@@ -60,7 +73,7 @@ class Plan:
             return self.limited
         return None
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> PlanView:
         """For /healthz and the Status panel (times in ISO 8601)."""
         return {
             "rate_per_second": self.rate,
