@@ -9,14 +9,15 @@ WORKDIR /srv
 # secret "ca-bundle" (`docker compose build` with `secrets:`, as the tests do): it is
 # mounted for this step only and never stored in the image. /rendered is where
 # compose.yaml's searxng-settings writes as SearXNG's user (977): a new volume takes the
-# owner of the directory it is mounted on.
+# owner of the directory it is mounted on; /search-plan likewise, where SearXNG's engine
+# writes the Brave plan for the chat service.
 COPY requirements.lock ./
 RUN --mount=type=secret,id=ca-bundle \
     if [ -f /run/secrets/ca-bundle ]; then export PIP_CERT=/run/secrets/ca-bundle; fi \
     && pip install --no-cache-dir --no-compile --only-binary=:all: --require-hashes --no-deps \
         -r requirements.lock \
-    && useradd --system --home /data chat && mkdir -p /data /rendered && chown chat /data \
-    && chown 977:977 /rendered
+    && useradd --system --home /data chat && mkdir -p /data /rendered /search-plan \
+    && chown chat /data && chown 977:977 /rendered /search-plan
 # The code runs from /srv as is (no install step, so no build backend in the image).
 COPY app ./app
 COPY searxng ./searxng

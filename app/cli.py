@@ -25,7 +25,8 @@ from app.pages.errors import FetchFailed, FetchRefused
 from app.pages.extract import extract_file
 from app.pages.fetch import fetch_page, for_model
 from app.search import embedded, language
-from app.search.client import SearchError, Searxng
+from app.search.client import Counter, SearchError, Searxng
+from app.search.plan import PlanReader
 
 Command = Callable[[argparse.Namespace, config.Settings], int]
 """A subcommand: its parsed arguments and the settings in, the exit status out."""
@@ -51,12 +52,55 @@ def searxng_url(settings: config.Settings, *, supervise: bool = False) -> Iterat
         yield running.url
 
 
+def counted(settings: config.Settings) -> Counter:
+    """A command's searches counted in DATA_DIR's chat.db, as the service counts its own
+    (once the service has made it: a command creates no data directory)."""
+    from app.store.database import DATABASE, Database
+
+    path = settings.data_dir / DATABASE
+
+    def count_in() -> None:
+        if path.exists():
+            database = Database(path)
+            try:
+                database.count_search()
+            finally:
+                database.close()
+
+    async def count() -> None:
+        await asyncio.to_thread(count_in)
+
+    return count
+
+
+def stored_plan_check(settings: config.Settings) -> doctor.Check:
+    """For the command line: the plan file and DATA_DIR's count, never created."""
+    from app.store.database import DATABASE, Database
+    from app.store.searches import SearchesSpent
+
+    path = settings.data_dir / DATABASE
+    spent = SearchesSpent(0, 0)
+    if path.exists():
+        database = Database(path)
+        try:
+            spent = database.searches_spent()
+        finally:
+            database.close()
+    plan = PlanReader(settings.search_plan_file).read()
+    return doctor.plan_check(plan, spent, settings.search_rate)
+
+
+def client(url: str, settings: config.Settings) -> Searxng:
+    """A search client reading the Brave plan and counting its searches."""
+    return Searxng(url, plan=PlanReader(settings.search_plan_file), count=counted(settings))
+
+
 def cmd_search(args: argparse.Namespace, settings: config.Settings) -> int:
     locale = config.check_locale(args.locale or settings.search_locale)
 
     async def run(url: str) -> int:
-        async with Searxng(url) as client:
-            response = await client.search(
+        async with client(url, settings) as searxng:
+            response = await searxng.search(
                 args.query, locale=locale, engines=args.engines, page=args.page
             )
         if args.json:
@@ -67,6 +111,8 @@ def cmd_search(args: argparse.Namespace, settings: config.Settings) -> int:
                 print(f"  {r.content}\n")
         for line in response.engine_errors:
             print(f"error: engine failed: {line}", file=sys.stderr)
+        if response.unavailable:
+            print(f"error: {response.unavailable}", file=sys.stderr)
         return EXIT_ERROR if response.engine_errors else 0
 
     with searxng_url(settings) as url:
@@ -93,9 +139,9 @@ def cmd_measure_locale(args: argparse.Namespace, settings: config.Settings) -> i
         raise config.ConfigError("give --target: the last locale names no language")
 
     async def run(url: str) -> list[language.LocaleRow]:
-        async with Searxng(url) as client:
+        async with client(url, settings) as searxng:
             return await language.measure(
-                client, args.query, locales, target, args.top, args.engines
+                searxng, args.query, locales, target, args.top, args.engines
             )
 
     with searxng_url(settings) as url:
@@ -287,7 +333,9 @@ def cmd_extract(args: argparse.Namespace, settings: config.Settings) -> int:
 
 def cmd_doctor(args: argparse.Namespace, settings: config.Settings) -> int:
     async def run(url: str) -> list[doctor.Check]:
-        return [*await doctor.searxng_checks(url), *await doctor.model_checks(settings)]
+        plan = PlanReader(settings.search_plan_file, settings.search_rate)
+        searxng = await doctor.searxng_checks(url, plan, counted(settings))
+        return [*searxng, stored_plan_check(settings), *await doctor.model_checks(settings)]
 
     with searxng_url(settings) as url:
         checks = asyncio.run(run(url))

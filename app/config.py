@@ -172,6 +172,11 @@ class Settings:
     """Seconds one model request may take in all: bounds a stream that never ends."""
     searxng_timeout: int
     """Seconds one SearXNG request may take before the search fails as a tool warning."""
+    search_rate: float | None
+    """SEARCH_RATE: queries a second searches may go at; None: the Brave plan's rate."""
+    search_plan_file: Path
+    """SEARCH_PLAN_FILE: where our engine writes the plan Brave's headers state, and the
+    service reads it (DATA_DIR/brave-plan.json by default; Compose: a shared volume)."""
     models: tuple[str, ...]
     default_model: str
     summary_model: str
@@ -194,6 +199,19 @@ class Settings:
     """host:port pairs the fetcher may reach although private (the tests' page server)."""
     loop_lag_probe: bool
     """Measure the event loop's lateness and report it in /healthz (benchmarks)."""
+
+
+def search_rate(raw: str) -> float | None:
+    """SEARCH_RATE: queries a second (``0.5``: one every two seconds); empty: the plan's."""
+    if not raw.strip():
+        return None
+    try:
+        rate = float(raw)
+    except ValueError:
+        rate = 0.0
+    if not 0 < rate < float("inf"):
+        raise ConfigError(f"SEARCH_RATE must be a number of queries a second above 0, not {raw!r}")
+    return rate
 
 
 def log_level(raw: str) -> str:
@@ -249,6 +267,11 @@ def load(environ: dict[str, str] | None = None) -> Settings:
         llm_idle_timeout=integer(env, "LLM_IDLE_TIMEOUT", 300, 1),
         llm_total_timeout=integer(env, "LLM_TOTAL_TIMEOUT", 900, 1),
         searxng_timeout=integer(env, "SEARXNG_TIMEOUT", 20, 1),
+        search_rate=search_rate(env.get("SEARCH_RATE", "")),
+        search_plan_file=Path(
+            env.get("SEARCH_PLAN_FILE", "").strip()
+            or Path(env.get("DATA_DIR", "").strip() or ROOT / "data") / "brave-plan.json"
+        ),
         models=models,
         default_model=default_model,
         summary_model=env.get("SUMMARY_MODEL", "").strip() or default_model,

@@ -23,10 +23,13 @@ from app.chat.tools import SEARCH_DECLARATION
 from app.model.client import ModelClient, safe_json
 from app.model.failures import Failure, LLMError
 from app.model.windows import OllamaWindow
-from app.search.client import SearchError, Searxng
+from app.search.client import Counter, SearchError, Searxng
+from app.search.failures import EngineFailure
+from app.search.plan import Plan, PlanReader, summary
 from app.store.database import DATABASE, Database
 from app.store.files import TOKEN_FILE
 from app.store.rows import ToolRefusal
+from app.store.searches import SearchesSpent
 
 State = Literal["ok", "warning", "fail"]
 Part = Literal["searxng", "engine", "model", "access"]
@@ -46,6 +49,14 @@ KEY_FIX = "set BRAVE_API_KEY (for SearXNG) to a valid Brave Search API key"
 NO_KEY_FIX = (
     "set BRAVE_API_KEY in .env, then restart SearXNG (make run again, or docker compose "
     "up -d --force-recreate searxng-settings searxng chat)"
+)
+PLAN_FIX = (
+    "searches resume when Brave's window resets (the month's: on the date shown); for more "
+    "queries, a larger plan at api-dashboard.search.brave.com; SEARCH_RATE paces searches"
+)
+SUSPENDED_FIX = (
+    "SearXNG resumes the engine by itself when the suspension ends; key-free engines get "
+    "blocked after a few dozen queries: set BRAVE_API_KEY for a reliable source"
 )
 # What Brave answers a key it does not take: 422 SUBSCRIPTION_TOKEN_INVALID, or 401 / 403.
 REJECTED_KEY = re.compile(r"SUBSCRIPTION_TOKEN_INVALID|Brave API (401|403)\b")
@@ -185,7 +196,12 @@ async def json_check(http: httpx.AsyncClient, url: str) -> Check:
     return json_api("fail", f"format=json answered HTTP {status}, not JSON", NOT_SEARXNG_FIX)
 
 
-async def brave_key_check(url: str, free: list[Check] | None = None) -> Check:
+async def brave_key_check(
+    url: str,
+    free: list[Check] | None = None,
+    plan: PlanReader | None = None,
+    count: Counter | None = None,
+) -> Check:
     """One real search through our engine: spends one query of the user's Brave plan.
 
     `free` are this SearXNG's free checks when already run; a failed one means no search."""
@@ -199,12 +215,14 @@ async def brave_key_check(url: str, free: list[Check] | None = None) -> Check:
         return key("fail", f"not checked: {failed.name} failed ({failed.detail})", failed.fix)
     if any(c.id == "engine_loaded" and c.state == "warning" for c in free):
         return key("warning", "not checked: no key", NO_KEY_FIX)
-    async with Searxng(url, timeout=SEARCH_TIMEOUT) as client:
+    async with Searxng(url, timeout=SEARCH_TIMEOUT, plan=plan, count=count) as client:
         try:
             response = await client.search("weather", engines=config.ENGINE_NAME)
         except SearchError as exc:
             return key("fail", str(exc), "check again; if it fails again, read SearXNG's log")
     errors = "; ".join(response.engine_errors)
+    if limited := [f for f in response.failures if f.code]:
+        return key("fail", f"{limited[0].named} ({errors})", PLAN_FIX)
     if errors:
         return key(
             "fail", errors, KEY_FIX if REJECTED_KEY.search(errors) else engine_error_fix(url)
@@ -212,12 +230,56 @@ async def brave_key_check(url: str, free: list[Check] | None = None) -> Check:
     return key("ok", f"a search answered {len(response.results)} results")
 
 
-async def searxng_checks(url: str) -> list[Check]:
-    """Every SearXNG check, the Brave key's search included (the command line's)."""
+async def searxng_checks(
+    url: str, plan: PlanReader | None = None, count: Counter | None = None
+) -> list[Check]:
+    """Every SearXNG check, the Brave key's search included (the command line's), and one
+    search of the key-free engines (no Brave query) to say which SearXNG suspended."""
     free = await searxng_free_checks(url)
     if first_failure(free) is not None:
         return free
-    return [*free, await brave_key_check(url, free)]
+    return [*free, await brave_key_check(url, free, plan, count), *await keyfree_checks(url)]
+
+
+async def keyfree_checks(url: str) -> list[Check]:
+    """The engines other than ours, searched once: each one blocked or suspended, until when."""
+    async with Searxng(url, timeout=SEARCH_TIMEOUT) as client:
+        try:
+            others = sorted(await client.loaded_engines() - {config.ENGINE_NAME})
+            response = await client.search("weather", engines=",".join(others)) if others else None
+        except SearchError:
+            return []
+    if response is None:
+        return []
+    return suspension_checks(response.failures) or [
+        Check("engines_answer", "engine", "key-free engines", "ok", f"{', '.join(others)} answer")
+    ]
+
+
+def plan_check(plan: Plan | None, spent: SearchesSpent, rate: float | None = None) -> Check:
+    """The Brave plan as its last answer stated it, and the queries this service sent."""
+    ours = f"this service sent {spent.today} today, {spent.month} this month"
+    detail = f"{summary(plan, rate)}; {ours}"
+    if plan is not None and (plan.low or plan.limited_now()):
+        return Check("brave_plan", "engine", "Brave plan", "warning", detail, PLAN_FIX)
+    return Check("brave_plan", "engine", "Brave plan", "ok", detail)
+
+
+def suspension_checks(failures: list[EngineFailure]) -> list[Check]:
+    """Each engine SearXNG suspended (Brave's rate or quota, a CAPTCHA, a block), and until
+    when."""
+    return [
+        Check(
+            f"suspended_{failure.engine}",
+            "engine",
+            f"engine {failure.engine}",
+            "warning",
+            failure.named,
+            PLAN_FIX if failure.code else SUSPENDED_FIX,
+        )
+        for failure in failures
+        if failure.suspended
+    ]
 
 
 # -- the model server --------------------------------------------------------------------------

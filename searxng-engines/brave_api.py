@@ -13,7 +13,11 @@ stock engine:
 - sends the API's real parameters: ``offset`` is a page index (0..9), ``count`` is
   at most 20, time ranges are ``freshness``, safe search is ``off|moderate|strict``;
 - maps Brave's errors: 429 suspends the engine for the delay in
-  ``X-RateLimit-Reset``; other errors name Brave's error code and detail.
+  ``X-RateLimit-Reset`` of the window that ran out (``RATE_LIMITED``: the second's,
+  ``QUOTA_LIMITED``: the month's); other errors name Brave's error code and detail;
+- writes the plan Brave states in its ``X-RateLimit-*`` headers, on every answer, to
+  the JSON file ``SEARCH_PLAN_FILE`` (written atomically; the chat service reads it, so
+  it learns the plan without spending a query: docs/search.md).
 
 Configuration (``settings.yml``):
 
@@ -50,8 +54,11 @@ then disables it and lists key-free engines instead.
 from __future__ import annotations
 
 import html
+import json
 import os
 import re
+import threading
+import time
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
@@ -225,26 +232,32 @@ def format_result(result: dict[str, Any]) -> dict[str, Any] | None:
     return formatted
 
 
-def rate_limit_reset(headers: Any) -> int | None:
+def header_numbers(headers: Any, name: str) -> list[int]:
+    """The integers of a comma-pair header (``X-RateLimit-Limit: 50, 0``), in order."""
+    values = []
+    for part in (headers.get(name) or "").split(","):
+        try:
+            values.append(int(part.strip()))
+        except ValueError:
+            continue
+    return values
+
+
+def rate_limit_reset(headers: Any, code: str | None = None) -> int | None:
     """Seconds until the exhausted window resets, from Brave's comma-pair headers.
 
-    ``X-RateLimit-Reset: 1, 2528987`` pairs with ``-Remaining`` and ``-Limit``; a window
-    with remaining 0 and a non-zero limit is the one that ran out (a limit of 0 means
-    no cap for that window).
+    ``X-RateLimit-Reset: 1, 2528987`` pairs with ``-Remaining`` and ``-Limit``: the
+    per-second window first, the month's second. Brave's error code says which ran out
+    (``RATE_LIMITED``: the second's, ``QUOTA_LIMITED``: the month's); without one, a
+    window with remaining 0 and a non-zero limit is the one that ran out (a limit of 0
+    means no cap for that window).
     """
-
-    def numbers(name: str) -> list[int]:
-        values = []
-        for part in (headers.get(name) or "").split(","):
-            try:
-                values.append(int(part.strip()))
-            except ValueError:
-                continue
-        return values
-
-    resets = numbers("x-ratelimit-reset")
-    remaining = numbers("x-ratelimit-remaining")
-    limits = numbers("x-ratelimit-limit")
+    resets = header_numbers(headers, "x-ratelimit-reset")
+    remaining = header_numbers(headers, "x-ratelimit-remaining")
+    limits = header_numbers(headers, "x-ratelimit-limit")
+    window = {"RATE_LIMITED": 0, "QUOTA_LIMITED": 1}.get(code or "")
+    if window is not None and window < len(resets):
+        return resets[window]
     exhausted = [
         reset
         for i, reset in enumerate(resets)
@@ -266,6 +279,69 @@ def error_message(status: int, body: Any) -> str:
         if isinstance(item, dict)
     ]
     return message + (f" ({'; '.join(problems)})" if problems else "")
+
+
+def error_code(body: Any) -> str | None:
+    """Brave's error code (``RATE_LIMITED``, ``QUOTA_LIMITED``, ...), if the body has one."""
+    error = body.get("error") if isinstance(body, dict) else None
+    code = error.get("code") if isinstance(error, dict) else None
+    return code if isinstance(code, str) else None
+
+
+def plan_record(
+    headers: Any, status: int, code: str | None, now: float | None = None
+) -> dict[str, Any] | None:
+    """What the answer's ``X-RateLimit-*`` headers say of the plan, as the chat service
+    reads it (app/search/plan.py); None when the answer has none of them.
+
+    ``limit`` / ``remaining`` / ``reset`` are the comma pairs as numbers (per second,
+    per month); ``limited`` is Brave's code on a 429 and ``limited_until`` the time its
+    window resets.
+    """
+    limits = header_numbers(headers, "x-ratelimit-limit")
+    if not limits:
+        return None
+    now = time.time() if now is None else now
+    resets = header_numbers(headers, "x-ratelimit-reset")
+    limited = code if status == 429 else None
+    reset = rate_limit_reset(headers, code) if limited else None
+    return {
+        "limit": limits,
+        "remaining": header_numbers(headers, "x-ratelimit-remaining"),
+        "reset": resets,
+        "policy": headers.get("x-ratelimit-policy") or "",
+        "read_at": now,
+        "status": status,
+        "limited": limited or (f"HTTP {status}" if status == 429 else None),
+        "limited_until": now + reset if reset is not None else None,
+    }
+
+
+def plan_path() -> str:
+    """Where the plan is written: SEARCH_PLAN_FILE (empty: nowhere)."""
+    return os.environ.get("SEARCH_PLAN_FILE", "")
+
+
+def write_plan(record: dict[str, Any], path: str) -> None:
+    """The record written atomically (a reader sees the old file or the new one), readable
+    by the chat service (under Compose another user: mode 0644)."""
+    temporary = f"{path}.{os.getpid()}.{threading.get_ident()}.tmp"
+    try:
+        with open(temporary, "w", encoding="utf-8") as out:
+            json.dump(record, out)
+        os.chmod(temporary, 0o644)
+        os.replace(temporary, path)
+    except OSError as exc:
+        log = globals().get("logger")
+        if log is not None:
+            log.warning("cannot write the plan to %s: %s", path, exc)
+
+
+def record_plan(resp: Any, code: str | None) -> None:
+    path = plan_path()
+    record = plan_record(resp.headers, resp.status_code, code) if path else None
+    if record is not None:
+        write_plan(record, path)
 
 
 def token() -> str:
@@ -313,9 +389,11 @@ def request(query: str, params: dict[str, Any]) -> None:
 
 
 def response(resp: Any) -> EngineResults:
-    """SearXNG results from Brave's answer, or the SearXNG exception for its error."""
+    """SearXNG results from Brave's answer, or the SearXNG exception for its error; the
+    plan its headers state is written for the chat service either way."""
     if resp.status_code != 200:
         raise_for_brave_error(resp)
+    record_plan(resp, None)
     data = resp.json()
     from searx.result_types import EngineResults  # on use: the functions above need no SearXNG
 
@@ -341,9 +419,12 @@ def raise_for_brave_error(resp: Any) -> None:
     except ValueError:
         body = None
     message = error_message(resp.status_code, body)
+    code = error_code(body)
+    record_plan(resp, code)
     if resp.status_code == 429:
+        # SearXNG suspends the engine this long (without it: an hour, its default).
         raise exceptions.SearxEngineTooManyRequestsException(
-            suspended_time=rate_limit_reset(resp.headers), message=message
+            suspended_time=rate_limit_reset(resp.headers, code), message=message
         )
     if body is None:
         message += ": " + clean_text(resp.text)[:200]

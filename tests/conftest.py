@@ -45,7 +45,14 @@ def brave() -> Iterator[FakeBrave]:
 
 
 def searxng_env(brave: FakeBrave) -> dict[str, str]:
-    return {**os.environ, "BRAVE_API_URL": brave.url, "BRAVE_API_KEY": API_KEY}
+    """A SearXNG on the fake Brave, writing the plan Brave states into a file of its own."""
+    plan = Path(tempfile.mkdtemp(prefix="brave-plan-")) / "brave-plan.json"
+    return {
+        **os.environ,
+        "BRAVE_API_URL": brave.url,
+        "BRAVE_API_KEY": API_KEY,
+        "SEARCH_PLAN_FILE": str(plan),
+    }
 
 
 @pytest.fixture(scope="session")

@@ -61,11 +61,15 @@ def own_service(llm: FakeLLM, tmp_path: Path, searxng_url: str, **env: str) -> I
 def test_healthz_reports_the_search_side(chat, llm, tmp_path):
     response = httpx.get(f"{chat.url}/healthz")
     assert response.status_code == 200
-    assert response.json() == {"status": "ok", "search": "ok"}
+    body = response.json()
+    assert body.pop("search_plan")["rate_per_second"] == 1.0  # the free plan's, before Brave's
+    assert body == {"status": "ok", "search": "ok"}
     with own_service(llm, tmp_path / "down", "http://127.0.0.1:9") as without_search:
         degraded = httpx.get(f"{without_search.url}/healthz")
     assert degraded.status_code == 200
-    assert degraded.json() == {"status": "degraded", "search": "unreachable"}
+    degraded_body = degraded.json()
+    del degraded_body["search_plan"]
+    assert degraded_body == {"status": "degraded", "search": "unreachable"}
 
 
 def test_config_groups_models_and_describes_every_setting(searxng, tmp_path):

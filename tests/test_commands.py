@@ -205,6 +205,7 @@ EVERY_CHECK = [
     "SearXNG JSON API on",
     "engine braveapi loaded",
     "Brave API key accepted",
+    "Brave plan",
     "model server reachable",
     "tool calling accepted by fake-model",
     "served context window",

@@ -211,6 +211,18 @@ def test_rendered_settings_are_written_as_searxng_user_before_searxng_mounts_the
     assert re.search(rf"chown 977:977 {rendered}\b", (ROOT / "Dockerfile").read_text())
 
 
+def test_the_plan_file_is_written_by_searxng_and_read_by_chat_on_a_shared_volume():
+    plan = "/search-plan/brave-plan.json"
+    for name in ("searxng", "chat"):
+        assert SERVICES[name]["environment"]["SEARCH_PLAN_FILE"] == plan, name
+    assert "search-plan:/search-plan" in SERVICES["searxng"]["volumes"]
+    assert "search-plan:/search-plan:ro" in SERVICES["chat"]["volumes"]
+    # Mounted first by the renderer (before SearXNG starts), from the image's directory
+    # owned by SearXNG's user: the new volume is SearXNG's to write.
+    assert "search-plan:/search-plan" in SERVICES["searxng-settings"]["volumes"]
+    assert re.search(r"chown 977:977 [^\n]*/search-plan\b", (ROOT / "Dockerfile").read_text())
+
+
 # The variables of .env.example that are not the chat service's, each with where it goes.
 NOT_FOR_CHAT = {
     "SEARXNG_SECRET": "searxng",
@@ -220,6 +232,7 @@ NOT_FOR_CHAT = {
     "LLM_BASE_URL": "native runs only: COMPOSE_LLM_BASE_URL under Compose",
     "COMPOSE_LLM_BASE_URL": "chat's LLM_BASE_URL",
     "DATA_DIR": "native runs only: the image sets /data",
+    "SEARCH_PLAN_FILE": "native runs only: Compose sets the shared volume's path",
     "CHAT_PORT": "chat's published port",
     "LLAMA_MODEL_DIR": "llama",
     "LLAMA_MODEL_FILE": "llama",

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import importlib.util
 import json
-from datetime import datetime
+from datetime import UTC, datetime
 from types import ModuleType
 
 import pytest
 
 from app import config
+from app.search.plan import PlanReader, summary
 from tests.conftest import shared_path
 
 
@@ -152,6 +153,66 @@ def test_rate_limit_reset_takes_the_exhausted_window():
     assert engine.rate_limit_reset(monthly) == 2528987
     assert engine.rate_limit_reset(uncapped) == 1
     assert engine.rate_limit_reset({}) is None
+
+
+def test_a_429_suspends_for_the_window_its_code_names():
+    # Both windows exhausted: the code says which one Brave refused for.
+    both = {
+        "x-ratelimit-limit": "1, 2000",
+        "x-ratelimit-remaining": "0, 0",
+        "x-ratelimit-reset": "1, 2528987",
+    }
+    assert engine.rate_limit_reset(both, "RATE_LIMITED") == 1
+    assert engine.rate_limit_reset(both, "QUOTA_LIMITED") == 2528987
+    assert engine.error_code({"error": {"code": "QUOTA_LIMITED"}}) == "QUOTA_LIMITED"
+    assert engine.error_code(None) is None
+
+
+# As recorded from the real API (../shared/corpus/brave/SOURCE.md).
+RECORDED_HEADERS = {
+    "x-ratelimit-limit": "50, 0",
+    "x-ratelimit-remaining": "49, 0",
+    "x-ratelimit-reset": "1, 2528987",
+    "x-ratelimit-policy": "50;w=1, 0;w=2592000",
+}
+
+
+def test_the_plan_is_read_from_the_recorded_headers_without_a_monthly_cap(tmp_path):
+    record = engine.plan_record(RECORDED_HEADERS, 200, None, now=1_700_000_000.0)
+    path = tmp_path / "brave-plan.json"
+    engine.write_plan(record, str(path))
+    assert path.stat().st_mode & 0o777 == 0o644  # the chat user reads SearXNG's file
+    assert [p.name for p in tmp_path.iterdir()] == ["brave-plan.json"]  # no temporary left
+    plan = PlanReader(path).read()
+    assert plan.rate == 50
+    assert plan.monthly_limit is None and plan.monthly_remaining is None and not plan.low
+    assert plan.resets_at == datetime.fromtimestamp(1_700_000_000 + 2528987, UTC)
+    assert PlanReader(path).plan_rate() == 50
+    assert PlanReader(path, rate=0.5).plan_rate() == 0.5  # SEARCH_RATE overrides
+
+
+def test_a_free_plan_nearly_spent_warns_and_a_quota_429_says_until_when(tmp_path):
+    path = tmp_path / "brave-plan.json"
+    assert PlanReader(path).read() is None
+    assert PlanReader(path).plan_rate() == 1.0  # the free plan's, before any answer
+    headers = {
+        "x-ratelimit-limit": "1, 2000",
+        "x-ratelimit-remaining": "0, 150",
+        "x-ratelimit-reset": "1, 86400",
+        "x-ratelimit-policy": "1;w=1, 2000;w=2592000",
+    }
+    now = datetime.now(UTC).timestamp()
+    engine.write_plan(engine.plan_record(headers, 200, None, now=now), str(path))
+    reader = PlanReader(path)
+    plan = reader.read()
+    assert (plan.rate, plan.monthly_limit, plan.monthly_remaining) == (1, 2000, 150)
+    assert plan.low and plan.limited_now() is None
+    assert "150 of 2,000 queries left this month" in summary(plan)
+    spent = {**headers, "x-ratelimit-remaining": "0, 0"}
+    engine.write_plan(engine.plan_record(spent, 429, "QUOTA_LIMITED", now=now), str(path))
+    plan = reader.read()  # read again: the file changed
+    assert plan.limited_now() == "QUOTA_LIMITED"
+    assert abs(plan.limited_until.timestamp() - (now + 86400)) < 1
 
 
 def test_error_message_names_code_detail_and_fields():

@@ -102,7 +102,12 @@ def test_rate_limit_reaches_the_cli_as_a_clear_error(fresh_searxng, brave):
     assert run.returncode != 0
     assert "too many requests" in run.stderr
     assert "RATE_LIMITED" in run.stderr
-    # While suspended, SearXNG says so instead of calling Brave again.
+    assert "per-second rate limit" in run.stderr  # named
+    # While suspended (the month's quota: until the month resets), SearXNG says so
+    # instead of calling Brave again.
+    time.sleep(1.5)  # past the per-second suspension
+    brave.fail_next(429, "QUOTA_LIMITED")
+    assert run_cli("search", "rust", searxng_url=fresh_searxng.url).returncode != 0
     calls = len(brave.requests)
     again = run_cli("search", "rust", searxng_url=fresh_searxng.url)
     assert again.returncode != 0 and "Suspended" in again.stderr

@@ -22,6 +22,7 @@ QUICK_IDS = [
     "searxng_reachable",
     "engine_loaded",
     "searxng_json",
+    "brave_plan",
     "model_reachable",
     "model_chosen",
     "model_window",

@@ -22,6 +22,7 @@ from app.chat.settings import presets
 from app.errors import ServiceError
 from app.model.client import ModelClient
 from app.search.client import Searxng
+from app.search.plan import PlanReader
 from app.store.storage import Storage
 
 
@@ -83,8 +84,11 @@ def create_app(settings: config.Settings, searxng_url: str) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         model = ModelClient.from_settings(settings)
-        searxng = Searxng(searxng_url, timeout=settings.searxng_timeout)
-        app.state.services = Services(settings, storage, model, searxng)
+        plan = PlanReader(settings.search_plan_file, settings.search_rate)
+        searxng = Searxng(
+            searxng_url, timeout=settings.searxng_timeout, plan=plan, count=storage.count_search
+        )
+        app.state.services = Services(settings, storage, model, searxng, plan)
         # Built before the first request rather than during it (tens of ms each): the
         # OpenAPI schema the access check reads its methods from, and the presets.
         app.state.method_table = access.method_table(app)

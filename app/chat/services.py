@@ -12,6 +12,7 @@ from app import config
 from app.model.client import ModelClient
 from app.pages.worker import ExtractionProcess
 from app.search.client import Searxng
+from app.search.plan import PlanReader
 from app.store.storage import Storage
 
 WINDOW_RETRY_SECONDS = 300.0
@@ -26,6 +27,8 @@ class Services:
     storage: Storage
     model: ModelClient
     searxng: Searxng
+    plan: PlanReader
+    """The Brave plan our engine writes; `plan.plan_rate` paces the searches."""
     windows: dict[str, tuple[int | None, float]] = field(default_factory=dict)
     listed: tuple[list[str], float] = ([], -MODELS_CACHE_SECONDS)
     memory_lock: asyncio.Lock = field(default_factory=asyncio.Lock)

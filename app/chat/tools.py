@@ -231,8 +231,8 @@ class ToolRunner:
             response = await self.searxng.search(query, locale=locale, engines=self.engines)
         except (SearchError, config.ConfigError) as exc:
             return failed(event, "search failed", str(exc), "web_search")
-        if not response.results and response.engine_errors:
-            return failed(event, "search failed", "; ".join(response.engine_errors), "web_search")
+        if unavailable := response.unavailable:  # named: what happened, until when
+            return failed(event, "search failed", unavailable, "web_search")
         lines = []
         for result in response.results:
             number = self.cite(result.url, result.title, result.domain, date=result.day)

@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import asyncio
 import re
-from dataclasses import asdict, dataclass
+from collections.abc import Awaitable, Callable
+from dataclasses import asdict, dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
 
-from app import jsoncodec
+from app import config, jsoncodec
 from app.errors import ServiceError
+from app.search.failures import EngineFailure, Suspensions
+from app.search.plan import PlanReader
 from app.transport import AiohttpTransport
 
 # SearXNG reports a failed engine by the class of its exception; this is the class
@@ -67,14 +70,39 @@ class SearchResponse:
     results: list[Result]
     engine_errors: list[str]
     """One line per failed engine, with the engine's own explanation when it gave one."""
+    failures: list[EngineFailure] = field(default_factory=list)
+    """The same failures, each with what happened and until when."""
+
+    @property
+    def unavailable(self) -> str | None:
+        """When no engine answered: what happened to each, and until when (a named
+        failure, never an empty list of results)."""
+        if self.results or not self.failures:
+            return None
+        return "no search engine could answer: " + "; ".join(f.told for f in self.failures)
+
+
+Counter = Callable[[], Awaitable[None]]
+"""Called once for each query sent towards the Brave plan (the service's count)."""
 
 
 class Searxng:
     """A client of one SearXNG instance's JSON API."""
 
-    def __init__(self, url: str, *, timeout: float = 20.0) -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        timeout: float = 20.0,
+        plan: PlanReader | None = None,
+        count: Counter | None = None,
+    ) -> None:
         self.url = url.rstrip("/")
         self.timeout = timeout
+        self.plan = plan
+        """The Brave plan our engine writes (names a 429's end); None: not known."""
+        self.count = count
+        self.suspensions = Suspensions()
         self.http = httpx.AsyncClient(
             base_url=self.url, timeout=timeout, transport=AiohttpTransport()
         )
@@ -105,6 +133,8 @@ class Searxng:
             params["engines"] = engines
         if time_range:
             params["time_range"] = time_range
+        if self.count is not None and spends_brave(engines):
+            await self.count()  # counted when sent, whoever searches
         data = await self.get_json("/search", params)
         try:
             results = [
@@ -125,8 +155,9 @@ class Searxng:
             raise SearchError(
                 f"SearXNG at {self.url} answered JSON that is not a search result ({exc})"
             ) from exc
-        errors = await self.explain(failed) if failed else []
-        return SearchResponse(results=results, engine_errors=errors)
+        failures = await self.explain(failed) if failed else []
+        self.suspensions.answered({result.engine for result in results})
+        return SearchResponse(results, [f.line for f in failures], failures)
 
     async def get_json(self, path: str, params: dict[str, str] | None = None) -> dict[str, Any]:
         """The answer's JSON object. The timeout bounds the whole request, not each read:
@@ -178,8 +209,8 @@ class Searxng:
             if engine.get("enabled", True) and isinstance(name := engine.get("name"), str) and name
         }
 
-    async def explain(self, failed: list[tuple[str, str]]) -> list[str]:
-        """'engine: message (the engine's own detail)' for each failed engine.
+    async def explain(self, failed: list[tuple[str, str]]) -> list[EngineFailure]:
+        """Each failed engine, with the engine's own detail and the end of its suspension.
 
         SearXNG's search answer names only a category ("server API error"); what the
         engine said (Brave's error code and detail) is kept in /stats/errors.
@@ -188,17 +219,18 @@ class Searxng:
             stats = await self.get_json("/stats/errors")
         except SearchError:
             stats = {}
-        lines = []
+        plan = await asyncio.to_thread(self.plan.read) if self.plan is not None else None
+        failures = []
         for engine, message in failed:
             wanted = ERROR_CLASSES.get(message.removeprefix("Suspended: "))
-            details = engine_details(stats, engine, wanted)
-            if len(details) > 1:
-                # SearXNG keeps one entry per distinct message, ordered by how often it
-                # happened, never by when: which one is this search's cannot be told.
-                lines.append(f"{engine}: {message} (one of: {'; '.join(details)})")
-            else:
-                lines.append(f"{engine}: {message}" + (f" ({details[0]})" if details else ""))
-        return lines
+            details = tuple(engine_details(stats, engine, wanted))
+            failures.append(self.suspensions.name(engine, message, details, plan))
+        return failures
+
+
+def spends_brave(engines: str | None) -> bool:
+    """Whether a search may reach our Brave engine: SearXNG's default engines, or named."""
+    return not engines or config.ENGINE_NAME in (e.strip() for e in engines.split(","))
 
 
 def engine_details(stats: dict[str, Any], engine: str, wanted: str | None) -> list[str]:

@@ -125,11 +125,12 @@ def ensure_venv(path: Path, lock: Path = config.SEARXNG_LOCK) -> Path:
 
 
 # What SearXNG's process is given of our environment: what Python, TLS and proxies need,
-# SearXNG's own settings, and the two variables our engine reads. Never our secrets
+# SearXNG's own settings, and the variables our engine reads. Never our secrets
 # (AUTH_TOKEN, LLM_API_KEY, ...): a SearXNG engine or plugin that leaks its environment
 # must have nothing of ours to leak.
 PASSED_TO_SEARXNG = frozenset(
     {"PATH", "HOME", "LANG", "LANGUAGE", "TZ", "TMPDIR", "BRAVE_API_KEY", "BRAVE_API_URL"}
+    | {"SEARCH_PLAN_FILE"}
     | {"SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE"}
     | {f"{name}_proxy" for name in ("http", "https", "all", "no")}
     | {f"{name}_PROXY" for name in ("HTTP", "HTTPS", "ALL", "NO")}
@@ -214,6 +215,10 @@ class EmbeddedSearxng:
         self.restarts = 0
         self.command: list[str] = []
         self.env: dict[str, str] = {}
+        self.plan_file = Path(
+            self.environ.get("SEARCH_PLAN_FILE") or self.settings.search_plan_file
+        )
+        """Where our engine writes the Brave plan for the chat service (app/search/plan.py)."""
 
     def start(self) -> EmbeddedSearxng:
         vendor = ensure_venv(self.settings.searxng_venv)
@@ -229,8 +234,10 @@ class EmbeddedSearxng:
                 allow_http_engine=brave_url.startswith("http://"),
             )
         )
+        self.plan_file.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         env = {
             **searxng_environment(self.environ),
+            "SEARCH_PLAN_FILE": str(self.plan_file),
             "SEARXNG_SETTINGS_PATH": str(settings_path),
             "PYTHONPATH": str(vendor),
             "SEARXNG_SECRET": self.environ.get("SEARXNG_SECRET") or secrets.token_hex(32),

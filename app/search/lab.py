@@ -129,8 +129,8 @@ async def lab_search(
     """One page of results with their languages; SearchError when nothing came back
     because SearXNG or every engine failed (the model would get "search failed")."""
     response = await client.search(query, locale=locale, engines=engines, page=page)
-    if not response.results and response.engine_errors:
-        raise SearchError("; ".join(response.engine_errors))
+    if response.unavailable:  # every engine failed: what happened, until when
+        raise SearchError("; ".join(failure.told for failure in response.failures))
     languages = await asyncio.to_thread(language.detect_results, response.results)
     results = [
         LabResult(

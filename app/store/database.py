@@ -11,11 +11,12 @@ through `Storage` (storage.py), the CLI's export and the benchmarks directly.
 from __future__ import annotations
 
 from app.store.legacy import LegacyImport
+from app.store.searches import SearchCounts
 from app.store.turns import Turns
 
 DATABASE = "chat.db"
 """Its file name in DATA_DIR."""
 
 
-class Database(Turns, LegacyImport):
+class Database(Turns, LegacyImport, SearchCounts):
     """chat.db opened (its schema brought up to date), with every query."""

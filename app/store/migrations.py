@@ -153,6 +153,13 @@ MIGRATIONS = [
         UNIQUE (conversation, position, slot)
     );
     """,
+    # The searches sent towards the Brave plan, per UTC day (app/store/searches.py).
+    """
+    CREATE TABLE search_queries (
+        day TEXT PRIMARY KEY,
+        queries INTEGER NOT NULL
+    );
+    """,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -31,6 +31,7 @@ from app.store.rows import (
     ToolRefusal,
     Totals,
 )
+from app.store.searches import SearchesSpent
 
 logger = logging.getLogger(__name__)
 
@@ -139,6 +140,12 @@ class Storage:
 
     async def set_models(self, models: list[str]) -> None:
         await self.run(self.database.set_models, models)
+
+    async def count_search(self) -> None:
+        await self.run(self.database.count_search)
+
+    async def searches_spent(self) -> SearchesSpent:
+        return await self.run(self.database.searches_spent)
 
     async def tool_refusals(self) -> list[ToolRefusal]:
         return await self.run(self.database.tool_refusals)

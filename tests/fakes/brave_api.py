@@ -1655,7 +1655,9 @@ def _error_meta(code: str, quota_used: int, params: dict[str, str]) -> dict[str,
             "rate_limit": RATE_LIMIT_PER_SECOND,
             "rate_current": RATE_LIMIT_PER_SECOND + (code == "RATE_LIMITED"),
             "quota_limit": MONTHLY_QUOTA,
-            "quota_current": MONTHLY_QUOTA if code == "QUOTA_LIMITED" else quota_used,
+            "quota_current": max(quota_used, MONTHLY_QUOTA)
+            if code == "QUOTA_LIMITED"
+            else quota_used,
             "org_rate_limit": None,
             "org_rate_current": 0,
             "component": "rate_limiter",
@@ -1754,6 +1756,8 @@ class FakeBrave(LoopbackFake):
         self._failures: deque[_Failure] = deque()
         self._lock = threading.Lock()
         self._quota_used = 0
+        self.monthly_quota = MONTHLY_QUOTA
+        """The plan's monthly cap the headers state; 0: none (as on the real API)."""
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -1770,11 +1774,19 @@ class FakeBrave(LoopbackFake):
         with self._lock:
             self._failures.extend(_Failure(status, code, detail) for _ in range(times))
 
+    def spend(self, queries: int) -> None:
+        """Count `queries` against the month, as if they had been made elsewhere."""
+        with self._lock:
+            self._quota_used += queries
+
     def clear(self) -> None:
-        """Forget recorded requests and pending failures (the list object is kept)."""
+        """Forget recorded requests, pending failures and the month's spending (the list
+        object is kept)."""
         with self._lock:
             self.requests.clear()
             self._failures.clear()
+            self._quota_used = 0
+            self.monthly_quota = MONTHLY_QUOTA
 
     # -- request handling (called from server threads) ---------------------------------------
 
@@ -1787,9 +1799,11 @@ class FakeBrave(LoopbackFake):
             if request.path == SEARCH_PATH and method == "GET":
                 self._quota_used += 1
                 failure = self._failures.popleft() if self._failures else None
+                if failure is None and 0 < self.monthly_quota < self._quota_used:
+                    failure = _Failure(429, "QUOTA_LIMITED", None)  # the month is spent
             quota_used = self._quota_used
             no_hits = {s.strip().lower() for s in self.no_hits_queries}
-        headers = self._rate_headers(quota_used, failure)
+        headers = self._rate_headers(quota_used, failure, self.monthly_quota)
         if request.path != SEARCH_PATH:
             return self._error(404, "RESOURCE_NOT_FOUND", None, quota_used, request, headers)
         if method != "GET":
@@ -1821,20 +1835,18 @@ class FakeBrave(LoopbackFake):
         return status, _error_body(status, code, detail, meta), headers
 
     @staticmethod
-    def _rate_headers(quota_used: int, failure: _Failure | None) -> dict[str, str]:
-        """Comma pairs "<per second>, <per month>", as the real API sends them."""
+    def _rate_headers(quota_used: int, failure: _Failure | None, quota: int) -> dict[str, str]:
+        """Comma pairs "<per second>, <per month>", as the real API sends them on every
+        answer, errors included (a monthly limit of 0: no monthly cap, remaining 0)."""
         month_reset = _seconds_to_month_end(datetime.now(UTC))
-        remaining_month = max(0, MONTHLY_QUOTA - quota_used)
-        second_reset = 1
-        if failure is not None and failure.code == "RATE_LIMITED":
-            second_reset = 2  # lets a test read the suspension the client should apply
+        remaining_month = max(0, quota - quota_used)
         if failure is not None and failure.code == "QUOTA_LIMITED":
             remaining_month = 0
         return {
-            "X-RateLimit-Limit": f"{RATE_LIMIT_PER_SECOND}, {MONTHLY_QUOTA}",
+            "X-RateLimit-Limit": f"{RATE_LIMIT_PER_SECOND}, {quota}",
             "X-RateLimit-Remaining": f"0, {remaining_month}",
-            "X-RateLimit-Reset": f"{second_reset}, {month_reset}",
-            "X-RateLimit-Policy": f"{RATE_LIMIT_PER_SECOND};w=1, {MONTHLY_QUOTA};w=2592000",
+            "X-RateLimit-Reset": f"1, {month_reset}",
+            "X-RateLimit-Policy": f"{RATE_LIMIT_PER_SECOND};w=1, {quota};w=2592000",
         }
 
 

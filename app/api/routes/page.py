@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -12,8 +13,11 @@ from fastapi.staticfiles import StaticFiles
 
 from app.api.deps import ServicesDep
 from app.api.lag import LagProbe
+from app.chat.services import Services
 
 router = APIRouter()
+SPENT_TIMEOUT = 1.0
+"""Seconds /healthz waits for the database's count of searches before leaving it out."""
 
 STATIC_DIR = Path(__file__).resolve().parent.parent / "static"
 # The page runs model output through a DOM renderer, never innerHTML; this policy is the
@@ -49,7 +53,7 @@ class PageFiles(StaticFiles):
 
 
 @router.get("/healthz")
-async def healthz(request: Request, services: ServicesDep) -> dict[str, str | float]:
+async def healthz(request: Request, services: ServicesDep) -> dict[str, Any]:
     """The service is up; whether its SearXNG answers too (nothing private). With
     LOOP_LAG_PROBE=1, also the event loop's worst lateness since the last call, and the
     same less the time the loop waited for a core (see app/api/lag.py)."""
@@ -58,9 +62,10 @@ async def healthz(request: Request, services: ServicesDep) -> dict[str, str | fl
         search = "ok" if answer.status_code == 200 else "unhealthy"
     except httpx.HTTPError:
         search = "unreachable"
-    health: dict[str, str | float] = {
+    health: dict[str, Any] = {
         "status": "ok" if search == "ok" else "degraded",
         "search": search,
+        "search_plan": await search_plan(services),
     }
     if services.settings.loop_lag_probe:
         lag: LagProbe = request.app.state.lag
@@ -68,6 +73,23 @@ async def healthz(request: Request, services: ServicesDep) -> dict[str, str | fl
         if own is not None:
             health["loop_lag_own_ms"] = own
     return health
+
+
+async def search_plan(services: Services) -> dict[str, Any]:
+    """The Brave plan as its last answer stated it (None before one), the queries this
+    service sent today and this month, and the engines SearXNG suspended: no search."""
+    plan = await asyncio.to_thread(services.plan.read)
+    try:  # a slow disk must not hold up the health check
+        spent = await asyncio.wait_for(services.storage.searches_spent(), SPENT_TIMEOUT)
+    except TimeoutError:
+        spent = None
+    return {
+        "plan": plan.as_dict() if plan else None,
+        "rate_per_second": services.plan.plan_rate(),
+        "queries_today": spent.today if spent else None,
+        "queries_this_month": spent.month if spent else None,
+        "suspended": [f.as_dict() for f in services.searxng.suspensions.current()],
+    }
 
 
 @router.get("/", include_in_schema=False)

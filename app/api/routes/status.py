@@ -2,7 +2,9 @@
 
 ``GET /api/status?quick=1``: the free checks (no search, nothing generated), for the
 page-load overview. ``GET /api/status``: those and tool calling (the model answers a tiny
-request). ``POST /api/status/brave``: the Brave key alone; it runs one real search, which
+request). Both include the Brave plan (its rate, the month's queries left, the queries this service
+sent) and the engines SearXNG suspended, read without a search. ``POST /api/status/brave``:
+the Brave key alone; it runs one real search, which
 spends one query of the user's Brave plan, so only on the user's request.
 Every answer is ``{"checks": [{id, part, name, state, detail, fix}]}``; a failing part is a
 failed check, never an HTTP error.
@@ -45,10 +47,22 @@ async def status(services: ServicesDep, quick: bool = False) -> dict[str, Any]:
     searxng, model = await asyncio.gather(
         doctor.searxng_free_checks(services.searxng.url), model_checks(services, tools=not quick)
     )
-    return answer([*searxng, *model])
+    plan = await search_plan_checks(services) if doctor.first_failure(searxng) is None else []
+    return answer([*searxng, *plan, *model])
+
+
+async def search_plan_checks(services: Services) -> list[doctor.Check]:
+    """The Brave plan and the engines seen suspended: read, no search sent."""
+    plan = await asyncio.to_thread(services.plan.read)
+    spent = await services.storage.searches_spent()
+    suspended = doctor.suspension_checks(services.searxng.suspensions.current())
+    return [doctor.plan_check(plan, spent, services.settings.search_rate), *suspended]
 
 
 @router.post("/brave")
 async def brave(services: ServicesDep) -> dict[str, Any]:
     """The Brave key: one real search, one query of the user's Brave plan."""
-    return answer([await doctor.brave_key_check(services.searxng.url)])
+    check = await doctor.brave_key_check(
+        services.searxng.url, plan=services.plan, count=services.storage.count_search
+    )
+    return answer([check])

@@ -7,7 +7,7 @@ import { el, clear } from "./dom.js";
 
 const PARTS = [
   ["searxng", "SearXNG", "Our own search server: the model's searches go through it."],
-  ["engine", "Search engine", "The Brave Search API, which SearXNG asks for results."],
+  ["engine", "Search engine", "The Brave Search API, which SearXNG asks for results: its plan (the rate, the month's queries left) and any engine SearXNG suspended, with until when."],
   ["model", "Model server", "The OpenAI-compatible server that runs the model."],
 ];
 const STATE_LABEL = { ok: "ok", warning: "warning", fail: "failed", pending: "checking" };
