@@ -11,9 +11,9 @@ A service on loopback is reachable from every web page the user visits, so:
   CORS header is ever sent): 403 or 415, and nothing changes;
 - bodies are capped in size, in JSON nesting depth and in values before anything parses
   them, by a check that reads each byte once;
-- with ``AUTH_TOKEN``, every ``/api`` call needs the token, as ``Authorization: Bearer``
-  (scripts) or as the signed session cookie the page's login form gets; repeated wrong
-  tokens from one client are refused for a while.
+- with ``AUTH_TOKEN``, every ``/api`` call and the MCP server (``/mcp``) need the token, as
+  ``Authorization: Bearer`` (scripts, MCP clients) or as the signed session cookie the
+  page's login form gets; repeated wrong tokens from one client are refused for a while.
 """
 
 from __future__ import annotations
@@ -65,6 +65,11 @@ FAILURE_WINDOW_SECONDS = 600.0
 TRACKED_CLIENTS = 1024
 OPEN_PATHS = frozenset({"/api/session"})
 """The login itself, and the question "is a login needed?", need no token."""
+MCP_PATH = "/mcp"
+MCP_METHODS = frozenset({"GET", "POST", "DELETE"})
+"""The MCP server's Streamable HTTP transport (app/api/mcp.py): not in the OpenAPI schema."""
+TOKEN_PATHS = ("/api/", MCP_PATH)
+"""What needs the token when AUTH_TOKEN is set: the API and the MCP server."""
 
 
 def split_host(value: str) -> tuple[str, int | None]:
@@ -312,7 +317,7 @@ class AccessControl:
         if (reason := foreign(headers, scope, host)) and not top_level_page(scope, headers):
             await refuse(send, 403, reason)
             return
-        if scope["path"].startswith("/api/") and scope["path"] not in OPEN_PATHS:
+        if scope["path"].startswith(TOKEN_PATHS) and scope["path"] not in OPEN_PATHS:
             if (refusal := self.guard.check_token(headers, scope)) is not None:
                 await refuse(send, *refusal)
                 return
@@ -434,6 +439,8 @@ def route_methods(scope: Scope) -> set[str]:
     methods = {m for pattern, ms in table if pattern.match(path) for m in ms}
     if path == "/" or path.startswith("/static/"):
         methods |= PAGE_METHODS
+    if path == MCP_PATH:
+        methods |= MCP_METHODS
     return methods
 
 
