@@ -286,6 +286,11 @@ def test_a_request_from_a_foreign_origin_is_refused(mcp_url):
     assert refused.status_code == 403
     rebinding = post(mcp_url, body, Host="evil.example:8080")
     assert rebinding.status_code == 421
+    # What a form of another site could send: refused before the SDK sees it.
+    form = post(mcp_url, body, **{"Content-Type": "text/plain"})
+    assert form.status_code == 415
+    deep = post(mcp_url, "[" * 40 + "]" * 40)
+    assert deep.status_code == 422
     assert post(mcp_url, body).status_code == 200
 
 
