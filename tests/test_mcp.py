@@ -280,6 +280,20 @@ def post(url: str, body: str, **headers: str) -> httpx.Response:
     return httpx.post(url, content=body, headers={**MCP_HEADERS, **headers}, timeout=30)
 
 
+def test_a_handshake_era_client_is_served_too(mcp_url, brave):
+    """Clients of the 2025 protocol (initialize first), as most clients still are."""
+
+    async def scenario() -> tuple[list[str], CallToolResult]:
+        async with Client(mcp_url, mode="legacy") as client:
+            tools = await client.list_tools()
+            found = await client.call_tool("web_search", {"query": "pierogi", "locale": "pl"})
+            return [tool.name for tool in tools.tools], found
+
+    names, result = asyncio.run(scenario())
+    assert "web_search" in names and not result.is_error
+    assert brave.requests[-1].params["search_lang"] == "pl"
+
+
 def test_a_request_from_a_foreign_origin_is_refused(mcp_url):
     body = json.dumps(INITIALIZE)
     refused = post(mcp_url, body, Origin="http://evil.example")
