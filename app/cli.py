@@ -291,6 +291,23 @@ def cmd_serve(args: argparse.Namespace, settings: config.Settings) -> int:
     return 0
 
 
+def cmd_mcp(args: argparse.Namespace, settings: config.Settings) -> int:
+    """The MCP server on stdio, for Claude Desktop, LM Studio and editors. stdout is the
+    protocol: the log goes to stderr, SearXNG's to its own file."""
+    from app.mcp.server import serve_stdio
+
+    logging.basicConfig(
+        level=settings.log_level, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s"
+    )
+    logging.getLogger("httpx").setLevel(logging.WARNING)
+    # A client stops its server with SIGTERM: exiting cleanly stops the embedded SearXNG.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    with searxng_url(settings) as url:
+        logging.getLogger(__name__).info("MCP server on stdio; SearXNG: %s", url)
+        asyncio.run(serve_stdio(settings, url))
+    return 0
+
+
 def cmd_fetch(args: argparse.Namespace, settings: config.Settings) -> int:
     try:
         page = asyncio.run(
@@ -409,6 +426,11 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--locale", help="default language (default: SEARCH_LOCALE)")
     run.add_argument("--port", type=int, default=8888, help="loopback port (default 8888)")
     run.set_defaults(run=cmd_searxng)
+
+    server = commands.add_parser(
+        "mcp", help="the MCP server (web_search, web_fetch, measure_locale) on stdio"
+    )
+    server.set_defaults(run=cmd_mcp)
 
     fetch = commands.add_parser("fetch", help="a page as web_fetch hands it to the model")
     fetch.add_argument("url")

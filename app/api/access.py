@@ -11,9 +11,10 @@ A service on loopback is reachable from every web page the user visits, so:
   CORS header is ever sent): 403 or 415, and nothing changes;
 - bodies are capped in size, in JSON nesting depth and in values before anything parses
   them, by a check that reads each byte once;
-- with ``AUTH_TOKEN``, every ``/api`` and ``/v1`` call needs the token, as ``Authorization: Bearer``
-  (scripts) or as the signed session cookie the page's login form gets; repeated wrong
-  tokens from one client are refused for a while.
+- with ``AUTH_TOKEN``, every ``/api`` and ``/v1`` call and the MCP server (``/mcp``) need
+  the token, as ``Authorization: Bearer`` (scripts, MCP clients) or as the signed session
+  cookie the page's login form gets; repeated wrong tokens from one client are refused for
+  a while.
 """
 
 from __future__ import annotations
@@ -66,8 +67,13 @@ FAILURES_ALLOWED = 5
 FAILURE_WINDOW_SECONDS = 600.0
 TRACKED_CLIENTS = 1024
 OPEN_PATHS = frozenset({"/api/session"})
-OPENAI_PREFIX = "/v1"
 """The login itself, and the question "is a login needed?", need no token."""
+OPENAI_PREFIX = "/v1"
+MCP_PATH = "/mcp"
+MCP_METHODS = frozenset({"GET", "POST", "DELETE"})
+"""The MCP server's Streamable HTTP transport (app/api/mcp.py): not in the OpenAPI schema."""
+TOKEN_PATHS = ("/api/", MCP_PATH)
+"""What needs the token when AUTH_TOKEN is set: the API and the MCP server (and /v1)."""
 
 
 def openai_path(path: str) -> bool:
@@ -77,7 +83,7 @@ def openai_path(path: str) -> bool:
 
 def guarded(path: str) -> bool:
     """Paths that need the token when AUTH_TOKEN is set."""
-    return (path.startswith("/api/") and path not in OPEN_PATHS) or openai_path(path)
+    return (path.startswith(TOKEN_PATHS) and path not in OPEN_PATHS) or openai_path(path)
 
 
 def split_host(value: str) -> tuple[str, int | None]:
@@ -448,6 +454,8 @@ def route_methods(scope: Scope) -> set[str]:
     methods = {m for pattern, ms in table if pattern.match(path) for m in ms}
     if path == "/" or path.startswith("/static/"):
         methods |= PAGE_METHODS
+    if path == MCP_PATH:
+        methods |= MCP_METHODS
     return methods
 
 

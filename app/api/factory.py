@@ -15,6 +15,7 @@ from app import config
 from app.api import access, lab, openai_shapes
 from app.api.bodies import errors
 from app.api.lag import LagProbe
+from app.api.mcp import McpEndpoint
 from app.api.routes import conversations, openai, page, session, status, turns
 from app.api.routes import settings as settings_routes
 from app.chat.services import Services
@@ -95,7 +96,8 @@ def create_app(settings: config.Settings, searxng_url: str) -> FastAPI:
         presets()
         if settings.loop_lag_probe:
             app.state.lag.start()
-        yield
+        async with app.state.mcp.running(app.state.services):
+            yield
         await app.state.lag.stop()
         await model.aclose()
         await searxng.aclose()
@@ -122,6 +124,7 @@ def create_app(settings: config.Settings, searxng_url: str) -> FastAPI:
     )
     app.state.lag = LagProbe()
     app.state.access = access.Guard(allowed_hosts=settings.allowed_hosts, token=settings.auth_token)
+    app.state.mcp = McpEndpoint()
     app.exception_handler(ServiceError)(service_error)
     app.exception_handler(RequestValidationError)(invalid_request)
     app.exception_handler(HTTPException)(http_error)
@@ -132,4 +135,5 @@ def create_app(settings: config.Settings, searxng_url: str) -> FastAPI:
     app.mount("/static", page.PageFiles(directory=page.STATIC_DIR), name="static")
     for router in (settings_routes, conversations, turns, openai):
         app.include_router(router.router)
+    app.router.routes.append(app.state.mcp.route())
     return app

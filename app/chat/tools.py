@@ -33,7 +33,7 @@ from app.chat.given_addresses import (
 from app.model.tool_calls import ToolCall
 from app.pages.errors import FetchFailed, FetchRefused
 from app.pages.fetch import Extract, extract_in_thread, fetch_page, for_model
-from app.search.client import SearchError, Searxng
+from app.search.client import Result, SearchError, Searxng
 from app.store.rows import Message
 
 MAX_QUERY_CHARS = 400
@@ -239,15 +239,12 @@ class ToolRunner:
             self.given.add(result.url, "result", self.queried)
             self.given.add_text(f"{result.title}\n{result.content}", "web", unless=self.queried)
             self.snippets.setdefault(number, clipped(result.content, SNIPPET_KEEP_CHARS))
-            lines.append(f"[{number}] {result.title}\n{result.url}\n{result.content}")
+            lines.append(result_entry(number, result))
         event["results"] = [
             ListedResult(url=r.url, title=r.title, domain=r.domain, date=r.day)
             for r in response.results
         ]
-        if not lines:
-            return ToolResult(f"Results for {query!r}: none.", event)
-        text = untrusted("\n\n".join(lines), "web_search")
-        return ToolResult(f"Results for {query!r}:\n\n{text}", event)
+        return ToolResult(results_text(query, lines), event)
 
     async def fetch(self, url: str) -> ToolResult:
         event: FetchEvent = {"type": "fetch", "url": shown(url, MAX_ADDRESS_CHARS)}
@@ -352,6 +349,20 @@ class ToolRunner:
             )
             return Unreadable(NOT_GIVEN, trail, unsolicited=True)
         return given
+
+
+def result_entry(number: int, result: Result) -> str:
+    """One result as the model reads it: its number, title, address, then its text (the
+    engine puts the publication date first, then the joined snippets)."""
+    return f"[{number}] {result.title}\n{result.url}\n{result.content}"
+
+
+def results_text(query: str, entries: list[str]) -> str:
+    """A search's results as the model gets them (also the MCP server's web_search)."""
+    if not entries:
+        return f"Results for {query!r}: none."
+    text = untrusted("\n\n".join(entries), "web_search")
+    return f"Results for {query!r}:\n\n{text}"
 
 
 def untrusted(text: str, source: str) -> str:

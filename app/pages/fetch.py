@@ -132,6 +132,34 @@ def for_model(page: Page, max_tokens: int = 12_000) -> str:
     return header + shown + marker.format(len(shown))
 
 
+@dataclass(frozen=True)
+class Part:
+    """One part of a long page's text (the MCP server's web_fetch reads a page in parts)."""
+
+    text: str
+    start: int
+    """Where the part starts in the page's text, in characters."""
+    end: int
+    total: int
+    """The page's text in characters."""
+    parts_left: int
+    """About how many parts of this size follow."""
+
+
+def page_part(page: Page, start: int = 0, max_tokens: int = 12_000) -> Part:
+    """The part of the page's text from `start`, within about max_tokens, cut at a
+    paragraph, line or word boundary where one is near."""
+    text = page.text
+    start = min(max(start, 0), len(text))
+    room = max(max_tokens * CHARS_PER_TOKEN, 1)
+    if len(text) - start <= room:
+        end = len(text)
+    else:
+        end = start + (_cut_point(text[start : start + room + 1], room) or room)
+    left = len(text) - end
+    return Part(text[start:end], start, end, len(text), -(-left // room) if left else 0)
+
+
 def _cut_point(text: str, room: int) -> int:
     """Cut at a paragraph, else a line, else a word boundary near room, else at room."""
     for separator in ("\n\n", "\n", " "):

@@ -27,6 +27,11 @@ ERROR_CLASSES = {
 }
 MAX_DETAILS = 3  # an engine's distinct error messages quoted per failure
 DAY = re.compile(r"^\d{4}-\d{2}-\d{2}")
+# How our engine (searxng-engines/brave_api.py) writes a result's content: the date, then
+# the description and extra snippets joined (tests/test_mcp.py checks they agree).
+DATE_SEPARATOR = " — "
+SNIPPET_SEPARATOR = " … "
+DATED = re.compile(r"^\d{4}-\d{2}-\d{2}" + re.escape(DATE_SEPARATOR))
 
 
 class SearchError(ServiceError):
@@ -63,6 +68,12 @@ class Result:
         """YYYY-MM-DD from SearXNG's publishedDate, or None when the result is undated."""
         match = DAY.match(self.publishedDate or "")
         return match.group(0) if match else None
+
+    @property
+    def snippets(self) -> list[str]:
+        """The content's snippets, without the date our engine writes in front."""
+        text = DATED.sub("", self.content, count=1)
+        return [part for part in text.split(SNIPPET_SEPARATOR) if part.strip()]
 
 
 @dataclass(frozen=True)
