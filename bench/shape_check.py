@@ -17,7 +17,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from app.api.access import MAX_BODY_BYTES, shape_refusal  # noqa: E402
+from app.api.access import MAX_BODY_BYTES
+from app.api.json_shape import shape_refusal
 
 OLD_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"')  # the replaced check's first step
 

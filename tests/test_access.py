@@ -12,7 +12,8 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from app.api.access import FAILURES_ALLOWED, MAX_BODY_BYTES, MAX_JSON_DEPTH
+from app.api.access import FAILURES_ALLOWED, MAX_BODY_BYTES
+from app.api.json_shape import MAX_JSON_DEPTH
 from tests.browser import open_page, page_server
 from tests.chat_client import get_conversation, new_conversation, send
 from tests.conftest import ChatService, chat_env
