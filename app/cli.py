@@ -26,6 +26,8 @@ from app.pages.extract import extract_file
 from app.pages.fetch import fetch_page, for_model
 from app.search import embedded, language
 from app.search.client import SearchError, Searxng
+from app.search.governor import Governor
+from app.search.searcher import Searcher
 
 Command = Callable[[argparse.Namespace, config.Settings], int]
 """A subcommand: its parsed arguments and the settings in, the exit status out."""
@@ -51,11 +53,17 @@ def searxng_url(settings: config.Settings, *, supervise: bool = False) -> Iterat
         yield running.url
 
 
+def searcher(url: str, settings: config.Settings) -> Searcher:
+    """The service's way of searching, paced to SEARCH_RATE and retried once when
+    rate-limited; without the cache: a command asks SearXNG every time."""
+    return Searcher(Searxng(url), Governor(lambda: settings.search_rate))
+
+
 def cmd_search(args: argparse.Namespace, settings: config.Settings) -> int:
     locale = config.check_locale(args.locale or settings.search_locale)
 
     async def run(url: str) -> int:
-        async with Searxng(url) as client:
+        async with searcher(url, settings) as client:
             response = await client.search(
                 args.query, locale=locale, engines=args.engines, page=args.page
             )
@@ -93,7 +101,7 @@ def cmd_measure_locale(args: argparse.Namespace, settings: config.Settings) -> i
         raise config.ConfigError("give --target: the last locale names no language")
 
     async def run(url: str) -> list[language.LocaleRow]:
-        async with Searxng(url) as client:
+        async with searcher(url, settings) as client:
             return await language.measure(
                 client, args.query, locales, target, args.top, args.engines
             )

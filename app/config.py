@@ -46,6 +46,20 @@ def integer(env: Mapping[str, str], name: str, default: int, minimum: int = 0) -
     return value
 
 
+def rate(env: Mapping[str, str], name: str, default: float) -> float:
+    """A positive number of events a second (0.5 is one every two seconds)."""
+    raw = env.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ConfigError(f"{name} must be a number of searches a second, not {raw!r}") from None
+    if not 0 < value <= 1000:
+        raise ConfigError(f"{name} must be above 0 and at most 1000, not {raw}")
+    return value
+
+
 def comma_list(raw: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(item.strip() for item in raw.split(",") if item.strip()))
 
@@ -172,6 +186,12 @@ class Settings:
     """Seconds one model request may take in all: bounds a stream that never ends."""
     searxng_timeout: int
     """Seconds one SearXNG request may take before the search fails as a tool warning."""
+    search_rate: float
+    """SEARCH_RATE: searches a second the governor keeps to (the Brave plan's rate)."""
+    search_cache_ttl: int
+    """SEARCH_CACHE_TTL: seconds a search is served from the cache; 0 turns it off."""
+    search_cache_entries: int
+    """SEARCH_CACHE_ENTRIES: searches the cache keeps, the least recently used out first."""
     models: tuple[str, ...]
     default_model: str
     summary_model: str
@@ -249,6 +269,9 @@ def load(environ: dict[str, str] | None = None) -> Settings:
         llm_idle_timeout=integer(env, "LLM_IDLE_TIMEOUT", 300, 1),
         llm_total_timeout=integer(env, "LLM_TOTAL_TIMEOUT", 900, 1),
         searxng_timeout=integer(env, "SEARXNG_TIMEOUT", 20, 1),
+        search_rate=rate(env, "SEARCH_RATE", 1.0),
+        search_cache_ttl=integer(env, "SEARCH_CACHE_TTL", 3600),
+        search_cache_entries=integer(env, "SEARCH_CACHE_ENTRIES", 1000, 1),
         models=models,
         default_model=default_model,
         summary_model=env.get("SUMMARY_MODEL", "").strip() or default_model,

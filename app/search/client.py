@@ -67,6 +67,10 @@ class SearchResponse:
     results: list[Result]
     engine_errors: list[str]
     """One line per failed engine, with the engine's own explanation when it gave one."""
+    waited: float = 0.0
+    """Seconds the search waited for the search plan's rate (app/search/governor.py)."""
+    cached_age: float | None = None
+    """Seconds since it was stored, when it came from the cache (app/search/searcher.py)."""
 
 
 class Searxng:
