@@ -7,43 +7,41 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 
 MIN_RATE = 0.01
 """Searches a second at the slowest, whatever the plan says (one every 100 s)."""
-GUARD_SECONDS = 0.05
-"""Added to each interval: SearXNG forwards a search to Brave a few milliseconds after it
-receives it, not always the same few, and Brave counts its second at its end."""
 
 
 class Governor:
-    """Hands out one start time per search, each at least ``1 / rate()`` seconds after the
-    one before, in the order they were asked for. ``rate`` is read at every search: the
-    plan's rate as the latest answer told it, or SEARCH_RATE."""
+    """One search at a time, each starting at least ``1 / rate()`` seconds after the one
+    before it ended, in the order they asked.
+
+    Counted from the end, not the start: when SearXNG forwards a search to Brave is known
+    only to be between our request and its answer (a first search, or a new connection,
+    can take a fifth of a second longer there), so only this spacing keeps any two
+    queries a whole second apart at Brave. ``rate`` is read at every search: the plan's
+    rate as Brave's latest answer told it, or SEARCH_RATE."""
 
     def __init__(
-        self,
-        rate: Callable[[], float],
-        *,
-        clock: Callable[[], float] = time.monotonic,
+        self, rate: Callable[[], float], *, clock: Callable[[], float] = time.monotonic
     ) -> None:
         self.rate = rate
         self.clock = clock
+        self.lock = asyncio.Lock()  # first come, first served
         self.next_at = float("-inf")
         """When the next search may start."""
 
-    def reserve(self) -> float:
-        """Book the next start time; the seconds until it (0 when it is now). No await
-        happens between reading and booking, so concurrent searches each get their own."""
-        now = self.clock()
-        start = max(now, self.next_at)
-        self.next_at = start + 1 / max(self.rate(), MIN_RATE) + GUARD_SECONDS
-        return start - now
-
-    async def turn(self) -> float:
-        """Wait for this search's turn; the seconds waited. A search cancelled while it
-        waits leaves its slot unused (the rate is kept, never exceeded)."""
-        wait = self.reserve()
-        if wait > 0:
-            await asyncio.sleep(wait)
-        return wait
+    @asynccontextmanager
+    async def slot(self) -> AsyncIterator[float]:
+        """Hold the search's turn while it runs; gives the seconds it waited for it. A
+        search cancelled (Stop) or failed ends its turn all the same."""
+        asked = self.clock()
+        async with self.lock:
+            if (wait := self.next_at - self.clock()) > 0:
+                await asyncio.sleep(wait)
+            try:
+                yield self.clock() - asked
+            finally:
+                self.next_at = self.clock() + 1 / max(self.rate(), MIN_RATE)

@@ -91,23 +91,33 @@ class Searcher:
         ttl = self.ttl() if self.cache is not None else 0.0
         if ttl > 0 and not fresh and (kept := await self.cached(key, ttl)) is not None:
             return kept
-        waited = await self.governor.turn()
-        response = await self.client.search(
-            query, locale=locale, engines=engines, page=page, time_range=time_range
-        )
+        waited, response = await self.paced(query, locale, engines, page, time_range)
         if rate_limited(response) and not quota_used_up(response):
             delay = self.retry_seconds()
             logger.info("search rate-limited; retrying once in %.1f s", delay)
             await asyncio.sleep(delay)
-            waited += delay + await self.governor.turn()
-            response = await self.client.search(
-                query, locale=locale, engines=engines, page=page, time_range=time_range
-            )
+            again, response = await self.paced(query, locale, engines, page, time_range)
+            waited += delay + again
         if rate_limited(response):
             raise RateLimited(refusal(response))
         if ttl > 0 and self.cache is not None and keys.cacheable(response):
             await self.cache.keep_search(key, keys.encode(response), self.entries)
         return SearchResponse(response.results, response.engine_errors, waited=round(waited, 3))
+
+    async def paced(
+        self,
+        query: str,
+        locale: str | None,
+        engines: str | None,
+        page: int,
+        time_range: str | None,
+    ) -> tuple[float, SearchResponse]:
+        """Through SearXNG in the search's turn: the seconds it waited, and the answer."""
+        async with self.governor.slot() as waited:
+            response = await self.client.search(
+                query, locale=locale, engines=engines, page=page, time_range=time_range
+            )
+        return waited, response
 
     async def cached(self, key: str, ttl: float) -> SearchResponse | None:
         assert self.cache is not None
