@@ -5,6 +5,7 @@ arrived; the turns, the lab and Settings through the real service."""
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -239,3 +240,30 @@ def test_settings_empties_the_search_cache(chat, brave):
     assert emptied.status_code == 200 and emptied.json() == {"emptied": 1}
     assert lab_search(chat, q="to be forgotten")["cached_age"] is None
     assert len(queries(brave)) == 2
+
+
+# -- on the page -------------------------------------------------------------------------------
+
+
+def test_the_page_says_from_cache_and_settings_empties_it(page, llm, brave):
+    from playwright.sync_api import expect
+
+    from tests.test_page import send as type_question
+    from tests.test_page import turns_ended, wait_turn_end
+
+    search_turn(llm, "pierogi czas gotowania", "Four minutes [1].")
+    type_question(page, "Jak długo gotować pierogi?")
+    wait_turn_end(page)
+    search_turn(llm, "pierogi czas gotowania", "Four minutes, still [1].")
+    page.ended_before = turns_ended(page)
+    page.get_by_role("button", name="Regenerate").click()
+    wait_turn_end(page)
+    trail = page.locator(".trail").last
+    trail.locator("summary").click()
+    expect(trail.locator(".timeline")).to_contain_text(re.compile(r"from cache, \d+ s old"))
+    assert len(queries(brave)) == 1
+
+    page.locator("#open-settings").click()
+    page.locator("#empty-search-cache").click()
+    expect(page.locator("#settings-dialog")).to_contain_text("Emptied: 1 search removed.")
+    assert page.log.errors == []
