@@ -24,6 +24,7 @@ from app.model.client import ModelClient, safe_json
 from app.model.failures import Failure, LLMError
 from app.model.windows import OllamaWindow
 from app.search.client import SearchError, Searxng
+from app.search.searcher import Searcher
 from app.store.database import DATABASE, Database
 from app.store.files import TOKEN_FILE
 from app.store.rows import ToolRefusal
@@ -185,7 +186,9 @@ async def json_check(http: httpx.AsyncClient, url: str) -> Check:
     return json_api("fail", f"format=json answered HTTP {status}, not JSON", NOT_SEARXNG_FIX)
 
 
-async def brave_key_check(url: str, free: list[Check] | None = None) -> Check:
+async def brave_key_check(
+    url: str, free: list[Check] | None = None, *, searcher: Searcher | None = None
+) -> Check:
     """One real search through our engine: spends one query of the user's Brave plan.
 
     `free` are this SearXNG's free checks when already run; a failed one means no search."""
@@ -199,11 +202,14 @@ async def brave_key_check(url: str, free: list[Check] | None = None) -> Check:
         return key("fail", f"not checked: {failed.name} failed ({failed.detail})", failed.fix)
     if any(c.id == "engine_loaded" and c.state == "warning" for c in free):
         return key("warning", "not checked: no key", NO_KEY_FIX)
-    async with Searxng(url, timeout=SEARCH_TIMEOUT) as client:
-        try:
-            response = await client.search("weather", engines=config.ENGINE_NAME)
-        except SearchError as exc:
-            return key("fail", str(exc), "check again; if it fails again, read SearXNG's log")
+    try:
+        if searcher is not None:  # the service's: paced with its other searches, never cached
+            response = await searcher.search("weather", engines=config.ENGINE_NAME, fresh=True)
+        else:
+            async with Searxng(url, timeout=SEARCH_TIMEOUT) as client:
+                response = await client.search("weather", engines=config.ENGINE_NAME)
+    except SearchError as exc:
+        return key("fail", str(exc), "check again; if it fails again, read SearXNG's log")
     errors = "; ".join(response.engine_errors)
     if errors:
         return key(

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -267,3 +268,26 @@ def test_the_page_says_from_cache_and_settings_empties_it(page, llm, brave):
     page.locator("#empty-search-cache").click()
     expect(page.locator("#settings-dialog")).to_contain_text("Emptied: 1 search removed.")
     assert page.log.errors == []
+
+
+def test_two_conversations_searching_at_once_queue_and_the_trail_says_so(chat, llm, brave):
+    llm.script(
+        Reply(tool_calls=[ToolCall("web_search", {"query": "queued one"})]),
+        Reply(tool_calls=[ToolCall("web_search", {"query": "queued two"})]),
+        Reply(text="One."),
+        Reply(text="Two."),
+    )
+    ids = [new_conversation(chat), new_conversation(chat)]
+    threads = [
+        threading.Thread(target=send, args=(chat, conversation_id, "Search, please."))
+        for conversation_id in ids
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    steps = [step for conversation_id in ids for step in search_steps(chat, conversation_id)]
+    assert len(steps) == 2 and not any("error" in step for step in steps)
+    assert max(step.get("waited", 0) for step in steps) >= 0.9  # the plan's second, in the trail
+    first, second = sorted(r.at for r in queries(brave))
+    assert second - first >= 1.0

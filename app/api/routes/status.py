@@ -51,4 +51,5 @@ async def status(services: ServicesDep, quick: bool = False) -> dict[str, Any]:
 @router.post("/brave")
 async def brave(services: ServicesDep) -> dict[str, Any]:
     """The Brave key: one real search, one query of the user's Brave plan."""
-    return answer([await doctor.brave_key_check(services.searxng.url)])
+    check = await doctor.brave_key_check(services.searxng.url, searcher=services.searcher)
+    return answer([check])
