@@ -125,6 +125,22 @@ def test_the_same_search_is_served_from_the_cache(searxng, brave, storage):
     assert len(queries(brave)) == 3
 
 
+def test_the_same_search_asked_at_once_is_asked_of_brave_once(searxng, brave, storage):
+    async def scenario() -> list[SearchResponse]:
+        async with Searcher(Searxng(searxng.url), cache=storage, ttl=3600) as searcher:
+            return list(
+                await asyncio.gather(
+                    *(searcher.search("at once", locale="pl-PL") for _ in range(3)),
+                    searcher.search("at once", locale="pl-PL", fresh=True),
+                )
+            )
+
+    *same, fresh = asyncio.run(scenario())
+    assert same[0].results and all(r.results == same[0].results for r in same)
+    assert fresh.results
+    assert len(queries(brave)) == 2  # the three as one, and the fresh one
+
+
 def test_a_search_with_a_failed_engine_or_no_results_is_never_cached(
     fresh_searxng, brave, tmp_path
 ):

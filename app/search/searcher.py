@@ -61,6 +61,8 @@ class Searcher:
         self.retry_seconds = retry_seconds if callable(retry_seconds) else lambda: retry_seconds
         """How long to wait before retrying a rate-limited search (the engine's
         X-RateLimit-Reset when it is known, else RETRY_SECONDS)."""
+        self.flying: dict[str, asyncio.Future[SearchResponse]] = {}
+        """The searches on their way to SearXNG, by key."""
 
     async def aclose(self) -> None:
         await self.client.aclose()
@@ -89,8 +91,39 @@ class Searcher:
         RateLimited when the engine refused it for its rate twice, or for its quota."""
         key = SearchKey(query, locale, engines, page, time_range).text()
         ttl = self.ttl() if self.cache is not None else 0.0
-        if ttl > 0 and not fresh and (kept := await self.cached(key, ttl)) is not None:
+        if ttl <= 0 or fresh:
+            return await self.asked(key, query, locale, engines, page, time_range, keep=ttl > 0)
+        if (kept := await self.cached(key, ttl)) is not None:
             return kept
+        # The same search already on its way (a lab comparison, two conversations at once)
+        # is awaited, not asked again; in a task of its own, so that the Stop of the one
+        # who asked first leaves the others their answer.
+        flying = self.flying.get(key)
+        if flying is None:
+            asking = self.asked(key, query, locale, engines, page, time_range, keep=True)
+            flying = self.flying[key] = asyncio.ensure_future(asking)
+            flying.add_done_callback(lambda done: self.landed(key, done))
+        return await asyncio.shield(flying)
+
+    def landed(self, key: str, done: asyncio.Future[SearchResponse]) -> None:
+        if self.flying.get(key) is done:
+            del self.flying[key]
+        if not done.cancelled():
+            done.exception()  # retrieved: nobody may be left to await it
+
+    async def asked(
+        self,
+        key: str,
+        query: str,
+        locale: str | None,
+        engines: str | None,
+        page: int,
+        time_range: str | None,
+        *,
+        keep: bool,
+    ) -> SearchResponse:
+        """Through SearXNG, in the search's turn; a rate-limited search once more after
+        the delay; kept in the cache when ``keep`` and the answer is whole."""
         waited, response = await self.paced(query, locale, engines, page, time_range)
         if rate_limited(response) and not quota_used_up(response):
             delay = self.retry_seconds()
@@ -100,7 +133,7 @@ class Searcher:
             waited += delay + again
         if rate_limited(response):
             raise RateLimited(refusal(response))
-        if ttl > 0 and self.cache is not None and keys.cacheable(response):
+        if keep and self.cache is not None and keys.cacheable(response):
             await self.cache.keep_search(key, keys.encode(response), self.entries)
         return SearchResponse(response.results, response.engine_errors, waited=round(waited, 3))
 
