@@ -26,7 +26,9 @@ from app.pages.extract import extract_file
 from app.pages.fetch import fetch_page, for_model
 from app.search import embedded, language
 from app.search.client import Counter, SearchError, Searxng
+from app.search.governor import Governor
 from app.search.plan import PlanReader
+from app.search.searcher import Searcher
 
 Command = Callable[[argparse.Namespace, config.Settings], int]
 """A subcommand: its parsed arguments and the settings in, the exit status out."""
@@ -90,17 +92,21 @@ def stored_plan_check(settings: config.Settings) -> doctor.Check:
     return doctor.plan_check(plan, spent, settings.search_rate)
 
 
-def client(url: str, settings: config.Settings) -> Searxng:
-    """A search client reading the Brave plan and counting its searches."""
-    return Searxng(url, plan=PlanReader(settings.search_plan_file), count=counted(settings))
+def searcher(url: str, settings: config.Settings) -> Searcher:
+    """The service's way of searching, for a command: paced to the Brave plan's rate (or
+    SEARCH_RATE), retried once when rate-limited, counted with the service's searches;
+    without the cache: a command asks SearXNG every time."""
+    plan = PlanReader(settings.search_plan_file, settings.search_rate)
+    client = Searxng(url, timeout=settings.searxng_timeout, plan=plan, count=counted(settings))
+    return Searcher(client, Governor(plan.plan_rate))
 
 
 def cmd_search(args: argparse.Namespace, settings: config.Settings) -> int:
     locale = config.check_locale(args.locale or settings.search_locale)
 
     async def run(url: str) -> int:
-        async with client(url, settings) as searxng:
-            response = await searxng.search(
+        async with searcher(url, settings) as client:
+            response = await client.search(
                 args.query, locale=locale, engines=args.engines, page=args.page
             )
         if args.json:
@@ -139,9 +145,9 @@ def cmd_measure_locale(args: argparse.Namespace, settings: config.Settings) -> i
         raise config.ConfigError("give --target: the last locale names no language")
 
     async def run(url: str) -> list[language.LocaleRow]:
-        async with client(url, settings) as searxng:
+        async with searcher(url, settings) as client:
             return await language.measure(
-                searxng, args.query, locales, target, args.top, args.engines
+                client, args.query, locales, target, args.top, args.engines
             )
 
     with searxng_url(settings) as url:
@@ -304,7 +310,7 @@ def cmd_mcp(args: argparse.Namespace, settings: config.Settings) -> int:
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     with searxng_url(settings) as url:
         logging.getLogger(__name__).info("MCP server on stdio; SearXNG: %s", url)
-        asyncio.run(serve_stdio(settings, url))
+        asyncio.run(serve_stdio(settings, searcher(url, settings)))
     return 0
 
 

@@ -177,6 +177,10 @@ class Settings:
     search_plan_file: Path
     """SEARCH_PLAN_FILE: where our engine writes the plan Brave's headers state, and the
     service reads it (DATA_DIR/brave-plan.json by default; Compose: a shared volume)."""
+    search_cache_ttl: int
+    """SEARCH_CACHE_TTL: seconds a search is served from the cache; 0 turns it off."""
+    search_cache_entries: int
+    """SEARCH_CACHE_ENTRIES: searches the cache keeps, the least recently used out first."""
     models: tuple[str, ...]
     default_model: str
     summary_model: str
@@ -209,8 +213,11 @@ def search_rate(raw: str) -> float | None:
         rate = float(raw)
     except ValueError:
         rate = 0.0
-    if not 0 < rate < float("inf"):
-        raise ConfigError(f"SEARCH_RATE must be a number of queries a second above 0, not {raw!r}")
+    if not 0 < rate <= 1000:
+        raise ConfigError(
+            "SEARCH_RATE must be a number of queries a second above 0 and at most 1000, "
+            f"not {raw!r}"
+        )
     return rate
 
 
@@ -272,6 +279,8 @@ def load(environ: dict[str, str] | None = None) -> Settings:
             env.get("SEARCH_PLAN_FILE", "").strip()
             or Path(env.get("DATA_DIR", "").strip() or ROOT / "data") / "brave-plan.json"
         ),
+        search_cache_ttl=integer(env, "SEARCH_CACHE_TTL", 3600),
+        search_cache_entries=integer(env, "SEARCH_CACHE_ENTRIES", 1000, 1),
         models=models,
         default_model=default_model,
         summary_model=env.get("SUMMARY_MODEL", "").strip() or default_model,

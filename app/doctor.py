@@ -26,6 +26,7 @@ from app.model.windows import OllamaWindow
 from app.search.client import Counter, SearchError, Searxng
 from app.search.failures import EngineFailure
 from app.search.plan import Plan, PlanReader, summary
+from app.search.searcher import Searcher
 from app.store.database import DATABASE, Database
 from app.store.files import TOKEN_FILE
 from app.store.rows import ToolRefusal
@@ -201,6 +202,8 @@ async def brave_key_check(
     free: list[Check] | None = None,
     plan: PlanReader | None = None,
     count: Counter | None = None,
+    *,
+    searcher: Searcher | None = None,
 ) -> Check:
     """One real search through our engine: spends one query of the user's Brave plan.
 
@@ -215,11 +218,14 @@ async def brave_key_check(
         return key("fail", f"not checked: {failed.name} failed ({failed.detail})", failed.fix)
     if any(c.id == "engine_loaded" and c.state == "warning" for c in free):
         return key("warning", "not checked: no key", NO_KEY_FIX)
-    async with Searxng(url, timeout=SEARCH_TIMEOUT, plan=plan, count=count) as client:
-        try:
-            response = await client.search("weather", engines=config.ENGINE_NAME)
-        except SearchError as exc:
-            return key("fail", str(exc), "check again; if it fails again, read SearXNG's log")
+    try:
+        if searcher is not None:  # the service's: paced with its other searches, never cached
+            response = await searcher.search("weather", engines=config.ENGINE_NAME, fresh=True)
+        else:
+            async with Searxng(url, timeout=SEARCH_TIMEOUT, plan=plan, count=count) as client:
+                response = await client.search("weather", engines=config.ENGINE_NAME)
+    except SearchError as exc:
+        return key("fail", str(exc), "check again; if it fails again, read SearXNG's log")
     errors = "; ".join(response.engine_errors)
     if limited := [f for f in response.failures if f.code]:
         return key("fail", f"{limited[0].named} ({errors})", PLAN_FIX)

@@ -22,6 +22,7 @@ import pytest
 from app import config
 from app.chat.tools import MAX_QUERY_CHARS, ToolResult, ToolRunner
 from app.search.client import Searxng
+from app.search.searcher import Searcher
 from tests.chat_client import get_conversation, new_conversation, send
 from tests.conftest import chat_env
 from tests.fakes.llm_server import Reply, ToolCall, obeying
@@ -221,7 +222,7 @@ def test_an_address_with_a_lone_surrogate_is_refused_and_the_answer_kept(chat, l
 
 def runner(settings: config.Settings, searxng_url: str, user_text: str) -> ToolRunner:
     return ToolRunner(
-        searxng=Searxng(searxng_url),
+        searcher=Searcher(Searxng(searxng_url)),
         settings=settings,
         locale="pl-PL",
         engines=None,
@@ -234,7 +235,7 @@ def runner(settings: config.Settings, searxng_url: str, user_text: str) -> ToolR
 def fetched(settings: config.Settings, searxng_url: str, user_text: str, url: str) -> ToolResult:
     async def scenario() -> ToolResult:
         tools = runner(settings, searxng_url, user_text)
-        async with tools.searxng:
+        async with tools.searcher:
             return await tools.fetch(url)
 
     return asyncio.run(scenario())

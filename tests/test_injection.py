@@ -25,6 +25,7 @@ from app import config
 from app.chat.tools import DEFAULT_TOOL_NOTE, ToolResult, ToolRunner, untrusted
 from app.pages import addresses
 from app.search.client import Searxng
+from app.search.searcher import Searcher
 from tests.chat_client import get_conversation, new_conversation, send
 from tests.conftest import chat_env
 from tests.fakes.llm_server import Reply, ToolCall
@@ -66,7 +67,7 @@ def resolve_everything_privately(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 def runner(settings: config.Settings, searxng_url: str, user_text: str = "") -> ToolRunner:
     """A runner like a turn's (app/chat/turn.py), with the conversation's user text."""
     return ToolRunner(
-        searxng=Searxng(searxng_url),
+        searcher=Searcher(Searxng(searxng_url)),
         settings=settings,
         locale="pl-PL",
         engines=None,
@@ -85,7 +86,7 @@ def run_fetches(tools: ToolRunner, *urls: str, search: str | None = None) -> lis
     """Optionally a search, then the fetches, in one event loop; the search's outcome first."""
 
     async def scenario() -> list[ToolResult]:
-        async with tools.searxng:
+        async with tools.searcher:
             outcomes = [await tools.search(search, None)] if search else []
             return outcomes + [await tools.fetch(url) for url in urls]
 
@@ -187,7 +188,7 @@ def test_an_address_from_a_search_result_is_not_flagged(
     tools = runner(settings, searxng.url)
 
     async def scenario() -> tuple[str, ToolResult, ToolResult]:
-        async with tools.searxng:
+        async with tools.searcher:
             search = await tools.search("pierogi recipe", None)
             found = search.event["results"][0]["url"]
             return found, await tools.fetch(found + "#section"), await tools.fetch(OTHER_URL)

@@ -314,7 +314,8 @@ def test_errors_show_the_service_message(page, chat, llm, pages, tmp_path, brows
     expect(error).to_be_hidden()
     expect(page.locator(".lab-result").first).to_be_visible()
 
-    dead = ChatService(chat_env(llm, tmp_path, pages), "http://127.0.0.1:9").start()
+    # Its own DATA_DIR: sharing the first one's, it would answer from its search cache.
+    dead = ChatService(chat_env(llm, tmp_path / "dead", pages), "http://127.0.0.1:9").start()
     other = open_page(browser, dead.url)
     try:
         open_lab(other, dead.url)

@@ -3,6 +3,7 @@ comes back, and how Brave's errors reach the command line."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import time
@@ -10,6 +11,7 @@ import time
 import httpx
 import pytest
 
+from app.search.client import SearchResponse, Searxng
 from app.search.embedded import EmbeddedSearxng
 from tests.conftest import API_KEY, run_cli, searxng_env
 
@@ -97,7 +99,8 @@ def test_results_carry_date_description_and_extra_snippets(searxng, brave):
 
 
 def test_rate_limit_reaches_the_cli_as_a_clear_error(fresh_searxng, brave):
-    brave.fail_next(429, "RATE_LIMITED")
+    # Refused again when retried (app/search/searcher.py): the search fails, and says why.
+    brave.fail_next(429, "RATE_LIMITED", times=2)
     run = run_cli("search", "rust", searxng_url=fresh_searxng.url)
     assert run.returncode != 0
     assert "too many requests" in run.stderr
@@ -109,15 +112,20 @@ def test_rate_limit_reaches_the_cli_as_a_clear_error(fresh_searxng, brave):
     brave.fail_next(429, "QUOTA_LIMITED")
     assert run_cli("search", "rust", searxng_url=fresh_searxng.url).returncode != 0
     calls = len(brave.requests)
-    again = run_cli("search", "rust", searxng_url=fresh_searxng.url)
-    assert again.returncode != 0 and "Suspended" in again.stderr
+
+    async def search() -> SearchResponse:
+        async with Searxng(fresh_searxng.url) as client:
+            return await client.search("rust")
+
+    again = asyncio.run(search())
+    assert not again.results and "Suspended" in again.engine_errors[0]
     assert len(brave.requests) == calls
 
 
 def test_rate_limit_suspension_lasts_as_long_as_brave_says(fresh_searxng, brave):
     # The fake's X-RateLimit-Reset says a couple of seconds; without it SearXNG would
-    # suspend the engine for an hour.
-    brave.fail_next(429, "RATE_LIMITED")
+    # suspend the engine for an hour. Refused twice: the search's one retry fails too.
+    brave.fail_next(429, "RATE_LIMITED", times=2)
     assert run_cli("search", "rust", searxng_url=fresh_searxng.url).returncode != 0
     deadline = time.monotonic() + 15
     while time.monotonic() < deadline:

@@ -1,19 +1,22 @@
 """The search lab's API: a search as the model gets it, and the locale measurement.
 
-``GET /api/lab/search?q=&locale=&engines=&page=1``
+``GET /api/lab/search?q=&locale=&engines=&page=1&fresh=false``
     One page of results through our SearXNG, as ``web_search`` hands them to the model,
     with each result's detected language::
 
         {"query": str, "locale": str, "target": str | null, "page": int,
          "results": [{"title", "url", "domain", "content", "date": "YYYY-MM-DD" | null,
                       "language": "pl", "engine"}],
-         "engine_errors": [str]}
+         "engine_errors": [str], "cached_age": float | null, "waited": float}
 
     ``locale`` defaults to SEARCH_LOCALE; ``target`` is its language (null for ``all``),
-    the one the page highlights. ``engine_errors`` lists engines that failed while others
-    answered; when no result came and an engine failed, the answer is 502 instead.
+    the one the page highlights. ``cached_age`` is the seconds since the search was
+    stored when it came from the search cache (``fresh=true`` asks SearXNG instead);
+    ``waited`` the seconds it queued for the search plan's rate. ``engine_errors`` lists
+    engines that failed while others answered; when no result came and an engine failed,
+    the answer is 502 instead.
 
-``GET /api/lab/measure?q=&locales=all,pl,pl-PL&target=&top=20&engines=&locale=``
+``GET /api/lab/measure?q=&locales=all,pl,pl-PL&target=&top=20&engines=&locale=&fresh=false``
     What ``python -m app measure-locale`` measures: for each locale, how many of the top
     results are in the target language::
 
@@ -37,8 +40,8 @@ from fastapi import APIRouter, Depends, Query, Request
 
 from app.api.bodies import ErrorBody
 from app.search import lab
-from app.search.client import Searxng
 from app.search.lab import LabSearch, Measurement
+from app.search.searcher import Searcher
 
 router = APIRouter(
     prefix="/api/lab",
@@ -61,8 +64,9 @@ QueryText = Annotated[
 Engines = Annotated[str, Query(json_schema_extra={"pattern": ENGINES_PATTERN})]
 
 
-def searxng(request: Request) -> Searxng:
-    client: Searxng = request.app.state.services.searxng
+def searcher(request: Request) -> Searcher:
+    """The service's one searcher: the lab's searches are paced and cached like a turn's."""
+    client: Searcher = request.app.state.services.searcher
     return client
 
 
@@ -72,7 +76,8 @@ def default_locale(request: Request) -> str:
     return locale
 
 
-Client = Annotated[Searxng, Depends(searxng)]
+Client = Annotated[Searcher, Depends(searcher)]
+Fresh = Annotated[bool, Query(description="search again even if the cache holds it")]
 HomeLocale = Annotated[str, Depends(default_locale)]
 
 
@@ -84,8 +89,9 @@ async def search(
     locale: Annotated[str, Query(json_schema_extra={"pattern": LOCALE_PATTERN})] = "",
     engines: Engines = "",
     page: Annotated[str, Query(json_schema_extra={"pattern": r"^([1-9]|10)$"})] = "1",
+    fresh: Fresh = False,
 ) -> LabSearch:
-    return await lab.search_page(client, q, locale, engines, page, home)
+    return await lab.search_page(client, q, locale, engines, page, home, fresh=fresh)
 
 
 @router.get("/measure")
@@ -98,6 +104,7 @@ async def measure_locales(
     target: Annotated[str, Query(json_schema_extra={"pattern": r"^([a-z]{2,3})?$"})] = "",
     top: Annotated[str, Query(json_schema_extra={"pattern": r"^([1-9]|[1-4][0-9]|50)$"})] = "20",
     engines: Engines = "",
+    fresh: Fresh = False,
 ) -> Measurement:
     return await lab.measurement(
         client,
@@ -108,4 +115,5 @@ async def measure_locales(
         top=top,
         engines=engines,
         home=home,
+        fresh=fresh,
     )

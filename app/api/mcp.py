@@ -30,7 +30,7 @@ class McpEndpoint:
 
     @asynccontextmanager
     async def running(self, services: Services) -> AsyncIterator[None]:
-        tools = WebTools(services.searxng, services.settings, services.extraction)
+        tools = WebTools(services.searcher, services.settings, services.extraction)
         server = build_server(tools)
         server.streamable_http_app(
             stateless_http=True,

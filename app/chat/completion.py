@@ -120,7 +120,7 @@ class Answer:
         settings, names = services.settings, request.client_names
         on = request.web_search
         runner = ToolRunner(
-            searxng=services.searxng,
+            searcher=services.searcher,
             settings=settings,
             locale=request.locale,
             engines=None,

@@ -74,6 +74,10 @@ class SearchEvent(TypedDict):
     error: NotRequired[str]
     repeated: NotRequired[bool]
     """The same call was made earlier in the answer: its result was given again."""
+    waited: NotRequired[float]
+    """Seconds it waited for the search plan's rate (other searches went first)."""
+    cached_age: NotRequired[float]
+    """It came from the search cache, stored this many seconds ago: no query was spent."""
 
 
 class FetchEvent(TypedDict):

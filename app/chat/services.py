@@ -1,6 +1,7 @@
 """What a turn needs from the outside, built once by the web layer: the settings, the
-storage, the model server, SearXNG, and what is remembered of the model server between
-turns (its models, its windows) (docs/architecture.md, "The turn")."""
+storage, the model server, SearXNG and the one searcher over it, and what is remembered
+of the model server between turns (its models, its windows) (docs/architecture.md, "The
+turn")."""
 
 from __future__ import annotations
 
@@ -12,7 +13,9 @@ from app import config
 from app.model.client import ModelClient
 from app.pages.worker import ExtractionProcess
 from app.search.client import Searxng
+from app.search.governor import Governor
 from app.search.plan import PlanReader
+from app.search.searcher import Searcher
 from app.store.storage import Storage
 
 WINDOW_RETRY_SECONDS = 300.0
@@ -34,6 +37,18 @@ class Services:
     memory_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     """Held by every write of memory.md: the Settings editor's and compression's."""
     extraction: ExtractionProcess = field(default_factory=ExtractionProcess)
+    searcher: Searcher = field(init=False)
+    """The one way every search goes (the turns, the lab, whatever else searches): paced
+    to the plan's rate, served from the cache in chat.db (docs/search-spend.md)."""
+
+    def __post_init__(self) -> None:
+        self.searcher = Searcher(
+            self.searxng,
+            Governor(self.plan.plan_rate),
+            cache=self.storage,
+            ttl=lambda: self.settings.search_cache_ttl,
+            entries=self.settings.search_cache_entries,
+        )
 
     async def offers(self, model: str) -> bool:
         """Whether the picker offers this model: configured, listed by the server (asked at

@@ -33,9 +33,12 @@ from app.chat.given_addresses import (
 from app.model.tool_calls import ToolCall
 from app.pages.errors import FetchFailed, FetchRefused
 from app.pages.fetch import Extract, extract_in_thread, fetch_page, for_model
-from app.search.client import Result, SearchError, Searxng
+from app.search.client import Result, SearchError
+from app.search.searcher import Searcher
 from app.store.rows import Message
 
+SHOWN_WAIT_SECONDS = 0.1
+"""A wait for the search plan's rate shorter than this is not worth a word in the trail."""
 MAX_QUERY_CHARS = 400
 """The longest search query the model may write: a query is the one text of the model's
 that leaves the machine (to the search engines)."""
@@ -117,7 +120,7 @@ class ToolResult:
 
 @dataclass
 class ToolRunner:
-    searxng: Searxng
+    searcher: Searcher
     settings: config.Settings
     locale: str
     engines: str | None
@@ -228,11 +231,15 @@ class ToolRunner:
         self.queried |= keys_in(query)
         try:
             config.check_locale(locale)
-            response = await self.searxng.search(query, locale=locale, engines=self.engines)
+            response = await self.searcher.search(query, locale=locale, engines=self.engines)
         except (SearchError, config.ConfigError) as exc:
             return failed(event, "search failed", str(exc), "web_search")
         if unavailable := response.unavailable:  # named: what happened, until when
             return failed(event, "search failed", unavailable, "web_search")
+        if response.waited >= SHOWN_WAIT_SECONDS:
+            event["waited"] = response.waited
+        if response.cached_age is not None:
+            event["cached_age"] = response.cached_age
         lines = []
         for result in response.results:
             number = self.cite(result.url, result.title, result.domain, date=result.day)

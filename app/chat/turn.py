@@ -135,7 +135,7 @@ class Turn:
         )
         outcome.keep_message = start.keeps_message
         runner = ToolRunner(
-            searxng=services.searxng,
+            searcher=services.searcher,
             settings=services.settings,
             locale=chosen.search_locale,
             engines=chosen.search_engines or None,

@@ -27,8 +27,8 @@ from app import config
 from app.chat.tools import MAX_QUERY_CHARS
 from app.mcp.tools import MeasureOutput, SearchOutput, WebTools
 from app.pages.worker import ExtractionProcess
-from app.search.client import Searxng
 from app.search.lab import MAX_LOCALES, MAX_TOP
+from app.search.searcher import Searcher
 
 NAME = "private-search"
 INSTRUCTIONS = (
@@ -127,14 +127,14 @@ def build_server(tools: WebTools) -> MCPServer:
     return server
 
 
-async def serve_stdio(settings: config.Settings, searxng_url: str) -> None:
+async def serve_stdio(settings: config.Settings, searcher: Searcher) -> None:
     """The server on stdin/stdout until the client closes stdin. Pages are extracted in a
     process of their own, as in the service. While it serves, the SDK points file
     descriptor 1 at stderr: nothing but the protocol reaches stdout."""
     extraction = ExtractionProcess()
-    async with Searxng(searxng_url, timeout=settings.searxng_timeout) as searxng:
+    async with searcher:
         try:
-            server = build_server(WebTools(searxng, settings, extraction))
+            server = build_server(WebTools(searcher, settings, extraction))
             async with stdio_server() as (read_stream, write_stream):
                 await serve(server, read_stream, write_stream)
         finally:

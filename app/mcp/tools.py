@@ -25,7 +25,8 @@ from app.errors import ServiceError
 from app.pages.errors import FetchFailed, FetchRefused
 from app.pages.fetch import Extract, Part, fetch_page, page_part
 from app.search import lab, language
-from app.search.client import SearchError, Searxng
+from app.search.client import SearchError
+from app.search.searcher import Searcher
 
 TIME_RANGES = ("day", "week", "month", "year")
 
@@ -65,7 +66,7 @@ class WebTools:
     """What the tools run on: SearXNG, the settings (locale, fetch limits) and the
     extractor (the service's extraction process, or the stdio server's own)."""
 
-    searxng: Searxng
+    searcher: Searcher
     settings: config.Settings
     extract: Extract
 
@@ -84,8 +85,8 @@ class WebTools:
             raise ToolError(f"time_range must be one of {', '.join(TIME_RANGES)}")
         try:
             chosen = config.check_locale((locale or "").strip() or self.settings.search_locale)
-            names = await lab.check_engines(self.searxng, engines or "")
-            response = await self.searxng.search(
+            names = await lab.check_engines(self.searcher, engines or "")
+            response = await self.searcher.search(
                 query, locale=chosen, engines=names, page=page, time_range=time_range
             )
         except config.ConfigError as exc:
@@ -149,7 +150,7 @@ class WebTools:
     ) -> CallToolResult:
         try:
             found = await lab.measurement(
-                self.searxng,
+                self.searcher,
                 query,
                 locales=",".join(locales or []),
                 locale="",

@@ -84,6 +84,11 @@ class SearchResponse:
     failures: list[EngineFailure] = field(default_factory=list)
     """The same failures, each with what happened and until when."""
 
+    waited: float = 0.0
+    """Seconds the search waited for the search plan's rate (app/search/governor.py)."""
+    cached_age: float | None = None
+    """Seconds since it was stored, when it came from the cache (app/search/searcher.py)."""
+
     @property
     def unavailable(self) -> str | None:
         """When no engine answered: what happened to each, and until when (a named

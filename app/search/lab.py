@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 from app import config
 from app.errors import ServiceError
 from app.search import language
-from app.search.client import SearchError, Searxng
+from app.search.client import SearchError
+from app.search.searcher import Searcher
 
 MAX_QUERY_CHARS = 400
 MAX_PAGE = 10
@@ -61,6 +62,10 @@ class LabSearch:
     page: int
     results: list[LabResult]
     engine_errors: list[str] = field(default_factory=list)
+    cached_age: float | None = None
+    """Seconds since it was stored, when it came from the search cache."""
+    waited: float = 0.0
+    """Seconds it waited for the search plan's rate."""
 
 
 @dataclass(frozen=True)
@@ -107,7 +112,7 @@ def target_of(locale: str) -> str | None:
     return None if locale in ("all", "auto") else language.language_of(locale)
 
 
-async def check_engines(client: Searxng, engines: str) -> str | None:
+async def check_engines(client: Searcher, engines: str) -> str | None:
     """The engines asked for, each one this SearXNG has loaded; None for SearXNG's own
     choice."""
     names = [name for name in engines.replace(" ", "").split(",") if name]
@@ -124,11 +129,18 @@ async def check_engines(client: Searxng, engines: str) -> str | None:
 
 
 async def lab_search(
-    client: Searxng, query: str, locale: str, engines: str | None, page: int
+    client: Searcher,
+    query: str,
+    locale: str,
+    engines: str | None,
+    page: int,
+    *,
+    fresh: bool = False,
 ) -> LabSearch:
     """One page of results with their languages; SearchError when nothing came back
-    because SearXNG or every engine failed (the model would get "search failed")."""
-    response = await client.search(query, locale=locale, engines=engines, page=page)
+    because SearXNG or every engine failed (the model would get "search failed").
+    ``fresh`` asks SearXNG even when the cache holds the search."""
+    response = await client.search(query, locale=locale, engines=engines, page=page, fresh=fresh)
     if response.unavailable:  # every engine failed: what happened, until when
         raise SearchError("; ".join(failure.told for failure in response.failures))
     languages = await asyncio.to_thread(language.detect_results, response.results)
@@ -151,11 +163,20 @@ async def lab_search(
         page=page,
         results=results,
         engine_errors=response.engine_errors,
+        cached_age=response.cached_age,
+        waited=response.waited,
     )
 
 
 async def search_page(
-    client: Searxng, q: str, locale: str, engines: str, page: str, home: str
+    client: Searcher,
+    q: str,
+    locale: str,
+    engines: str,
+    page: str,
+    home: str,
+    *,
+    fresh: bool = False,
 ) -> LabSearch:
     """GET /api/lab/search: the parameters as given, ``home`` being SEARCH_LOCALE."""
     query = check_query(q)
@@ -163,11 +184,12 @@ async def search_page(
     number = check_number("page", page, 1, MAX_PAGE)
     if not query.strip():  # only Unicode spaces: nothing to search, and nothing wrong
         return LabSearch(query, chosen, target_of(chosen), number, results=[])
-    return await lab_search(client, query, chosen, await check_engines(client, engines), number)
+    names = await check_engines(client, engines)
+    return await lab_search(client, query, chosen, names, number, fresh=fresh)
 
 
 async def measurement(
-    client: Searxng,
+    client: Searcher,
     q: str,
     *,
     locales: str,
@@ -176,6 +198,7 @@ async def measurement(
     top: str,
     engines: str,
     home: str,
+    fresh: bool = False,
 ) -> Measurement:
     """GET /api/lab/measure: for each locale, how many of the top results are in the
     target language, the parameters as given.
@@ -202,5 +225,5 @@ async def measurement(
         rows = [language.LocaleRow(locale=each, in_target=0, total=0) for each in chosen]
     else:
         names = await check_engines(client, engines)
-        rows = await language.measure(client, query, chosen, wanted, count, names)
+        rows = await language.measure(client, query, chosen, wanted, count, names, fresh=fresh)
     return Measurement(query=query, target=wanted, top=count, locales=chosen, rows=rows)

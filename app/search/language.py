@@ -7,7 +7,8 @@ from dataclasses import dataclass, field
 
 import py3langid
 
-from app.search.client import Result, SearchError, Searxng
+from app.search.client import Result, SearchError
+from app.search.searcher import Searcher
 
 
 def detect(text: str) -> str:
@@ -53,37 +54,47 @@ class LocaleRow:
 
 
 async def top_results(
-    searxng: Searxng, query: str, locale: str, top: int, engines: str | None = None
+    searxng: Searcher,
+    query: str,
+    locale: str,
+    top: int,
+    engines: str | None = None,
+    *,
+    fresh: bool = False,
 ) -> list[Result]:
     """The first ``top`` results for the locale, reading further pages as needed."""
     results: list[Result] = []
     seen: set[str] = set()
     for page in range(1, 11):
-        response = await searxng.search(query, locale=locale, engines=engines, page=page)
+        response = await searxng.search(
+            query, locale=locale, engines=engines, page=page, fresh=fresh
+        )
         if response.engine_errors:
             raise SearchError("; ".join(response.engine_errors))
-        fresh = [r for r in response.results if r.url not in seen]
-        if not fresh:
+        new = [r for r in response.results if r.url not in seen]
+        if not new:
             break
-        seen.update(r.url for r in fresh)
-        results.extend(fresh)
+        seen.update(r.url for r in new)
+        results.extend(new)
         if len(results) >= top:
             break
     return results[:top]
 
 
 async def measure(
-    searxng: Searxng,
+    searxng: Searcher,
     query: str,
     locales: list[str],
     target: str,
     top: int,
     engines: str | None = None,
+    *,
+    fresh: bool = False,
 ) -> list[LocaleRow]:
     """For each locale, how many of the top results are in the target language."""
 
     async def row(locale: str) -> LocaleRow:
-        results = await top_results(searxng, query, locale, top, engines)
+        results = await top_results(searxng, query, locale, top, engines, fresh=fresh)
         languages = await asyncio.to_thread(detect_results, results)
         detected = [
             Detected(url=r.url, language=lang) for r, lang in zip(results, languages, strict=True)

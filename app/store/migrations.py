@@ -160,6 +160,18 @@ MIGRATIONS = [
         queries INTEGER NOT NULL
     );
     """,
+    # The search cache (app/store/search_cache.py): a search's response by its key, so a
+    # Regenerate or the same question again spends no query; `used` orders them from the
+    # least recently used.
+    """
+    CREATE TABLE search_cache (
+        key TEXT PRIMARY KEY,
+        response TEXT NOT NULL,
+        stored_at REAL NOT NULL,
+        used INTEGER NOT NULL
+    );
+    CREATE INDEX search_cache_used ON search_cache (used);
+    """,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 

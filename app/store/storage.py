@@ -31,6 +31,7 @@ from app.store.rows import (
     ToolRefusal,
     Totals,
 )
+from app.store.search_cache import CachedSearch
 from app.store.searches import SearchesSpent
 
 logger = logging.getLogger(__name__)
@@ -158,6 +159,17 @@ class Storage:
 
     async def forget_tool_refusal(self, model: str) -> bool:
         return await self.run(self.database.forget_tool_refusal, model)
+
+    # -- the search cache (app/search/cache.py's CacheStore) -----------------------------
+
+    async def cached_search(self, key: str) -> CachedSearch | None:
+        return await self.run(self.database.cached_search, key)
+
+    async def keep_search(self, key: str, response: str, entries: int) -> None:
+        await self.run(self.database.keep_search, key, response, entries)
+
+    async def clear_search_cache(self) -> int:
+        return await self.run(self.database.clear_search_cache)
 
     # -- conversations --------------------------------------------------------------------
 

@@ -32,7 +32,7 @@ import time
 import unicodedata
 import uuid
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from functools import lru_cache
 from typing import Any
@@ -76,6 +76,8 @@ class RecordedRequest:
     path: str
     params: dict[str, str]  # query string, first value of each name
     headers: dict[str, str]  # lower-cased names
+    at: float = field(default_factory=time.monotonic)
+    """When it arrived (time.monotonic): tests of the pacing read the gaps."""
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """The Settings panel's resources: what the page starts from (models, defaults, help,
-presets), the user's models, the refusals of the web tools remembered per model, and
-memory.md with its facts."""
+presets), the user's models, the refusals of the web tools remembered per model,
+memory.md with its facts, and the search cache."""
 
 from __future__ import annotations
 
@@ -83,3 +83,9 @@ async def forget_tool_refusal(model: ModelPath, storage: StorageDep) -> Response
     if not await storage.forget_tool_refusal(model):
         raise refused(f"no refusal of the web tools is remembered for {model[:80]!r}", 404)
     return Response(status_code=204)
+
+
+@router.delete("/search-cache")
+async def empty_search_cache(services: ServicesDep) -> dict[str, int]:
+    """Empty the search cache: every search asks the engines again (and spends a query)."""
+    return {"emptied": await services.searcher.clear()}

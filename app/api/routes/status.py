@@ -63,6 +63,6 @@ async def search_plan_checks(services: Services) -> list[doctor.Check]:
 async def brave(services: ServicesDep) -> dict[str, Any]:
     """The Brave key: one real search, one query of the user's Brave plan."""
     check = await doctor.brave_key_check(
-        services.searxng.url, plan=services.plan, count=services.storage.count_search
+        services.searxng.url, plan=services.plan, searcher=services.searcher
     )
     return answer([check])

@@ -19,6 +19,13 @@ export function seconds(s) {
   return `${Math.floor(s / 60)} min ${Math.round(s % 60)} s`;
 }
 
+/** How old a cached search is: "from cache, 12 min old". */
+export function age(s) {
+  if (s < 60) return `${Math.round(s)} s old`;
+  if (s < 3600) return `${Math.round(s / 60)} min old`;
+  return `${Math.floor(s / 3600)} h ${Math.round((s % 3600) / 60)} min old`;
+}
+
 export function cost(value) {
   if (value === null || value === undefined) return null;
   return value < 0.01 && value > 0 ? `$${value.toFixed(4)}` : `$${value.toFixed(2)}`;

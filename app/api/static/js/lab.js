@@ -5,6 +5,7 @@
 
 import { api, ApiError } from "./api.js";
 import { el, svg, clear } from "./dom.js";
+import * as format from "./format.js";
 
 export const COMMON_LOCALES = [
   "all", "en", "en-US", "en-GB", "pl", "pl-PL", "fr", "fr-FR", "de", "de-DE",
@@ -175,6 +176,7 @@ class SearchLab {
     this.engines = el("input", { id: "lab-engines", type: "text", name: "engines", autocomplete: "off", spellcheck: "false", placeholder: "all enabled", "aria-describedby": "lab-engines-hint" });
     this.locales = el("input", { id: "lab-locales", type: "text", name: "locales", autocomplete: "off", spellcheck: "false", "aria-describedby": "lab-locales-hint" });
     this.top = el("input", { id: "lab-top", type: "number", name: "top", min: "1", max: "50", value: "20", required: true });
+    this.fresh = el("input", { id: "lab-fresh", type: "checkbox", name: "fresh" });
     this.searchButton = el("button", { type: "submit", className: "primary", text: "Search" });
     this.compareButton = el("button", { type: "button", className: "lab-compare-button", text: "Compare locales" });
     this.form = el("form", { className: "lab-form", autocomplete: "off", "aria-label": "Search lab" },
@@ -183,6 +185,7 @@ class SearchLab {
       field("engines", "Engines", this.engines, "optional, comma list"),
       field("locales", "Locales to compare", this.locales, "default: all, the language, the locale"),
       field("top", "Top results", this.top),
+      field("fresh", "Fresh", this.fresh, "ask the engines, not the search cache (spends a query)"),
       el("div", { className: "lab-actions" }, this.searchButton, this.compareButton),
       el("datalist", { id: "lab-locale-list" }, COMMON_LOCALES.map((value) => el("option", { value }))));
   }
@@ -270,6 +273,7 @@ class SearchLab {
     const params = new URLSearchParams({ q: this.query.value.trim(), page: String(page) });
     if (this.chosenLocale()) params.set("locale", this.chosenLocale());
     if (this.engines.value.trim()) params.set("engines", this.engines.value.trim());
+    if (this.fresh.checked) params.set("fresh", "true");
     this.run("search", this.searchButton, "Searching…", `/api/lab/search?${params}`, (body) => this.renderResults(body), "Search failed", this.results);
   }
 
@@ -281,6 +285,8 @@ class SearchLab {
     const inTarget = target ? body.results.filter((r) => r.language === target).length : 0;
     const facts = [`${body.results.length} result${body.results.length === 1 ? "" : "s"}`, `locale ${body.locale}`, `page ${body.page}`];
     if (target) facts.push(`${inTarget} of ${body.results.length} in “${target}”`);
+    if (body.cached_age !== null) facts.push(`from cache, ${format.age(body.cached_age)}`);
+    if (body.waited) facts.push(`waited ${body.waited.toFixed(1)} s for the search plan's rate`);
     results.append(
       el("h2", { id: "lab-results-title", text: `Results for “${body.query}”` }),
       el("p", { className: "lab-summary", text: facts.join(" · ") }),
@@ -310,6 +316,7 @@ class SearchLab {
     if (this.locales.value.trim()) params.set("locales", this.locales.value.trim());
     else if (this.chosenLocale()) params.set("locale", this.chosenLocale());
     if (this.engines.value.trim()) params.set("engines", this.engines.value.trim());
+    if (this.fresh.checked) params.set("fresh", "true");
     this.run("measure", this.compareButton, "Measuring locales…", `/api/lab/measure?${params}`, (body) => this.renderComparison(body), "Comparison failed", this.comparison);
   }
 

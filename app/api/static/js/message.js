@@ -402,6 +402,8 @@ function trailStep(step) {
       ` · ${step.language || "all"}`,
       step.error ? ` · ${step.error}` : ` · ${results.length} result${results.length === 1 ? "" : "s"}`,
       step.repeated ? " · repeated" : "",
+      step.waited ? ` · waited ${step.waited.toFixed(1)} s for the search plan's rate` : "",
+      step.cached_age !== undefined ? ` · from cache, ${format.age(step.cached_age)}` : "",
       domains.length ? el("div", { className: "domains" }, domains.map((d) => el("span", { className: "domain-chip", text: d }))) : null,
     );
   }

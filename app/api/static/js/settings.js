@@ -20,6 +20,7 @@ const FIELDS = [
 ];
 const GLOBAL_HELP = {
   models: "Model ids you add appear in the picker under “Added by you”. Nothing is downloaded: the model server must serve the id.",
+  searchCache: "A search made again within SEARCH_CACHE_TTL (a Regenerate, the same question elsewhere, the lab) is answered from chat.db and spends no Brave query; the trail says “from cache”. Emptied, every search asks Brave again.",
   memory: "memory.md: durable facts every conversation sees (one “- fact” per line). Compression adds facts here; every line costs tokens in each request.",
 };
 
@@ -170,7 +171,7 @@ export class SettingsDialog {
   async renderGlobal(body) {
     const models = this.modelsSection();
     const memory = el("div", { className: "field" });
-    body.append(models, memory);
+    body.append(models, memory, this.searchCacheSection());
     const text = el("textarea", { id: "memory-text", rows: 10, spellcheck: "false" });
     const error = el("p", { className: "field-error", role: "alert" });
     const saved = el("span", { className: "saved", role: "status" });
@@ -219,6 +220,28 @@ export class SettingsDialog {
     const configured = this.config.models.configured.length ? `Configured (MODELS): ${this.config.models.configured.join(", ")}.` : "";
     section.append(el("div", { className: "field-label" }, el("span", { text: "Models" }), helpTip(GLOBAL_HELP.models)), el("p", { className: "field-help", text: configured }), list, form, error);
     return section;
+  }
+
+  /** The search cache (SEARCH_CACHE_TTL): emptied, the next searches ask Brave again. */
+  searchCacheSection() {
+    const done = el("span", { className: "saved", role: "status" });
+    const error = el("p", { className: "field-error", role: "alert" });
+    const empty = async () => {
+      done.textContent = error.textContent = "";
+      try {
+        const { emptied } = await api("/api/search-cache", { method: "DELETE" });
+        done.textContent = `Emptied: ${emptied} search${emptied === 1 ? "" : "es"} removed.`;
+      } catch (failure) {
+        error.textContent = failure.message;
+      }
+    };
+    return el(
+      "div",
+      { className: "field" },
+      el("div", { className: "field-label" }, el("span", { text: "Search cache" }), helpTip(GLOBAL_HELP.searchCache)),
+      el("div", { className: "settings-foot" }, el("button", { type: "button", id: "empty-search-cache", text: "Empty the search cache", on: { click: empty } }), done),
+      error,
+    );
   }
 
   async saveMemory(text, error, saved) {

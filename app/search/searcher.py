@@ -1,0 +1,185 @@
+"""The one way the service searches: every conversation's web_search, the lab, the
+commands (and whatever else searches) go through one Searcher, which serves a search made
+lately from the cache, paces the others to the search plan's rate (the Governor), and
+tries a rate-limited search once more after a short wait (docs/search-spend.md).
+
+    searcher = Searcher(Searxng(url), Governor(rate), cache=storage, ttl=3600)
+    response = await searcher.search("rust async", locale="pl-PL")
+    response.waited, response.cached_age   # for the trail: "from cache, 12 min old"
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+
+from app.search import cache as keys
+from app.search.cache import CacheStore, SearchKey
+from app.search.client import SearchError, SearchResponse, Searxng
+from app.search.governor import Governor
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_RATE = 1.0
+"""Searches a second when nobody says otherwise: Brave's free plan."""
+RETRY_SECONDS = 3.0
+"""How long a search refused for the rate (HTTP 429) waits before its one retry: SearXNG
+suspends the engine for Brave's X-RateLimit-Reset, one or two seconds for the per-second
+window."""
+RATE_LIMITED = "too many requests"
+QUOTA_USED_UP = "QUOTA_LIMITED"
+"""Brave's code when the month's queries are spent: no retry can help."""
+
+
+class RateLimited(SearchError):
+    """The search engine refused the search for its rate or quota, even after a retry."""
+
+    status = 503
+
+
+class Searcher:
+    """Searches through SearXNG, paced, cached, retried once when rate-limited."""
+
+    def __init__(
+        self,
+        client: Searxng,
+        governor: Governor | None = None,
+        cache: CacheStore | None = None,
+        *,
+        ttl: Callable[[], float] | float = 0.0,
+        entries: int = 1000,
+        retry_seconds: Callable[[], float] | float = RETRY_SECONDS,
+    ) -> None:
+        self.client = client
+        self.governor = governor or Governor(lambda: DEFAULT_RATE)
+        self.cache = cache
+        self.ttl = ttl if callable(ttl) else (lambda: float(ttl))
+        """SEARCH_CACHE_TTL, read at each search; 0 turns the cache off."""
+        self.entries = entries
+        self.retry_seconds = retry_seconds if callable(retry_seconds) else lambda: retry_seconds
+        """How long to wait before retrying a rate-limited search (the engine's
+        X-RateLimit-Reset when it is known, else RETRY_SECONDS)."""
+        self.flying: dict[str, asyncio.Future[SearchResponse]] = {}
+        """The searches on their way to SearXNG, by key."""
+
+    async def aclose(self) -> None:
+        await self.client.aclose()
+
+    async def __aenter__(self) -> Searcher:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    async def loaded_engines(self) -> set[str]:
+        return await self.client.loaded_engines()
+
+    async def search(
+        self,
+        query: str,
+        *,
+        locale: str | None = None,
+        engines: str | None = None,
+        page: int = 1,
+        time_range: str | None = None,
+        fresh: bool = False,
+    ) -> SearchResponse:
+        """One page of results; from the cache when the same search was made within the
+        TTL (unless ``fresh``), else through SearXNG once the plan's rate allows it.
+        RateLimited when the engine refused it for its rate twice, or for its quota."""
+        key = SearchKey(query, locale, engines, page, time_range).text()
+        ttl = self.ttl() if self.cache is not None else 0.0
+        if ttl <= 0 or fresh:
+            return await self.asked(key, query, locale, engines, page, time_range, keep=ttl > 0)
+        if (kept := await self.cached(key, ttl)) is not None:
+            return kept
+        # The same search already on its way (a lab comparison, two conversations at once)
+        # is awaited, not asked again; in a task of its own, so that the Stop of the one
+        # who asked first leaves the others their answer.
+        flying = self.flying.get(key)
+        if flying is None:
+            asking = self.asked(key, query, locale, engines, page, time_range, keep=True)
+            flying = self.flying[key] = asyncio.ensure_future(asking)
+            flying.add_done_callback(lambda done: self.landed(key, done))
+        return await asyncio.shield(flying)
+
+    def landed(self, key: str, done: asyncio.Future[SearchResponse]) -> None:
+        if self.flying.get(key) is done:
+            del self.flying[key]
+        if not done.cancelled():
+            done.exception()  # retrieved: nobody may be left to await it
+
+    async def asked(
+        self,
+        key: str,
+        query: str,
+        locale: str | None,
+        engines: str | None,
+        page: int,
+        time_range: str | None,
+        *,
+        keep: bool,
+    ) -> SearchResponse:
+        """Through SearXNG, in the search's turn; a rate-limited search once more after
+        the delay; kept in the cache when ``keep`` and the answer is whole."""
+        waited, response = await self.paced(query, locale, engines, page, time_range)
+        if rate_limited(response) and not quota_used_up(response):
+            delay = self.retry_seconds()
+            logger.info("search rate-limited; retrying once in %.1f s", delay)
+            await asyncio.sleep(delay)
+            again, response = await self.paced(query, locale, engines, page, time_range)
+            waited += delay + again
+        if rate_limited(response):
+            raise RateLimited(refusal(response))
+        if keep and self.cache is not None and keys.cacheable(response):
+            await self.cache.keep_search(key, keys.encode(response), self.entries)
+        return SearchResponse(response.results, response.engine_errors, waited=round(waited, 3))
+
+    async def paced(
+        self,
+        query: str,
+        locale: str | None,
+        engines: str | None,
+        page: int,
+        time_range: str | None,
+    ) -> tuple[float, SearchResponse]:
+        """Through SearXNG in the search's turn: the seconds it waited, and the answer."""
+        async with self.governor.slot() as waited:
+            response = await self.client.search(
+                query, locale=locale, engines=engines, page=page, time_range=time_range
+            )
+        return waited, response
+
+    async def cached(self, key: str, ttl: float) -> SearchResponse | None:
+        assert self.cache is not None
+        found = await self.cache.cached_search(key)
+        if found is None:
+            return None
+        text, stored_at = found
+        age = max(0.0, time.time() - stored_at)
+        results = keys.decode(text) if age < ttl else None
+        if results is None:
+            return None
+        return SearchResponse(results, [], cached_age=round(age, 1))
+
+    async def clear(self) -> int:
+        """Empty the cache (Settings); how many searches it held."""
+        return await self.cache.clear_search_cache() if self.cache is not None else 0
+
+
+def rate_limited(response: SearchResponse) -> bool:
+    """Nothing came, because an engine was refused for its rate (or is suspended for it)."""
+    return not response.results and any(RATE_LIMITED in e for e in response.engine_errors)
+
+
+def quota_used_up(response: SearchResponse) -> bool:
+    return any(QUOTA_USED_UP in e for e in response.engine_errors)
+
+
+def refusal(response: SearchResponse) -> str:
+    errors = "; ".join(response.engine_errors)
+    if quota_used_up(response):
+        return f"the search plan's monthly quota is used up ({errors})"
+    return f"the search plan's rate was exceeded, and again when retried ({errors})"

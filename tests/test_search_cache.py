@@ -1,0 +1,309 @@
+"""Searches paced to the plan and served from the cache (issue 25, items 2 and 3): through
+the real SearXNG with our engine, on the fake Brave API, which records when each query
+arrived; the turns, the lab and Settings through the real service."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from app.search.client import SearchResponse, Searxng
+from app.search.governor import Governor
+from app.search.searcher import RateLimited, Searcher
+from app.store.storage import Storage
+from tests.chat_client import get_conversation, new_conversation, send, stream
+from tests.conftest import ChatService, chat_env
+from tests.fakes.brave_api import SEARCH_PATH, FakeBrave
+from tests.fakes.llm_server import Reply, ToolCall
+
+
+def queries(brave: FakeBrave) -> list[Any]:
+    """The queries Brave was asked (each one spent from the plan)."""
+    return [r for r in brave.requests if r.path == SEARCH_PATH]
+
+
+@pytest.fixture
+def storage(tmp_path: Path) -> Iterator[Storage]:
+    kept = Storage(tmp_path)
+    kept.open()
+    yield kept
+    kept.close()
+
+
+def searching(url: str, *searches: tuple[str, dict[str, Any]], **kwargs: Any) -> list[Any]:
+    """Run the searches one after the other through one Searcher; each response, or the
+    error it raised."""
+
+    async def scenario() -> list[Any]:
+        async with Searcher(Searxng(url), **kwargs) as searcher:
+            outcomes: list[Any] = []
+            for query, options in searches:
+                try:
+                    outcomes.append(await searcher.search(query, **options))
+                except RateLimited as exc:
+                    outcomes.append(exc)
+            return outcomes
+
+    return asyncio.run(scenario())
+
+
+def fast(**kwargs: Any) -> dict[str, Any]:
+    """A plan of 50 searches a second: the tests of the cache need not wait."""
+    return {"governor": Governor(lambda: 50.0), **kwargs}
+
+
+# -- the governor ------------------------------------------------------------------------------
+
+
+def test_concurrent_searches_reach_brave_at_most_one_a_second(searxng, brave):
+    async def scenario() -> list[SearchResponse]:
+        async with Searcher(Searxng(searxng.url), Governor(lambda: 1.0)) as searcher:
+            return list(
+                await asyncio.gather(
+                    *(searcher.search(f"pacing {n}", locale="pl-PL") for n in range(4))
+                )
+            )
+
+    responses = asyncio.run(scenario())
+    assert all(r.results for r in responses)
+    arrived = sorted(r.at for r in queries(brave))
+    assert len(arrived) == 4
+    gaps = [later - earlier for earlier, later in zip(arrived, arrived[1:], strict=False)]
+    assert min(gaps) >= 1.0, gaps
+    # Each queued behind the ones before: the last waited three of the plan's seconds.
+    assert max(r.waited for r in responses) >= 3.0
+    assert min(r.waited for r in responses) < 0.5
+
+
+def test_a_rate_limited_search_is_retried_once_after_the_reset(fresh_searxng, brave):
+    brave.fail_next(429, "RATE_LIMITED")
+    (response,) = searching(fresh_searxng.url, ("retried", {}), **fast())
+    assert response.results and response.engine_errors == []
+    assert len(queries(brave)) == 2
+    assert response.waited >= 3.0  # the retry's delay is part of the wait the trail shows
+
+
+def test_a_search_refused_twice_for_the_rate_is_a_named_failure(fresh_searxng, brave):
+    brave.fail_next(429, "RATE_LIMITED", times=2)
+    (refused,) = searching(fresh_searxng.url, ("refused", {}), **fast())
+    assert isinstance(refused, RateLimited)
+    assert "rate was exceeded, and again when retried" in str(refused)
+    assert "RATE_LIMITED" in str(refused)
+
+
+def test_the_monthly_quota_used_up_is_not_retried(fresh_searxng, brave):
+    brave.fail_next(429, "QUOTA_LIMITED")
+    (refused,) = searching(fresh_searxng.url, ("quota", {}), **fast())
+    assert isinstance(refused, RateLimited)
+    assert "monthly quota is used up" in str(refused)
+    assert len(queries(brave)) == 1
+
+
+# -- the cache ---------------------------------------------------------------------------------
+
+
+def test_the_same_search_is_served_from_the_cache(searxng, brave, storage):
+    first, again, spaced, fresh = searching(
+        searxng.url,
+        ("Rust async", {"locale": "pl-PL"}),
+        ("  rust   ASYNC ", {"locale": "pl-PL"}),  # the same words, spelled otherwise
+        ("rust async", {"locale": "pl-PL", "page": 2}),  # another page: another search
+        ("rust async", {"locale": "pl-PL", "fresh": True}),
+        **fast(cache=storage, ttl=3600),
+    )
+    assert first.cached_age is None
+    assert again.cached_age is not None and 0 <= again.cached_age < 60
+    assert again.results == first.results
+    assert spaced.cached_age is None and fresh.cached_age is None
+    assert len(queries(brave)) == 3
+
+
+def test_the_same_search_asked_at_once_is_asked_of_brave_once(searxng, brave, storage):
+    async def scenario() -> list[SearchResponse]:
+        async with Searcher(Searxng(searxng.url), cache=storage, ttl=3600) as searcher:
+            return list(
+                await asyncio.gather(
+                    *(searcher.search("at once", locale="pl-PL") for _ in range(3)),
+                    searcher.search("at once", locale="pl-PL", fresh=True),
+                )
+            )
+
+    *same, fresh = asyncio.run(scenario())
+    assert same[0].results and all(r.results == same[0].results for r in same)
+    assert fresh.results
+    assert len(queries(brave)) == 2  # the three as one, and the fresh one
+
+
+def test_a_search_with_a_failed_engine_or_no_results_is_never_cached(
+    fresh_searxng, brave, tmp_path
+):
+    brave.fail_next(500, "INTERNAL_ERROR")
+    brave.no_hits_queries.add("nothing at all")
+    kept = Storage(tmp_path)
+    kept.open()
+    try:
+        failed, retried, empty, empty_again = searching(
+            fresh_searxng.url,
+            ("broken engine", {}),
+            ("broken engine", {}),
+            ("nothing at all", {}),
+            ("nothing at all", {}),
+            **fast(cache=kept, ttl=3600),
+        )
+    finally:
+        kept.close()
+        brave.no_hits_queries.clear()
+    assert failed.engine_errors and not failed.results
+    assert retried.results and retried.cached_age is None
+    assert not empty.results and empty_again.cached_age is None
+    assert len(queries(brave)) == 4
+
+
+def test_the_least_recently_used_search_leaves_a_full_cache(searxng, brave, storage):
+    outcomes = searching(
+        searxng.url,
+        ("lru a", {}),
+        ("lru b", {}),
+        ("lru a", {}),  # from the cache, and now more recently used than b
+        ("lru c", {}),  # a third one: b goes
+        ("lru a", {}),
+        ("lru b", {}),
+        **fast(cache=storage, ttl=3600, entries=2),
+    )
+    cached = [o.cached_age is not None for o in outcomes]
+    assert cached == [False, False, True, False, True, False]
+    assert [r.params["q"] for r in queries(brave)] == ["lru a", "lru b", "lru c", "lru b"]
+
+
+def test_an_expired_search_is_asked_again(searxng, brave, storage):
+    (kept,) = searching(searxng.url, ("expiring", {}), **fast(cache=storage, ttl=3600))
+    (young,) = searching(searxng.url, ("expiring", {}), **fast(cache=storage, ttl=3600))
+    (expired,) = searching(searxng.url, ("expiring", {}), **fast(cache=storage, ttl=1e-6))
+    assert young.cached_age is not None and expired.cached_age is None
+    assert len(queries(brave)) == 2
+
+
+# -- through the service -----------------------------------------------------------------------
+
+
+def search_turn(llm, query: str, answer: str) -> None:
+    llm.script(Reply(tool_calls=[ToolCall("web_search", {"query": query})]), Reply(text=answer))
+
+
+def search_steps(chat, conversation_id: str) -> list[dict[str, Any]]:
+    messages = get_conversation(chat, conversation_id)["messages"]
+    return [step for step in messages[-1]["activity"] if step["type"] == "search"]
+
+
+def test_a_regenerate_spends_no_query_and_its_trail_says_from_cache(chat, llm, brave):
+    search_turn(llm, "longest river", "The Nile [1].")
+    conversation_id = new_conversation(chat)
+    send(chat, conversation_id, "Which is the longest river?")
+    (first,) = search_steps(chat, conversation_id)
+    assert "cached_age" not in first
+    search_turn(llm, "longest river", "The Nile, still [1].")
+    events = stream(chat, f"/api/conversations/{conversation_id}/regenerate", {})
+    assert events[-1]["type"] == "done"
+    (again,) = search_steps(chat, conversation_id)
+    assert again["cached_age"] >= 0
+    assert again["results"] == first["results"]
+    assert len(queries(brave)) == 1
+    # Another conversation asking the same spends none either.
+    search_turn(llm, "Longest  river", "The Nile.")
+    send(chat, new_conversation(chat), "And the longest river?")
+    assert len(queries(brave)) == 1
+
+
+def test_with_a_ttl_of_0_every_search_asks_brave(llm, pages, searxng, brave, tmp_path):
+    service = ChatService(chat_env(llm, tmp_path, pages, SEARCH_CACHE_TTL="0"), searxng.url).start()
+    try:
+        for _ in range(2):
+            search_turn(llm, "no cache here", "Answered.")
+            send(service, new_conversation(service), "Search, please.")
+        lab = httpx.get(f"{service.url}/api/lab/search", params={"q": "no cache here"})
+        assert lab.status_code == 200 and lab.json()["cached_age"] is None
+    finally:
+        service.stop()
+    assert len(queries(brave)) == 3
+
+
+def lab_search(chat, **params: str) -> dict[str, Any]:
+    response = httpx.get(f"{chat.url}/api/lab/search", params=params, timeout=60)
+    assert response.status_code == 200, response.text
+    return response.json()
+
+
+def test_the_labs_fresh_switch_asks_brave_again(chat, brave):
+    first = lab_search(chat, q="lab cache", locale="pl-PL")
+    cached = lab_search(chat, q="lab cache", locale="pl-PL")
+    assert first["cached_age"] is None and cached["cached_age"] is not None
+    assert len(queries(brave)) == 1
+    fresh = lab_search(chat, q="lab cache", locale="pl-PL", fresh="true")
+    assert fresh["cached_age"] is None
+    assert len(queries(brave)) == 2
+
+
+def test_settings_empties_the_search_cache(chat, brave):
+    lab_search(chat, q="to be forgotten")
+    assert lab_search(chat, q="to be forgotten")["cached_age"] is not None
+    emptied = httpx.delete(f"{chat.url}/api/search-cache")
+    assert emptied.status_code == 200 and emptied.json() == {"emptied": 1}
+    assert lab_search(chat, q="to be forgotten")["cached_age"] is None
+    assert len(queries(brave)) == 2
+
+
+# -- on the page -------------------------------------------------------------------------------
+
+
+def test_the_page_says_from_cache_and_settings_empties_it(page, llm, brave):
+    from playwright.sync_api import expect
+
+    from tests.test_page import send as type_question
+    from tests.test_page import turns_ended, wait_turn_end
+
+    search_turn(llm, "pierogi czas gotowania", "Four minutes [1].")
+    type_question(page, "Jak długo gotować pierogi?")
+    wait_turn_end(page)
+    search_turn(llm, "pierogi czas gotowania", "Four minutes, still [1].")
+    page.ended_before = turns_ended(page)
+    page.get_by_role("button", name="Regenerate").click()
+    wait_turn_end(page)
+    trail = page.locator(".trail").last
+    trail.locator("summary").click()
+    expect(trail.locator(".timeline")).to_contain_text(re.compile(r"from cache, \d+ s old"))
+    assert len(queries(brave)) == 1
+
+    page.locator("#open-settings").click()
+    page.locator("#empty-search-cache").click()
+    expect(page.locator("#settings-dialog")).to_contain_text("Emptied: 1 search removed.")
+    assert page.log.errors == []
+
+
+def test_two_conversations_searching_at_once_queue_and_the_trail_says_so(chat, llm, brave):
+    llm.script(
+        Reply(tool_calls=[ToolCall("web_search", {"query": "queued one"})]),
+        Reply(tool_calls=[ToolCall("web_search", {"query": "queued two"})]),
+        Reply(text="One."),
+        Reply(text="Two."),
+    )
+    ids = [new_conversation(chat), new_conversation(chat)]
+    threads = [
+        threading.Thread(target=send, args=(chat, conversation_id, "Search, please."))
+        for conversation_id in ids
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    steps = [step for conversation_id in ids for step in search_steps(chat, conversation_id)]
+    assert len(steps) == 2 and not any("error" in step for step in steps)
+    assert max(step.get("waited", 0) for step in steps) >= 0.9  # the plan's second, in the trail
+    first, second = sorted(r.at for r in queries(brave))
+    assert second - first >= 1.0
