@@ -11,6 +11,7 @@ tries a rate-limited search once more after a short wait (docs/search-spend.md).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import time
 from collections.abc import Callable
@@ -135,7 +136,7 @@ class Searcher:
             raise RateLimited(refusal(response))
         if keep and self.cache is not None and keys.cacheable(response):
             await self.cache.keep_search(key, keys.encode(response), self.entries)
-        return SearchResponse(response.results, response.engine_errors, waited=round(waited, 3))
+        return dataclasses.replace(response, waited=round(waited, 3))
 
     async def paced(
         self,
@@ -179,7 +180,10 @@ def quota_used_up(response: SearchResponse) -> bool:
 
 
 def refusal(response: SearchResponse) -> str:
-    errors = "; ".join(response.engine_errors)
+    """What happened, and until when where the engines' failures say it."""
+    told = response.unavailable or "; ".join(response.engine_errors)
+    if response.unavailable and quota_used_up(response):
+        return told  # it names the month's end
     if quota_used_up(response):
-        return f"the search plan's monthly quota is used up ({errors})"
-    return f"the search plan's rate was exceeded, and again when retried ({errors})"
+        return f"the search plan's monthly quota is used up ({told})"
+    return f"the search plan's rate was exceeded, and again when retried: {told}"
