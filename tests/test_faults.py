@@ -299,9 +299,10 @@ def brave_case(status: int, code: str) -> Callable[[Stack], Turn]:
 
 
 def brave_rate_limited(stack: Stack) -> Turn:
-    """Brave's 429 suspends the engine, so it gets a SearXNG of its own."""
+    """Brave's 429 suspends the engine, so it gets a SearXNG of its own. Twice: the
+    searcher retries a rate-limited search once, after Brave's delay."""
     stack.llm.script(SEARCH, SORRY)
-    stack.brave.fail_next(429, "RATE_LIMITED")
+    stack.brave.fail_next(429, "RATE_LIMITED", times=2)
     with EmbeddedSearxng(SERVER_LOCALE, environ=searxng_env(stack.brave)) as own:
         return take_turn(stack, searxng_url=own.url)
 
