@@ -10,7 +10,8 @@ so every search goes to Brave.
 Reported: the rate-limit refusals Brave gave, the rate-limit errors that reached the model
 (a search event carrying an error) or the user (a turn's error event), the smallest gap
 between two queries at Brave, and the longest wait a search had for the plan's rate (the
-``waited`` of its search event: the trail's "waited 3.2 s for the search plan's rate").
+``waited`` of its search event: the trail's "waited 3.2 s for the search plan's rate"), and
+how many searches were told waiting before they ended (a ``search_wait`` event first).
 
 Run: .venv/bin/python bench/search_pacing.py [--turns 4]
 """
@@ -119,6 +120,11 @@ def main() -> int:
     waits = [float(e.get("waited", 0.0)) for turn in turns for e in turn.tools] or [0.0]
     to_model, to_user = rate_errors(turns)
     searched = sum(len(turn.tools) for turn in turns)
+    told = sum(
+        turn.types.index("search_wait") < turn.types.index("search")
+        for turn in turns
+        if "search_wait" in turn.types and "search" in turn.types
+    )
     print(f"{CONVERSATIONS} conversations at once, {len(turns)} turns, {searched} searches")
     print(f"Brave queries {len(queries)}, refused for the rate (429): {brave.refused}")
     print(f"rate-limit errors reaching the model: {to_model}, the user: {to_user}")
@@ -130,6 +136,7 @@ def main() -> int:
         f"wait for the plan's rate: longest {max(waits):.2f} s, median "
         f"{statistics.median(waits):.2f} s (waits under 0.1 s are not in the events)"
     )
+    print(f"searches the trail told waiting before they ended (search_wait first): {told}")
     print(f"session {wall:.1f} s; {machine_load()} at end")
     return 1 if brave.refused or to_model or to_user else 0
 
