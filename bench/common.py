@@ -198,10 +198,10 @@ class Stack:
 
 
 @contextmanager
-def bench_stack(answer: Reply) -> Iterator[Stack]:
+def bench_stack(answer: Reply, brave_api: type[FakeBrave] = FakeBrave) -> Iterator[Stack]:
     with (
         ScriptedLLM(answer) as llm,
-        FakeBrave(api_key=API_KEY) as brave,
+        brave_api(api_key=API_KEY) as brave,
         PageServer() as pages,
         BigPage() as big_page,
         EmbeddedSearxng(SERVER_LOCALE, environ=searxng_env(brave)) as searxng,

@@ -82,6 +82,29 @@ def test_concurrent_searches_reach_brave_at_most_one_a_second(searxng, brave):
     assert min(r.waited for r in responses) < 0.5
 
 
+def test_a_search_stopped_while_queued_leaves_no_wait_behind():
+    # What the trail says a search will wait counts the searches ahead; one stopped while
+    # it queued is no longer ahead of anybody.
+    async def scenario() -> tuple[float, float]:
+        governor = Governor(lambda: 0.5)
+
+        async def search() -> None:
+            async with governor.slot():
+                pass
+
+        async with governor.slot():
+            queued = asyncio.ensure_future(search())
+            await asyncio.sleep(0.01)
+            ahead = governor.expected_wait()  # the one searching, and the one queued
+            queued.cancel()
+            await asyncio.gather(queued, return_exceptions=True)
+        return ahead, governor.expected_wait()
+
+    ahead, after = asyncio.run(scenario())
+    assert ahead == pytest.approx(4.0, abs=0.1)
+    assert after == pytest.approx(2.0, abs=0.1)  # the plan's pause after the last search
+
+
 def test_a_rate_limited_search_is_retried_once_after_the_reset(fresh_searxng, brave):
     brave.fail_next(429, "RATE_LIMITED")
     (response,) = searching(fresh_searxng.url, ("retried", {}), **fast())
@@ -307,3 +330,60 @@ def test_two_conversations_searching_at_once_queue_and_the_trail_says_so(chat, l
     assert max(step.get("waited", 0) for step in steps) >= 0.9  # the plan's second, in the trail
     first, second = sorted(r.at for r in queries(brave))
     assert second - first >= 1.0
+
+
+def test_a_search_waiting_for_the_rate_is_told_while_it_waits(llm, pages, searxng, brave, tmp_path):
+    # One answer with two searches at one search every two seconds: the second waits.
+    llm.script(
+        Reply(
+            tool_calls=[
+                ToolCall("web_search", {"query": "first of two"}),
+                ToolCall("web_search", {"query": "second of two"}),
+            ]
+        ),
+        Reply(text="Both [1]."),
+    )
+    env = chat_env(llm, tmp_path, pages, SEARCH_RATE="0.5", SEARCH_CACHE_TTL="0")
+    service = ChatService(env, searxng.url).start()
+    try:
+        conversation_id = new_conversation(service)
+        events = send(service, conversation_id, "Search twice, please.")
+        activity = get_conversation(service, conversation_id)["messages"][-1]["activity"]
+    finally:
+        service.stop()
+    told = [(e["type"], e.get("query")) for e in events if e["type"].startswith("search")]
+    assert told == [
+        ("search", "first of two"),
+        ("search_wait", "second of two"),  # before its search has ended
+        ("search", "second of two"),
+    ]
+    (waiting,) = [e for e in events if e["type"] == "search_wait"]
+    assert 1.5 <= waiting["seconds"] <= 2.0  # the plan's two seconds, said up front
+    assert [step["type"] for step in activity] == ["search", "search"]  # not kept
+    assert activity[1]["waited"] >= 1.5
+
+
+def test_the_page_says_a_search_is_waiting_then_that_it_waited(page, llm, brave):
+    from playwright.sync_api import expect
+
+    from tests.test_page import send as type_question
+    from tests.test_page import wait_turn_end
+
+    llm.script(
+        Reply(
+            tool_calls=[
+                ToolCall("web_search", {"query": "page first"}),
+                ToolCall("web_search", {"query": "page second"}),
+            ]
+        ),
+        Reply(text="Both [1]."),
+    )
+    type_question(page, "Search twice, please.")
+    timeline = page.locator(".trail").last.locator(".timeline")
+    expect(timeline).to_contain_text(
+        re.compile(r"Searching “page second” · waiting \d\.\d s for the search plan's rate")
+    )
+    wait_turn_end(page)
+    expect(timeline).to_contain_text(re.compile(r"waited \d\.\d s for the search plan's rate"))
+    expect(timeline).not_to_contain_text("waiting")
+    assert page.log.errors == []

@@ -80,6 +80,16 @@ class SearchEvent(TypedDict):
     """It came from the search cache, stored this many seconds ago: no query was spent."""
 
 
+class SearchWaitEvent(TypedDict):
+    """A search waiting for the search plan's rate, told while it waits; its search event
+    follows and takes its place in the trail. Not kept with the answer."""
+
+    type: Literal["search_wait"]
+    query: str
+    seconds: float
+    """About how long it will wait (the searches ahead of it, at the plan's rate)."""
+
+
 class FetchEvent(TypedDict):
     """A page read: its address, and the page or why it was not read."""
 
@@ -145,6 +155,7 @@ Event = (
     | WarningEvent
     | CompressionEvent
     | SearchEvent
+    | SearchWaitEvent
     | FetchEvent
     | ErrorEvent
     | DoneEvent

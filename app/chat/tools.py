@@ -163,8 +163,7 @@ class ToolRunner:
         )
 
     async def run(self, call: ToolCall) -> ToolResult:
-        key = f"{call.name}:{normalized_arguments(call.arguments)}"
-        if key in self.done:
+        if (key := call_key(call)) in self.done:
             first = self.done[key]
             return ToolResult(
                 "(The same call was made earlier in this answer; its result is repeated.)\n"
@@ -382,6 +381,11 @@ def untrusted(text: str, source: str) -> str:
     body = TAG_IN_TEXT.sub("untrusted_data", text) if UNTRUSTED_TAG in text.casefold() else text
     opening = f'<{UNTRUSTED_TAG} source="{source}" id="{nonce}">'
     return f'{opening}\n{body}\n</{UNTRUSTED_TAG} id="{nonce}">'
+
+
+def call_key(call: ToolCall) -> str:
+    """The same call, made again in the answer, has the same key."""
+    return f"{call.name}:{normalized_arguments(call.arguments)}"
 
 
 def clipped(text: str, length: int) -> str:

@@ -18,11 +18,11 @@ from typing import Any
 
 from app.chat import context
 from app.chat.compression import compress, foldable, memory_trouble, read_memory, unsummarised
-from app.chat.events import Event, WarningEvent
+from app.chat.events import Event, SearchWaitEvent, WarningEvent
 from app.chat.outcome import Saver, TurnOutcome
 from app.chat.services import Services
 from app.chat.settings import ChatSettings
-from app.chat.tools import ToolRunner
+from app.chat.tools import MAX_QUERY_CHARS, SHOWN_WAIT_SECONDS, ToolRunner, call_key, clipped
 from app.model.failures import Failure, LLMError
 from app.model.tool_calls import ToolCall
 from app.store.rows import Conversation, Message, ToolRefusal
@@ -254,6 +254,8 @@ async def run_tools(turn: Turn, calls: list[ToolCall]) -> AsyncIterator[Event]:
     turn.messages.append(assistant_tool_message(outcome.round_text(), calls))
     outcome.clock.pause()
     for call in calls:
+        if waiting := search_wait(runner, call):
+            yield waiting  # said while it waits; its step follows
         result = await runner.run(call)
         outcome.activity.append(result.event)
         outcome.digest = runner.digest()
@@ -262,6 +264,21 @@ async def run_tools(turn: Turn, calls: list[ToolCall]) -> AsyncIterator[Event]:
             yield outcome.warn(result.warning)
         turn.messages.append({"role": "tool", "tool_call_id": call.id, "content": result.text})
         await turn.saver.checkpoint(force=True)
+
+
+def search_wait(runner: ToolRunner, call: ToolCall) -> SearchWaitEvent | None:
+    """What the trail says while the call's search waits for the plan's rate, when it
+    will wait noticeably; None for any other call, or one answered again from earlier."""
+    if call.name != "web_search" or runner.searches_left <= 0 or call_key(call) in runner.done:
+        return None
+    try:
+        query = json.loads(call.arguments or "{}").get("query")
+    except (ValueError, AttributeError):
+        return None
+    seconds = runner.searcher.expected_wait()
+    if not isinstance(query, str) or not query.strip() or seconds < SHOWN_WAIT_SECONDS:
+        return None
+    return {"type": "search_wait", "query": clipped(query, MAX_QUERY_CHARS), "seconds": seconds}
 
 
 async def record(saver: Saver) -> AsyncIterator[Event]:

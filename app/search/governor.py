@@ -32,16 +32,29 @@ class Governor:
         self.lock = asyncio.Lock()  # first come, first served
         self.next_at = float("-inf")
         """When the next search may start."""
+        self.queued = 0
+        """Searches holding their turn or waiting for it."""
+
+    def expected_wait(self) -> float:
+        """About how long a search asking now would wait for its turn, for the trail to
+        say while it waits: what is left of the pause after the last search, and one
+        interval for each search ahead of it (their own time at Brave not counted)."""
+        interval = 1 / max(self.rate(), MIN_RATE)
+        return max(0.0, self.next_at - self.clock()) + self.queued * interval
 
     @asynccontextmanager
     async def slot(self) -> AsyncIterator[float]:
         """Hold the search's turn while it runs; gives the seconds it waited for it. A
         search cancelled (Stop) or failed ends its turn all the same."""
         asked = self.clock()
-        async with self.lock:
-            if (wait := self.next_at - self.clock()) > 0:
-                await asyncio.sleep(wait)
-            try:
-                yield self.clock() - asked
-            finally:
-                self.next_at = self.clock() + 1 / max(self.rate(), MIN_RATE)
+        self.queued += 1
+        try:
+            async with self.lock:
+                if (wait := self.next_at - self.clock()) > 0:
+                    await asyncio.sleep(wait)
+                try:
+                    yield self.clock() - asked
+                finally:
+                    self.next_at = self.clock() + 1 / max(self.rate(), MIN_RATE)
+        finally:
+            self.queued -= 1

@@ -34,6 +34,7 @@ export class AnswerView {
     this.text = "";
     this.reasoning = "";
     this.activity = [];
+    this.waiting = null; // a search waiting for the plan's rate, until its step comes
     this.warnings = [];
     this.sources = [];
     this.renderedStable = -1;
@@ -98,7 +99,14 @@ export class AnswerView {
   }
 
   addActivity(event) {
+    this.waiting = null;
     this.activity.push(event);
+    this.renderTrail();
+  }
+
+  /** A search waits for the plan's rate: said while it waits, until its step comes. */
+  waitForRate(event) {
+    this.waiting = event;
     this.renderTrail();
   }
 
@@ -197,7 +205,8 @@ export class AnswerView {
     if (reads.length) parts.push(`Read ${reads.length} page${reads.length === 1 ? "" : "s"}`);
     const failures = this.activity.filter((a) => a.error).length + this.looseWarnings().length;
     if (failures) parts.push(`${failures} warning${failures === 1 ? "" : "s"}`);
-    this.trail.hidden = parts.length === 0;
+    const waiting = this.live ? this.waiting : null;
+    this.trail.hidden = parts.length === 0 && !waiting;
     this.trailSummary.firstChild.textContent = parts.join(" · ") || "Working…";
     clear(this.timeline);
     if (this.reasoning) {
@@ -206,6 +215,10 @@ export class AnswerView {
       );
     }
     for (const step of this.activity) this.timeline.append(trailStep(step));
+    if (waiting) {
+      const note = ` · waiting ${waiting.seconds.toFixed(1)} s for the search plan's rate`;
+      this.timeline.append(el("li", { className: "waiting" }, el("span", { className: "step-title", text: `Searching “${waiting.query}”` }), note));
+    }
     for (const warning of this.looseWarnings()) this.timeline.append(el("li", { className: "warning", text: `⚠ ${warning}` }));
   }
 

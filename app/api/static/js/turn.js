@@ -69,6 +69,9 @@ function apply(view, event, answer, id) {
     case "fetch":
       answer.addActivity(event);
       return null;
+    case "search_wait":
+      answer.waitForRate(event);
+      return null;
     case "warning":
       answer.addWarning(event.message);
       if (event.tools_refused) learnToolRefusal(view, event.tools_refused);
