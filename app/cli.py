@@ -98,7 +98,7 @@ def searcher(url: str, settings: config.Settings) -> Searcher:
     without the cache: a command asks SearXNG every time."""
     plan = PlanReader(settings.search_plan_file, settings.search_rate)
     client = Searxng(url, timeout=settings.searxng_timeout, plan=plan, count=counted(settings))
-    return Searcher(client, Governor(plan.plan_rate))
+    return Searcher(client, Governor(plan.plan_rate), retry_seconds=plan.retry_seconds)
 
 
 def cmd_search(args: argparse.Namespace, settings: config.Settings) -> int:

@@ -5,8 +5,10 @@ arrived; the turns, the lab and Settings through the real service."""
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,7 +18,8 @@ import pytest
 
 from app.search.client import SearchResponse, Searxng
 from app.search.governor import Governor
-from app.search.searcher import RateLimited, Searcher
+from app.search.plan import PlanReader
+from app.search.searcher import RETRY_SECONDS, RateLimited, Searcher
 from app.store.storage import Storage
 from tests.chat_client import get_conversation, new_conversation, send, stream
 from tests.conftest import ChatService, chat_env
@@ -111,6 +114,43 @@ def test_a_rate_limited_search_is_retried_once_after_the_reset(fresh_searxng, br
     assert response.results and response.engine_errors == []
     assert len(queries(brave)) == 2
     assert response.waited >= 3.0  # the retry's delay is part of the wait the trail shows
+
+
+def test_the_retry_waits_for_the_reset_brave_gave(fresh_searxng, brave):
+    # The engine records the 429's X-RateLimit-Reset (1 s for the per-second window) in
+    # the plan file; the retry waits that and a margin, not the fixed fallback.
+    brave.fail_next(429, "RATE_LIMITED")
+    plan = PlanReader(fresh_searxng.plan_file)
+    (response,) = searching(
+        fresh_searxng.url, ("reset", {}), retry_seconds=plan.retry_seconds, **fast()
+    )
+    assert response.results and len(queries(brave)) == 2
+    first, second = (r.at for r in queries(brave))
+    assert second - first >= 1.0  # not before Brave's window reset
+    assert 1.0 <= response.waited < RETRY_SECONDS  # the reset and the margin, not 3 s
+
+
+def test_a_429_whose_window_resets_far_off_is_told_not_waited_for(fresh_searxng, brave, tmp_path):
+    brave.fail_next(429, "RATE_LIMITED")
+    far = tmp_path / "brave-plan.json"  # a plan whose 429 resets in a minute
+    now = time.time()
+    far.write_text(
+        json.dumps(
+            {
+                "limit": [1, 0],
+                "remaining": [0, 0],
+                "reset": [60, 0],
+                "read_at": now,
+                "limited": "RATE_LIMITED",
+                "limited_until": now + 60,
+            }
+        )
+    )
+    (refused,) = searching(
+        fresh_searxng.url, ("far", {}), retry_seconds=PlanReader(far).retry_seconds, **fast()
+    )
+    assert isinstance(refused, RateLimited) and "RATE_LIMITED" in str(refused)
+    assert len(queries(brave)) == 1  # no retry: a minute is no short wait
 
 
 def test_a_search_refused_twice_for_the_rate_is_a_named_failure(fresh_searxng, brave):

@@ -48,6 +48,7 @@ class Services:
             cache=self.storage,
             ttl=lambda: self.settings.search_cache_ttl,
             entries=self.settings.search_cache_entries,
+            retry_seconds=self.plan.retry_seconds,
         )
 
     async def offers(self, model: str) -> bool:

@@ -156,6 +156,14 @@ class PlanReader:
         plan = self.read()
         return plan.rate if plan is not None else FREE_PLAN_RATE
 
+    def retry_seconds(self) -> float | None:
+        """Seconds until the window of Brave's last 429 resets (its X-RateLimit-Reset), for
+        the searcher's one retry; None when no 429 is on record."""
+        plan = self.read()
+        if plan is None or plan.limited_until is None:
+            return None
+        return max(0.0, (plan.limited_until - datetime.now(UTC)).total_seconds())
+
 
 def when(moment: datetime) -> str:
     """A day for a far end (the month's quota: its last day, the reset being the next

@@ -29,6 +29,11 @@ RETRY_SECONDS = 3.0
 """How long a search refused for the rate (HTTP 429) waits before its one retry: SearXNG
 suspends the engine for Brave's X-RateLimit-Reset, one or two seconds for the per-second
 window."""
+RETRY_MARGIN_SECONDS = 0.5
+"""Added to Brave's reset before the retry: SearXNG's suspension of the engine, which
+lasts the reset from the moment SearXNG saw the 429, must be over."""
+MAX_RETRY_SECONDS = 10.0
+"""A 429 whose window resets later than this is not waited for: the search fails, named."""
 RATE_LIMITED = "too many requests"
 QUOTA_USED_UP = "QUOTA_LIMITED"
 """Brave's code when the month's queries are spent: no retry can help."""
@@ -51,7 +56,7 @@ class Searcher:
         *,
         ttl: Callable[[], float] | float = 0.0,
         entries: int = 1000,
-        retry_seconds: Callable[[], float] | float = RETRY_SECONDS,
+        retry_seconds: Callable[[], float | None] | float = RETRY_SECONDS,
     ) -> None:
         self.client = client
         self.governor = governor or Governor(lambda: DEFAULT_RATE)
@@ -60,8 +65,8 @@ class Searcher:
         """SEARCH_CACHE_TTL, read at each search; 0 turns the cache off."""
         self.entries = entries
         self.retry_seconds = retry_seconds if callable(retry_seconds) else lambda: retry_seconds
-        """How long to wait before retrying a rate-limited search (the engine's
-        X-RateLimit-Reset when it is known, else RETRY_SECONDS)."""
+        """Seconds until the window of Brave's 429 resets (the plan file's record of its
+        X-RateLimit-Reset); None: unknown, and the retry waits RETRY_SECONDS."""
         self.flying: dict[str, asyncio.Future[SearchResponse]] = {}
         """The searches on their way to SearXNG, by key."""
 
@@ -131,8 +136,8 @@ class Searcher:
         """Through SearXNG, in the search's turn; a rate-limited search once more after
         the delay; kept in the cache when ``keep`` and the answer is whole."""
         waited, response = await self.paced(query, locale, engines, page, time_range)
-        if rate_limited(response) and not quota_used_up(response):
-            delay = self.retry_seconds()
+        delay = self.retry_delay(response)
+        if delay is not None:
             logger.info("search rate-limited; retrying once in %.1f s", delay)
             await asyncio.sleep(delay)
             again, response = await self.paced(query, locale, engines, page, time_range)
@@ -142,6 +147,15 @@ class Searcher:
         if keep and self.cache is not None and keys.cacheable(response):
             await self.cache.keep_search(key, keys.encode(response), self.entries)
         return dataclasses.replace(response, waited=round(waited, 3))
+
+    def retry_delay(self, response: SearchResponse) -> float | None:
+        """How long to wait before the one retry of a search refused for the rate; None:
+        no retry (nothing refused, the month's quota spent, or a reset too far off)."""
+        if not rate_limited(response) or quota_used_up(response):
+            return None
+        reset = self.retry_seconds()
+        delay = RETRY_SECONDS if reset is None else reset + RETRY_MARGIN_SECONDS
+        return delay if delay <= MAX_RETRY_SECONDS else None
 
     async def paced(
         self,
