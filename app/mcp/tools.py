@@ -95,8 +95,8 @@ class WebTools:
             raise tool_failure("search failed", str(exc), "web_search") from exc
         except ServiceError as exc:  # an engine this SearXNG lacks
             raise ToolError(f"search refused: {exc}") from exc
-        if not response.results and response.engine_errors:
-            raise tool_failure("search failed", "; ".join(response.engine_errors), "web_search")
+        if unavailable := response.unavailable:  # named: what happened, until when
+            raise tool_failure("search failed", unavailable, "web_search")
         results = response.results
         languages = await asyncio.to_thread(language.detect_results, results)
         entries = [result_entry(n, r) for n, r in enumerate(results, 1)]
