@@ -23,6 +23,8 @@ from tests.browser import browser, open_page
 from tests.fakes.brave_api import FakeBrave
 from tests.fakes.llm_server import FakeLLM
 from tests.fakes.pages import PageServer
+from tests.postgres import Postgres, start_postgres
+from tests.postgres import unavailable as postgres_unavailable
 
 ROOT = Path(__file__).resolve().parent.parent
 SHARED = ROOT.parent / "shared"
@@ -196,3 +198,23 @@ def page(browser, chat):
 
 
 __all__ = ["browser"]  # a fixture, imported to be shared
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[Postgres]:
+    """One PostgreSQL cluster for the run (tests/postgres.py); CI must have it."""
+    reason = postgres_unavailable()
+    if reason is not None:
+        if os.environ.get("CI"):
+            pytest.fail(f"CI must run the PostgreSQL tests: {reason} (.ci/run installs it)")
+        pytest.skip(reason)
+    server = start_postgres()
+    yield server
+    server.stop()
+    server.remove()
+
+
+@pytest.fixture
+def postgres_url(postgres_server: Postgres) -> str:
+    """The URL of a new empty database, for one test."""
+    return postgres_server.create(f"test_{os.urandom(6).hex()}")
