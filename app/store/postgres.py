@@ -96,12 +96,13 @@ class PostgresSession:
             self.connection.execute(sql.encode())
 
     @contextmanager
-    def transaction(self) -> Iterator[None]:
+    def transaction(self, begin: str) -> Iterator[None]:
+        """`begin`: the statements that open it, sent in one trip."""
         with self.unavailable():
             connection = self.pool.getconn()
         try:
             with self.unavailable():
-                connection.execute("BEGIN")
+                connection.execute(begin.encode())
             self.connection = connection
             try:
                 yield
@@ -195,8 +196,7 @@ class PostgresDialect(Dialect):
     @contextmanager
     def write(self, *, durable: bool = False) -> Iterator[None]:
         # `durable` is PostgreSQL's default already (synchronous_commit = on).
-        with self.session.transaction():
-            self.session.execute("SELECT pg_advisory_xact_lock(?)", (WRITE_LOCK,))
+        with self.session.transaction(f"BEGIN; SELECT pg_advisory_xact_lock({WRITE_LOCK})"):
             yield
 
     def schema_version(self) -> int:
