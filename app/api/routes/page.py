@@ -14,6 +14,7 @@ from fastapi.staticfiles import StaticFiles
 from app.api.deps import ServicesDep
 from app.api.lag import LagProbe
 from app.chat.services import Services
+from app.store.errors import Unavailable
 
 router = APIRouter()
 SPENT_TIMEOUT = 1.0
@@ -54,17 +55,20 @@ class PageFiles(StaticFiles):
 
 @router.get("/healthz")
 async def healthz(request: Request, services: ServicesDep) -> dict[str, Any]:
-    """The service is up; whether its SearXNG answers too (nothing private). With
-    LOOP_LAG_PROBE=1, also the event loop's worst lateness since the last call, and the
-    same less the time the loop waited for a core (see app/api/lag.py)."""
+    """The service is up; whether its SearXNG answers too, and which database it uses and
+    whether that answers (nothing private). With LOOP_LAG_PROBE=1, also the event loop's
+    worst lateness since the last call, and the same less the time the loop waited for a
+    core (see app/api/lag.py)."""
     try:
         answer = await services.searxng.http.get("/healthz", timeout=2)
         search = "ok" if answer.status_code == 200 else "unhealthy"
     except httpx.HTTPError:
         search = "unreachable"
+    database = await services.storage.ping()
     health: dict[str, Any] = {
-        "status": "ok" if search == "ok" else "degraded",
+        "status": "ok" if search == "ok" and database.answers else "degraded",
         "search": search,
+        "database": {"backend": database.backend, "answers": database.answers},
         "search_plan": await search_plan(services),
     }
     if services.settings.loop_lag_probe:
@@ -79,9 +83,9 @@ async def search_plan(services: Services) -> dict[str, Any]:
     """The Brave plan as its last answer stated it (None before one), the queries this
     service sent today and this month, and the engines SearXNG suspended: no search."""
     plan = await asyncio.to_thread(services.plan.read)
-    try:  # a slow disk must not hold up the health check
+    try:  # a slow disk, or a database down, must not hold up the health check
         spent = await asyncio.wait_for(services.storage.searches_spent(), SPENT_TIMEOUT)
-    except TimeoutError:
+    except (TimeoutError, Unavailable):
         spent = None
     return {
         "plan": plan.as_dict() if plan else None,
