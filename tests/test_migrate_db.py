@@ -156,6 +156,23 @@ def test_a_target_with_other_data_is_refused_and_kept_unless_replaced(home, tmp_
     assert export(target) == export(home)
 
 
+def test_a_copy_that_differs_from_the_source_is_rolled_back(home, tmp_path):
+    """A target that changes what it is given (here a trigger of its own; a server's
+    coercion alike) fails the verification: nothing of the copy stays."""
+    database = Database(tmp_path / DATABASE)
+    database.db.execute(
+        "CREATE TRIGGER shout AFTER INSERT ON messages WHEN new.rowid = 7 BEGIN "
+        "UPDATE messages SET content = upper(content) WHERE rowid = new.rowid; END"
+    )
+    database.close()
+    failed = migrate("--to", str(tmp_path), data_dir=home)
+    assert failed.returncode == 1
+    assert "the copy does not match the source" in failed.stderr
+    assert "messages: 1 row differs (rowid 7)" in failed.stderr
+    assert "rolled back, nothing written" in failed.stderr
+    assert all(rows(tmp_path / DATABASE, table.name) == [] for table in TABLES)
+
+
 def test_a_running_turn_on_the_source_is_refused(home, tmp_path):
     database = Database(home / DATABASE)
     running = database.ids()[5]

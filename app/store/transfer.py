@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import sqlite3
+import sys
 import time
 from collections.abc import Iterator
 from contextlib import closing, contextmanager
@@ -270,7 +271,8 @@ def mismatch(source: Digests, target: Digests) -> str:
         )
         if keys:
             shown = ", ".join(repr(k) for k in keys[:3]) + (", ..." if len(keys) > 3 else "")
-            named.append(f"{table.name}: {len(keys):,} rows differ ({table.key} {shown})")
+            rows = "1 row differs" if len(keys) == 1 else f"{len(keys):,} rows differ"
+            named.append(f"{table.name}: {rows} ({table.key} {shown})")
     return "; ".join(named)
 
 
@@ -281,27 +283,58 @@ def migrate(source: Location, target: Location, *, replace: bool = False) -> Rep
     if source == target:
         raise TransferFailed(f"the source and the target are the same: {source.shown()}")
     started = time.perf_counter()
-    with opened(source, create=False) as origin, opened(target, create=True) as copy:
-        refuse_running_turns(origin, source)
-        wanted = digests(origin)
-        with copy.write(durable=True):
-            held = digests(copy)
-            if held == wanted:
-                counts = counted(wanted, held)
-                return Report(source, target, counts, False, False, 0.0)
-            if any(held.values()) and not replace:
-                raise TransferRefused(
-                    f"{target.shown()} holds other data ({counts_line(counted(wanted, held))}; "
-                    f"{mismatch(wanted, held)}): nothing written; give --replace to replace it "
-                    "with the source's (what it holds now is lost)"
-                )
-            clear(copy)
-            copy_rows(origin, copy)
-            written = digests(copy)
-            if written != wanted:
-                raise TransferFailed(
-                    f"the copy does not match the source ({counts_line(counted(wanted, written))}"
-                    f"; {mismatch(wanted, written)}): rolled back, nothing written"
-                )
-        counts = counted(wanted, written)
-    return Report(source, target, counts, True, any(held.values()), time.perf_counter() - started)
+    try:
+        with opened(source, create=False) as origin, opened(target, create=True) as copy:
+            # In a write transaction: the source's writers (a service left running) wait,
+            # so what is copied and what it is compared with are the same rows.
+            with origin.write():
+                refuse_running_turns(origin, source)
+                wanted = digests(origin)
+                with copy.write(durable=True):
+                    held = digests(copy)
+                    if held == wanted:
+                        return Report(source, target, counted(wanted, held), False, False, 0.0)
+                    make_room(copy, target, wanted, held, replace=replace)
+                    copy_rows(origin, copy)
+                    written = digests(copy)
+                    verify(wanted, written)
+    except Exception as exc:
+        if isinstance(exc, TransferFailed) or not isinstance(exc, driver_errors()):
+            raise
+        raise TransferFailed(f"the copy failed, nothing written: {exc}") from None
+    replaced = any(held.values())
+    seconds = time.perf_counter() - started
+    return Report(source, target, counted(wanted, written), True, replaced, seconds)
+
+
+def make_room(
+    store: Database, target: Location, wanted: Digests, held: Digests, *, replace: bool
+) -> None:
+    """An empty target is copied into; one with other rows only when told, emptied first."""
+    if not any(held.values()):
+        return
+    if not replace:
+        raise TransferRefused(
+            f"{target.shown()} holds other data ({counts_line(counted(wanted, held))}; "
+            f"{mismatch(wanted, held)}): nothing written; give --replace to replace it "
+            "with the source's (what it holds now is lost)"
+        )
+    clear(store)
+
+
+def verify(wanted: Digests, written: Digests) -> None:
+    """Every row of every table equal to the source's, or the copy is rolled back."""
+    if written != wanted:
+        raise TransferFailed(
+            f"the copy does not match the source ({counts_line(counted(wanted, written))}; "
+            f"{mismatch(wanted, written)}): rolled back, nothing written"
+        )
+
+
+def driver_errors() -> tuple[type[Exception], ...]:
+    """What the stores raise: the store's own errors, sqlite3's, and psycopg's (those the
+    store does not translate, a constraint refused; once PostgreSQL was used)."""
+    errors: list[type[Exception]] = [ServiceError, sqlite3.Error]
+    if (psycopg := sys.modules.get("psycopg")) is not None:
+        errors.append(psycopg.Error)
+    return tuple(errors)
