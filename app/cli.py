@@ -365,7 +365,8 @@ def cmd_migrate_db(args: argparse.Namespace, settings: config.Settings) -> int:
     from app.store.database import DATABASE
 
     try:
-        source = transfer.location(args.source or str(settings.data_dir / DATABASE))
+        configured = settings.database_url or str(settings.data_dir / DATABASE)
+        source = transfer.location(args.source or configured)
         report = transfer.migrate(source, transfer.location(args.to), replace=args.replace)
     except transfer.TransferRefused as exc:
         print(f"refused: {exc}", file=sys.stderr)
@@ -458,7 +459,7 @@ def migrate_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]
         "--to", required=True, metavar="URL", help="postgresql://..., sqlite:///FILE or a path"
     )
     migrate.add_argument(
-        "--from", dest="source", metavar="URL", help="default: the service's (DATA_DIR)"
+        "--from", dest="source", metavar="URL", help="default: DATABASE_URL, else DATA_DIR's"
     )
     migrate.add_argument("--replace", action="store_true", help="replace what the target holds")
     migrate.set_defaults(run=cmd_migrate_db)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import socket
 import sqlite3
 import subprocess
 import sys
@@ -18,48 +19,57 @@ from app.store.database import DATABASE, Database
 from app.store.migrations import SCHEMA_VERSION
 from app.store.transfer import TABLES
 from tests.conftest import ROOT
-from tests.household import ACCENTED, build
+from tests.household import ACCENTED, build, turn
 
 CONVERSATIONS = 300
 QUERIES = ("lodz", "ŁÓDŹ", "pierogi", "filling", "renamed 18", "question 7")
 
 
-def migrate(*args: str, data_dir: Path) -> subprocess.CompletedProcess[str]:
+def app(*args: str, data_dir: Path, url: str = "") -> subprocess.CompletedProcess[str]:
+    """`python -m app ...` as a user runs it, the service configured with DATA_DIR (and
+    DATABASE_URL when given)."""
+    env = {**os.environ, "DATA_DIR": str(data_dir), "DATABASE_URL": url}
     return subprocess.run(
-        [sys.executable, "-m", "app", "migrate-db", *args],
+        [sys.executable, "-m", "app", *args],
         capture_output=True,
         text=True,
         cwd=ROOT,
-        env={**os.environ, "DATA_DIR": str(data_dir)},
+        env=env,
         timeout=300,
     )
 
 
-def export(data_dir: Path) -> list[dict[str, object]]:
-    run = subprocess.run(
-        [sys.executable, "-m", "app", "export", "--all", "--json"],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        env={**os.environ, "DATA_DIR": str(data_dir)},
-        timeout=120,
-    )
+def migrate(*args: str, data_dir: Path) -> subprocess.CompletedProcess[str]:
+    return app("migrate-db", *args, data_dir=data_dir)
+
+
+def export(where: Path | str) -> list[dict[str, object]]:
+    """Every conversation as `export --all --json` prints it, from a DATA_DIR or a URL."""
+    if isinstance(where, Path):
+        run = app("export", "--all", "--json", data_dir=where)
+    else:
+        run = app("export", "--all", "--json", data_dir=Path("/nonexistent"), url=where)
     assert run.returncode == 0, run.stderr
     exported: list[dict[str, object]] = json.loads(run.stdout)
     return exported
 
 
-def searched(path: Path) -> dict[str, list[str]]:
-    database = Database(path)
+def searched(where: Path | str) -> dict[str, list[str]]:
+    database = Database(where)
     try:
         return {query: [e["id"] for e in database.list(query)] for query in QUERIES}
     finally:
         database.close()
 
 
-def rows(path: Path, table: str) -> list[tuple[object, ...]]:
-    with sqlite3.connect(path) as db:
-        return db.execute(f"SELECT * FROM {table} ORDER BY 1").fetchall()
+def rows(where: Path | str, table: str) -> list[tuple[object, ...]]:
+    """A table's rows, in its first column's order, from chat.db or PostgreSQL."""
+    database = Database(where)
+    try:
+        found = database.db.execute(f"SELECT * FROM {table}").fetchall()
+    finally:
+        database.close()
+    return sorted((tuple(row) for row in found), key=lambda row: row[0])
 
 
 @pytest.fixture(scope="module")
@@ -120,6 +130,73 @@ def test_sqlite_round_trip_keeps_every_conversation_and_search(home, tmp_path):
         assert rows(back / DATABASE, table) == rows(home / DATABASE, table), table
     assert rows(home / DATABASE, "leases")  # the dead turn's, not carried over
     assert rows(back / DATABASE, "leases") == []
+
+
+def test_round_trip_through_postgresql_keeps_every_conversation_and_search(
+    home, postgres_url, tmp_path
+):
+    there = migrate("--to", postgres_url, data_dir=home)
+    assert there.returncode == 0, there.stderr
+    original = export(home)
+    messages = sum(len(c["messages"]) for c in original)  # type: ignore[arg-type]
+    assert f"conversations {CONVERSATIONS:,} = {CONVERSATIONS:,}" in there.stdout
+    assert f"messages {messages:,} = {messages:,}" in there.stdout
+    assert "search_cache 25 = 25" in there.stdout
+    assert export(postgres_url) == original
+    assert searched(postgres_url) == searched(home / DATABASE)
+    assert rows(postgres_url, "leases") == []
+
+    back = tmp_path / "back"
+    back.mkdir()
+    again = migrate("--from", postgres_url, "--to", str(back), data_dir=home)
+    assert again.returncode == 0, again.stderr
+    assert export(back) == original
+    found = searched(back / DATABASE)
+    assert found == searched(home / DATABASE)
+    assert found["lodz"] == [original[0]["id"]]
+    for table in TABLES:
+        assert rows(back / DATABASE, table.name) == rows(home / DATABASE, table.name), table
+
+
+def test_the_service_goes_on_in_postgresql_after_the_copy(home, postgres_url):
+    """New conversations, messages and versions get ids after the copied ones."""
+    assert migrate("--to", postgres_url, data_dir=home).returncode == 0
+    database = Database(postgres_url)
+    try:
+        made = database.create("After the move", {"model": "model-a"})
+        turn(database, made["id"], 1000, "A first question in PostgreSQL", 1)
+        turn(database, made["id"], 1000, None, 2)
+        assert [m["role"] for m in database.load(made["id"])["messages"]] == ["user", "assistant"]
+        assert [e["id"] for e in database.list("first question postgresql")] == [made["id"]]
+    finally:
+        database.close()
+
+
+def test_the_default_source_is_the_configured_database(home, postgres_url, tmp_path):
+    assert migrate("--to", postgres_url, data_dir=home).returncode == 0
+    back = app("migrate-db", "--to", str(tmp_path), data_dir=home, url=postgres_url)
+    assert back.returncode == 0, back.stderr
+    assert export(tmp_path) == export(home)
+
+
+def test_an_unreachable_server_is_named(home):
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    failed = migrate("--to", f"postgresql://chat:secret@127.0.0.1:{port}/chat", data_dir=home)
+    assert failed.returncode == 1
+    assert f"error: cannot reach PostgreSQL at 127.0.0.1:{port}/chat" in failed.stderr
+    assert "secret" not in failed.stderr + failed.stdout
+
+
+def test_a_newer_postgresql_target_is_refused(home, postgres_url):
+    database = Database(postgres_url)
+    with database.write():
+        database.db.execute("UPDATE schema_version SET version = ?", (SCHEMA_VERSION + 1,))
+    database.close()
+    failed = migrate("--to", postgres_url, data_dir=home)
+    assert failed.returncode == 1
+    assert "newer version of this service" in failed.stderr
 
 
 def test_running_it_twice_changes_nothing(home, tmp_path):

@@ -217,3 +217,19 @@ class PostgresDialect(Dialect):
         except (psycopg.Error, PoolTimeout):
             return False
         return True
+
+    def after_copy(self) -> None:
+        # An identity's sequence knows nothing of ids given explicitly: each starts again
+        # after the largest copied. The GIN indexes took each row as it came; ANALYZE gives
+        # the planner the tables' new sizes.
+        identities = self.session.execute(
+            "SELECT table_name, column_name FROM information_schema.columns "
+            "WHERE table_schema = current_schema() AND is_identity = 'YES'"
+        ).fetchall()
+        for table, column in identities:
+            self.session.execute(
+                f"SELECT setval(pg_get_serial_sequence(?, ?), coalesce(max({column}), 0) + 1, "
+                f"false) FROM {table}",
+                (table, column),
+            )
+        self.session.execute("ANALYZE")

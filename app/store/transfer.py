@@ -171,11 +171,13 @@ def counts_line(counts: tuple[Count, ...]) -> str:
 @contextmanager
 def opened(where: Location, *, create: bool) -> Iterator[Database]:
     """The store at `where`, its schema brought up to this version's (as the service does
-    at start); a source must exist, and neither may be damaged nor newer than this version.
-    A target file made here is removed again if the transfer fails."""
+    at start); neither may be damaged nor newer than this version. A SQLite source must
+    exist; a target file made here is removed again if the transfer fails."""
     path = where.path
     if path is None:
-        raise TransferFailed(f"{where.shown()}: PostgreSQL is not available in this version")
+        with closing(postgres_store(where)) as store:
+            yield store
+        return
     existed = path.exists()
     if not create and not path.is_file():
         raise TransferFailed(f"no database at {path} (DATA_DIR, or give --from)")
@@ -191,6 +193,13 @@ def opened(where: Location, *, create: bool) -> Iterator[Database]:
         raise
 
 
+def postgres_store(where: Location) -> Database:
+    try:
+        return Database(where.url)
+    except ServiceError as exc:  # unreachable (the message says where), or newer
+        raise TransferFailed(str(exc)) from None
+
+
 def sqlite_store(path: Path) -> Database:
     try:
         store = Database(path)
@@ -198,7 +207,7 @@ def sqlite_store(path: Path) -> Database:
     except sqlite3.Error as exc:
         raise TransferFailed(f"{path} is damaged or not a chat database: {exc}") from None
     except ServiceError as exc:
-        raise TransferFailed(f"{path}: {exc}") from None
+        raise TransferFailed(str(exc)) from None
     if checked != "ok":
         store.close()
         raise TransferFailed(f"{path} is damaged (SQLite's quick_check: {checked})")
@@ -296,6 +305,7 @@ def migrate(source: Location, target: Location, *, replace: bool = False) -> Rep
                         return Report(source, target, counted(wanted, held), False, False, 0.0)
                     make_room(copy, target, wanted, held, replace=replace)
                     copy_rows(origin, copy)
+                    copy.dialect.after_copy()
                     written = digests(copy)
                     verify(wanted, written)
     except Exception as exc:
