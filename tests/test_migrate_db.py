@@ -11,6 +11,7 @@ import socket
 import sqlite3
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -199,38 +200,57 @@ def test_a_newer_postgresql_target_is_refused(home, postgres_url):
     assert "newer version of this service" in failed.stderr
 
 
-def test_running_it_twice_changes_nothing(home, tmp_path):
-    target = tmp_path / "target"
-    target.mkdir()
-    first = migrate("--to", str(target), data_dir=home)
+@dataclass(frozen=True)
+class Target:
+    """A target as the command names it, and where the tests read it."""
+
+    named: str
+    """--to's argument."""
+    store: Path | str
+    """chat.db's path, or the URL."""
+    exported: Path | str
+    """For export(): a DATA_DIR, or the URL."""
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def target(request: pytest.FixtureRequest, tmp_path: Path) -> Target:
+    if request.param == "postgresql":
+        url: str = request.getfixturevalue("postgres_url")
+        return Target(url, url, url)
+    data_dir = tmp_path / "target"
+    data_dir.mkdir()
+    return Target(str(data_dir), data_dir / DATABASE, data_dir)
+
+
+def test_running_it_twice_changes_nothing(home, target):
+    first = migrate("--to", target.named, data_dir=home)
     assert first.returncode == 0, first.stderr
-    copied = {table.name: rows(target / DATABASE, table.name) for table in TABLES}
-    second = migrate("--to", str(target), data_dir=home)
+    copied = {table.name: rows(target.store, table.name) for table in TABLES}
+    second = migrate("--to", target.named, data_dir=home)
     assert second.returncode == 0, second.stderr
     assert "already holds the same data: nothing written" in second.stdout
     assert f"messages {len(copied['messages']):,} = {len(copied['messages']):,}" in second.stdout
-    assert {table.name: rows(target / DATABASE, table.name) for table in TABLES} == copied
+    assert {table.name: rows(target.store, table.name) for table in TABLES} == copied
 
 
-def test_a_target_with_other_data_is_refused_and_kept_unless_replaced(home, tmp_path):
-    target = tmp_path / "target"
-    target.mkdir()
-    theirs = Database(target / DATABASE)
+def test_a_target_with_other_data_is_refused_and_kept_unless_replaced(home, target):
+    theirs = Database(target.store)
     build(theirs, 3)
     theirs.close()
-    kept = export(target)
+    kept = export(target.exported)
 
-    refused = migrate("--to", str(target), data_dir=home)
+    refused = migrate("--to", target.named, data_dir=home)
     assert refused.returncode == 2
     assert "holds other data" in refused.stderr
     assert "--replace" in refused.stderr
     assert f"conversations {CONVERSATIONS:,} != 3" in refused.stderr
-    assert export(target) == kept
+    assert export(target.exported) == kept
 
-    replaced = migrate("--to", str(target), "--replace", data_dir=home)
+    replaced = migrate("--to", target.named, "--replace", data_dir=home)
     assert replaced.returncode == 0, replaced.stderr
     assert "replaced what it held" in replaced.stdout
-    assert export(target) == export(home)
+    assert export(target.exported) == export(home)
+    assert rows(target.store, "leases") == []  # the other data's dead turn went with it
 
 
 def test_a_copy_that_differs_from_the_source_is_rolled_back(home, tmp_path):
