@@ -28,20 +28,26 @@ def dead_pid() -> int:
 ACCENTED = "Łódź zimą: pierogi i żurek"
 
 
+SENTENCE = "Boil them in salted water until they float, then two minutes more. "
+"""About 70 characters: an answer of 20 is a typical 1,400."""
+
+
 def answer(number: int, turn: int) -> Message:
+    """An answer as a search turn leaves it: text, activity, sources, usage and digest."""
     message = {
         "role": "assistant",
-        "content": f"Answer {turn} to {number}: boil pierogi for {number % 9} minutes.",
+        "content": f"Answer {turn} to {number}: boil pierogi for {number % 9} minutes. "
+        + SENTENCE * 20,
         "status": "complete",
         "model": "model-a",
         "created": "2026-01-02T03:04:05.000006+00:00",
         "activity": [{"type": "search", "query": f"pierogi {number}", "language": "pl"}],
         "sources": [
-            {"url": f"https://example.pl/{number}/{turn}", "title": f"Źródło {number}"},
-            {"url": "https://example.org/a", "title": "Another"},
+            {"url": f"https://example.pl/{number}/{turn}/{n}", "title": f"Źródło {number}.{n}"}
+            for n in range(5)
         ],
         "usage": {"prompt_tokens": 100 + number, "completion_tokens": 20 + turn},
-        "digest": f"<web_data>source {number}.{turn}: a snippet</web_data>",
+        "digest": f"<web_data>source {number}.{turn}: {SENTENCE * 25}</web_data>",
     }
     return message
 
