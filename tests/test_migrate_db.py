@@ -190,6 +190,19 @@ def test_an_unreachable_server_is_named(home):
     assert "secret" not in failed.stderr + failed.stdout
 
 
+def test_a_database_is_never_copied_into_itself(home, postgres_url, tmp_path):
+    """However it is spelled: a copy into itself would wait on its own write lock."""
+    (tmp_path / "link").symlink_to(home)
+    same_file = migrate("--to", str(tmp_path / "link"), data_dir=home)
+    assert same_file.returncode == 1
+    assert "the source and the target are the same" in same_file.stderr
+    assert migrate("--to", postgres_url, data_dir=home).returncode == 0
+    spelled = f"{postgres_url}?application_name=another"
+    same_server = migrate("--from", postgres_url, "--to", spelled, data_dir=home)
+    assert same_server.returncode == 1
+    assert "the source and the target are the same" in same_server.stderr
+
+
 def test_a_newer_postgresql_target_is_refused(home, postgres_url):
     database = Database(postgres_url)
     with database.write():

@@ -93,6 +93,11 @@ class Dialect:
         is ready for the rows."""
         raise NotImplementedError
 
+    def identity(self) -> str:
+        """The database, however its path or URL was spelled (migrate-db refuses to copy
+        one into itself)."""
+        raise NotImplementedError
+
     def close(self) -> None:
         self.db.close()
 
@@ -182,6 +187,9 @@ class SqliteDialect(Dialect):
         # index's many small segments are merged into one.
         for index in ("message_words", "title_words"):
             self.db.execute(f"INSERT INTO {index} ({index}) VALUES ('optimize')")
+
+    def identity(self) -> str:
+        return f"sqlite:{self.path.resolve()}"
 
 
 def dialect_for(target: Path | str) -> Dialect:

@@ -233,3 +233,12 @@ class PostgresDialect(Dialect):
                 f"false) FROM {table}",
                 (table, column),
             )
+
+    def identity(self) -> str:
+        # A cluster is its port and its start (its address depends on the route taken); a
+        # database, its oid within it.
+        row = self.session.execute(
+            "SELECT inet_server_port(), pg_postmaster_start_time(), oid "
+            "FROM pg_database WHERE datname = current_database()"
+        ).fetchone()
+        return "postgresql:" + "/".join(str(part) for part in row)

@@ -104,13 +104,12 @@ class Location:
         return None
 
     def shown(self) -> str:
-        """For the user: the file, or the URL without its password."""
+        """For the user: the file, or where the server is (never a password)."""
         if self.path is not None:
             return str(self.path)
-        scheme, _, rest = self.url.partition("://")
-        credentials, at, host = rest.rpartition("@")
-        user = credentials.partition(":")[0]
-        return f"{scheme}://{user}{at}{host}"
+        from app.store.postgres import server_of  # psycopg's parser, when it is used
+
+        return f"PostgreSQL at {server_of(self.url)}"
 
 
 def location(text: str) -> Location:
@@ -122,14 +121,14 @@ def location(text: str) -> Location:
         path = Path(text.removeprefix("sqlite:///"))
     elif "://" in text:
         raise TransferFailed(
-            f"not a database this service can use: {text!r} (give postgresql://..., "
-            "sqlite:///path/chat.db or a path)"
+            f"not a database this service can use: {text.partition('://')[0]}:// (give "
+            "postgresql://..., sqlite:///path/chat.db or a path)"
         )
     else:
         path = Path(text)
     if path.is_dir():
         path = path / DATABASE
-    return Location(f"sqlite:///{path.absolute()}")
+    return Location(f"sqlite:///{path.resolve()}")
 
 
 @dataclass(frozen=True)
@@ -294,6 +293,8 @@ def migrate(source: Location, target: Location, *, replace: bool = False) -> Rep
     started = time.perf_counter()
     try:
         with opened(source, create=False) as origin, opened(target, create=True) as copy:
+            if origin.dialect.identity() == copy.dialect.identity():
+                raise TransferFailed(f"the source and the target are the same: {source.shown()}")
             # In a write transaction: the source's writers (a service left running) wait,
             # so what is copied and what it is compared with are the same rows.
             with origin.write():
