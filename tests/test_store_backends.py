@@ -8,17 +8,19 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import subprocess
 import sys
 import time
 
 import httpx
+import psycopg
 import pytest
 
 from app.search.embedded import free_port
 from app.store import turns
 from app.store.database import Database
-from app.store.errors import Busy, Damaged, Unavailable
+from app.store.errors import Busy, Damaged, SchemaRefused, Unavailable
 from app.store.migrations import SCHEMA_VERSION
 from tests.conftest import ROOT, ChatService, chat_env
 from tests.postgres import start_postgres
@@ -141,6 +143,16 @@ def test_postgresql_is_migrated_once_and_a_newer_schema_is_refused(postgres_url)
     again.close()
     with pytest.raises(Damaged, match="newer version"):
         Database(postgres_url)
+
+
+def test_a_user_not_allowed_to_build_the_schema_is_told_what_it_needs(postgres_url):
+    with psycopg.connect(postgres_url, autocommit=True) as admin:
+        admin.execute("CREATE ROLE visitor LOGIN")
+    visitor = postgres_url.replace("://postgres@", "://visitor@", 1)
+    if visitor == postgres_url:  # the cluster's owner is this user, not postgres
+        visitor = re.sub(r"://[^@]+@", "://visitor@", postgres_url, count=1)
+    with pytest.raises(SchemaRefused, match="unaccent"):
+        Database(visitor)
 
 
 # -- what a replica says about its database ----------------------------------------------------
