@@ -291,7 +291,19 @@ def test_a_running_turn_on_the_source_is_refused(home, tmp_path):
     refused = migrate("--to", str(tmp_path), data_dir=home)
     assert refused.returncode == 2
     assert f"a turn is running in conversation {running}" in refused.stderr
-    assert not (tmp_path / DATABASE).exists() or export(tmp_path) == []
+    assert not (tmp_path / DATABASE).exists()  # the target it made is gone again
+
+
+def test_a_running_turn_on_the_target_is_not_replaced(home, tmp_path):
+    theirs = Database(tmp_path / DATABASE)
+    running = build(theirs, 3)[1]
+    assert theirs.begin_turn(running, f"{os.uname().nodename}:{os.getpid()}:1", "hi", "m")
+    theirs.close()
+    kept = export(tmp_path)
+    refused = migrate("--to", str(tmp_path), "--replace", data_dir=home)
+    assert refused.returncode == 2
+    assert f"a turn is running in conversation {running} on {tmp_path / DATABASE}" in refused.stderr
+    assert export(tmp_path) == kept
 
 
 def test_a_newer_target_is_refused(home, tmp_path):

@@ -245,7 +245,8 @@ def counted(source: Digests, target: Digests) -> tuple[Count, ...]:
 
 
 def refuse_running_turns(store: Database, where: Location) -> None:
-    """A turn running on the source would go on writing there after the copy."""
+    """A turn running on the source would go on writing there after the copy; one running
+    on the target would find its conversation replaced."""
     for (conversation,) in store.db.execute("SELECT conversation FROM leases").fetchall():
         if store.held(conversation):
             raise TransferRefused(
@@ -324,6 +325,7 @@ def make_room(
     """An empty target is copied into; one with other rows only when told, emptied first."""
     if not any(held.values()):
         return
+    refuse_running_turns(store, target)
     if not replace:
         raise TransferRefused(
             f"{target.shown()} holds other data ({counts_line(counted(wanted, held))}; "
