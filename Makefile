@@ -57,6 +57,7 @@ bench: $(BIN)/python
 	$(BIN)/python bench/load.py
 	$(BIN)/python bench/turn_cpu.py
 	$(BIN)/python bench/save_cost.py
+	$(BIN)/python bench/migrate_db.py
 	$(BIN)/python bench/llama.py
 
 # The README's pictures: a finished search + fetch answer, light and dark, into docs/.

@@ -8,11 +8,9 @@ import contextlib
 import dataclasses
 import gc
 import importlib
-import ipaddress
 import json
 import logging
 import signal
-import socket
 import sys
 from collections.abc import Callable, Iterator
 from dataclasses import asdict
@@ -184,46 +182,6 @@ def cmd_searxng_settings(args: argparse.Namespace, settings: config.Settings) ->
     return 0
 
 
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
-def local_addresses(host: str, port: int) -> set[str]:
-    """The addresses a name stands for, those of this machine only (a bind succeeds only on
-    an address of its own)."""
-    try:
-        infos = socket.getaddrinfo(host.strip("[]"), port, type=socket.SOCK_STREAM)
-    except OSError:
-        return set()
-    local = set()
-    for family, _, _, _, address in infos:
-        host_address = str(address[0])  # a str for the IP families getaddrinfo answers with
-        with socket.socket(family, socket.SOCK_STREAM) as probe:
-            try:
-                probe.bind((host_address, 0))
-            except OSError:
-                continue
-        local.add(host_address)
-    return local
-
-
-def names_this_service(entry: str, host: str, port: int) -> bool:
-    """Whether a FETCH_ALLOW_HOSTS entry (host:port) reaches the service itself: through
-    web_fetch, the model would read /api/conversations."""
-    name, _, entry_port = entry.rpartition(":")
-    if int(entry_port) != port:
-        return False
-    reached = local_addresses(name, port)
-    if host in ("0.0.0.0", "::", ""):
-        return bool(reached)
-    return bool(reached & local_addresses(host, port))
-
-
 def compose_token(settings: config.Settings, host: str) -> str:
     """The token for a service that listens beyond loopback without AUTH_TOKEN: under
     Compose (PUBLISHED_ON_LOOPBACK), the one kept in DATA_DIR, made at first start and
@@ -255,10 +213,10 @@ def cmd_serve(args: argparse.Namespace, settings: config.Settings) -> int:
 
     from app.api.factory import create_app
 
-    if not is_loopback(args.host) and not settings.auth_token:
+    if not config.is_loopback(args.host) and not settings.auth_token:
         settings = dataclasses.replace(settings, auth_token=compose_token(settings, args.host))
     for entry in sorted(settings.fetch_allow_hosts):
-        if names_this_service(entry, args.host, args.port):
+        if config.names_this_service(entry, args.host, args.port):
             raise config.ConfigError(
                 f"FETCH_ALLOW_HOSTS names this service itself ({entry}): through web_fetch "
                 "the model could read your conversations; remove it"
@@ -402,6 +360,24 @@ def cmd_export(args: argparse.Namespace, settings: config.Settings) -> int:
     return status
 
 
+def cmd_migrate_db(args: argparse.Namespace, settings: config.Settings) -> int:
+    from app.store import transfer
+    from app.store.database import DATABASE
+
+    try:
+        configured = settings.database_url or str(settings.data_dir / DATABASE)
+        source = transfer.location(args.source or configured)
+        report = transfer.migrate(source, transfer.location(args.to), replace=args.replace)
+    except transfer.TransferRefused as exc:
+        print(f"refused: {exc}", file=sys.stderr)
+        return EXIT_REFUSED
+    except transfer.TransferFailed as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+    print("\n".join(report.lines()))
+    return 0
+
+
 def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(prog="python -m app", description=__doc__)
     commands = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -461,6 +437,8 @@ def parser() -> argparse.ArgumentParser:
     export.add_argument("--json", action="store_true", help="JSON as the API serves it")
     export.set_defaults(run=cmd_export)
 
+    migrate_parser(commands)
+
     check = commands.add_parser("doctor", help="check every part of the stack, say what to fix")
     check.set_defaults(run=cmd_doctor)
 
@@ -471,6 +449,20 @@ def parser() -> argparse.ArgumentParser:
     render.add_argument("--locale", help="default language (default: SEARCH_LOCALE)")
     render.set_defaults(run=cmd_searxng_settings)
     return top
+
+
+def migrate_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    migrate = commands.add_parser(
+        "migrate-db", help="copy every conversation to another database, verified"
+    )
+    migrate.add_argument(
+        "--to", required=True, metavar="URL", help="postgresql://..., sqlite:///FILE or a path"
+    )
+    migrate.add_argument(
+        "--from", dest="source", metavar="URL", help="default: DATABASE_URL, else DATA_DIR's"
+    )
+    migrate.add_argument("--replace", action="store_true", help="replace what the target holds")
+    migrate.set_defaults(run=cmd_migrate_db)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from app.cli import is_loopback
+from app.config import is_loopback
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
