@@ -491,3 +491,17 @@ def test_the_proxy_streams_unbuffered_to_the_replicas_and_runs_unprivileged():
     ]
     assert len(paths) == 6 and all(p.startswith("/tmp/") for p in paths), paths
     assert "user" not in re.findall(r"^\s*(\w+)", NGINX, re.M)
+
+
+def test_the_readme_scale_command_is_compose_yamls_and_leaves_the_single_service_out():
+    """`--profile scale up` alone would start the single chat service too (it has no
+    profile): the command names the proxy, which brings what it depends on."""
+    command = "docker compose --profile scale up -d --build --wait proxy"
+    assert command in (ROOT / "README.md").read_text()
+    assert command in (ROOT / "compose.yaml").read_text()
+    needed, queue = set(), ["proxy"]
+    while queue:
+        name = queue.pop()
+        needed.add(name)
+        queue += [d for d in SERVICES[name].get("depends_on", {}) if d not in needed]
+    assert needed == {"proxy", "chat-replica", "postgres", "searxng", "searxng-settings"}
