@@ -90,7 +90,8 @@ class PostgresSession:
                 return Rows(cursor)
 
     def script(self, sql: str) -> None:
-        """Statements sent whole, no parameters (a migration), in the transaction."""
+        """Statements sent whole (a migration), in the transaction: without parameters
+        psycopg sends a simple query, which may hold several statements."""
         assert self.connection is not None, "a migration runs in a write transaction"
         with self.unavailable():
             self.connection.execute(sql.encode())
