@@ -41,10 +41,11 @@ test: $(BIN)/python
 	$(MAKE) test-compose
 
 # The stack built and brought up by Docker Compose, with the fakes on the host
-# (tests/test_compose_live.py; the images it cannot pull are built by tests/compose/).
+# (tests/test_compose_live.py, and the scale profile: tests/test_compose_scale.py; the
+# images it cannot pull are built by tests/compose/).
 # -s: it prints its build and start-up times and the image sizes.
 test-compose: $(BIN)/python
-	$(BIN)/python -m pytest -m compose -p no:cacheprovider -s tests/test_compose_live.py
+	$(BIN)/python -m pytest -m compose -p no:cacheprovider -s tests/test_compose_live.py tests/test_compose_scale.py
 
 bench: $(BIN)/python
 	$(BIN)/python bench/search_latency.py

@@ -195,6 +195,8 @@ def compose_token(settings: config.Settings, host: str) -> str:
         )
     token, made = stored_token(settings.data_dir)
     path = settings.data_dir / TOKEN_FILE
+    if not token:  # else the service would serve with no token at all
+        raise config.ConfigError(f"{path} is empty: delete it, and the next start makes one")
     if made:
         print(
             f"No AUTH_TOKEN set: made an access token, kept in {path} (shown this once; "

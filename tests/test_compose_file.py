@@ -11,6 +11,7 @@ import json
 import re
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import jsonschema
 import pytest
@@ -238,6 +239,9 @@ NOT_FOR_CHAT = {
     "LLAMA_MODEL_FILE": "llama",
     "LLAMA_CTX_SIZE": "llama",
     "COMPOSE_PROFILES": "Compose itself",
+    "POSTGRES_PASSWORD": "postgres, and the replicas' PGPASSWORD",
+    "CHAT_REPLICAS": "chat-replica's number of containers",
+    "SEARXNG_WORKERS": "searxng's GRANIAN_WORKERS",
 }
 
 
@@ -259,6 +263,29 @@ def test_every_chat_setting_of_env_example_reaches_the_chat_container():
         assert name in documented, (name, where)
 
 
+def test_the_replicas_get_every_chat_setting_and_postgresql_instead_of_sqlite():
+    chat = resolved(LOG_LEVEL="DEBUG")["services"]["chat"]["environment"]
+    replica = resolved(LOG_LEVEL="DEBUG")["services"]["chat-replica"]["environment"]
+    own = {"DATABASE_URL", "PGPASSWORD"}
+    assert {k: v for k, v in replica.items() if k not in own} == {
+        k: v for k, v in chat.items() if k not in own
+    }
+    assert replica["LOG_LEVEL"] == "DEBUG"
+    url = urlsplit(replica["DATABASE_URL"])
+    postgres = SERVICES["postgres"]["environment"]
+    assert url.scheme == "postgresql" and url.hostname == "postgres" and url.port == 5432
+    assert (url.username, url.path) == (postgres["POSTGRES_USER"], f"/{postgres['POSTGRES_DB']}")
+    # The password is the one PostgreSQL was made with, from .env only: never in the file,
+    # never in the URL (libpq reads PGPASSWORD).
+    assert url.password is None
+    assert SERVICES["chat-replica"]["environment"]["PGPASSWORD"] == "${POSTGRES_PASSWORD:-}"
+    assert postgres["POSTGRES_PASSWORD"] == "${POSTGRES_PASSWORD:-}"
+    stack = resolved(POSTGRES_PASSWORD="f00d")["services"]
+    assert stack["chat-replica"]["environment"]["PGPASSWORD"] == "f00d"
+    assert stack["postgres"]["environment"]["POSTGRES_PASSWORD"] == "f00d"
+    assert "f00d" not in (ROOT / "compose.yaml").read_text()
+
+
 def test_a_plain_http_brave_api_url_reaches_searxng_and_its_renderer():
     for service in ("searxng-settings", "searxng"):
         assert SERVICES[service]["environment"]["BRAVE_API_URL"] == "${BRAVE_API_URL:-}"
@@ -266,7 +293,7 @@ def test_a_plain_http_brave_api_url_reaches_searxng_and_its_renderer():
 
 
 def test_searxng_and_llama_run_unprivileged_with_no_capabilities():
-    for name in ("searxng-settings", "searxng", "llama", "chat"):
+    for name in SERVICES:
         service = SERVICES[name]
         assert service["cap_drop"] == ["ALL"], name
         assert "no-new-privileges:true" in service["security_opt"], name
@@ -313,8 +340,12 @@ def test_the_llm_profile_runs_a_pinned_llama_server_the_chat_service_can_reach()
     assert llama["profiles"] == ["llm"]  # `docker compose up` alone does not start it
     assert re.fullmatch(r"ghcr\.io/ggml-org/llama\.cpp:server-b\d+", llama["image"])
     assert "ports" not in llama, "the model server is for the stack only"
-    others = [name for name, service in SERVICES.items() if name != "llama"]
-    assert all("profiles" not in SERVICES[name] for name in others)
+    profiles = {name: service.get("profiles") for name, service in SERVICES.items()}
+    assert profiles == {
+        **dict.fromkeys(("searxng-settings", "searxng", "chat")),
+        "llama": ["llm"],
+        **dict.fromkeys(("postgres", "chat-replica", "proxy"), ["scale"]),
+    }
 
     stack = resolved(COMPOSE_LLM_BASE_URL="http://llama:8080/v1", LLAMA_MODEL_DIR="/srv/gguf")
     assert schema_errors(stack) == []
@@ -354,7 +385,7 @@ def direct_pins(extra: str | None = None) -> dict[str, str]:
     pins = list(project["dependencies"])
     if extra:
         pins += project["optional-dependencies"][extra]
-    # A pin's extras (psycopg[binary]) are packages of their own in the lock.
+    # A pin with extras (psycopg[binary]) is locked under its name alone.
     return {
         p.split("==")[0].split("[")[0].lower().replace("_", "-"): p.split("==")[1] for p in pins
     }
@@ -391,3 +422,86 @@ def test_the_tests_override_is_valid_and_gives_the_chat_build_the_ca_bundle_as_a
     dockerfile = (ROOT / "Dockerfile").read_text()
     assert "--mount=type=secret,id=ca-bundle" in dockerfile
     assert "ca-bundle" not in "".join(re.findall(r"^(?:COPY|ENV|ADD).*$", dockerfile, re.M))
+
+
+NGINX = (ROOT / "proxy" / "nginx.conf").read_text()
+
+
+def nginx_directives(name: str) -> list[str]:
+    """The values of every `name ...;` line of proxy/nginx.conf."""
+    return re.findall(rf"^\s*{name}\s+([^;]*);", NGINX, re.MULTILINE)
+
+
+def test_the_scale_profile_is_postgresql_replicas_and_a_proxy_on_the_chat_port():
+    postgres, replica, proxy = (SERVICES[n] for n in ("postgres", "chat-replica", "proxy"))
+    assert postgres["image"] == "docker.io/library/postgres:15"
+    assert re.fullmatch(r"docker\.io/library/nginx:\d+\.\d+-bookworm", proxy["image"])
+    # PostgreSQL and the replicas are reached only on the stack's network; the proxy takes
+    # the single service's address, so the two cannot both serve.
+    assert "ports" not in postgres and "ports" not in replica
+    assert proxy["ports"] == SERVICES["chat"]["ports"]
+    assert "postgres-data:/var/lib/postgresql/data" in postgres["volumes"]
+    assert postgres["healthcheck"]["test"][:2] == ["CMD", "pg_isready"]
+    assert replica["depends_on"]["postgres"]["condition"] == "service_healthy"
+    assert replica["depends_on"]["searxng"]["condition"] == "service_healthy"
+    assert proxy["depends_on"]["chat-replica"]["condition"] == "service_healthy"
+    assert replica["image"] == SERVICES["chat"]["image"]
+    # The household's memory.md and access token, whichever replica serves.
+    assert (
+        "chat-data:/data" in replica["volumes"] and "chat-data:/data" in SERVICES["chat"]["volumes"]
+    )
+    for name in ("postgres", "chat-replica", "proxy"):
+        assert SERVICES[name]["healthcheck"]["test"], name
+    assert (SERVICES["postgres"]["user"], proxy["user"]) == ("999:999", "101:101")
+
+
+def test_the_number_of_replicas_and_searxng_workers_come_from_env():
+    env = env_example()
+    stack = resolved()["services"]
+    assert stack["chat-replica"]["deploy"]["replicas"] == env["CHAT_REPLICAS"] == "2"
+    assert stack["searxng"]["environment"]["GRANIAN_WORKERS"] == env["SEARXNG_WORKERS"]
+    stack = resolved(CHAT_REPLICAS="3", SEARXNG_WORKERS="4")["services"]
+    assert stack["chat-replica"]["deploy"]["replicas"] == "3"
+    assert stack["searxng"]["environment"]["GRANIAN_WORKERS"] == "4"
+    assert schema_errors(resolved(CHAT_REPLICAS="3")) == []
+
+
+def test_the_proxy_streams_unbuffered_to_the_replicas_and_runs_unprivileged():
+    proxy = SERVICES["proxy"]
+    assert ("./proxy/nginx.conf", "/etc/nginx/nginx.conf", "ro") in bind_mounts(proxy)
+    # The port it listens on is the one published, and it sends to the replicas' service
+    # name on the port they serve (the Dockerfile's).
+    assert nginx_directives("listen") == [proxy["ports"][0].rsplit(":", 1)[1]]
+    assert nginx_directives("set") == ["$replicas chat-replica"]
+    served = re.search(r"^EXPOSE\s+(\d+)", (ROOT / "Dockerfile").read_text(), re.M).group(1)
+    assert nginx_directives("proxy_pass") == [f"http://$replicas:{served}"]
+    # Docker's DNS, asked at run time (a name in a variable needs a resolver).
+    assert nginx_directives("resolver")[0].startswith("127.0.0.11 ")
+    # Server-sent events: unbuffered, HTTP/1.1, and no cut before the longest turn.
+    assert nginx_directives("proxy_buffering") == ["off"]
+    assert nginx_directives("proxy_http_version") == ["1.1"]
+    assert nginx_directives("proxy_ignore_client_abort") == ["off"]
+    (read_timeout,) = nginx_directives("proxy_read_timeout")
+    assert int(read_timeout.removesuffix("s")) >= int(env_example()["LLM_TOTAL_TIMEOUT"])
+    # As its image's nginx user (no capabilities): nothing written outside /tmp.
+    paths = nginx_directives("pid") + [
+        v
+        for n in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi")
+        for v in nginx_directives(f"{n}_temp_path")
+    ]
+    assert len(paths) == 6 and all(p.startswith("/tmp/") for p in paths), paths
+    assert "user" not in re.findall(r"^\s*(\w+)", NGINX, re.M)
+
+
+def test_the_readme_scale_command_is_compose_yamls_and_leaves_the_single_service_out():
+    """`--profile scale up` alone would start the single chat service too (it has no
+    profile): the command names the proxy, which brings what it depends on."""
+    command = "docker compose --profile scale up -d --build --wait proxy"
+    assert command in (ROOT / "README.md").read_text()
+    assert command in (ROOT / "compose.yaml").read_text()
+    needed, queue = set(), ["proxy"]
+    while queue:
+        name = queue.pop()
+        needed.add(name)
+        queue += [d for d in SERVICES[name].get("depends_on", {}) if d not in needed]
+    assert needed == {"proxy", "chat-replica", "postgres", "searxng", "searxng-settings"}

@@ -326,6 +326,31 @@ def test_under_compose_without_a_token_one_is_made_kept_and_required(llm, searxn
     assert f"access token: {token}" in doctor.stdout
 
 
+def test_an_empty_token_file_is_refused_rather_than_served_without_a_token(tmp_path):
+    """What a full disk leaves (or, before the token was linked into place whole, a replica
+    starting beside another on the same volume read): the service would have served with
+    no token at all."""
+    data = tmp_path / "data"
+    data.mkdir(mode=0o700)
+    (data / "access-token").write_text("")
+    run = subprocess.run(
+        [sys.executable, "-m", "app", "serve", "--host", "0.0.0.0", "--port", str(free_port())],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={
+            **os.environ,
+            "SEARXNG_URL": "http://127.0.0.1:9",
+            "DATA_DIR": str(data),
+            "PUBLISHED_ON_LOOPBACK": "1",
+            "AUTH_TOKEN": "",
+        },
+        timeout=60,  # the old code served on
+    )
+    assert run.returncode == 1
+    assert "access-token is empty: delete it" in run.stderr
+
+
 # -- the token's smaller holes -----------------------------------------------------------------
 
 TOKEN = "f3a9c1e5b2d8046a1c3e5f7b9d0e2a4c"  # 128 bits in hex

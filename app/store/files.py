@@ -36,17 +36,23 @@ def private_file(path: Path) -> None:
 
 def stored_token(data_dir: Path) -> tuple[str, bool]:
     """The access token kept in DATA_DIR, made (256 random bits, a file only its owner can
-    read) if there is none yet: (token, made now)."""
+    read) if there is none yet: (token, made now). Written aside, then linked into place, so
+    the file is never seen empty: replicas starting together on one volume all read the one
+    made first. An empty one (a full disk) reads as "", which the caller refuses."""
     private_dir(data_dir)
     path = data_dir / TOKEN_FILE
     token = secrets.token_urlsafe(32)
+    fd, aside = tempfile.mkstemp(dir=data_dir, prefix=f".{TOKEN_FILE}.", suffix=".tmp")
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    except FileExistsError:
-        return path.read_text(encoding="utf-8").strip(), False
-    os.fchmod(fd, 0o600)  # whatever the umask
-    with os.fdopen(fd, "w", encoding="utf-8") as out:
-        out.write(token + "\n")
+        os.fchmod(fd, 0o600)  # whatever the umask
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            out.write(token + "\n")
+        try:
+            os.link(aside, path)
+        except FileExistsError:
+            return path.read_text(encoding="utf-8").strip(), False
+    finally:
+        os.unlink(aside)
     return token, True
 
 

@@ -35,15 +35,18 @@ ROOTFS_PACKAGES = "python3,python3-pip,python3-venv,ca-certificates,netbase,tzda
 
 @dataclass(frozen=True)
 class Images:
-    """The names compose.yaml gives the SearXNG and llama.cpp images."""
+    """The names compose.yaml gives the images it pulls: SearXNG, llama.cpp, and the scale
+    profile's PostgreSQL and nginx."""
 
     searxng: str
     llama: str
+    postgres: str
+    proxy: str
 
 
 def compose_images() -> Images:
     services = yaml.safe_load((ROOT / "compose.yaml").read_text())["services"]
-    return Images(services["searxng"]["image"], services["llama"]["image"])
+    return Images(*(services[name]["image"] for name in ("searxng", "llama", "postgres", "proxy")))
 
 
 def cache_dir() -> Path:
@@ -175,6 +178,17 @@ def ensure_all(llama_server: Path | None, say: Callable[[str], None] = print) ->
                 HERE / "searxng-entrypoint.sh",
             ),
         ),
+        (
+            names.postgres,
+            lambda: ensure_image(
+                names.postgres,
+                HERE / "postgres.Dockerfile",
+                HERE,
+                log,
+                HERE / "postgres-entrypoint.sh",
+            ),
+        ),
+        (names.proxy, lambda: ensure_image(names.proxy, HERE / "nginx.Dockerfile", HERE, log)),
     ]
     if llama_server is not None:
         steps.append((names.llama, lambda: ensure_llama(names.llama, llama_server, log)))
