@@ -6,17 +6,18 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncGenerator, Mapping
+from collections.abc import AsyncGenerator
 from contextlib import aclosing
-from typing import Any
 
 from fastapi import APIRouter, Request, Response
+from typing_extensions import TypedDict
 
 from app import jsoncodec
 from app.api import openai_shapes as shapes
 from app.api.deps import ServicesDep
 from app.api.sse import EventStream
 from app.chat.completion import CompletionEvent, CompletionRequest, answer, request_locale
+from app.chat.openai_wire import ChatMessage
 from app.chat.services import Services
 from app.errors import ServiceError
 from app.model.failures import Failure, LLMError
@@ -27,7 +28,7 @@ router = APIRouter(prefix="/v1")
 
 DONE = b"data: [DONE]\n\n"
 INLINE_CHECK_BYTES = 64 * 1024
-ANSWERED: dict[int | str, dict[str, Any]] = {
+ANSWERED: dict[int | str, dict[str, object]] = {
     200: {
         "description": "a chat.completion, or with stream: Server-Sent Events of "
         "chat.completion.chunk objects ending with data: [DONE]",
@@ -38,6 +39,20 @@ ANSWERED: dict[int | str, dict[str, Any]] = {
     },
     **shapes.error_responses(400, 401, 404, 413, 415, 429, 502),
 }
+
+
+class ModelObject(TypedDict):
+    id: str
+    object: str
+    created: int
+    owned_by: str
+
+
+class ModelList(TypedDict):
+    """GET /v1/models, as OpenAI's list of models."""
+
+    object: str
+    data: list[ModelObject]
 
 
 class OpenAIError(ServiceError):
@@ -72,7 +87,7 @@ def upstream_error(error: Exception) -> OpenAIError:
 
 
 @router.get("/models", responses=shapes.error_responses(401))
-async def models(services: ServicesDep) -> dict[str, Any]:
+async def models(services: ServicesDep) -> ModelList:
     """The models the page offers: configured, listed by the server, added in Settings."""
     listed = await services.model.models() or []
     added = await services.storage.models()
@@ -89,7 +104,7 @@ async def models(services: ServicesDep) -> dict[str, Any]:
 @router.post("/chat/completions", response_model=None, responses=ANSWERED)
 async def chat_completions(
     body: shapes.ChatCompletionBody, services: ServicesDep, http: Request
-) -> Response | dict[str, Any]:
+) -> Response | shapes.ChatCompletion:
     length = http.headers.get("content-length", "")
     request = await completion_request(services, body, int(length) if length.isdigit() else None)
     events = answer(services, request)
@@ -134,7 +149,7 @@ async def completion_request(
         model=model,
         messages=[passed_on(m) for m in body.messages],
         params=body.passed_on(),
-        client_tools=[t.model_dump(exclude_unset=True) for t in body.tools or []],
+        client_tools=list(body.tools or []),
         locale=locale,
         web_search=body.web_search,
         activity=body.search_activity,
@@ -153,18 +168,15 @@ def encodable(body: shapes.ChatCompletionBody) -> bool:
     return True
 
 
-def passed_on(message: shapes.Message) -> dict[str, Any]:
-    """A message as the client sent it; OpenAI's newer `developer` role as `system`, the
-    only one local servers' chat templates know."""
-    sent = message.model_dump(exclude_unset=True)
-    if sent["role"] == "developer":
-        sent["role"] = "system"
-    return sent
+def passed_on(message: ChatMessage) -> ChatMessage:
+    """A message as the client sent it (its fields of no type of ours included); OpenAI's
+    newer `developer` role as `system`, the only one local servers' chat templates know."""
+    return {**message, "role": "system"} if message["role"] == "developer" else message
 
 
 async def streamed(
     events: AsyncGenerator[CompletionEvent, None], first: CompletionEvent, chunks: shapes.Chunks
-) -> AsyncGenerator[Mapping[str, Any], None]:
+) -> AsyncGenerator[shapes.ChatCompletionChunk | shapes.ErrorBody, None]:
     """The chunks of the answer; a failure after the stream began is an error chunk, as
     OpenAI sends one (the SDK raises it)."""
     async with aclosing(events) as answered:
