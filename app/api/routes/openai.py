@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Coroutine
 from contextlib import aclosing
 
 from fastapi import APIRouter, Request, Response
@@ -109,11 +109,9 @@ async def chat_completions(
     request = await completion_request(services, body, int(length) if length.isdigit() else None)
     events = answer(services, request)
     if not body.stream:
-        try:
-            async with aclosing(events) as answered:
-                collected = [event async for event in answered]
-        except Exception as error:
-            raise upstream_error(error) from None
+        collected = await unless_hung_up(collect(events), http)
+        if collected is None:
+            return Response(status_code=499)  # no one left to read it
         return shapes.completion_object(request.model, collected)
     usage = bool(body.stream_options and body.stream_options.include_usage)
     chunks = shapes.Chunks(request.model, usage)
@@ -127,6 +125,38 @@ async def chat_completions(
             raise upstream_error(exc) from None
         raise
     return EventStream(streamed(events, first, chunks), closed=nothing, end=DONE)
+
+
+async def collect(events: AsyncGenerator[CompletionEvent, None]) -> list[CompletionEvent]:
+    try:
+        async with aclosing(events) as answered:
+            return [event async for event in answered]
+    except Exception as error:
+        raise upstream_error(error) from None
+
+
+async def unless_hung_up(
+    work: Coroutine[None, None, list[CompletionEvent]], http: Request
+) -> list[CompletionEvent] | None:
+    """The whole answer, or None when the client hung up first: the answer is then
+    cancelled, which closes the model server's request and ends the tool rounds, as Stop
+    does to a stream (a response not streamed hears of the hang-up only by listening)."""
+    answering = asyncio.create_task(work)
+    listening = asyncio.create_task(hung_up(http))
+    try:
+        await asyncio.wait({answering, listening}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        listening.cancel()
+        answering.cancel()  # when it is not done: the client left, or we are stopping
+        await asyncio.gather(listening, answering, return_exceptions=True)
+    return None if answering.cancelled() else answering.result()
+
+
+async def hung_up(http: Request) -> None:
+    """Returns when the client has gone: the ASGI server's http.disconnect, which comes
+    once the body has been read (the access check replays it first)."""
+    while (await http.receive())["type"] != "http.disconnect":
+        pass
 
 
 async def completion_request(
