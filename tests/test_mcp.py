@@ -341,3 +341,54 @@ def test_with_auth_token_mcp_wants_the_bearer_token(guarded, brave):
     result = asyncio.run(scenario())
     assert not result.is_error, text_of(result)
     assert result.structured_content["results"]
+
+
+SERVED_WITHOUT_MCP = """
+import asyncio, json, sys
+import httpx
+from app import config
+from app.api.factory import create_app
+
+INITIALIZE, HEADERS = json.loads(sys.argv[2]), json.loads(sys.argv[3])
+
+def sdk_loaded():
+    return sorted(m for m in sys.modules if m.split(".")[0] in ("mcp", "mcp_types"))
+
+async def main():
+    app = create_app(config.load(), sys.argv[1])
+    seen = {}
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as c:
+            seen["healthz"] = (await c.get("/healthz")).status_code
+            seen["before"] = sdk_loaded()
+            answered = await c.post("/mcp", json=INITIALIZE, headers=HEADERS)
+            seen["mcp"] = answered.status_code, answered.json()
+            seen["after"] = bool(sdk_loaded())
+    print(json.dumps(seen))
+
+asyncio.run(main())
+"""
+
+
+def test_a_service_loads_the_mcp_sdk_only_when_mcp_is_first_asked(llm, searxng, tmp_path):
+    """The SDK costs 25 MB at start: a service that never served /mcp has not imported it,
+    and the first /mcp request still gets its answer."""
+    env = {**chat_env(llm, tmp_path), "PYTHONPATH": str(ROOT)}
+    args = [searxng.url, json.dumps(INITIALIZE), json.dumps(MCP_HEADERS)]
+    ran = subprocess.run(
+        [sys.executable, "-c", SERVED_WITHOUT_MCP, *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=env,
+        timeout=120,
+    )
+    assert ran.returncode == 0, ran.stderr
+    seen = json.loads(ran.stdout.strip().splitlines()[-1])
+    assert seen["healthz"] == 200
+    assert seen["before"] == []
+    status, answer = seen["mcp"]
+    assert status == 200
+    assert answer["result"]["serverInfo"]["name"]
+    assert seen["after"] is True

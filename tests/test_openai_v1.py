@@ -264,6 +264,26 @@ def test_stop_closes_the_model_servers_request(chat, llm):
     assert llm.wait_hung_up(timeout=5) is not None
 
 
+def test_a_client_that_gives_up_on_a_whole_answer_ends_the_model_request(chat, llm):
+    """Not streamed: the client's hang-up (here a timeout) closes the model server's request
+    at once, not after the whole answer, and no tool round follows."""
+    llm.script(
+        Reply(
+            text="Let me look that up. " * 40,
+            tool_calls=[ToolCall("web_search", {"query": "slow"})],
+            chunk_delay=0.05,  # about 10 s of answer
+        )
+    )
+    body = {"model": "fake-model", "messages": [{"role": "user", "content": "take your time"}]}
+    with pytest.raises(httpx.TimeoutException):
+        httpx.post(f"{chat.url}/v1/chat/completions", json=body, timeout=1.0)
+    hung_up = llm.wait_hung_up(index=0, timeout=3)
+    assert hung_up is not None, "the model request went on after the client left"
+    assert hung_up - llm.requests[0].received_at < 4
+    assert not llm.requests[0].completed
+    assert llm.wait_hung_up(index=1, timeout=1) is None and len(llm.requests) == 1
+
+
 def test_models_are_the_pages(chat, llm):
     listed = client_of(chat).models.list()
     assert [m.id for m in listed.data] == ["fake-model", "fake-small"]

@@ -6,11 +6,14 @@ from __future__ import annotations
 
 import secrets
 import time
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal, Required
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, field_validator
+from typing_extensions import TypedDict
 
 from app.chat.completion import Citation, CompletionEvent
+from app.chat.openai_wire import ChatMessage, FunctionTool, MessageToolCall, PassedOn
+from app.chat.openai_wire import tool_call_object as message_tool_call
 from app.config import LOCALE
 from app.model.tool_calls import ToolCall
 from app.model.usage import Usage
@@ -46,25 +49,110 @@ ERROR_TYPES = {
 }
 
 
-class Message(BaseModel):
-    """One message of the client's history, kept as sent (its other fields pass on)."""
-
-    model_config = ConfigDict(extra="allow")
-    role: Literal["system", "developer", "user", "assistant", "tool", "function"]
-    content: str | list[dict[str, Any]] | None = None
+# The objects answered, as OpenAI's reference and its SDK (openai.types.chat) name their
+# fields; `reasoning_content` and `sources` are extensions (docs/openai.md).
 
 
-class Function(BaseModel):
-    model_config = ConfigDict(extra="allow")
-    name: Annotated[str, Field(min_length=1, max_length=64)]
+class ErrorDetail(TypedDict):
+    message: str
+    type: str
+    param: str | None
+    code: str | None
 
 
-class Tool(BaseModel):
-    """A client's function tool, passed on to the model as declared."""
+class ErrorBody(TypedDict):
+    error: ErrorDetail
 
-    model_config = ConfigDict(extra="allow")
-    type: Literal["function"]
-    function: Function
+
+class PromptTokensDetails(TypedDict):
+    cached_tokens: int
+
+
+class CompletionUsage(TypedDict):
+    prompt_tokens: int
+    completion_tokens: int
+    total_tokens: int
+    prompt_tokens_details: PromptTokensDetails
+
+
+class UrlCitation(TypedDict):
+    url: str
+    title: str
+    start_index: int
+    end_index: int
+
+
+class Annotation(TypedDict):
+    """A `[n]` of the text that cites a source, as Chat Completions nests it."""
+
+    type: Literal["url_citation"]
+    url_citation: UrlCitation
+
+
+class SourceObject(TypedDict):
+    """A result or page of the answer, numbered as `[n]` cites it (our extension)."""
+
+    number: int
+    url: str
+    title: str
+    date: str | None
+    read: bool
+
+
+class DeltaToolCall(MessageToolCall):
+    index: int
+
+
+class ChoiceDelta(TypedDict, total=False):
+    role: Literal["assistant"]
+    content: str
+    reasoning_content: str
+    tool_calls: list[DeltaToolCall]
+    annotations: list[Annotation]
+    sources: list[SourceObject]
+
+
+class ChunkChoice(TypedDict):
+    index: int
+    delta: ChoiceDelta
+    logprobs: None
+    finish_reason: str | None
+
+
+class ChatCompletionChunk(TypedDict, total=False):
+    id: Required[str]
+    object: Required[Literal["chat.completion.chunk"]]
+    created: Required[int]
+    model: Required[str]
+    choices: Required[list[ChunkChoice]]
+    usage: CompletionUsage | None
+    """With include_usage: null on each chunk but the last, a chunk without choices."""
+
+
+class AssistantMessage(TypedDict, total=False):
+    role: Required[Literal["assistant"]]
+    content: Required[str | None]
+    refusal: Required[None]
+    reasoning_content: str
+    tool_calls: list[MessageToolCall]
+    annotations: list[Annotation]
+    sources: list[SourceObject]
+
+
+class CompletionChoice(TypedDict):
+    index: int
+    message: AssistantMessage
+    logprobs: None
+    finish_reason: str
+
+
+class ChatCompletion(TypedDict, total=False):
+    id: Required[str]
+    object: Required[Literal["chat.completion"]]
+    created: Required[int]
+    model: Required[str]
+    choices: Required[list[CompletionChoice]]
+    usage: CompletionUsage
 
 
 class StreamOptions(BaseModel):
@@ -98,10 +186,12 @@ class ChatCompletionBody(BaseModel):
 
     model_config = ConfigDict(extra="allow")
     model: Annotated[str, Field(min_length=1, max_length=200)]
-    messages: Annotated[list[Message], Field(min_length=1, max_length=2000)]
+    messages: Annotated[list[ChatMessage], Field(min_length=1, max_length=2000)]
+    """Kept as sent: a message's, a part's or a tool's fields not named in their types
+    stay in them (extra="allow" reaches the TypedDicts) and pass on to the model."""
     stream: StrictBool = False
     stream_options: StreamOptions | None = None
-    tools: Annotated[list[Tool], Field(max_length=128)] | None = None
+    tools: Annotated[list[FunctionTool], Field(max_length=128)] | None = None
     web_search_options: WebSearchOptions | None = None
     n: Annotated[int, Field(ge=1, le=1)] | None = None
     web_search: StrictBool = True
@@ -109,7 +199,15 @@ class ChatCompletionBody(BaseModel):
     search_activity: StrictBool = True
     sources_in_text: StrictBool = False
 
-    def passed_on(self) -> dict[str, Any]:
+    @field_validator("tools")
+    @classmethod
+    def named(cls, tools: list[FunctionTool] | None) -> list[FunctionTool] | None:
+        for tool in tools or []:
+            if not 1 <= len(tool["function"]["name"]) <= 64:
+                raise ValueError("a function's name is 1 to 64 characters, as OpenAI's")
+        return tools
+
+    def passed_on(self) -> PassedOn:
         """The model server's own fields, as the client sent them."""
         extra = self.model_extra or {}
         return {k: v for k, v in extra.items() if k not in OWN_FIELDS | DROPPED_FIELDS}
@@ -123,7 +221,7 @@ class ChatCompletionBody(BaseModel):
 
 def error_body(
     status: int, message: str, param: str | None = None, code: str | None = None
-) -> dict[str, Any]:
+) -> ErrorBody:
     """OpenAI's error object for a status of ours."""
     codes = {404: "model_not_found", 413: "request_too_large", 401: "invalid_api_key"}
     code = code or codes.get(status)
@@ -149,7 +247,7 @@ ERROR_SCHEMA = {
 }
 
 
-def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
+def error_responses(*statuses: int) -> dict[int | str, dict[str, object]]:
     return {
         s: {
             "description": "an OpenAI-shaped error",
@@ -159,7 +257,7 @@ def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
     }
 
 
-def usage_object(usage: Usage) -> dict[str, Any]:
+def usage_object(usage: Usage) -> CompletionUsage:
     return {
         "prompt_tokens": usage.prompt_tokens,
         "completion_tokens": usage.completion_tokens,
@@ -168,7 +266,7 @@ def usage_object(usage: Usage) -> dict[str, Any]:
     }
 
 
-def annotation(citation: Citation) -> dict[str, Any]:
+def annotation(citation: Citation) -> Annotation:
     """OpenAI's url_citation, as Chat Completions nests it."""
     return {
         "type": "url_citation",
@@ -181,7 +279,7 @@ def annotation(citation: Citation) -> dict[str, Any]:
     }
 
 
-def sources_object(event: CompletionEvent) -> list[dict[str, Any]]:
+def sources_object(event: CompletionEvent) -> list[SourceObject]:
     """Every result and page of the answer, numbered as `[n]` cites them (an extension:
     `read` marks a page read, not merely listed)."""
     return [
@@ -190,13 +288,8 @@ def sources_object(event: CompletionEvent) -> list[dict[str, Any]]:
     ]
 
 
-def tool_call_object(call: ToolCall, index: int | None = None) -> dict[str, Any]:
-    shaped: dict[str, Any] = {
-        "id": call.id,
-        "type": "function",
-        "function": {"name": call.name, "arguments": call.arguments},
-    }
-    return shaped if index is None else {"index": index, **shaped}
+def delta_tool_call(call: ToolCall, index: int) -> DeltaToolCall:
+    return {"index": index, **message_tool_call(call)}
 
 
 class Chunks:
@@ -208,8 +301,8 @@ class Chunks:
         self.model = model
         self.include_usage = include_usage
 
-    def chunk(self, delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
-        shaped: dict[str, Any] = {
+    def chunk(self, delta: ChoiceDelta, finish: str | None = None) -> ChatCompletionChunk:
+        shaped: ChatCompletionChunk = {
             "id": self.ident,
             "object": "chat.completion.chunk",
             "created": self.created,
@@ -220,45 +313,46 @@ class Chunks:
             shaped["usage"] = None  # as OpenAI: null on each chunk but the last
         return shaped
 
-    def first(self) -> dict[str, Any]:
+    def first(self) -> ChatCompletionChunk:
         return self.chunk({"role": "assistant", "content": ""})
 
-    def of(self, event: CompletionEvent) -> list[dict[str, Any]]:
+    def of(self, event: CompletionEvent) -> list[ChatCompletionChunk]:
         """The chunks of one event of the answer."""
         if event.type == "delta":
             return [self.chunk({"content": event.text})]
         if event.type == "reasoning":
             return [self.chunk({"reasoning_content": event.text})]
         if event.type == "tool_calls":
-            calls = [tool_call_object(c, i) for i, c in enumerate(event.tool_calls)]
+            calls = [delta_tool_call(c, i) for i, c in enumerate(event.tool_calls)]
             return [self.chunk({"tool_calls": calls})]
-        delta: dict[str, Any] = {}
+        delta: ChoiceDelta = {}
         if event.citations:
             delta["annotations"] = [annotation(c) for c in event.citations]
         if event.sources:
             delta["sources"] = sources_object(event)
         last = [self.chunk(delta, event.finish_reason)]
         if self.include_usage:
-            usage = usage_object(event.usage or Usage())
-            last.append({**self.chunk({}), "choices": [], "usage": usage})
+            last.append(
+                {**self.chunk({}), "choices": [], "usage": usage_object(event.usage or Usage())}
+            )
         return last
 
 
-def completion_object(model: str, events: list[CompletionEvent]) -> dict[str, Any]:
+def completion_object(model: str, events: list[CompletionEvent]) -> ChatCompletion:
     """The whole answer as one chat.completion."""
     text = "".join(e.text for e in events if e.type == "delta")
     reasoning = "".join(e.text for e in events if e.type == "reasoning")
     calls = [c for e in events if e.type == "tool_calls" for c in e.tool_calls]
     done = events[-1]
-    message: dict[str, Any] = {"role": "assistant", "content": text or None, "refusal": None}
+    message: AssistantMessage = {"role": "assistant", "content": text or None, "refusal": None}
     if reasoning:
         message["reasoning_content"] = reasoning
     if calls:
-        message["tool_calls"] = [tool_call_object(c) for c in calls]
+        message["tool_calls"] = [message_tool_call(c) for c in calls]
     message["annotations"] = [annotation(c) for c in done.citations]
     if done.sources:
         message["sources"] = sources_object(done)
-    shaped: dict[str, Any] = {
+    shaped: ChatCompletion = {
         "id": f"chatcmpl-{secrets.token_hex(12)}",
         "object": "chat.completion",
         "created": int(time.time()),

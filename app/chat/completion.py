@@ -5,7 +5,7 @@ page's turn (docs/openai.md).
 The history is the client's and nothing is stored. What the turn and this share is
 reused, not copied: the tools and their caps (`ToolRunner`), the date anchor and the tool
 note (`context.today_line`, `ToolRunner.note`), the model client's stream, the served
-window (`Services.served_window`) and the tool-exchange message (`assistant_tool_message`).
+window (`Services.served_window`). The request's shapes are named in app.chat.openai_wire.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import re
 from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field
 from datetime import date
-from typing import Any, Literal
+from typing import Literal
 from urllib.parse import urlsplit
 
 from babel.languages import get_official_languages
@@ -24,9 +24,14 @@ from babel.languages import get_official_languages
 from app import config
 from app.chat import context
 from app.chat.events import Source, Step
+from app.chat.openai_wire import (
+    ChatMessage,
+    FunctionTool,
+    PassedOn,
+    assistant_tool_message,
+)
 from app.chat.services import Services
 from app.chat.tools import DEFAULT_TOOL_NOTE, ToolResult, ToolRunner
-from app.chat.turn import assistant_tool_message
 from app.model.failures import Failure, LLMError
 from app.model.tool_calls import ToolCall
 from app.model.usage import Usage, normalize_usage
@@ -53,11 +58,11 @@ class CompletionRequest:
     """What the client asked, checked by the web layer."""
 
     model: str
-    messages: list[dict[str, Any]]
+    messages: list[ChatMessage]
     """The client's messages as sent (OpenAI's shapes: text or content parts)."""
-    params: dict[str, Any] = field(default_factory=dict)
+    params: PassedOn = field(default_factory=dict)
     """Fields passed through to the model server as given (temperature, stop, ...)."""
-    client_tools: list[dict[str, Any]] = field(default_factory=list)
+    client_tools: list[FunctionTool] = field(default_factory=list)
     """The client's own function tools: a call of one ends the answer, for the client."""
     locale: str = "all"
     web_search: bool = True
@@ -70,7 +75,7 @@ class CompletionRequest:
 
     @property
     def client_names(self) -> set[str]:
-        return {str((t.get("function") or {}).get("name") or "") for t in self.client_tools}
+        return {t["function"]["name"] for t in self.client_tools}
 
 
 @dataclass(frozen=True)
@@ -106,13 +111,13 @@ class Answer:
     request: CompletionRequest
     runner: ToolRunner
     window: int | None = None
-    messages: list[dict[str, Any]] = field(default_factory=list)
+    messages: list[ChatMessage] = field(default_factory=list)
     text: str = ""
     """All the content the client was sent, for the citations' positions."""
     usage: Usage = field(default_factory=Usage)
     measured: bool = False
     finish: str = "stop"
-    client_tools: list[dict[str, Any]] = field(default_factory=list)
+    client_tools: list[FunctionTool] = field(default_factory=list)
     """The client's tools still declared (none once the server refused tools)."""
 
     @classmethod
@@ -136,12 +141,16 @@ class Answer:
         """[date][tool note] as a system message ahead of the client's own messages."""
         note = self.runner.note(DEFAULT_TOOL_NOTE) if self.runner.declarations() else ""
         anchor = context.today_line(date.today())
-        system = {"role": "system", "content": f"{anchor}\n\n{note}" if note else anchor}
+        system: ChatMessage = {
+            "role": "system",
+            "content": f"{anchor}\n\n{note}" if note else anchor,
+        }
         exchanges = self.messages[1 + len(self.request.messages) :]
         self.messages = [system, *self.request.messages, *exchanges]
 
-    def payload(self) -> dict[str, Any]:
-        payload: dict[str, Any] = {
+    def payload(self) -> PassedOn:
+        """The model request: the client's own fields with ours (the one open shape)."""
+        payload: PassedOn = {
             **self.services.settings.model_params.get(self.request.model, {}),
             **self.request.params,
             "model": self.request.model,
@@ -217,31 +226,27 @@ def request_locale(country: str | None, language: str | None, default: str) -> s
     return default
 
 
-def history_tokens(messages: list[dict[str, Any]]) -> int:
+def history_tokens(messages: list[ChatMessage]) -> int:
     """The messages' estimated size, content parts read as their text."""
     return context.message_tokens(
         [{"content": message_text(m), "tool_calls": m.get("tool_calls")} for m in messages]
     )
 
 
-def given_history(messages: list[dict[str, Any]]) -> list[Message]:
+def given_history(messages: list[ChatMessage]) -> list[Message]:
     """The client's user messages, as the addresses web_fetch may read take them."""
     return [
         {"role": "user", "content": message_text(m)} for m in messages if m.get("role") == "user"
     ]
 
 
-def message_text(message: dict[str, Any]) -> str:
+def message_text(message: ChatMessage) -> str:
     """A message's text: a string, or the text of its content parts."""
     content = message.get("content")
     if isinstance(content, str):
         return content
     if isinstance(content, list):
-        return "\n".join(
-            str(part.get("text") or "")
-            for part in content
-            if isinstance(part, dict) and part.get("type") == "text"
-        )
+        return "\n".join(part.get("text") or "" for part in content if part["type"] == "text")
     return ""
 
 
@@ -305,7 +310,7 @@ async def answer(
 
 
 async def stream_round(
-    state: Answer, payload: dict[str, Any], calls: list[ToolCall]
+    state: Answer, payload: PassedOn, calls: list[ToolCall]
 ) -> AsyncGenerator[CompletionEvent, None]:
     """One model request: its text and reasoning passed on, its tool calls put in `calls`."""
     round_text: list[str] = []

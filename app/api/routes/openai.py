@@ -6,17 +6,18 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncGenerator, Mapping
+from collections.abc import AsyncGenerator, Coroutine
 from contextlib import aclosing
-from typing import Any
 
 from fastapi import APIRouter, Request, Response
+from typing_extensions import TypedDict
 
 from app import jsoncodec
 from app.api import openai_shapes as shapes
 from app.api.deps import ServicesDep
 from app.api.sse import EventStream
 from app.chat.completion import CompletionEvent, CompletionRequest, answer, request_locale
+from app.chat.openai_wire import ChatMessage
 from app.chat.services import Services
 from app.errors import ServiceError
 from app.model.failures import Failure, LLMError
@@ -27,7 +28,7 @@ router = APIRouter(prefix="/v1")
 
 DONE = b"data: [DONE]\n\n"
 INLINE_CHECK_BYTES = 64 * 1024
-ANSWERED: dict[int | str, dict[str, Any]] = {
+ANSWERED: dict[int | str, dict[str, object]] = {
     200: {
         "description": "a chat.completion, or with stream: Server-Sent Events of "
         "chat.completion.chunk objects ending with data: [DONE]",
@@ -38,6 +39,20 @@ ANSWERED: dict[int | str, dict[str, Any]] = {
     },
     **shapes.error_responses(400, 401, 404, 413, 415, 429, 502),
 }
+
+
+class ModelObject(TypedDict):
+    id: str
+    object: str
+    created: int
+    owned_by: str
+
+
+class ModelList(TypedDict):
+    """GET /v1/models, as OpenAI's list of models."""
+
+    object: str
+    data: list[ModelObject]
 
 
 class OpenAIError(ServiceError):
@@ -72,7 +87,7 @@ def upstream_error(error: Exception) -> OpenAIError:
 
 
 @router.get("/models", responses=shapes.error_responses(401))
-async def models(services: ServicesDep) -> dict[str, Any]:
+async def models(services: ServicesDep) -> ModelList:
     """The models the page offers: configured, listed by the server, added in Settings."""
     listed = await services.model.models() or []
     added = await services.storage.models()
@@ -89,16 +104,14 @@ async def models(services: ServicesDep) -> dict[str, Any]:
 @router.post("/chat/completions", response_model=None, responses=ANSWERED)
 async def chat_completions(
     body: shapes.ChatCompletionBody, services: ServicesDep, http: Request
-) -> Response | dict[str, Any]:
+) -> Response | shapes.ChatCompletion:
     length = http.headers.get("content-length", "")
     request = await completion_request(services, body, int(length) if length.isdigit() else None)
     events = answer(services, request)
     if not body.stream:
-        try:
-            async with aclosing(events) as answered:
-                collected = [event async for event in answered]
-        except Exception as error:
-            raise upstream_error(error) from None
+        collected = await unless_hung_up(collect(events), http)
+        if collected is None:
+            return Response(status_code=499)  # no one left to read it
         return shapes.completion_object(request.model, collected)
     usage = bool(body.stream_options and body.stream_options.include_usage)
     chunks = shapes.Chunks(request.model, usage)
@@ -112,6 +125,38 @@ async def chat_completions(
             raise upstream_error(exc) from None
         raise
     return EventStream(streamed(events, first, chunks), closed=nothing, end=DONE)
+
+
+async def collect(events: AsyncGenerator[CompletionEvent, None]) -> list[CompletionEvent]:
+    try:
+        async with aclosing(events) as answered:
+            return [event async for event in answered]
+    except Exception as error:
+        raise upstream_error(error) from None
+
+
+async def unless_hung_up(
+    work: Coroutine[None, None, list[CompletionEvent]], http: Request
+) -> list[CompletionEvent] | None:
+    """The whole answer, or None when the client hung up first: the answer is then
+    cancelled, which closes the model server's request and ends the tool rounds, as Stop
+    does to a stream (a response not streamed hears of the hang-up only by listening)."""
+    answering = asyncio.create_task(work)
+    listening = asyncio.create_task(hung_up(http))
+    try:
+        await asyncio.wait({answering, listening}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        listening.cancel()
+        answering.cancel()  # when it is not done: the client left, or we are stopping
+        await asyncio.gather(listening, answering, return_exceptions=True)
+    return None if answering.cancelled() else answering.result()
+
+
+async def hung_up(http: Request) -> None:
+    """Returns when the client has gone: the ASGI server's http.disconnect, which comes
+    once the body has been read (the access check replays it first)."""
+    while (await http.receive())["type"] != "http.disconnect":
+        pass
 
 
 async def completion_request(
@@ -134,7 +179,7 @@ async def completion_request(
         model=model,
         messages=[passed_on(m) for m in body.messages],
         params=body.passed_on(),
-        client_tools=[t.model_dump(exclude_unset=True) for t in body.tools or []],
+        client_tools=list(body.tools or []),
         locale=locale,
         web_search=body.web_search,
         activity=body.search_activity,
@@ -153,18 +198,15 @@ def encodable(body: shapes.ChatCompletionBody) -> bool:
     return True
 
 
-def passed_on(message: shapes.Message) -> dict[str, Any]:
-    """A message as the client sent it; OpenAI's newer `developer` role as `system`, the
-    only one local servers' chat templates know."""
-    sent = message.model_dump(exclude_unset=True)
-    if sent["role"] == "developer":
-        sent["role"] = "system"
-    return sent
+def passed_on(message: ChatMessage) -> ChatMessage:
+    """A message as the client sent it (its fields of no type of ours included); OpenAI's
+    newer `developer` role as `system`, the only one local servers' chat templates know."""
+    return {**message, "role": "system"} if message["role"] == "developer" else message
 
 
 async def streamed(
     events: AsyncGenerator[CompletionEvent, None], first: CompletionEvent, chunks: shapes.Chunks
-) -> AsyncGenerator[Mapping[str, Any], None]:
+) -> AsyncGenerator[shapes.ChatCompletionChunk | shapes.ErrorBody, None]:
     """The chunks of the answer; a failure after the stream began is an error chunk, as
     OpenAI sends one (the SDK raises it)."""
     async with aclosing(events) as answered:
