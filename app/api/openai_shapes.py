@@ -8,7 +8,7 @@ import secrets
 import time
 from typing import Annotated, Literal, Required
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, field_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictBool
 from typing_extensions import TypedDict
 
 from app.chat.completion import Citation, CompletionEvent
@@ -198,14 +198,6 @@ class ChatCompletionBody(BaseModel):
     search_language: Annotated[str, Field(pattern=LOCALE.pattern)] | None = None
     search_activity: StrictBool = True
     sources_in_text: StrictBool = False
-
-    @field_validator("tools")
-    @classmethod
-    def named(cls, tools: list[FunctionTool] | None) -> list[FunctionTool] | None:
-        for tool in tools or []:
-            if not 1 <= len(tool["function"]["name"]) <= 64:
-                raise ValueError("a function's name is 1 to 64 characters, as OpenAI's")
-        return tools
 
     def passed_on(self) -> PassedOn:
         """The model server's own fields, as the client sent them."""

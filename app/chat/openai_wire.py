@@ -9,8 +9,9 @@ come from typing_extensions: pydantic reads them on Python 3.11 only from there.
 
 from __future__ import annotations
 
-from typing import Literal, Required
+from typing import Annotated, Literal, Required
 
+from annotated_types import Len
 from typing_extensions import TypedDict
 
 from app.model.tool_calls import ToolCall
@@ -55,7 +56,9 @@ class ChatMessage(TypedDict, total=False):
 
 
 class FunctionDefinition(TypedDict, total=False):
-    name: Required[str]
+    name: Required[Annotated[str, Len(1, 64)]]
+    """1 to 64 characters, as OpenAI's; the request's schema says so (a validator would
+    refuse what the published schema allows)."""
     description: str
     parameters: dict[str, object]
     """A JSON Schema, the client's."""
