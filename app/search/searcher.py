@@ -82,10 +82,11 @@ class Searcher:
     async def loaded_engines(self) -> set[str]:
         return await self.client.loaded_engines()
 
-    def expected_wait(self) -> float:
+    async def expected_wait(self) -> float:
         """About how long a search through SearXNG asking now would wait for the plan's
-        rate (the Governor's estimate; a search the cache serves waits for nothing)."""
-        return self.governor.expected_wait()
+        rate (the Governor's estimate, the other replicas' searches counted; a search the
+        cache serves waits for nothing)."""
+        return await self.governor.shared_wait()
 
     async def search(
         self,
