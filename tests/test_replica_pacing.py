@@ -115,11 +115,15 @@ def test_a_turn_left_with_an_old_expiry_is_taken_at_once(storage):
     assert asyncio.run(scenario()) < 0.5
 
 
-async def search(governor: Governor, started: list[float] | None = None) -> None:
-    """A search's turn (what happens in it is not the point), noting when it began."""
+async def search(
+    governor: Governor, started: list[float] | None = None, *, lasting: float = 0.0
+) -> None:
+    """A search's turn, `lasting` seconds at SearXNG (what it asks is not the point),
+    noting when it began."""
     async with governor.slot():
         if started is not None:
             started.append(asyncio.get_running_loop().time())
+        await asyncio.sleep(lasting)
 
 
 def test_a_replica_waiting_for_anothers_search_is_told_so_and_served_after_it(storage):
@@ -156,6 +160,28 @@ def test_a_search_stopped_while_waiting_for_another_replica_leaves_the_line(stor
             return waited
 
     assert asyncio.run(scenario()) < 1.0  # not kept behind the stopped one for its expiry
+
+
+def test_a_search_failed_or_stopped_ends_the_shared_turn_all_the_same(storage):
+    async def scenario() -> tuple[float, float]:
+        failing = Governor(lambda: 2.0, store=storage)
+        stopped = Governor(lambda: 2.0, store=storage)
+        after = Governor(lambda: 2.0, store=storage)
+        with contextlib.suppress(RuntimeError):
+            async with failing.slot():
+                raise RuntimeError("SearXNG did not answer")
+        async with after.slot() as first:
+            pass
+        running = asyncio.ensure_future(search(stopped, lasting=60))
+        await asyncio.sleep(0.8)  # its search runs
+        running.cancel()
+        await asyncio.gather(running, return_exceptions=True)
+        async with after.slot() as second:
+            pass
+        return first, second
+
+    first, second = asyncio.run(scenario())
+    assert first < 1.0 and second < 1.0  # the plan's pause, not the turn's 30 s expiry
 
 
 @pytest.fixture
