@@ -3,7 +3,7 @@ commands (and whatever else searches) go through one Searcher, which serves a se
 lately from the cache, paces the others to the search plan's rate (the Governor), and
 tries a rate-limited search once more after a short wait (docs/search-spend.md).
 
-    searcher = Searcher(Searxng(url), Governor(rate), cache=storage, ttl=3600)
+    searcher = Searcher(Searxng(url), Governor(rate, store=storage), cache=storage, ttl=3600)
     response = await searcher.search("rust async", locale="pl-PL")
     response.waited, response.cached_age   # for the trail: "from cache, 12 min old"
 """
