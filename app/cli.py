@@ -92,7 +92,10 @@ def stored_plan_check(settings: config.Settings) -> doctor.Check:
 def searcher(url: str, settings: config.Settings) -> Searcher:
     """The service's way of searching, for a command: paced to the Brave plan's rate (or
     SEARCH_RATE), retried once when rate-limited, counted with the service's searches;
-    without the cache: a command asks SearXNG every time."""
+    without the cache: a command asks SearXNG every time. Its governor is local to the
+    command's process (no store): a command makes one search and has no storage thread
+    to share the turn through. Should its one query and a service's meet within Brave's
+    second, the 429 is retried once after the reset (Searcher)."""
     plan = PlanReader(settings.search_plan_file, settings.search_rate)
     client = Searxng(url, timeout=settings.searxng_timeout, plan=plan, count=counted(settings))
     return Searcher(client, Governor(plan.plan_rate), retry_seconds=plan.retry_seconds)

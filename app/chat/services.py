@@ -39,12 +39,13 @@ class Services:
     extraction: ExtractionProcess = field(default_factory=ExtractionProcess)
     searcher: Searcher = field(init=False)
     """The one way every search goes (the turns, the lab, whatever else searches): paced
-    to the plan's rate, served from the cache in chat.db (docs/search-spend.md)."""
+    to the plan's rate with every replica of the database (the turn shared through the
+    storage), served from the cache in the database (docs/search-spend.md)."""
 
     def __post_init__(self) -> None:
         self.searcher = Searcher(
             self.searxng,
-            Governor(self.plan.plan_rate),
+            Governor(self.plan.plan_rate, store=self.storage),
             cache=self.storage,
             ttl=lambda: self.settings.search_cache_ttl,
             entries=self.settings.search_cache_entries,

@@ -254,7 +254,7 @@ async def run_tools(turn: Turn, calls: list[ToolCall]) -> AsyncIterator[Event]:
     turn.messages.append(assistant_tool_message(outcome.round_text(), calls))
     outcome.clock.pause()
     for call in calls:
-        if waiting := search_wait(runner, call):
+        if waiting := await search_wait(runner, call):
             yield waiting  # said while it waits; its step follows
         result = await runner.run(call)
         outcome.activity.append(result.event)
@@ -266,7 +266,7 @@ async def run_tools(turn: Turn, calls: list[ToolCall]) -> AsyncIterator[Event]:
         await turn.saver.checkpoint(force=True)
 
 
-def search_wait(runner: ToolRunner, call: ToolCall) -> SearchWaitEvent | None:
+async def search_wait(runner: ToolRunner, call: ToolCall) -> SearchWaitEvent | None:
     """What the trail says while the call's search waits for the plan's rate, when it
     will wait noticeably; None for any other call, or one answered again from earlier."""
     if call.name != "web_search" or runner.searches_left <= 0 or call_key(call) in runner.done:
@@ -275,7 +275,7 @@ def search_wait(runner: ToolRunner, call: ToolCall) -> SearchWaitEvent | None:
         query = json.loads(call.arguments or "{}").get("query")
     except (ValueError, AttributeError):
         return None
-    seconds = runner.searcher.expected_wait()
+    seconds = await runner.searcher.expected_wait()
     if not isinstance(query, str) or not query.strip() or seconds < SHOWN_WAIT_SECONDS:
         return None
     return {"type": "search_wait", "query": clipped(query, MAX_QUERY_CHARS), "seconds": seconds}

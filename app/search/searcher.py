@@ -3,7 +3,7 @@ commands (and whatever else searches) go through one Searcher, which serves a se
 lately from the cache, paces the others to the search plan's rate (the Governor), and
 tries a rate-limited search once more after a short wait (docs/search-spend.md).
 
-    searcher = Searcher(Searxng(url), Governor(rate), cache=storage, ttl=3600)
+    searcher = Searcher(Searxng(url), Governor(rate, store=storage), cache=storage, ttl=3600)
     response = await searcher.search("rust async", locale="pl-PL")
     response.waited, response.cached_age   # for the trail: "from cache, 12 min old"
 """
@@ -82,10 +82,11 @@ class Searcher:
     async def loaded_engines(self) -> set[str]:
         return await self.client.loaded_engines()
 
-    def expected_wait(self) -> float:
+    async def expected_wait(self) -> float:
         """About how long a search through SearXNG asking now would wait for the plan's
-        rate (the Governor's estimate; a search the cache serves waits for nothing)."""
-        return self.governor.expected_wait()
+        rate (the Governor's estimate, the other replicas' searches counted; a search the
+        cache serves waits for nothing)."""
+        return await self.governor.shared_wait()
 
     async def search(
         self,

@@ -4,9 +4,9 @@ per conversation a turn holds. See docs/architecture.md.
 
 `Database` is every query, built up by layer: the connection (connection.py), the leases,
 the versions, the conversations, the turn's writes; the picker's models and the import of
-the JSON files of earlier versions and the search cache's rows beside them. One thread at
-a time uses it: the service through `Storage` (storage.py), the CLI's export and the
-benchmarks directly.
+the JSON files of earlier versions and the search cache's and the search turn's rows
+beside them. One thread at a time uses it: the service through `Storage` (storage.py), the
+CLI's export and the benchmarks directly.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from pathlib import Path
 
 from app.store.legacy import LegacyImport
 from app.store.search_cache import SearchCacheRows
+from app.store.search_pace import SearchPaceRows
 from app.store.searches import SearchCounts
 from app.store.turns import Turns
 
@@ -22,7 +23,7 @@ DATABASE = "chat.db"
 """Its file name in DATA_DIR."""
 
 
-class Database(Turns, LegacyImport, SearchCounts, SearchCacheRows):
+class Database(Turns, LegacyImport, SearchCounts, SearchCacheRows, SearchPaceRows):
     """chat.db opened (its schema brought up to date), with every query."""
 
 

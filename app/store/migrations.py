@@ -290,6 +290,39 @@ MIGRATIONS = [
     CREATE INDEX search_cache_used ON search_cache (used);
     """,
     ),
+    # The search plan's turn, shared by every replica of the database (app/store/
+    # search_pace.py): who holds it and until when, when the next search may start, by the
+    # database's clock; and the replicas waiting for it, first come first served.
+    Step(
+        sqlite="""
+    CREATE TABLE search_turn (
+        id INTEGER PRIMARY KEY CHECK (id = 1),
+        owner TEXT,
+        expires REAL NOT NULL,
+        next_at REAL NOT NULL
+    );
+    INSERT INTO search_turn (id, owner, expires, next_at) VALUES (1, NULL, 0, 0);
+    CREATE TABLE search_waiters (
+        owner TEXT PRIMARY KEY,
+        asked REAL NOT NULL,
+        expires REAL NOT NULL
+    );
+    """,
+        postgresql="""
+    CREATE TABLE search_turn (
+        id integer PRIMARY KEY CHECK (id = 1),
+        owner text,
+        expires double precision NOT NULL,
+        next_at double precision NOT NULL
+    );
+    INSERT INTO search_turn (id, owner, expires, next_at) VALUES (1, NULL, 0, 0);
+    CREATE TABLE search_waiters (
+        owner text PRIMARY KEY,
+        asked double precision NOT NULL,
+        expires double precision NOT NULL
+    );
+    """,
+    ),
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 

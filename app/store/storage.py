@@ -33,6 +33,7 @@ from app.store.rows import (
     Totals,
 )
 from app.store.search_cache import CachedSearch
+from app.store.search_pace import SearchPace, SearchTurn
 from app.store.searches import SearchesSpent
 
 logger = logging.getLogger(__name__)
@@ -182,6 +183,17 @@ class Storage:
 
     async def clear_search_cache(self) -> int:
         return await self.run(self.database.clear_search_cache)
+
+    # -- the search plan's turn, shared by the replicas (app/search/governor.py's PaceStore)
+
+    async def take_search_turn(self, owner: str, hold: float) -> SearchTurn:
+        return await self.run(self.database.take_search_turn, owner, hold)
+
+    async def end_search_turn(self, owner: str, pause: float) -> None:
+        await self.run(self.database.end_search_turn, owner, pause)
+
+    async def search_pace(self, owner: str) -> SearchPace:
+        return await self.run(self.database.search_pace, owner)
 
     # -- conversations --------------------------------------------------------------------
 

@@ -51,7 +51,8 @@ class Table:
 
 
 # Parents before children (a message names its conversation's rowid); every table of the
-# schema but leases and the search index, which the target's triggers fill
+# schema but leases, the search plan's turn (search_turn, search_waiters: the replicas'
+# moment, not data) and the search index, which the target's triggers fill
 # (tests/test_migrate_db.py checks the list against the schema).
 TABLES = (
     Table(
