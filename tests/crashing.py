@@ -77,6 +77,8 @@ class Sent:
     ended: bool = False
     refused: int | None = None
     received: str = ""
+    first_at: float | None = None
+    """time.monotonic() at the first event."""
 
 
 @dataclass
@@ -107,7 +109,8 @@ def stream_turn(url: str, sent: Sent) -> None:
             for line in response.iter_lines():
                 if line.startswith("data: "):
                     event = json.loads(line[len("data: ") :])
-                    sent.first_event = True
+                    if not sent.first_event:
+                        sent.first_event, sent.first_at = True, time.monotonic()
                     if event["type"] == "delta":
                         sent.received += event["text"]
                     sent.ended = event["type"] in ("done", "error")
@@ -137,13 +140,18 @@ def keep_writing(url: str, conversation_id: str, writes: Writes, stop: threading
                 return
 
 
-def check(url: str, data: Path, sent: list[Sent], writes: Writes) -> tuple[int, list[str]]:
-    """What the last kill left; how many streamed characters were kept, and the problems."""
+def check(
+    url: str, data: Path, sent: list[Sent], writes: Writes, *, sqlite: bool = True
+) -> tuple[int, list[str]]:
+    """What the last kill left; how many streamed characters were kept, and the problems.
+    With `sqlite` false (the service's database is elsewhere, e.g. PostgreSQL), no
+    integrity_check, and memory.md is read through the API."""
     problems = []
-    with sqlite3.connect(data / "chat.db") as db:
-        integrity = db.execute("PRAGMA integrity_check").fetchone()[0]
-    if integrity != "ok":
-        problems.append(f"integrity_check: {integrity}")
+    if sqlite:
+        with sqlite3.connect(data / "chat.db") as db:
+            integrity = db.execute("PRAGMA integrity_check").fetchone()[0]
+        if integrity != "ok":
+            problems.append(f"integrity_check: {integrity}")
     kept = 0
     for request in sent:
         messages = httpx.get(f"{url}/api/conversations/{request.conversation_id}").json()[
@@ -162,7 +170,11 @@ def check(url: str, data: Path, sent: list[Sent], writes: Writes) -> tuple[int, 
         contents = [m["content"] for m in messages if m["role"] == "user"]
         if len(contents) != len(set(contents)):
             problems.append(f"a message of {request.conversation_id} is stored twice")
-    memory = (data / "memory.md").read_text(encoding="utf-8") if writes.memory.in_flight else None
+    memory = None
+    if writes.memory.in_flight and sqlite:
+        memory = (data / "memory.md").read_text(encoding="utf-8")
+    elif writes.memory.in_flight:
+        memory = httpx.get(f"{url}/api/memory").json()["text"]
     if memory is not None and not writes.memory.allows(memory):
         problems.append(f"memory.md holds {memory!r}")
     models = httpx.get(f"{url}/api/config").json()["models"]["added"]
