@@ -29,6 +29,7 @@ from app.search.client import Counter, SearchError, Searxng
 from app.search.governor import Governor
 from app.search.plan import PlanReader
 from app.search.searcher import Searcher
+from app.store.errors import Unavailable
 
 Command = Callable[[argparse.Namespace, config.Settings], int]
 """A subcommand: its parsed arguments and the settings in, the exit status out."""
@@ -57,12 +58,10 @@ def searxng_url(settings: config.Settings, *, supervise: bool = False) -> Iterat
 def counted(settings: config.Settings) -> Counter:
     """A command's searches counted in DATA_DIR's chat.db, as the service counts its own
     (once the service has made it: a command creates no data directory)."""
-    from app.store.database import DATABASE, Database
-
-    path = settings.data_dir / DATABASE
+    from app.store.database import Database, stored
 
     def count_in() -> None:
-        if path.exists():
+        if (path := stored(settings.data_dir, settings.database_url)) is not None:
             database = Database(path)
             try:
                 database.count_search()
@@ -77,12 +76,12 @@ def counted(settings: config.Settings) -> Counter:
 
 def stored_plan_check(settings: config.Settings) -> doctor.Check:
     """For the command line: the plan file and DATA_DIR's count, never created."""
-    from app.store.database import DATABASE, Database
+    from app.store.database import Database, stored
     from app.store.searches import SearchesSpent
 
-    path = settings.data_dir / DATABASE
+    path = stored(settings.data_dir, settings.database_url)
     spent = SearchesSpent(0, 0)
-    if path.exists():
+    if path is not None:
         database = Database(path)
         try:
             spent = database.searches_spent()
@@ -373,13 +372,16 @@ def cmd_doctor(args: argparse.Namespace, settings: config.Settings) -> int:
 
 
 def cmd_export(args: argparse.Namespace, settings: config.Settings) -> int:
-    from app.store.database import DATABASE, Database
+    from app.store.database import DATABASE, Database, stored
     from app.store.errors import Damaged, InvalidId, NotFound
     from app.store.export import markdown
 
-    path = settings.data_dir / DATABASE
-    if not path.exists():
-        print(f"error: no conversations here: {path} does not exist (DATA_DIR?)", file=sys.stderr)
+    path = stored(settings.data_dir, settings.database_url)
+    if path is None:
+        missing = settings.data_dir / DATABASE
+        print(
+            f"error: no conversations here: {missing} does not exist (DATA_DIR?)", file=sys.stderr
+        )
         return EXIT_ERROR
     database = Database(path)
     wanted = database.ids() if args.all else [args.id]
@@ -486,6 +488,6 @@ def main(argv: list[str] | None = None) -> int:
     command: Command = args.run
     try:
         return command(args, config.load())
-    except (config.ConfigError, SearchError, embedded.SearxngError) as exc:
+    except (config.ConfigError, SearchError, embedded.SearxngError, Unavailable) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_ERROR

@@ -186,6 +186,9 @@ class Settings:
     summary_model: str
     model_params: dict[str, dict[str, Any]]
     data_dir: Path
+    database_url: str
+    """DATABASE_URL: a postgresql:// URL selects PostgreSQL (several replicas can share
+    it); empty: SQLite in DATA_DIR (chat.db)."""
     context_budget_tokens: int
     keep_recent_messages: int
     keep_sources_turns: int
@@ -246,6 +249,18 @@ def setting_locale(value: str) -> str:
         raise ConfigError(f"SEARCH_LOCALE: {exc}") from None
 
 
+def database_url(raw: str) -> str:
+    """DATABASE_URL: empty, or a PostgreSQL URL (postgresql:// or postgres://)."""
+    url = raw.strip()
+    if url and not url.startswith(("postgresql://", "postgres://")):
+        scheme = url.partition("://")[0] if "://" in url else url[:20]
+        raise ConfigError(
+            f"DATABASE_URL must be a postgresql:// URL (or empty for SQLite in DATA_DIR), "
+            f"not one starting {scheme!r}"
+        )
+    return url
+
+
 def load(environ: dict[str, str] | None = None) -> Settings:
     env = os.environ if environ is None else environ
     models = comma_list(env.get("MODELS", ""))
@@ -286,6 +301,7 @@ def load(environ: dict[str, str] | None = None) -> Settings:
         summary_model=env.get("SUMMARY_MODEL", "").strip() or default_model,
         model_params=model_params(env.get("MODEL_PARAMS", "")),
         data_dir=Path(env.get("DATA_DIR", "").strip() or ROOT / "data"),
+        database_url=database_url(env.get("DATABASE_URL", "")),
         context_budget_tokens=integer(env, "CONTEXT_BUDGET_TOKENS", 102_400, 1_000),
         keep_recent_messages=integer(env, "KEEP_RECENT_MESSAGES", 8, 2),
         keep_sources_turns=integer(env, "KEEP_SOURCES_TURNS", 3),

@@ -27,7 +27,7 @@ from app.search.client import Counter, SearchError, Searxng
 from app.search.failures import EngineFailure
 from app.search.plan import Plan, PlanReader, summary
 from app.search.searcher import Searcher
-from app.store.database import DATABASE, Database
+from app.store.database import Database, stored
 from app.store.files import TOKEN_FILE
 from app.store.rows import ToolRefusal
 from app.store.searches import SearchesSpent
@@ -458,8 +458,8 @@ def remembered_refusal_check(refusal: ToolRefusal | None, tools: Check) -> Check
 
 def stored_refusal(settings: config.Settings, model: str) -> ToolRefusal | None:
     """For the command line, which has no service: read from DATA_DIR, never created."""
-    path = settings.data_dir / DATABASE
-    if not path.exists():
+    path = stored(settings.data_dir, settings.database_url)
+    if path is None:
         return None
     database = Database(path)
     try:

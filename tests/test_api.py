@@ -63,13 +63,21 @@ def test_healthz_reports_the_search_side(chat, llm, tmp_path):
     assert response.status_code == 200
     body = response.json()
     assert body.pop("search_plan")["rate_per_second"] == 1.0  # the free plan's, before Brave's
-    assert body == {"status": "ok", "search": "ok"}
+    assert body == {
+        "status": "ok",
+        "search": "ok",
+        "database": {"backend": "sqlite", "answers": True},
+    }
     with own_service(llm, tmp_path / "down", "http://127.0.0.1:9") as without_search:
         degraded = httpx.get(f"{without_search.url}/healthz")
     assert degraded.status_code == 200
     degraded_body = degraded.json()
     del degraded_body["search_plan"]
-    assert degraded_body == {"status": "degraded", "search": "unreachable"}
+    assert degraded_body == {
+        "status": "degraded",
+        "search": "unreachable",
+        "database": {"backend": "sqlite", "answers": True},
+    }
 
 
 def test_config_groups_models_and_describes_every_setting(searxng, tmp_path):

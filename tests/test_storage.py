@@ -303,7 +303,7 @@ def test_a_new_database_is_at_the_current_schema_and_a_newer_one_is_refused(tmp_
 def test_a_database_of_schema_1_is_migrated_keeping_its_conversations(tmp_path):
     path = tmp_path / "chat.db"
     with sqlite3.connect(path) as db:  # as the first release left it, with one conversation
-        db.executescript(MIGRATIONS[0])
+        db.executescript(MIGRATIONS[0].sqlite)
         db.execute(
             "INSERT INTO conversations (id, title, created, updated, settings) "
             "VALUES ('20250301-0a1b2c3d4e', 'Kept in Łódź', '2025-03-01', '2025-03-01', '{}')"

@@ -79,7 +79,11 @@ async def http_error(request: Request, exc: HTTPException) -> JSONResponse:
 def create_app(settings: config.Settings, searxng_url: str) -> FastAPI:
     # Opened here, before the server starts, as the command line's `serve` expects: the
     # data directory exists, and old files are imported, before the port is served.
-    storage = Storage(settings.data_dir, turn_digests=settings.keep_sources_turns)
+    storage = Storage(
+        settings.data_dir,
+        database_url=settings.database_url,
+        turn_digests=settings.keep_sources_turns,
+    )
     storage.open()
 
     @asynccontextmanager

@@ -1,21 +1,17 @@
-"""chat.db opened: its pragmas, its schema brought up to date, and what every query shares
-(the write transaction, reading a conversation's row, writing a message).
-
-WAL mode lets other processes sharing DATA_DIR read while one writes; writes take the lock
-up front (BEGIN IMMEDIATE). See docs/architecture.md.
+"""The database opened (SQLite's chat.db or PostgreSQL's, see dialect.py), its schema
+brought up to date, and what every query shares (the write transaction, reading a
+conversation's row, writing a message). See docs/architecture.md, "Two backends".
 """
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from app.store.errors import Damaged, NotFound
-from app.store.files import private_file
-from app.store.migrations import MIGRATIONS, SCHEMA_VERSION, fold, split_script
+from app.store.dialect import Dialect, Session, dialect_for
+from app.store.errors import NotFound
 from app.store.rows import (
     CONVERSATION_COLUMNS,
     ConversationRow,
@@ -25,56 +21,27 @@ from app.store.rows import (
     now,
 )
 
-BUSY_TIMEOUT_MS = 10_000
-
 
 class Connection:
-    """The connection, used by one thread at a time; the queries build on it (Database)."""
+    """The connection, used by one thread at a time; the queries build on it (Database).
+    `target`: chat.db's path, or a postgresql:// URL."""
 
-    def __init__(self, path: Path) -> None:
-        private_file(path)
-        self.path = path
-        self.db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-        self.db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-        self.db.execute("PRAGMA journal_mode = WAL")
-        # NORMAL in WAL mode survives a crash of the process; a turn's outcome asks for
-        # FULL (see `write`), which survives a power cut too.
-        self.db.execute("PRAGMA synchronous = NORMAL")
-        self.db.execute("PRAGMA foreign_keys = ON")
-        self.db.create_function("fold", 1, fold, deterministic=True)
-        self.migrate()
+    def __init__(self, target: Path | str) -> None:
+        self.dialect: Dialect = dialect_for(target)
+        self.db: Session = self.dialect.db
+        self.path = self.dialect.describe()
+        """Where the data is, for messages."""
+        self.dialect.migrate()
 
     def close(self) -> None:
-        self.db.close()
+        self.dialect.close()
 
     @contextmanager
     def write(self, *, durable: bool = False) -> Iterator[None]:
-        """One transaction holding the write lock from its start."""
-        if durable:
-            self.db.execute("PRAGMA synchronous = FULL")
-        self.db.execute("BEGIN IMMEDIATE")
-        try:
+        """One transaction holding the write lock from its start: writers, from every
+        process and every machine sharing the database, go one at a time."""
+        with self.dialect.write(durable=durable):
             yield
-            self.db.execute("COMMIT")
-        except BaseException:
-            self.db.execute("ROLLBACK")
-            raise
-        finally:
-            if durable:
-                self.db.execute("PRAGMA synchronous = NORMAL")
-
-    def migrate(self) -> None:
-        with self.write():
-            version = self.scalar("PRAGMA user_version")
-            if version > SCHEMA_VERSION:
-                raise Damaged(
-                    f"{self.path} was written by a newer version of this service (schema "
-                    f"{version}, this one knows {SCHEMA_VERSION}): update the service"
-                )
-            for script in MIGRATIONS[version:]:
-                for statement in split_script(script):
-                    self.db.execute(statement)
-            self.db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
     def scalar(self, query: str, parameters: Sequence[object] = ()) -> Any:
         """The one column of the query's first row; None when there is no row."""

@@ -4,14 +4,12 @@ abandoned, and shown at another version of one of their turns."""
 from __future__ import annotations
 
 import contextlib
-import re
 import secrets
-import time
 from datetime import UTC, datetime, timedelta
 
 from app import jsoncodec
+from app.store.dialect import search_words
 from app.store.errors import Conflict, Damaged
-from app.store.migrations import fold
 from app.store.rows import (
     Conversation,
     Entry,
@@ -94,7 +92,7 @@ class Conversations(Versions):
         """The position from which the last `count` digests are."""
         since: int | None = self.scalar(
             "SELECT min(position) FROM (SELECT position FROM messages WHERE conversation = ? "
-            "AND digest IS NOT NULL ORDER BY position DESC LIMIT ?)",
+            "AND digest IS NOT NULL ORDER BY position DESC LIMIT ?) AS latest",
             (rowid, count),
         )
         return NO_POSITION if since is None else since
@@ -118,11 +116,12 @@ class Conversations(Versions):
         back to. In the caller's transaction, or its own. Returns how many went."""
         before = (datetime.now(UTC) - EMPTY_KEPT).isoformat(timespec="microseconds")
         with contextlib.nullcontext() if self.db.in_transaction else self.write():
+            self.drop_dead_leases()
             gone = self.db.execute(
                 f"DELETE FROM conversations WHERE updated < ? AND NOT {HAS_MESSAGES} "
                 "AND id NOT IN (SELECT conversation FROM leases "
-                "WHERE expires >= ? AND owner_alive(owner))",
-                (before, time.time()),
+                f"WHERE expires >= {self.dialect.clock})",
+                (before,),
             ).rowcount
             if gone:
                 self.db.execute(
@@ -197,16 +196,13 @@ class Conversations(Versions):
                 f"SELECT {columns} FROM conversations WHERE {HAS_MESSAGES} ORDER BY updated DESC"
             )
         else:
-            words = re.findall(r"\w+", fold(query))
+            words = search_words(query)
             if not words:
                 return []
-            match = " ".join('"' + word.replace('"', '""') + '"*' for word in words)
+            match = self.dialect.search_parameter(words)
             rows = self.db.execute(
-                f"SELECT {columns} FROM conversations WHERE rowid IN ("
-                " SELECT rowid FROM title_words WHERE title_words MATCH ?"
-                " UNION SELECT m.conversation FROM message_words"
-                " JOIN messages m ON m.rowid = message_words.rowid WHERE message_words MATCH ?"
-                f") AND {HAS_MESSAGES} ORDER BY updated DESC",
+                f"SELECT {columns} FROM conversations WHERE rowid IN ({self.dialect.search}) "
+                f"AND {HAS_MESSAGES} ORDER BY updated DESC",
                 (match, match),
             )
         entries: list[Entry] = []

@@ -11,6 +11,8 @@ benchmarks directly.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from app.store.legacy import LegacyImport
 from app.store.search_cache import SearchCacheRows
 from app.store.searches import SearchCounts
@@ -22,3 +24,12 @@ DATABASE = "chat.db"
 
 class Database(Turns, LegacyImport, SearchCounts, SearchCacheRows):
     """chat.db opened (its schema brought up to date), with every query."""
+
+
+def stored(data_dir: Path, database_url: str) -> Path | str | None:
+    """Where a command finds the database without creating it: DATABASE_URL's (always
+    there to ask), or DATA_DIR's chat.db when the service made one, else None."""
+    if database_url:
+        return database_url
+    path = data_dir / DATABASE
+    return path if path.exists() else None

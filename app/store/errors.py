@@ -33,3 +33,15 @@ class Conflict(ServiceError, RuntimeError):
 
 class Busy(Conflict):
     """A turn holds the conversation."""
+
+
+class Unavailable(ServiceError, ConnectionError):
+    """The database does not answer (PostgreSQL's server or the network to it is down):
+    what psycopg raised, translated where the store calls it."""
+
+    status = 503
+
+
+class Unreachable(Unavailable):
+    """At start: the database named by DATABASE_URL cannot be reached; the message says
+    where and what to check."""

@@ -1,6 +1,7 @@
 """A turn holds its conversation through a lease row (owner, expiry, renewed while it
 runs): a second turn, a rewind or a delete meanwhile is refused, from any process sharing
-DATA_DIR. A lease whose owner died (a crash) or expired is taken over (docs/architecture.md).
+the database (DATA_DIR's, or one PostgreSQL for several machines). A lease whose owner
+died (a crash) or expired, by the database's clock, is taken over (docs/architecture.md).
 """
 
 from __future__ import annotations
@@ -8,8 +9,6 @@ from __future__ import annotations
 import os
 import secrets
 import socket
-import time
-from pathlib import Path
 
 from app.store.connection import Connection
 from app.store.errors import Busy
@@ -40,17 +39,15 @@ def owner_alive(owner: str) -> bool:
 
 
 class Leases(Connection):
-    """The lease queries; SQL's owner_alive() for the queries built on them."""
-
-    def __init__(self, path: Path) -> None:
-        super().__init__(path)
-        self.db.create_function("owner_alive", 1, owner_alive, deterministic=False)
+    """The lease queries. Expiry is by the database's clock (`self.dialect.clock`), never
+    this machine's: replicas whose clocks disagree still agree on who holds a lease."""
 
     def renew(self, conversation_id: str, owner: str) -> bool:
         with self.write():
             renewed = self.db.execute(
-                "UPDATE leases SET expires = ? WHERE conversation = ? AND owner = ?",
-                (time.time() + LEASE_SECONDS, conversation_id, owner),
+                f"UPDATE leases SET expires = {self.dialect.clock} + ? "
+                "WHERE conversation = ? AND owner = ?",
+                (LEASE_SECONDS, conversation_id, owner),
             )
             return renewed.rowcount == 1
 
@@ -64,12 +61,28 @@ class Leases(Connection):
             "DELETE FROM leases WHERE conversation = ? AND owner = ?", (conversation_id, owner)
         )
 
+    def drop_dead_leases(self, conversation_id: str | None = None) -> None:
+        """In the caller's write transaction: the leases (of one conversation, or all) whose
+        owner certainly died, a process of this host that is gone, go at once rather than
+        at their expiry. Checked here, in Python, on both backends (PostgreSQL has no SQL
+        function of ours); the write lock makes the check and what follows one step."""
+        if conversation_id is None:
+            rows = self.db.execute("SELECT conversation, owner FROM leases").fetchall()
+        else:
+            rows = self.db.execute(
+                "SELECT conversation, owner FROM leases WHERE conversation = ?",
+                (conversation_id,),
+            ).fetchall()
+        for conversation, owner in rows:
+            if not owner_alive(owner):
+                self.drop_lease(conversation, owner)
+
     def held(self, conversation_id: str) -> bool:
         row = self.db.execute(
-            "SELECT 1 FROM leases WHERE conversation = ? AND expires >= ? AND owner_alive(owner)",
-            (conversation_id, time.time()),
+            f"SELECT owner FROM leases WHERE conversation = ? AND expires >= {self.dialect.clock}",
+            (conversation_id,),
         ).fetchone()
-        return row is not None
+        return row is not None and owner_alive(row[0])
 
     def refuse_if_held(self, conversation_id: str, what: str) -> None:
         if self.held(conversation_id):

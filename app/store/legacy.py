@@ -62,7 +62,7 @@ class LegacyImport(Picker):
             inserted = self.db.execute(
                 "INSERT INTO conversations (id, title, title_from_message, created, updated, "
                 "settings, summary, summarized, totals, usage, budget) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING rowid",
                 (
                     conversation["id"],
                     conversation["title"],
@@ -75,7 +75,7 @@ class LegacyImport(Picker):
                     *(None if value is None else jsoncodec.dumps_text(value) for value in optional),
                 ),
             )
-            rowid = cast(int, inserted.lastrowid)  # an INSERT always sets it
+            (rowid,) = inserted.fetchone()
             for position, message in enumerate(conversation["messages"]):
                 if isinstance(message, dict) and isinstance(message.get("role"), str):
                     # Only its role is checked: the rest is kept as the file had it.

@@ -44,8 +44,8 @@ class SearchCacheRows(Connection):
                 (key, response, time.time()),
             )
             self.db.execute(
-                "DELETE FROM search_cache WHERE used IN "
-                "(SELECT used FROM search_cache ORDER BY used DESC LIMIT -1 OFFSET ?)",
+                "DELETE FROM search_cache WHERE used <= "
+                "(SELECT used FROM search_cache ORDER BY used DESC LIMIT 1 OFFSET ?)",
                 (entries,),
             )
 

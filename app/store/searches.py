@@ -29,7 +29,7 @@ class SearchCounts(Connection):
         with self.write():
             self.db.execute(
                 "INSERT INTO search_queries (day, queries) VALUES (?, 1) "
-                "ON CONFLICT (day) DO UPDATE SET queries = queries + 1",
+                "ON CONFLICT (day) DO UPDATE SET queries = search_queries.queries + 1",
                 (day or utc_day(),),
             )
 

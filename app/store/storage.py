@@ -1,6 +1,7 @@
-"""The database for the service: one thread owns the connection and runs every query in the
-order they were asked, so no request waits on the event loop for the disk, and a write
-asked for before another lands before it (a turn's outcome before its lease is released).
+"""The database for the service (SQLite in DATA_DIR, or PostgreSQL at DATABASE_URL): one
+thread owns the connection and runs every query in the order they were asked, so no
+request waits on the event loop for the disk, and a write asked for before another lands
+before it (a turn's outcome before its lease is released).
 Each query of the service is a typed async method here. See docs/architecture.md.
 """
 
@@ -45,14 +46,18 @@ class Storage:
     never cut short by a cancellation (Stop), so a write that was asked for is made. The
     methods below are Database's, with the same arguments (their docstrings are there)."""
 
-    def __init__(self, root: Path, *, turn_digests: int | None = None) -> None:
+    def __init__(
+        self, root: Path, *, database_url: str = "", turn_digests: int | None = None
+    ) -> None:
+        """`root`: DATA_DIR (memory.md, and chat.db unless `database_url` names a
+        PostgreSQL database)."""
         self.root = root
         self.turn_digests = turn_digests
         """How many of the latest answers' digests a turn reads (KEEP_SOURCES_TURNS); all
         when None."""
         self.memory_path = root / MEMORY_FILE
         self.thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="storage")
-        self.database = Database(root / DATABASE)
+        self.database = Database(database_url or root / DATABASE)
         """Used by the storage thread alone once the service runs."""
 
     async def run(self, query: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
@@ -76,6 +81,13 @@ class Storage:
     def close(self) -> None:
         self.thread.shutdown(wait=True)
         self.database.close()
+
+    async def ping(self) -> DatabaseHealth:
+        """Which database, and whether it answers now: asked beside the storage thread (a
+        slow query there does not make the database look down)."""
+        dialect = self.database.dialect
+        answers = await asyncio.to_thread(dialect.ping)
+        return DatabaseHealth(backend=dialect.backend, answers=answers)
 
     # -- a turn ---------------------------------------------------------------------------
 
@@ -202,6 +214,14 @@ class Storage:
     # Last: below it, `list` in an annotation would name this method.
     async def list(self, query: str = "") -> list[Entry]:
         return await self.run(self.database.list, query)
+
+
+@dataclass(frozen=True)
+class DatabaseHealth:
+    """For /healthz: "sqlite" or "postgresql", and whether it answered (nothing private)."""
+
+    backend: str
+    answers: bool
 
 
 @dataclass

@@ -4,7 +4,6 @@ the last message. See docs/architecture.md."""
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from app import jsoncodec
@@ -47,12 +46,13 @@ class Turns(Conversations):
         # (a power cut before then loses the turn either way).
         with self.write():
             row = self.row(conversation_id)
+            self.drop_dead_leases(conversation_id)
             taken = self.db.execute(
-                "INSERT INTO leases (conversation, owner, expires) VALUES (?, ?, ?) "
+                "INSERT INTO leases (conversation, owner, expires) "
+                f"VALUES (?, ?, {self.dialect.clock} + ?) "
                 "ON CONFLICT (conversation) DO UPDATE SET owner = excluded.owner, "
-                "expires = excluded.expires "
-                "WHERE leases.expires < ? OR NOT owner_alive(leases.owner)",
-                (conversation_id, owner, time.time() + LEASE_SECONDS, time.time()),
+                f"expires = excluded.expires WHERE leases.expires < {self.dialect.clock}",
+                (conversation_id, owner, LEASE_SECONDS),
             )
             if taken.rowcount != 1:
                 return None

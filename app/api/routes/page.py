@@ -54,17 +54,20 @@ class PageFiles(StaticFiles):
 
 @router.get("/healthz")
 async def healthz(request: Request, services: ServicesDep) -> dict[str, Any]:
-    """The service is up; whether its SearXNG answers too (nothing private). With
-    LOOP_LAG_PROBE=1, also the event loop's worst lateness since the last call, and the
-    same less the time the loop waited for a core (see app/api/lag.py)."""
+    """The service is up; whether its SearXNG answers too, and which database it uses and
+    whether that answers (nothing private). With LOOP_LAG_PROBE=1, also the event loop's
+    worst lateness since the last call, and the same less the time the loop waited for a
+    core (see app/api/lag.py)."""
     try:
         answer = await services.searxng.http.get("/healthz", timeout=2)
         search = "ok" if answer.status_code == 200 else "unhealthy"
     except httpx.HTTPError:
         search = "unreachable"
+    database = await services.storage.ping()
     health: dict[str, Any] = {
-        "status": "ok" if search == "ok" else "degraded",
+        "status": "ok" if search == "ok" and database.answers else "degraded",
         "search": search,
+        "database": {"backend": database.backend, "answers": database.answers},
         "search_plan": await search_plan(services),
     }
     if services.settings.loop_lag_probe:

@@ -1,0 +1,219 @@
+"""PostgreSQL's side of the dialect (dialect.py): psycopg 3 with its connection pool, the
+queries' `?` placeholders translated once, the write transaction's lock, the schema version
+in a table, the database's clock, full-text search through tsvector. Imported only when
+DATABASE_URL names PostgreSQL. See docs/architecture.md, "Two backends".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from functools import lru_cache
+from typing import Any
+
+import psycopg
+from psycopg.conninfo import conninfo_to_dict
+from psycopg_pool import ConnectionPool, PoolTimeout
+
+from app.store.dialect import Dialect, Session
+from app.store.errors import Unavailable, Unreachable
+from app.store.migrations import MIGRATIONS, SCHEMA_VERSION
+
+CONNECT_TIMEOUT = 5
+"""Seconds to wait for the server to answer a new connection: an unreachable one fails in
+seconds, not minutes."""
+POOL_WAIT = 10.0
+"""Seconds a query waits for a connection from the pool (the pool replaces broken ones)."""
+PING_WAIT = 2.0
+WRITE_LOCK = 0x6368_6174  # "chat": the advisory lock every write transaction takes
+QUERY = (
+    "to_tsquery('simple', regexp_replace(nullif(trim(search_text(?)), ''), ' +', ':* & ', 'g')"
+    " || ':*')"
+)
+"""The search's words as a tsquery: each a prefix, all required; none matches nothing."""
+LIBRARY_ERRORS = (psycopg.OperationalError, psycopg.InterfaceError, PoolTimeout)
+"""The server gone, the network down, no connection to be had: Unavailable."""
+
+
+@lru_cache(maxsize=1024)
+def placeholders(sql: str) -> str:
+    """`?` as psycopg spells it (`%s`); a literal % doubled (none of the queries has one)."""
+    return sql.replace("%", "%%").replace("?", "%s")
+
+
+class Rows:
+    """A query's result, read at once (its connection may be back in the pool)."""
+
+    def __init__(self, cursor: psycopg.Cursor[Any]) -> None:
+        self.rowcount = cursor.rowcount
+        self.rows: list[Any] = cursor.fetchall() if cursor.description is not None else []
+
+    def fetchone(self) -> Any:
+        return self.rows[0] if self.rows else None
+
+    def fetchall(self) -> list[Any]:
+        return self.rows
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self.rows)
+
+
+class PostgresSession:
+    """`self.db` on PostgreSQL: inside a write transaction, its connection; outside, each
+    query on a connection of the pool, in autocommit (as SQLite's reads outside one)."""
+
+    def __init__(self, pool: ConnectionPool[psycopg.Connection[Any]], where: str) -> None:
+        self.pool = pool
+        self.where = where
+        self.connection: psycopg.Connection[Any] | None = None
+
+    @property
+    def in_transaction(self) -> bool:
+        return self.connection is not None
+
+    def execute(self, sql: str, parameters: Sequence[Any] = (), /) -> Rows:
+        with self.unavailable():
+            if self.connection is not None:
+                return Rows(self.connection.execute(placeholders(sql), parameters))
+            with self.pool.connection() as connection:
+                return Rows(connection.execute(placeholders(sql), parameters))
+
+    def executemany(self, sql: str, parameters: Iterable[Sequence[Any]], /) -> Rows:
+        with self.unavailable():
+            if self.connection is not None:
+                cursor = self.connection.cursor()
+                cursor.executemany(placeholders(sql), parameters)
+                return Rows(cursor)
+            with self.pool.connection() as connection:
+                cursor = connection.cursor()
+                cursor.executemany(placeholders(sql), parameters)
+                return Rows(cursor)
+
+    def script(self, sql: str) -> None:
+        """Statements sent whole, no parameters (a migration), in the transaction."""
+        assert self.connection is not None, "a migration runs in a write transaction"
+        with self.unavailable():
+            self.connection.execute(sql.encode())
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        with self.unavailable():
+            connection = self.pool.getconn()
+        try:
+            with self.unavailable():
+                connection.execute("BEGIN")
+            self.connection = connection
+            try:
+                yield
+                with self.unavailable():
+                    connection.execute("COMMIT")
+            except BaseException:
+                if not connection.broken:
+                    with self.unavailable():
+                        connection.execute("ROLLBACK")
+                raise
+        finally:
+            self.connection = None
+            self.pool.putconn(connection)  # a broken one is discarded, replaced later
+
+    @contextmanager
+    def unavailable(self) -> Iterator[None]:
+        """psycopg's errors of the server or the network, as the store's one error."""
+        try:
+            yield
+        except LIBRARY_ERRORS as exc:
+            raise Unavailable(f"PostgreSQL at {self.where} does not answer: {exc}") from None
+
+    def close(self) -> None:
+        self.pool.close()
+
+
+def server_of(url: str) -> str:
+    """host:port/database of a URL, never its password."""
+    try:
+        parts = conninfo_to_dict(url)
+    except psycopg.ProgrammingError:
+        return "DATABASE_URL (not a valid PostgreSQL URL)"
+    host = parts.get("host") or "localhost"
+    return f"{host}:{parts.get('port') or 5432}/{parts.get('dbname') or ''}"
+
+
+class PostgresDialect(Dialect):
+    """One PostgreSQL shared by every replica. Writers go one at a time, as on SQLite: each
+    write transaction first takes one advisory lock, so under READ COMMITTED a turn's start
+    (is the lease free? take it) means what it means on SQLite, across machines."""
+
+    backend = "postgresql"
+    # clock_timestamp(), not now(): now() is when the transaction began, before its wait
+    # for the write lock.
+    clock = "extract(epoch FROM clock_timestamp())::double precision"
+    # Words are split as FTS5's unicode61 splits them: search_text() turns whatever is not
+    # a letter or digit into a space before PostgreSQL's parser sees the text (which would
+    # otherwise keep an e-mail address, a URL or 3.14 as one token); each word a prefix.
+    search = (
+        "SELECT rowid FROM conversations"
+        f" WHERE to_tsvector('simple', search_text(title)) @@ {QUERY}"
+        " UNION SELECT conversation FROM messages"
+        f" WHERE to_tsvector('simple', search_text(content)) @@ {QUERY}"
+    )
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.where = server_of(url)
+        super().__init__()
+        self.session: PostgresSession = self.db  # type: ignore[assignment]  # connect()'s
+
+    def connect(self) -> Session:
+        try:  # one connection first: an unreachable server is one clear error, at once
+            psycopg.connect(self.url, connect_timeout=CONNECT_TIMEOUT).close()
+        except psycopg.Error as exc:
+            reason = str(exc).strip().splitlines()[-1] if str(exc).strip() else type(exc).__name__
+            raise Unreachable(
+                f"cannot reach PostgreSQL at {self.where} ({reason}): check that the server "
+                "runs and accepts connections from here, and DATABASE_URL (host, port, user, "
+                "password, database)"
+            ) from None
+        pool: ConnectionPool[psycopg.Connection[Any]] = ConnectionPool(
+            self.url,
+            min_size=1,
+            max_size=4,
+            kwargs={"autocommit": True, "connect_timeout": CONNECT_TIMEOUT},
+            timeout=POOL_WAIT,
+            name="store",
+            open=True,
+        )
+        return PostgresSession(pool, self.where)
+
+    def describe(self) -> str:
+        return f"PostgreSQL at {self.where}"
+
+    def search_parameter(self, words: list[str]) -> str:
+        # Folded, unaccented and lowered by search_text() as the indexed text was, then
+        # each word a prefix (`word:*`), all of them required.
+        return " ".join(words)
+
+    @contextmanager
+    def write(self, *, durable: bool = False) -> Iterator[None]:
+        # `durable` is PostgreSQL's default already (synchronous_commit = on).
+        with self.session.transaction():
+            self.session.execute("SELECT pg_advisory_xact_lock(?)", (WRITE_LOCK,))
+            yield
+
+    def schema_version(self) -> int:
+        if self.session.execute("SELECT to_regclass('schema_version')").fetchone()[0] is None:
+            return 0
+        version: int = self.session.execute("SELECT version FROM schema_version").fetchone()[0]
+        return version
+
+    def run_migrations(self, version: int) -> None:
+        for step in MIGRATIONS[version:]:
+            self.session.script(step.postgresql)
+        self.session.execute("UPDATE schema_version SET version = ?", (SCHEMA_VERSION,))
+
+    def ping(self) -> bool:
+        try:
+            with self.session.pool.connection(timeout=PING_WAIT) as connection:
+                connection.execute("SELECT 1")
+        except (psycopg.Error, PoolTimeout):
+            return False
+        return True
