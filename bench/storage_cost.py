@@ -99,15 +99,17 @@ async def measure(storage: Storage, size: Size, turns: int) -> None:
         await storage.rewind(conversation)
 
 
-def open_storage(root: Path) -> Storage:
-    storage = Storage(root)
+def open_storage(root: Path, env: dict[str, str]) -> Storage:
+    """As the service opens it: DATA_DIR, and DATABASE_URL for PostgreSQL."""
+    root.mkdir(parents=True, exist_ok=True)
+    storage = Storage(root, database_url=env.get("DATABASE_URL", ""))
     storage.open()
     return storage
 
 
 def run(backend: str, messages: int, turns: int, scratch: Path, env: dict[str, str]) -> Size:
     size = Size(backend, messages)
-    storage = open_storage(scratch / f"{backend}-{messages}")
+    storage = open_storage(scratch / f"{backend}-{messages}", env)
     try:
         asyncio.run(measure(storage, size, turns))
     finally:
@@ -144,6 +146,7 @@ def main() -> int:
                 for messages in (int(n) for n in args.sizes.split(",") if n):
                     env = shared.new_database(f"size-{messages}")
                     report(run(backend, messages, args.turns, Path(scratch), env))
+                    shared.check_used()
     print(f"{machine_load()} at end")
     return 0
 
