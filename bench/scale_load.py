@@ -26,6 +26,7 @@ import asyncio
 import os
 import sys
 import time
+from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -35,6 +36,7 @@ from bench.common import (  # noqa: E402
     Stack,
     app_root_argument,
     bench_stack,
+    children,
     client,
     code_version,
     machine_load,
@@ -70,11 +72,59 @@ class Run:
     """The machine's idle CPU time over the run, s (all cores)."""
     stolen: float = 0.0
     activity: Activity = field(default_factory=Activity)
+    others: list[tuple[str, float]] = field(default_factory=list)
+    """The processes of the machine outside the benchmark that used the most CPU."""
 
 
 def idle_seconds() -> float:
     fields = Path("/proc/stat").read_text().split("\n", 1)[0].split()
     return (int(fields[4]) + int(fields[5])) / os.sysconf("SC_CLK_TCK")  # idle + iowait
+
+
+def every_process() -> dict[int, tuple[str, float]]:
+    """Each process's command line (its start) and CPU time (its own threads), s."""
+    found = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            command = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+        fields = stat.rsplit(")", 1)[1].split()
+        seconds = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        found[int(entry.name)] = (command.strip()[:60] or stat.split("(")[1].split(")")[0], seconds)
+    return found
+
+
+def ours(shared: Shared, front: Proxy, serving: list[Replica], stack: Stack) -> set[int]:
+    """This process, the replicas, nginx, PostgreSQL, SearXNG, and their children."""
+    roots = [os.getpid(), front.process.pid, *(r.running.process.pid for r in serving if r.running)]
+    if stack.searxng.process is not None:
+        roots.append(stack.searxng.process.pid)
+    if shared.server is not None:
+        roots.append(int((shared.server.data / "postmaster.pid").read_text().split()[0]))
+    found: set[int] = set()
+    while roots:
+        pid = roots.pop()
+        if pid not in found:
+            found.add(pid)
+            with suppress(FileNotFoundError):
+                roots += children(pid)
+    return found
+
+
+def others(
+    before: dict[int, tuple[str, float]], after: dict[int, tuple[str, float]], mine: set[int]
+) -> list[tuple[str, float]]:
+    """The processes outside this benchmark that used the most CPU meanwhile."""
+    used = [
+        (command, seconds - before.get(pid, (command, 0.0))[1])
+        for pid, (command, seconds) in after.items()
+        if pid not in mine
+    ]
+    return sorted(used, key=lambda item: -item[1])[:3]
 
 
 def cpu_now(stack: Stack, shared: Shared, front: Proxy, serving: list[Replica]) -> dict[str, float]:
@@ -121,13 +171,14 @@ def one_run(stack: Stack, shared: Shared, args: argparse.Namespace, count: int, 
             idle_seconds(),
             stolen_seconds(),
         )
-        started = time.perf_counter()
+        processes, started = every_process(), time.perf_counter()
         with watching_database(shared) as run.activity:
             run.sent, run.problems = run_yielding(drive(stack, front.url, level, args.turns))
         run.seconds = time.perf_counter() - started
         after = cpu_now(stack, shared, front, serving)
         run.idle, run.stolen = idle_seconds() - idle, stolen_seconds() - stolen
         run.cpu = {key: after[key] - before.get(key, 0.0) for key in after}
+        run.others = others(processes, every_process(), ours(shared, front, serving, stack))
     shared.check_used()
     return run
 
@@ -155,11 +206,22 @@ def report(run: Run) -> None:
     )
     shares = ", ".join(f"{name} {seconds / run.seconds:.0%}" for name, seconds in run.cpu.items())
     cores = len(os.sched_getaffinity(0))
-    others = cores * run.seconds - run.idle - sum(run.cpu.values())
+    rest = cores * run.seconds - run.idle - sum(run.cpu.values())
     print(
-        f"      CPU as a share of one core: {shares}; other processes {others / run.seconds:.0%}; "
+        f"      CPU as a share of one core: {shares}; everything else {rest / run.seconds:.0%}; "
         f"idle {run.idle / run.seconds / cores:.0%} of {cores} cores; stolen {run.stolen:.1f} s"
     )
+    kinds = {
+        kind: [i.turn.done for i in run.sent if i.kind == kind and i.turn.done is not None]
+        for kind in dict.fromkeys(KINDS)
+    }
+    durations = ", ".join(
+        f"{kind} {ms(times, 0.5).strip()} / {ms(times, 0.99).strip()}"
+        for kind, times in kinds.items()
+    )
+    print(f"      whole turn p50 / p99, ms: {durations}")
+    busiest = "; ".join(f"{command} {seconds / run.seconds:.0%}" for command, seconds in run.others)
+    print(f"      busiest other processes: {busiest}")
     if run.activity.samples:
         locks = run.activity.ungranted_locks / run.activity.samples
         print(

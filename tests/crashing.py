@@ -176,14 +176,14 @@ def check(
     elif writes.memory.in_flight:
         memory = httpx.get(f"{url}/api/memory").json()["text"]
     if memory is not None and not writes.memory.allows(memory):
-        problems.append(f"memory.md holds {memory!r}")
+        problems.append(f"memory.md holds {memory!r}, not {writes.memory}")
     models = httpx.get(f"{url}/api/config").json()["models"]["added"]
     if writes.models.in_flight and not writes.models.allows(models):
-        problems.append(f"the models read {models}")
+        problems.append(f"the models read {models}, not {writes.models}")
     first = httpx.get(f"{url}/api/conversations/{sent[0].conversation_id}").json()
     max_uses = first["settings"]["search_max_uses"]
     if writes.max_uses.in_flight is not None and not writes.max_uses.allows(max_uses):
-        problems.append(f"search_max_uses reads {max_uses}")
+        problems.append(f"search_max_uses reads {max_uses}, not {writes.max_uses}")
     if list(data.glob(".*.tmp")):
         problems.append("a temporary file was left")
     return kept, problems
