@@ -20,7 +20,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack, contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -29,7 +29,7 @@ import httpx
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from app.search.embedded import free_port  # noqa: E402
-from bench.common import Service, process_cpu_times, service  # noqa: E402
+from bench.common import Service, children, process_cpu_times, service  # noqa: E402
 from tests import postgres  # noqa: E402
 
 BACKENDS = ("postgresql", "sqlite")
@@ -179,6 +179,25 @@ def watching_database(shared: Shared, every: float = 0.1) -> Iterator[Activity]:
     finally:
         stop.set()
         thread.join(timeout=10)
+
+
+def core_waits(pid: int) -> float:
+    """Seconds the threads of process `pid` and of its children alive now spent runnable
+    but waiting for a core (the second field of each task's schedstat): what a process
+    lost to everything else on the machine."""
+    total = 0
+    for member in (pid, *children_of(pid)):
+        for task in Path(f"/proc/{member}/task").glob("*/schedstat"):
+            with suppress(FileNotFoundError, ProcessLookupError, IndexError):
+                total += int(task.read_text().split()[1])
+    return total / 1e9
+
+
+def children_of(pid: int) -> list[int]:
+    try:
+        return children(pid)
+    except FileNotFoundError:
+        return []
 
 
 # --------------------------------------------------------------------------------------------

@@ -52,6 +52,7 @@ from bench.replicas import (  # noqa: E402
     Replica,
     Shared,
     backend_argument,
+    core_waits,
     database_server,
     proxy,
     replicas,
@@ -129,6 +130,9 @@ def others(
 
 def cpu_now(stack: Stack, shared: Shared, front: Proxy, serving: list[Replica]) -> dict[str, float]:
     found = {r.name: r.cpu_seconds() for r in serving}
+    found.update(
+        {f"{r.name} waiting": core_waits(r.running.process.pid) for r in serving if r.running}
+    )
     found["nginx"] = front.cpu_seconds()
     if shared.server is not None:
         found["postgres"] = shared.cpu_seconds()
@@ -159,7 +163,8 @@ async def warm(stack: Stack, serving: list[Replica]) -> None:
 
 def one_run(stack: Stack, shared: Shared, args: argparse.Namespace, count: int, level: int) -> Run:
     name = f"r{count}-l{level}"
-    env = stack.service_env(name, **shared.new_database(name))
+    rate = {"SEARCH_RATE": args.search_rate} if args.search_rate else {}
+    env = stack.service_env(name, **shared.new_database(name), **rate)
     run = Run(count, level)
     with (
         replicas(count, env, args.app_root) as serving,
@@ -204,9 +209,15 @@ def report(run: Run) -> None:
         f"{len(run.problems):>8} {len(stored_wrong):>12} {ms(through, 0.5)} {ms(through, 0.99)} "
         f"{ms(direct, 0.5)} {ms(direct, 0.99)} {run.seconds:6.1f}"
     )
-    shares = ", ".join(f"{name} {seconds / run.seconds:.0%}" for name, seconds in run.cpu.items())
+    cpu = {name: seconds for name, seconds in run.cpu.items() if not name.endswith(" waiting")}
+    shares = ", ".join(f"{name} {seconds / run.seconds:.0%}" for name, seconds in cpu.items())
+    waits = ", ".join(
+        f"{name.removesuffix(' waiting')} {seconds / run.seconds:.0%}"
+        for name, seconds in run.cpu.items()
+        if name.endswith(" waiting")
+    )
     cores = len(os.sched_getaffinity(0))
-    rest = cores * run.seconds - run.idle - sum(run.cpu.values())
+    rest = cores * run.seconds - run.idle - sum(cpu.values())
     print(
         f"      CPU as a share of one core: {shares}; everything else {rest / run.seconds:.0%}; "
         f"idle {run.idle / run.seconds / cores:.0%} of {cores} cores; stolen {run.stolen:.1f} s"
@@ -220,6 +231,7 @@ def report(run: Run) -> None:
         for kind, times in kinds.items()
     )
     print(f"      whole turn p50 / p99, ms: {durations}")
+    print(f"      runnable but waiting for a core, as a share of the run (all threads): {waits}")
     busiest = "; ".join(f"{command} {seconds / run.seconds:.0%}" for command, seconds in run.others)
     print(f"      busiest other processes: {busiest}")
     if run.activity.samples:
@@ -240,13 +252,20 @@ def main() -> int:
     parser.add_argument("--turns", type=int, default=4, help="turns per conversation")
     parser.add_argument("--balance", choices=("least_conn", "round_robin"), default="least_conn")
     parser.add_argument("--nginx-workers", type=int, default=1)
+    parser.add_argument(
+        "--search-rate",
+        default="1000",
+        help="SEARCH_RATE of the replicas (default 1000: unpaced, so the plan's 1 query a "
+        "second, kept by each replica on its own, does not set the pace); '' for the plan's",
+    )
     app_root_argument(parser)
     args = parser.parse_args()
     print(f"{code_version(args.app_root)}; {machine_load()} at start")
     print(
         f"{os.cpu_count()} cores shared by the replicas, nginx ({args.nginx_workers} worker, "
         f"{args.balance}), the database, SearXNG, the fakes and the load generator; backend "
-        f"{args.backend}; each conversation: {args.turns} turns of {', '.join(KINDS)}; "
+        f"{args.backend}; SEARCH_RATE {args.search_rate or 'of the plan'}; each conversation: "
+        f"{args.turns} turns of {', '.join(KINDS)}; "
         f"answers of {len(ANSWER.text)} deltas {ANSWER.chunk_delay * 1000:.0f} ms apart"
     )
     problems = 0
