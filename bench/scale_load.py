@@ -95,7 +95,8 @@ def every_process() -> dict[int, tuple[str, float]]:
             continue
         fields = stat.rsplit(")", 1)[1].split()
         seconds = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-        found[int(entry.name)] = (command.strip()[:60] or stat.split("(")[1].split(")")[0], seconds)
+        command = " ".join(command.split())[:60] or stat.split("(")[1].split(")")[0]
+        found[int(entry.name)] = (command, seconds)
     return found
 
 
