@@ -97,17 +97,6 @@ def stream(url: str, sent: crashing.Sent, until: float) -> None:
         time.sleep(0.2)
 
 
-def as_now(url: str, conversation: str) -> crashing.Writes:
-    """The writer's values as they read before a cycle, as its last acknowledged writes: a
-    kill before the cycle's first write reaches the service leaves these."""
-    writes = crashing.Writes()
-    writes.memory.acknowledged = httpx.get(f"{url}/api/memory").json()["text"]
-    writes.models.acknowledged = httpx.get(f"{url}/api/config").json()["models"]["added"]
-    settings = httpx.get(f"{url}/api/conversations/{conversation}").json()["settings"]
-    writes.max_uses.acknowledged = settings["search_max_uses"]
-    return writes
-
-
 def run_cycle(
     victim: Replica, survivor: Replica, conversations: tuple[list[str], list[str]], number: int
 ) -> Cycle:
@@ -116,7 +105,7 @@ def run_cycle(
         number,
         [crashing.Sent(c, f"cycle {number} replica-1 stream {k}") for k, c in enumerate(mine)],
         [crashing.Sent(c, f"cycle {number} replica-2 stream {k}") for k, c in enumerate(theirs)],
-        writes=as_now(victim.url, mine[0]),
+        writes=crashing.writes_as_read(victim.url, mine[0]),
     )
     assert victim.running is not None
     until = time.monotonic() + BUSY_RETRY

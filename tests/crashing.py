@@ -118,6 +118,17 @@ def stream_turn(url: str, sent: Sent) -> None:
         pass  # the kill
 
 
+def writes_as_read(url: str, conversation_id: str) -> Writes:
+    """The values as they read before a cycle, as its last acknowledged writes: a kill
+    before the cycle's first write reaches the service leaves these."""
+    writes = Writes()
+    writes.memory.acknowledged = httpx.get(f"{url}/api/memory").json()["text"]
+    writes.models.acknowledged = httpx.get(f"{url}/api/config").json()["models"]["added"]
+    settings = httpx.get(f"{url}/api/conversations/{conversation_id}").json()["settings"]
+    writes.max_uses.acknowledged = settings["search_max_uses"]
+    return writes
+
+
 def keep_writing(url: str, conversation_id: str, writes: Writes, stop: threading.Event) -> None:
     n = 0
     with httpx.Client(timeout=10) as client:
@@ -194,7 +205,7 @@ def cycle(
 ) -> tuple[list[Sent], Writes]:
     """Streams on each conversation and the writer, then SIGKILL at a random moment."""
     sent = [Sent(c, f"cycle {number} stream {k}") for k, c in enumerate(conversations)]
-    writes, stop = Writes(), threading.Event()
+    writes, stop = writes_as_read(url, conversations[0]), threading.Event()
     threads = [threading.Thread(target=stream_turn, args=(url, s)) for s in sent]
     threads.append(
         threading.Thread(target=keep_writing, args=(url, conversations[0], writes, stop))
