@@ -4,7 +4,9 @@ turn, begin_turn (the lease and the user's message, and the conversation read ba
 checkpoints of a streaming answer (put_message of the answer so far, CHECKPOINTS times,
 as app/chat/outcome.py writes one every CHECKPOINT_SECONDS), and save_outcome (the answer,
 the totals and the lease released, in one transaction), in a conversation of 10 and of
-1,000 messages. Each measured turn is rewound after (untimed), so the size stays. Reports
+1,000 messages (filled first through the same calls; then, on PostgreSQL, VACUUM ANALYZE
+and a CHECKPOINT, or the measured turns pay for the fill's aftermath). Each measured turn
+is rewound after (untimed), so the size stays. Reports
 ms per turn p50 / p95 for the whole turn and for each of its three parts.
 
 PostgreSQL is a cluster of tests/postgres.py with fsync on (a commit waits for the disk,
@@ -85,12 +87,25 @@ async def turn(storage: Storage, conversation: str, text: str, times: dict[str, 
     )
 
 
-async def measure(storage: Storage, size: Size, turns: int) -> None:
+def settle(url: str | None) -> None:
+    """After the fill, what a server does to rows written days apart before anyone reads
+    them again: VACUUM ANALYZE and a CHECKPOINT (PostgreSQL; SQLite needs neither)."""
+    if not url:
+        return
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as db:
+        db.execute("VACUUM ANALYZE")
+        db.execute("CHECKPOINT")
+
+
+async def measure(storage: Storage, size: Size, turns: int, url: str | None = None) -> None:
     created = await storage.create("pierogi", {})
     conversation = created["id"]
     times: dict[str, float] = {}
     for n in range(size.messages // 2):
         await turn(storage, conversation, f"{n}: {QUESTION * 3}", times)
+    await asyncio.to_thread(settle, url)
     for n in range(turns):
         await turn(storage, conversation, f"measured {n}: {QUESTION * 3}", times)
         for part in PARTS:
@@ -111,7 +126,7 @@ def run(backend: str, messages: int, turns: int, scratch: Path, env: dict[str, s
     size = Size(backend, messages)
     storage = open_storage(scratch / f"{backend}-{messages}", env)
     try:
-        asyncio.run(measure(storage, size, turns))
+        asyncio.run(measure(storage, size, turns, env.get("DATABASE_URL")))
     finally:
         storage.close()
     return size
