@@ -59,6 +59,9 @@ bench: $(BIN)/python
 	$(BIN)/python bench/turn_cpu.py
 	$(BIN)/python bench/save_cost.py
 	$(BIN)/python bench/migrate_db.py
+	$(BIN)/python bench/storage_cost.py
+	$(BIN)/python bench/scale_load.py
+	$(BIN)/python bench/crash_replicas.py
 	$(BIN)/python bench/llama.py
 
 # The README's pictures: a finished search + fetch answer, light and dark, into docs/.

@@ -258,16 +258,7 @@ class Service:
     def cpu_times(self) -> tuple[float, float]:
         """(utime, stime) in seconds of the service's process, all its threads included,
         and of its worker processes alive now (each started once and kept)."""
-        user = system = 0.0
-        for pid in (self.process.pid, *children(self.process.pid)):
-            try:
-                stat = Path(f"/proc/{pid}/stat").read_text()
-            except FileNotFoundError:
-                continue
-            fields = stat.rsplit(")", 1)[1].split()
-            user += int(fields[11]) / CLOCK_TICKS  # stat's 14 and 15
-            system += int(fields[12]) / CLOCK_TICKS
-        return user, system
+        return process_cpu_times(self.process.pid)
 
     def memory_mb(self) -> dict[str, float]:
         """Resident memory now (VmRSS) and at its peak (VmHWM), in MB."""
@@ -277,6 +268,25 @@ class Service:
             if name in ("VmRSS", "VmHWM"):
                 found[name] = int(value.split()[0]) / 1024
         return found
+
+
+def process_cpu_times(pid: int) -> tuple[float, float]:
+    """(utime, stime) in seconds of process `pid` (all its threads) and of its children
+    alive now; (0, 0) for a process that is gone."""
+    user = system = 0.0
+    try:
+        family = (pid, *children(pid))
+    except FileNotFoundError:
+        return user, system
+    for member in family:
+        try:
+            stat = Path(f"/proc/{member}/stat").read_text()
+        except FileNotFoundError:
+            continue
+        fields = stat.rsplit(")", 1)[1].split()
+        user += int(fields[11]) / CLOCK_TICKS  # stat's 14 and 15
+        system += int(fields[12]) / CLOCK_TICKS
+    return user, system
 
 
 def children(pid: int) -> list[int]:
@@ -308,11 +318,13 @@ def service(
     *,
     wrapper: list[str] | None = None,
     module: list[str] = SERVE,
+    port: int | None = None,
 ) -> Iterator[Service]:
     """`python -m app serve` (or another `module` taking --port and serving /healthz) from
-    `root` in its own process, optionally under `wrapper`, e.g. a profiler; stopped with
-    SIGTERM, as a supervisor stops it, so a profiler writes."""
-    port = free_port()
+    `root` in its own process, optionally under `wrapper`, e.g. a profiler, on `port` (a
+    free one by default); stopped with SIGTERM, as a supervisor stops it, so a profiler
+    writes."""
+    port = port or free_port()
     command = [*(wrapper or [sys.executable]), "-m", *module, "--port", str(port)]
     log = service_log()
     process = subprocess.Popen(command, cwd=root, env=env, stdout=subprocess.DEVNULL, stderr=log)

@@ -77,6 +77,8 @@ class Sent:
     ended: bool = False
     refused: int | None = None
     received: str = ""
+    first_at: float | None = None
+    """time.monotonic() at the first event."""
 
 
 @dataclass
@@ -107,12 +109,24 @@ def stream_turn(url: str, sent: Sent) -> None:
             for line in response.iter_lines():
                 if line.startswith("data: "):
                     event = json.loads(line[len("data: ") :])
-                    sent.first_event = True
+                    if not sent.first_event:
+                        sent.first_event, sent.first_at = True, time.monotonic()
                     if event["type"] == "delta":
                         sent.received += event["text"]
                     sent.ended = event["type"] in ("done", "error")
     except httpx.HTTPError:
         pass  # the kill
+
+
+def writes_as_read(url: str, conversation_id: str) -> Writes:
+    """The values as they read before a cycle, as its last acknowledged writes: a kill
+    before the cycle's first write reaches the service leaves these."""
+    writes = Writes()
+    writes.memory.acknowledged = httpx.get(f"{url}/api/memory").json()["text"]
+    writes.models.acknowledged = httpx.get(f"{url}/api/config").json()["models"]["added"]
+    settings = httpx.get(f"{url}/api/conversations/{conversation_id}").json()["settings"]
+    writes.max_uses.acknowledged = settings["search_max_uses"]
+    return writes
 
 
 def keep_writing(url: str, conversation_id: str, writes: Writes, stop: threading.Event) -> None:
@@ -137,13 +151,18 @@ def keep_writing(url: str, conversation_id: str, writes: Writes, stop: threading
                 return
 
 
-def check(url: str, data: Path, sent: list[Sent], writes: Writes) -> tuple[int, list[str]]:
-    """What the last kill left; how many streamed characters were kept, and the problems."""
+def check(
+    url: str, data: Path, sent: list[Sent], writes: Writes, *, sqlite: bool = True
+) -> tuple[int, list[str]]:
+    """What the last kill left; how many streamed characters were kept, and the problems.
+    With `sqlite` false (the service's database is elsewhere, e.g. PostgreSQL), no
+    integrity_check, and memory.md is read through the API."""
     problems = []
-    with sqlite3.connect(data / "chat.db") as db:
-        integrity = db.execute("PRAGMA integrity_check").fetchone()[0]
-    if integrity != "ok":
-        problems.append(f"integrity_check: {integrity}")
+    if sqlite:
+        with sqlite3.connect(data / "chat.db") as db:
+            integrity = db.execute("PRAGMA integrity_check").fetchone()[0]
+        if integrity != "ok":
+            problems.append(f"integrity_check: {integrity}")
     kept = 0
     for request in sent:
         messages = httpx.get(f"{url}/api/conversations/{request.conversation_id}").json()[
@@ -162,16 +181,20 @@ def check(url: str, data: Path, sent: list[Sent], writes: Writes) -> tuple[int, 
         contents = [m["content"] for m in messages if m["role"] == "user"]
         if len(contents) != len(set(contents)):
             problems.append(f"a message of {request.conversation_id} is stored twice")
-    memory = (data / "memory.md").read_text(encoding="utf-8") if writes.memory.in_flight else None
+    memory = None
+    if writes.memory.in_flight and sqlite:
+        memory = (data / "memory.md").read_text(encoding="utf-8")
+    elif writes.memory.in_flight:
+        memory = httpx.get(f"{url}/api/memory").json()["text"]
     if memory is not None and not writes.memory.allows(memory):
-        problems.append(f"memory.md holds {memory!r}")
+        problems.append(f"memory.md holds {memory!r}, not {writes.memory}")
     models = httpx.get(f"{url}/api/config").json()["models"]["added"]
     if writes.models.in_flight and not writes.models.allows(models):
-        problems.append(f"the models read {models}")
+        problems.append(f"the models read {models}, not {writes.models}")
     first = httpx.get(f"{url}/api/conversations/{sent[0].conversation_id}").json()
     max_uses = first["settings"]["search_max_uses"]
     if writes.max_uses.in_flight is not None and not writes.max_uses.allows(max_uses):
-        problems.append(f"search_max_uses reads {max_uses}")
+        problems.append(f"search_max_uses reads {max_uses}, not {writes.max_uses}")
     if list(data.glob(".*.tmp")):
         problems.append("a temporary file was left")
     return kept, problems
@@ -182,7 +205,7 @@ def cycle(
 ) -> tuple[list[Sent], Writes]:
     """Streams on each conversation and the writer, then SIGKILL at a random moment."""
     sent = [Sent(c, f"cycle {number} stream {k}") for k, c in enumerate(conversations)]
-    writes, stop = Writes(), threading.Event()
+    writes, stop = writes_as_read(url, conversations[0]), threading.Event()
     threads = [threading.Thread(target=stream_turn, args=(url, s)) for s in sent]
     threads.append(
         threading.Thread(target=keep_writing, args=(url, conversations[0], writes, stop))

@@ -57,6 +57,9 @@ class Postgres:
     root: Path
     port: int = field(default_factory=free_port)
     user: str = USER
+    fsync: bool = False
+    """Off for the tests (nothing there survives a power cut anyway); on for a benchmark
+    whose commits should wait for the disk as a real server's do."""
 
     @property
     def data(self) -> Path:
@@ -94,7 +97,8 @@ class Postgres:
         """Start (or start again after stop/kill) on the same port and data."""
         options = (
             f"-p {self.port} -c listen_addresses=127.0.0.1 -k {self.root} "
-            "-c fsync=off -c max_connections=300 -c shared_buffers=64MB"
+            f"-c fsync={'on' if self.fsync else 'off'} -c max_connections=300 "
+            "-c shared_buffers=64MB"
         )
         self.run(
             "pg_ctl", "-D", str(self.data), "-l", str(self.root / "server.log"),
