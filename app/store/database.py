@@ -13,16 +13,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from app.store.late import LateOutcomes
 from app.store.legacy import LegacyImport
 from app.store.search_cache import SearchCacheRows
 from app.store.searches import SearchCounts
-from app.store.turns import Turns
 
 DATABASE = "chat.db"
 """Its file name in DATA_DIR."""
 
 
-class Database(Turns, LegacyImport, SearchCounts, SearchCacheRows):
+class Database(LateOutcomes, LegacyImport, SearchCounts, SearchCacheRows):
     """chat.db opened (its schema brought up to date), with every query."""
 
 

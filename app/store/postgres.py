@@ -18,6 +18,7 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 from app.store.dialect import Dialect, Session
 from app.store.errors import Unavailable, Unreachable
 from app.store.migrations import MIGRATIONS, SCHEMA_VERSION
+from app.store.pg_reasons import cannot_connect, stopped_answering
 
 CONNECT_TIMEOUT = 5
 """Seconds to wait for the server to answer a new connection: an unreachable one fails in
@@ -25,6 +26,10 @@ seconds, not minutes."""
 POOL_WAIT = 10.0
 """Seconds a query waits for a connection from the pool (the pool replaces broken ones)."""
 PING_WAIT = 2.0
+DOWN_WAIT = 1.0
+"""Seconds a query waits for a connection once the server stopped answering: while it is
+down, each request fails in about a second, rather than each in POOL_WAIT one after the
+other in the storage thread."""
 WRITE_LOCK = 0x6368_6174  # "chat": the advisory lock every write transaction takes
 QUERY = (
     "to_tsquery('simple', regexp_replace(nullif(trim(search_text(?)), ''), ' +', ':* & ', 'g')"
@@ -66,6 +71,8 @@ class PostgresSession:
         self.pool = pool
         self.where = where
         self.connection: psycopg.Connection[Any] | None = None
+        self.down = False
+        """The last query found the server gone (see DOWN_WAIT)."""
 
     @property
     def in_transaction(self) -> bool:
@@ -75,7 +82,7 @@ class PostgresSession:
         with self.unavailable():
             if self.connection is not None:
                 return Rows(self.connection.execute(placeholders(sql), parameters))
-            with self.pool.connection() as connection:
+            with self.pool.connection(timeout=self.wait()) as connection:
                 return Rows(connection.execute(placeholders(sql), parameters))
 
     def executemany(self, sql: str, parameters: Iterable[Sequence[Any]], /) -> Rows:
@@ -84,7 +91,7 @@ class PostgresSession:
                 cursor = self.connection.cursor()
                 cursor.executemany(placeholders(sql), parameters)
                 return Rows(cursor)
-            with self.pool.connection() as connection:
+            with self.pool.connection(timeout=self.wait()) as connection:
                 cursor = connection.cursor()
                 cursor.executemany(placeholders(sql), parameters)
                 return Rows(cursor)
@@ -98,7 +105,7 @@ class PostgresSession:
     @contextmanager
     def transaction(self) -> Iterator[None]:
         with self.unavailable():
-            connection = self.pool.getconn()
+            connection = self.pool.getconn(timeout=self.wait())
         try:
             with self.unavailable():
                 connection.execute("BEGIN")
@@ -122,7 +129,12 @@ class PostgresSession:
         try:
             yield
         except LIBRARY_ERRORS as exc:
-            raise Unavailable(f"PostgreSQL at {self.where} does not answer: {exc}") from None
+            self.down = True
+            raise Unavailable(stopped_answering(self.where, str(exc))) from None
+        self.down = False
+
+    def wait(self) -> float:
+        return DOWN_WAIT if self.down else POOL_WAIT
 
     def close(self) -> None:
         self.pool.close()
@@ -167,16 +179,14 @@ class PostgresDialect(Dialect):
         try:  # one connection first: an unreachable server is one clear error, at once
             psycopg.connect(self.url, connect_timeout=CONNECT_TIMEOUT).close()
         except psycopg.Error as exc:
-            reason = str(exc).strip().splitlines()[-1] if str(exc).strip() else type(exc).__name__
-            raise Unreachable(
-                f"cannot reach PostgreSQL at {self.where} ({reason}): check that the server "
-                "runs and accepts connections from here, and DATABASE_URL (host, port, user, "
-                "password, database)"
-            ) from None
+            raise Unreachable(cannot_connect(self.where, str(exc), self.url)) from None
         pool: ConnectionPool[psycopg.Connection[Any]] = ConnectionPool(
             self.url,
             min_size=1,
             max_size=4,
+            # A connection the server dropped (it restarted, it was down) is found at
+            # checkout and replaced: once it is back, the next query works.
+            check=ConnectionPool.check_connection,
             kwargs={"autocommit": True, "connect_timeout": CONNECT_TIMEOUT},
             timeout=POOL_WAIT,
             name="store",
