@@ -218,3 +218,21 @@ def postgres_server() -> Iterator[Postgres]:
 def postgres_url(postgres_server: Postgres) -> str:
     """The URL of a new empty database, for one test."""
     return postgres_server.create(f"test_{os.urandom(6).hex()}")
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def backend(request: pytest.FixtureRequest) -> str:
+    """Each storage test runs on both backends."""
+    return str(request.param)
+
+
+@pytest.fixture
+def database_url(backend: str, request: pytest.FixtureRequest) -> str:
+    """DATABASE_URL for the backend: empty (SQLite in DATA_DIR) or a new PostgreSQL
+    database."""
+    return str(request.getfixturevalue("postgres_url")) if backend == "postgresql" else ""
+
+
+def store_of(data_dir: Path, database_url: str) -> Path | str:
+    """What app.store's Database opens for these settings (DATA_DIR's chat.db or the URL)."""
+    return database_url or data_dir / "chat.db"

@@ -33,8 +33,9 @@ def queries(brave: FakeBrave) -> list[Any]:
 
 
 @pytest.fixture
-def storage(tmp_path: Path) -> Iterator[Storage]:
-    kept = Storage(tmp_path)
+def storage(tmp_path: Path, database_url: str) -> Iterator[Storage]:
+    """The cache's rows, on each backend."""
+    kept = Storage(tmp_path, database_url=database_url)
     kept.open()
     yield kept
     kept.close()
@@ -205,11 +206,11 @@ def test_the_same_search_asked_at_once_is_asked_of_brave_once(searxng, brave, st
 
 
 def test_a_search_with_a_failed_engine_or_no_results_is_never_cached(
-    fresh_searxng, brave, tmp_path
+    fresh_searxng, brave, tmp_path, database_url
 ):
     brave.fail_next(500, "INTERNAL_ERROR")
     brave.no_hits_queries.add("nothing at all")
-    kept = Storage(tmp_path)
+    kept = Storage(tmp_path, database_url=database_url)
     kept.open()
     try:
         failed, retried, empty, empty_again = searching(
@@ -251,6 +252,27 @@ def test_an_expired_search_is_asked_again(searxng, brave, storage):
     (expired,) = searching(searxng.url, ("expiring", {}), **fast(cache=storage, ttl=1e-6))
     assert young.cached_age is not None and expired.cached_age is None
     assert len(queries(brave)) == 2
+
+
+def test_every_replica_of_one_database_shares_the_cache_and_the_count(
+    searxng, brave, storage, tmp_path, database_url
+):
+    """Another process on DATA_DIR, or another machine on the same PostgreSQL."""
+    other = Storage(tmp_path / "elsewhere" if database_url else tmp_path, database_url=database_url)
+    try:
+        (first,) = searching(searxng.url, ("shared search", {}), **fast(cache=storage, ttl=3600))
+        (again,) = searching(searxng.url, ("shared search", {}), **fast(cache=other, ttl=3600))
+
+        async def count() -> tuple[int, int]:
+            await storage.count_search()
+            await other.count_search()
+            return (await storage.searches_spent()).today, (await other.searches_spent()).today
+
+        assert asyncio.run(count()) == (2, 2)
+    finally:
+        other.close()
+    assert first.cached_age is None and again.cached_age is not None
+    assert len(queries(brave)) == 1
 
 
 # -- through the service -----------------------------------------------------------------------

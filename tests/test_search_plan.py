@@ -38,13 +38,15 @@ def lab_search(chat: ChatService, q: str) -> httpx.Response:
 
 
 @pytest.fixture
-def plan_service(llm, fresh_searxng, tmp_path) -> Iterator:
-    """service() on a SearXNG of its own, reading the plan file that SearXNG writes."""
+def plan_service(llm, fresh_searxng, tmp_path, database_url) -> Iterator:
+    """service() on a SearXNG of its own, reading the plan file that SearXNG writes; its
+    count of searches on each backend."""
     llm.clear()
     started: list[ChatService] = []
 
     def start(**env: str) -> ChatService:
         env.setdefault("SEARCH_PLAN_FILE", str(fresh_searxng.plan_file))
+        env.setdefault("DATABASE_URL", database_url)
         running = ChatService(chat_env(llm, tmp_path, **env), fresh_searxng.url).start()
         started.append(running)
         return running
@@ -249,13 +251,16 @@ def test_a_used_up_month_is_named_in_the_pages_trail_and_status_panel(
         page.context.close()
 
 
-def test_a_commands_searches_count_with_the_services(plan_service, fresh_searxng, brave, tmp_path):
+def test_a_commands_searches_count_with_the_services(
+    plan_service, fresh_searxng, brave, tmp_path, database_url
+):
     chat = plan_service()
     run = run_cli(
         "search",
         "rust",
         searxng_url=fresh_searxng.url,
         DATA_DIR=str(tmp_path / "data"),
+        DATABASE_URL=database_url,
         SEARCH_PLAN_FILE=str(fresh_searxng.plan_file),
     )
     assert run.returncode == 0, run.stderr

@@ -1,6 +1,7 @@
-"""Conversations in SQLite: the import of older JSON files, search, leases shared by every
-process on the same DATA_DIR, schema versions, the export command, and a disk that is slow
-never freezing the other requests."""
+"""Conversations on both backends (SQLite in DATA_DIR, PostgreSQL at DATABASE_URL: each
+test that takes `database_url` runs on both): the import of older JSON files, search,
+leases shared by every process on the same database, schema versions, the export command,
+and a disk that is slow never freezing the other requests."""
 
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ from app.store.migrations import MIGRATIONS, SCHEMA_VERSION
 from app.store.rows import OutcomeWrite
 from app.store.storage import Storage
 from tests.chat_client import get_conversation, new_conversation, send
-from tests.conftest import ROOT, ChatService, chat_env
+from tests.conftest import ROOT, ChatService, chat_env, store_of
 from tests.fakes.llm_server import Reply
 
 OLD_FILE = {
@@ -50,11 +51,22 @@ OLD_FILE = {
 
 
 @pytest.fixture
-def service(llm, searxng, tmp_path):
+def service(llm, searxng, tmp_path, database_url):
     llm.clear()
-    started = ChatService(chat_env(llm, tmp_path), searxng.url).start()
-    yield started
+    started = ChatService(chat_env(llm, tmp_path, DATABASE_URL=database_url), searxng.url)
+    yield started.start()
     started.stop()
+
+
+@pytest.fixture
+def store(tmp_path, database_url):
+    """A test's own database: DATA_DIR's chat.db (here tmp_path), or PostgreSQL's."""
+    return store_of(tmp_path, database_url)
+
+
+def service_database(service) -> Database:
+    """A connection of the test's own to the service's database."""
+    return Database(store_of(service.settings.data_dir, service.settings.database_url))
 
 
 def listed(chat, query: str = "") -> list[str]:
@@ -66,14 +78,14 @@ def listed(chat, query: str = "") -> list[str]:
 # -- import of the JSON files of earlier versions ----------------------------------------------
 
 
-def test_old_conversation_files_are_imported_then_set_aside(llm, searxng, tmp_path):
+def test_old_conversation_files_are_imported_then_set_aside(llm, searxng, tmp_path, database_url):
     folder = tmp_path / "data" / "conversations"
     folder.mkdir(parents=True)
     (folder / f"{OLD_FILE['id']}.json").write_text(json.dumps(OLD_FILE), encoding="utf-8")
     (folder / "20250302-ffffffffff.json").write_text('{"id": "20250302-ff', encoding="utf-8")
     (tmp_path / "data" / "models.json").write_text('["my-model"]', encoding="utf-8")
 
-    service = ChatService(chat_env(llm, tmp_path), searxng.url).start()
+    service = ChatService(chat_env(llm, tmp_path, DATABASE_URL=database_url), searxng.url).start()
     try:
         imported = get_conversation(service, OLD_FILE["id"])
         assert imported["title"] == OLD_FILE["title"]
@@ -96,11 +108,11 @@ def test_old_conversation_files_are_imported_then_set_aside(llm, searxng, tmp_pa
     assert (tmp_path / "data" / "models.json.imported").exists()
 
 
-def test_an_import_interrupted_halfway_is_finished_without_duplicates(tmp_path):
+def test_an_import_interrupted_halfway_is_finished_without_duplicates(tmp_path, store):
     folder = tmp_path / "conversations"
     folder.mkdir()
     (folder / f"{OLD_FILE['id']}.json").write_text(json.dumps(OLD_FILE), encoding="utf-8")
-    database = Database(tmp_path / "chat.db")
+    database = Database(store)
     database.import_one(OLD_FILE)  # a first start got this far, then died
     assert database.import_files(tmp_path) == 0
     assert database.ids() == [OLD_FILE["id"]]
@@ -141,9 +153,15 @@ def test_a_renamed_conversation_is_found_by_its_new_title_only(service, llm):
 # -- leases ------------------------------------------------------------------------------------
 
 
-def test_two_services_on_one_data_dir_never_run_two_turns_at_once(llm, searxng, tmp_path):
-    env = chat_env(llm, tmp_path)
+def test_two_services_on_one_database_never_run_two_turns_at_once(
+    llm, searxng, tmp_path, database_url
+):
+    """Two processes on one DATA_DIR (SQLite), or two replicas with a DATA_DIR each, as on
+    two machines, on one PostgreSQL."""
+    env = chat_env(llm, tmp_path, DATABASE_URL=database_url)
     first = ChatService(env, searxng.url).start()
+    if database_url:
+        env = chat_env(llm, tmp_path / "elsewhere", DATABASE_URL=database_url)
     second = ChatService(env, searxng.url).start()
     try:
         conversation_id = new_conversation(first)
@@ -151,7 +169,7 @@ def test_two_services_on_one_data_dir_never_run_two_turns_at_once(llm, searxng, 
         thread = threading.Thread(target=send, args=(first, conversation_id, "Slowly."))
         thread.start()
         deadline = time.monotonic() + 10
-        watcher = Database(first.settings.data_dir / "chat.db")  # not the service's connection
+        watcher = service_database(first)  # not the service's connection
         while not watcher.held(conversation_id):
             assert time.monotonic() < deadline
             time.sleep(0.01)
@@ -193,19 +211,21 @@ def dead_pid() -> int:
 )
 def test_a_lease_left_by_a_crash_is_taken_over(service, llm, owner, expires_in, blocks):
     conversation_id = new_conversation(service)
-    with sqlite3.connect(service.settings.data_dir / "chat.db") as db:
-        db.execute(
-            "INSERT INTO leases (conversation, owner, expires) VALUES (?, ?, ?)",
-            (conversation_id, owner.format(dead=dead_pid()), time.time() + expires_in),
-        )
+    database = service_database(service)
+    database.db.execute(  # expiring by the database's clock
+        "INSERT INTO leases (conversation, owner, expires) "
+        f"VALUES (?, ?, {database.dialect.clock} + ?)",
+        (conversation_id, owner.format(dead=dead_pid()), expires_in),
+    )
+    database.close()
     llm.script(Reply(text="Answered."))
     url = f"{service.url}/api/conversations/{conversation_id}"
     response = httpx.post(f"{url}/chat", json={"message": "Anyone there?"})
     assert response.status_code == (409 if blocks else 200)
 
 
-def test_only_its_owner_releases_a_lease(tmp_path):
-    database = Database(tmp_path / "chat.db")
+def test_only_its_owner_releases_a_lease(store):
+    database = Database(store)
     conversation_id = database.create("x", {})["id"]
     mine, late = new_owner(), new_owner()
     assert database.begin_turn(conversation_id, mine, "First?", "m")
@@ -217,17 +237,17 @@ def test_only_its_owner_releases_a_lease(tmp_path):
     assert not database.held(conversation_id)
 
 
-def test_a_turn_that_cannot_start_leaves_no_lease(tmp_path):
+def test_a_turn_that_cannot_start_leaves_no_lease(store):
     """Regenerate with nothing to regenerate: the lease taken in the same transaction goes."""
-    database = Database(tmp_path / "chat.db")
+    database = Database(store)
     conversation_id = database.create("x", {})["id"]
     with pytest.raises(Conflict, match="nothing to regenerate"):
         database.begin_turn(conversation_id, new_owner(), None, "m")
     assert not database.held(conversation_id)
 
 
-def test_the_outcome_releases_its_own_lease_only(tmp_path):
-    database = Database(tmp_path / "chat.db")
+def test_the_outcome_releases_its_own_lease_only(store):
+    database = Database(store)
     conversation_id = database.create("x", {})["id"]
     mine = new_owner()
     assert database.begin_turn(conversation_id, mine, "Hi?", "m")
@@ -247,16 +267,15 @@ def test_the_outcome_releases_its_own_lease_only(tmp_path):
     assert not database.held(conversation_id)
 
 
-def test_a_turn_reads_the_answers_digests_without_their_other_details(tmp_path):
-    database = Database(tmp_path / "chat.db")
+def test_a_turn_reads_the_answers_digests_without_their_other_details(store):
+    database = Database(store)
     conversation_id = database.create("x", {})["id"]
     database.put_message(conversation_id, 0, {"role": "user", "content": "Where?"})
     answer = {"role": "assistant", "content": "Here [1].", "digest": "[1] A page", "sources": []}
     database.put_message(conversation_id, 1, answer)
     database.put_message(conversation_id, 2, {"role": "assistant", "content": "Plain."})
     database.put_message(conversation_id, 3, {"role": "assistant", "content": "Broken."})
-    with sqlite3.connect(tmp_path / "chat.db") as db:
-        db.execute("UPDATE messages SET details = '{\"digest\": ' WHERE position = 3")
+    database.db.execute("UPDATE messages SET details = '{\"digest\": ' WHERE position = 3")
     loaded = database.load(conversation_id, details=False)["messages"]
     assert loaded == [
         {"role": "user", "content": "Where?"},
@@ -267,8 +286,8 @@ def test_a_turn_reads_the_answers_digests_without_their_other_details(tmp_path):
     ]
 
 
-def test_a_turn_reads_only_the_latest_digests_it_sends(tmp_path):
-    database = Database(tmp_path / "chat.db")
+def test_a_turn_reads_only_the_latest_digests_it_sends(store):
+    database = Database(store)
     conversation_id = database.create("x", {})["id"]
     for n in range(4):
         database.put_message(conversation_id, 2 * n, {"role": "user", "content": f"Q{n}?"})
@@ -362,13 +381,13 @@ def test_a_slow_disk_does_not_hold_up_other_requests(service, monkeypatch):
 # -- export ------------------------------------------------------------------------------------
 
 
-def export(data_dir, *args: str) -> subprocess.CompletedProcess[str]:
+def export(data_dir, *args: str, database_url: str = "") -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "app", "export", *args],
         capture_output=True,
         text=True,
         cwd=ROOT,
-        env={**os.environ, "DATA_DIR": str(data_dir)},
+        env={**os.environ, "DATA_DIR": str(data_dir), "DATABASE_URL": database_url},
         timeout=60,
     )
 
@@ -378,30 +397,31 @@ def test_export_prints_conversations_without_the_service(service, llm):
     first = new_conversation(service)
     send(service, first, "How to run a job nightly?")
     second = new_conversation(service)
-    data = service.settings.data_dir
+    data, url = service.settings.data_dir, service.settings.database_url
 
-    as_markdown = export(data, first)
+    as_markdown = export(data, first, database_url=url)
     assert as_markdown.returncode == 0, as_markdown.stderr
     assert "> How to run a job nightly?" in as_markdown.stdout
     assert "Use **systemd** timers." in as_markdown.stdout
 
-    as_json = export(data, first, "--json")
+    as_json = export(data, first, "--json", database_url=url)
     assert json.loads(as_json.stdout) == get_conversation(service, first)
 
-    everything = export(data, "--all", "--json")
+    everything = export(data, "--all", "--json", database_url=url)
     assert [c["id"] for c in json.loads(everything.stdout)] == [first, second]
 
-    missing = export(data, "20250101-0000000000")
+    missing = export(data, "20250101-0000000000", database_url=url)
     assert missing.returncode == 1 and "no conversation" in missing.stderr
-    nowhere = export(data / "absent", "--all")
-    assert nowhere.returncode == 1 and "does not exist" in nowhere.stderr
+    if not url:  # SQLite: a DATA_DIR with no chat.db
+        nowhere = export(data / "absent", "--all")
+        assert nowhere.returncode == 1 and "does not exist" in nowhere.stderr
 
 
-def test_a_cancelled_caller_does_not_cancel_its_write(tmp_path):
+def test_a_cancelled_caller_does_not_cancel_its_write(tmp_path, database_url):
     """Stop cancels the turn's task (plain asyncio, not anyio) while its outcome waits for
     the storage thread: the caller is cancelled at once, the write still lands, in order,
     before the next query."""
-    storage = Storage(tmp_path)
+    storage = Storage(tmp_path, database_url=database_url)
     conversation_id = storage.database.create("Before", {})["id"]
     disk_is_slow = threading.Event()
 
@@ -429,16 +449,19 @@ def test_a_cancelled_caller_does_not_cancel_its_write(tmp_path):
         storage.close()
 
 
-def test_a_conversation_left_with_no_message_is_deleted_once_nobody_comes_back(tmp_path):
-    database = Database(tmp_path / "chat.db")
+def test_a_conversation_left_with_no_message_is_deleted_once_nobody_comes_back(
+    tmp_path, database_url, store
+):
+    database = Database(store)
     abandoned, held, fresh, kept = (database.create(t, {})["id"] for t in "ahfk")
     owner = new_owner()
     assert database.begin_turn(kept, owner, "Hi?", "m")
     database.release(kept, owner)
     # A turn holds `held` (its lease taken, its message not written yet).
     database.db.execute(
-        "INSERT INTO leases (conversation, owner, expires) VALUES (?, ?, ?)",
-        (held, new_owner(), time.time() + 60),
+        "INSERT INTO leases (conversation, owner, expires) "
+        f"VALUES (?, ?, {database.dialect.clock} + 60)",
+        (held, new_owner()),
     )
     long_ago = "2020-01-01T00:00:00.000000+00:00"
     for old in (abandoned, held, kept):
@@ -448,7 +471,7 @@ def test_a_conversation_left_with_no_message_is_deleted_once_nobody_comes_back(t
     database.db.execute("DELETE FROM leases WHERE conversation = ?", (held,))  # its turn ended
     database.close()
 
-    storage = Storage(tmp_path)  # at start too, with no conversation made
+    storage = Storage(tmp_path, database_url=database_url)  # at start too, with none made
     storage.open()
     try:
         assert sorted(storage.database.ids()) == sorted([fresh, kept, newer])

@@ -1,19 +1,47 @@
 """Answer versions and Edit through the API: a regenerated or edited turn keeps what it
 replaced as a version, stored with its trail, sources, digest and usage; switching shows
-another one, and the model's context follows the version shown."""
+another one, and the model's context follows the version shown. Each test runs on both
+backends (SQLite, PostgreSQL)."""
 
 from __future__ import annotations
 
-import sqlite3
+from collections.abc import Iterator
 from typing import Any
 
 import httpx
+import pytest
 
+from app.store.database import Database
 from tests.chat_client import Events, get_conversation, new_conversation, send, stream
+from tests.conftest import ChatService, chat_env, store_of
 from tests.fakes.llm_server import Reply, ToolCall, content_filtered, server_error
-from tests.test_compression import MEASURED, small_chat, small_conversation, summary_reply
+from tests.test_compression import MEASURED, small_conversation, summary_reply
 
-__all__ = ["small_chat"]  # a fixture, imported to be shared
+
+@pytest.fixture
+def chat(llm, pages, searxng, brave, tmp_path, database_url) -> Iterator[ChatService]:
+    """conftest's chat service, on the backend of the test."""
+    llm.clear()
+    env = chat_env(llm, tmp_path, pages, DATABASE_URL=database_url)
+    service = ChatService(env, searxng.url).start()
+    yield service
+    service.stop()
+
+
+@pytest.fixture
+def small_chat(llm, searxng, tmp_path, database_url) -> Iterator[ChatService]:
+    """test_compression's small_chat (2 messages kept verbatim), on the test's backend."""
+    llm.clear()
+    env = chat_env(
+        llm,
+        tmp_path,
+        KEEP_RECENT_MESSAGES="2",
+        MAX_COMPLETION_TOKENS="200",
+        DATABASE_URL=database_url,
+    )
+    service = ChatService(env, searxng.url).start()
+    yield service
+    service.stop()
 
 
 def done(events: Events) -> dict[str, Any]:
@@ -212,12 +240,13 @@ def test_deleting_the_conversation_deletes_its_versions(chat, llm, tmp_path):
     conversation_id = new_conversation(chat)
     done(send(chat, conversation_id, "Question"))
     done(regenerate(chat, conversation_id))
-    database = chat.settings.data_dir / "chat.db"
-    with sqlite3.connect(database) as db:
-        assert db.execute("SELECT count(*) FROM turn_versions").fetchone() == (1,)
-    assert httpx.delete(f"{chat.url}/api/conversations/{conversation_id}").status_code == 204
-    with sqlite3.connect(database) as db:
-        assert db.execute("SELECT count(*) FROM turn_versions").fetchone() == (0,)
+    database = Database(store_of(chat.settings.data_dir, chat.settings.database_url))
+    try:
+        assert database.scalar("SELECT count(*) FROM turn_versions") == 1
+        assert httpx.delete(f"{chat.url}/api/conversations/{conversation_id}").status_code == 204
+        assert database.scalar("SELECT count(*) FROM turn_versions") == 0
+    finally:
+        database.close()
 
 
 def test_rewinding_an_edited_message_shows_the_version_it_replaced(chat, llm):

@@ -31,7 +31,11 @@ class Connection:
         self.db: Session = self.dialect.db
         self.path = self.dialect.describe()
         """Where the data is, for messages."""
-        self.dialect.migrate()
+        try:
+            self.dialect.migrate()
+        except BaseException:
+            self.dialect.close()  # PostgreSQL's pool and its threads too
+            raise
 
     def close(self) -> None:
         self.dialect.close()

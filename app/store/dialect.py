@@ -164,7 +164,7 @@ class SqliteDialect(Dialect):
 
     def ping(self) -> bool:
         try:
-            with sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, timeout=1) as probe:
+            with sqlite3.connect(self.path, timeout=1) as probe:
                 probe.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchone()
             probe.close()
         except sqlite3.Error:

@@ -45,3 +45,7 @@ class Unavailable(ServiceError, ConnectionError):
 class Unreachable(Unavailable):
     """At start: the database named by DATABASE_URL cannot be reached; the message says
     where and what to check."""
+
+
+class SchemaRefused(Unavailable):
+    """At start: PostgreSQL refused to build the schema (a user not allowed to create it)."""

@@ -16,7 +16,7 @@ from psycopg.conninfo import conninfo_to_dict
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from app.store.dialect import Dialect, Session
-from app.store.errors import Unavailable, Unreachable
+from app.store.errors import SchemaRefused, Unavailable, Unreachable
 from app.store.migrations import MIGRATIONS, SCHEMA_VERSION
 from app.store.pg_reasons import cannot_connect, stopped_answering
 
@@ -97,18 +97,20 @@ class PostgresSession:
                 return Rows(cursor)
 
     def script(self, sql: str) -> None:
-        """Statements sent whole, no parameters (a migration), in the transaction."""
+        """Statements sent whole (a migration), in the transaction: without parameters
+        psycopg sends a simple query, which may hold several statements."""
         assert self.connection is not None, "a migration runs in a write transaction"
         with self.unavailable():
             self.connection.execute(sql.encode())
 
     @contextmanager
-    def transaction(self) -> Iterator[None]:
+    def transaction(self, begin: str) -> Iterator[None]:
+        """`begin`: the statements that open it, sent in one trip."""
         with self.unavailable():
             connection = self.pool.getconn(timeout=self.wait())
         try:
             with self.unavailable():
-                connection.execute("BEGIN")
+                connection.execute(begin.encode())
             self.connection = connection
             try:
                 yield
@@ -205,8 +207,7 @@ class PostgresDialect(Dialect):
     @contextmanager
     def write(self, *, durable: bool = False) -> Iterator[None]:
         # `durable` is PostgreSQL's default already (synchronous_commit = on).
-        with self.session.transaction():
-            self.session.execute("SELECT pg_advisory_xact_lock(?)", (WRITE_LOCK,))
+        with self.session.transaction(f"BEGIN; SELECT pg_advisory_xact_lock({WRITE_LOCK})"):
             yield
 
     def schema_version(self) -> int:
@@ -217,7 +218,13 @@ class PostgresDialect(Dialect):
 
     def run_migrations(self, version: int) -> None:
         for step in MIGRATIONS[version:]:
-            self.session.script(step.postgresql)
+            try:
+                self.session.script(step.postgresql)
+            except psycopg.Error as exc:  # e.g. not allowed to create the extension
+                raise SchemaRefused(
+                    f"PostgreSQL at {self.where} refused the schema ({exc}): the user of "
+                    "DATABASE_URL must own the database and may create the unaccent extension"
+                ) from None
         self.session.execute("UPDATE schema_version SET version = ?", (SCHEMA_VERSION,))
 
     def ping(self) -> bool:

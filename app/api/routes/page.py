@@ -14,6 +14,7 @@ from fastapi.staticfiles import StaticFiles
 from app.api.deps import ServicesDep
 from app.api.lag import LagProbe
 from app.chat.services import Services
+from app.store.errors import Unavailable
 
 router = APIRouter()
 SPENT_TIMEOUT = 1.0
@@ -82,9 +83,9 @@ async def search_plan(services: Services) -> dict[str, Any]:
     """The Brave plan as its last answer stated it (None before one), the queries this
     service sent today and this month, and the engines SearXNG suspended: no search."""
     plan = await asyncio.to_thread(services.plan.read)
-    try:  # a slow disk must not hold up the health check
+    try:  # a slow disk, or a database down, must not hold up the health check
         spent = await asyncio.wait_for(services.storage.searches_spent(), SPENT_TIMEOUT)
-    except TimeoutError:
+    except (TimeoutError, Unavailable):
         spent = None
     return {
         "plan": plan.as_dict() if plan else None,
