@@ -6,6 +6,8 @@ disturbs no other test's."""
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import os
 import time
 from collections.abc import Iterator
@@ -14,7 +16,11 @@ import httpx
 import psycopg
 import pytest
 
+from app.chat.outcome import TurnOutcome
+from app.chat.pending import PendingSaves
 from app.search.embedded import free_port
+from app.store.database import DATABASE, Database
+from app.store.storage import Storage
 from tests.chat_client import Events, get_conversation, new_conversation, send, stream
 from tests.conftest import ChatService, chat_env, run_cli
 from tests.fakes.llm_server import Reply
@@ -134,9 +140,7 @@ def test_a_database_lost_mid_stream_keeps_the_answer_and_the_service_serves_agai
         "And once more?",
         "Second answer.",
     ]
-    assert [m["id"] for m in httpx.get(f"{chat.url}/api/conversations").json()] == [
-        conversation_id
-    ]
+    assert [m["id"] for m in httpx.get(f"{chat.url}/api/conversations").json()] == [conversation_id]
 
 
 @pytest.mark.parametrize("command", ["serve", "doctor"])
@@ -159,3 +163,108 @@ def test_a_database_that_cannot_be_used_is_one_line_at_start(cluster, command, c
     assert what in lines[0]
     assert SECRET not in run.stderr + run.stdout
     assert run.stdout == ""
+
+
+# -- the late write: only where the turn left the conversation -------------------------------
+# Two replicas on one database: this one's turn lost the database at its end and keeps its
+# outcome (PendingSaves); the other (a Database of its own) acts on the conversation before
+# the late write lands. On both backends: the rule is the store's, not PostgreSQL's.
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def target(request, tmp_path) -> str:
+    """DATABASE_URL for the storage: empty (SQLite in DATA_DIR) or a new database."""
+    if request.param == "sqlite":
+        return ""
+    return request.getfixturevalue("cluster").create(f"late_{os.urandom(4).hex()}")
+
+
+def late_write(
+    tmp_path, target: str, meanwhile, *, checkpointed: bool = True
+) -> tuple[list[tuple[str, str, str]], bool]:
+    """A turn answering "First?" ends with its outcome kept for the database (having
+    written a checkpoint, or lost the database before its first); `meanwhile` (given the
+    other replica's Database and the conversation) runs before it is written. The stored
+    messages after (role, content, status), and whether the lease is free."""
+    storage = Storage(tmp_path / "data", database_url=target)
+    storage.open()
+    other = Database(target or tmp_path / "data" / DATABASE)
+
+    async def run() -> tuple[list[tuple[str, str, str]], bool]:
+        created = await storage.create("t", {})
+        conversation_id = created["id"]
+        lease, start = await storage.begin_turn(conversation_id, "First?", "fake-model")
+        outcome = TurnOutcome("fake-model", position=len(start.conversation["messages"]))
+        outcome.written.add("The first answer.")
+        outcome.status = "complete"
+        if checkpointed:
+            checkpoint = {**outcome.answer(), "status": "interrupted"}  # what the stream left
+            await storage.put_message(conversation_id, outcome.position, checkpoint)
+        meanwhile(other, conversation_id)
+        pending = PendingSaves()
+        pending.keep(lease, outcome.write(), "First?")
+        while pending.saves:
+            await asyncio.sleep(0.05)
+        messages = (await storage.load(conversation_id))["messages"]
+        free = not other.held(conversation_id)
+        lease.dropped()
+        return [(m["role"], m["content"], m.get("status", "")) for m in messages], free
+
+    try:
+        return asyncio.run(run())
+    finally:
+        other.close()
+        storage.close()
+
+
+def expire_leases(database: Database, conversation_id: str) -> None:
+    """As when the database was down longer than a lease lasts."""
+    with database.write():
+        database.db.execute(
+            "UPDATE leases SET expires = 0 WHERE conversation = ?", (conversation_id,)
+        )
+
+
+def test_the_late_answer_is_written_once_where_the_turn_left_it(tmp_path, target):
+    messages, free = late_write(tmp_path, target, expire_leases)
+    assert messages == [("user", "First?", ""), ("assistant", "The first answer.", "complete")]
+    assert free  # the write released the lease with it
+
+
+@pytest.mark.parametrize("checkpointed", [True, False])
+def test_a_late_answer_never_overwrites_a_later_turn(tmp_path, target, checkpointed, caplog):
+    def later_turn(other: Database, conversation_id: str) -> None:
+        expire_leases(other, conversation_id)
+        assert other.begin_turn(conversation_id, "other-replica:1:x", "Second?", "fake-model")
+        answer = {"role": "assistant", "content": "The second answer.", "status": "complete"}
+        write = {
+            "position": 3 if checkpointed else 2, "answer": answer, "rewind": False,
+            "summary": None, "summarized": None, "totals": {}, "budget": None, "usage": None,
+        }  # fmt: skip
+        other.save_outcome(conversation_id, write, "other-replica:1:x")
+
+    with caplog.at_level(logging.WARNING, logger="app.chat.pending"):
+        messages, free = late_write(tmp_path, target, later_turn, checkpointed=checkpointed)
+    # The lost turn's checkpoint stays as it was; nothing doubled or replaced.
+    lost = [("assistant", "The first answer.", "interrupted")] if checkpointed else []
+    assert messages == [
+        ("user", "First?", ""),
+        *lost,
+        ("user", "Second?", ""),
+        ("assistant", "The second answer.", "complete"),
+    ]
+    assert free
+    assert "is not saved: the conversation moved on meanwhile" in caplog.text
+
+
+def test_a_late_answer_to_a_question_taken_back_is_dropped(tmp_path, target, caplog):
+    def rewound_and_asked_again(other: Database, conversation_id: str) -> None:
+        expire_leases(other, conversation_id)
+        assert other.rewind(conversation_id) == "First?"
+        assert other.begin_turn(conversation_id, "other-replica:1:y", "Another?", "fake-model")
+        other.release(conversation_id, "other-replica:1:y")
+
+    with caplog.at_level(logging.WARNING, logger="app.chat.pending"):
+        messages, _ = late_write(tmp_path, target, rewound_and_asked_again)
+    assert messages == [("user", "Another?", "")]
+    assert "moved on meanwhile" in caplog.text
