@@ -15,17 +15,22 @@ from collections.abc import Iterator
 import httpx
 import psycopg
 import pytest
+from playwright.sync_api import expect
 
 from app.chat.outcome import TurnOutcome
 from app.chat.pending import PendingSaves
 from app.search.embedded import free_port
 from app.store.database import DATABASE, Database
 from app.store.storage import Storage
-from tests.chat_client import Events, get_conversation, new_conversation, send, stream
+from tests.browser import open_page
+from tests.chat_client import Events, get_conversation, new_conversation, stream
+from tests.chat_client import send as api_send
 from tests.conftest import ChatService, chat_env, run_cli
 from tests.fakes.llm_server import Reply
 from tests.postgres import Postgres, start_postgres
 from tests.postgres import unavailable as postgres_unavailable
+from tests.test_page import conversation_id as shown_conversation
+from tests.test_page import send, wait_turn_end
 
 PIECES = [f"piece {n} " for n in range(60)]
 SLOW = Reply(text=PIECES, chunk_delay=0.05)
@@ -131,7 +136,7 @@ def test_a_database_lost_mid_stream_keeps_the_answer_and_the_service_serves_agai
     assert messages[1]["content"] == "".join(PIECES)
     assert httpx.get(f"{chat.url}/healthz").json()["database"]["answers"] is True
     llm.script(Reply(text="Second answer."))
-    second = send(chat, conversation_id, "And once more?")
+    second = api_send(chat, conversation_id, "And once more?")
     assert second[-1]["type"] == "done", second[-1]
     messages = get_conversation(chat, conversation_id)["messages"]
     assert [m["content"] for m in messages] == [
@@ -268,3 +273,43 @@ def test_a_late_answer_to_a_question_taken_back_is_dropped(tmp_path, target, cap
         messages, _ = late_write(tmp_path, target, rewound_and_asked_again)
     assert messages == [("user", "Another?", "")]
     assert "moved on meanwhile" in caplog.text
+
+
+# -- the page ---------------------------------------------------------------------------------
+
+
+def test_the_page_names_the_lost_database_and_keeps_the_answer(browser, service, cluster, llm):
+    chat, name = service
+    where = f"PostgreSQL at 127.0.0.1:{cluster.port}/{name}"
+    page = open_page(browser, chat.url)
+    try:
+        llm.script(SLOW)
+        send(page, "Tell me slowly.")
+        expect(page.locator("#messages")).to_contain_text("piece 9 ", timeout=20_000)
+        cluster.kill()
+        wait_turn_end(page)
+        card = page.locator(".error-card[data-kind=database]")
+        expect(card.locator("h3")).to_have_text("The database stopped answering")
+        expect(card).to_contain_text("It is saved once the database answers again")
+        expect(card.locator("button.retry")).to_have_count(0)
+        expect(page.locator("#messages")).to_contain_text("piece 59")  # all it was sent
+        asked = shown_conversation(page)
+        # The list says why it is not there, rather than "No conversations yet".
+        page.evaluate("document.querySelector('#new-conversation').click()")
+        expect(page.locator("#conversation-list .list-error")).to_contain_text(
+            where, timeout=20_000
+        )
+        # Opened anew while it is down: the page says what the service lacks.
+        page.reload()
+        expect(page.locator("body")).to_contain_text(
+            f"The chat service cannot serve the page now: the database ({where}) does not answer",
+            timeout=20_000,
+        )
+        cluster.start()
+        stored_answer(chat, asked)
+        page.reload()
+        expect(page.locator("#conversation-list")).to_contain_text("Tell me slowly.")
+        page.evaluate(f"location.hash = '#/c/{asked}'")
+        expect(page.locator("#messages")).to_contain_text("piece 59")
+    finally:
+        page.context.close()
