@@ -395,10 +395,12 @@ class Saver:
 
     async def settled(self, within: float | None = None) -> None:
         """The checkpoint being written, finished (or still running after `within`)."""
-        if self.writing is not None:
-            done, _ = await asyncio.wait({self.writing}, timeout=within)
-            if done:
-                self.writing = None
+        if self.writing is not None and not self.writing.done():
+            # Not awaited when done: the outcome's write goes to the storage thread at once,
+            # before a request that arrives meanwhile (a reload right after Stop).
+            await asyncio.wait({self.writing}, timeout=within)
+        if self.writing is not None and self.writing.done():
+            self.writing = None
 
     async def retract(self) -> None:
         """Text the user saw was discarded: a checkpoint holding it is rewritten now, or
