@@ -97,6 +97,9 @@ def stored_answer(chat, conversation_id: str, seconds: float = 30) -> list[dict]
 def test_a_database_lost_mid_stream_keeps_the_answer_and_the_service_serves_again(
     service, cluster, llm, outage
 ):
+    """After a kill the waiting answer is read back first; after a stop the next message
+    is sent at once, and the waiting answer is written before it (not refused as busy by
+    the lease the lost turn still holds)."""
     chat, name = service
     where = f"127.0.0.1:{cluster.port}/{name}"
     conversation_id = new_conversation(chat)
@@ -131,14 +134,16 @@ def test_a_database_lost_mid_stream_keeps_the_answer_and_the_service_serves_agai
     cluster.start()
 
     # Back: the answer is stored, once, complete; the service serves without a restart.
-    messages = stored_answer(chat, conversation_id)
-    assert [m["role"] for m in messages] == ["user", "assistant"]
-    assert messages[1]["content"] == "".join(PIECES)
-    assert httpx.get(f"{chat.url}/healthz").json()["database"]["answers"] is True
+    if outage == "kill":
+        messages = stored_answer(chat, conversation_id)
+        assert [m["role"] for m in messages] == ["user", "assistant"]
+        assert messages[1]["content"] == "".join(PIECES)
+        assert httpx.get(f"{chat.url}/healthz").json()["database"]["answers"] is True
     llm.script(Reply(text="Second answer."))
     second = api_send(chat, conversation_id, "And once more?")
     assert second[-1]["type"] == "done", second[-1]
     messages = get_conversation(chat, conversation_id)["messages"]
+    assert messages[1]["status"] == "complete"
     assert [m["content"] for m in messages] == [
         "Tell me slowly.",
         "".join(PIECES),
