@@ -55,15 +55,6 @@ def searxng_url(settings: config.Settings, *, supervise: bool = False) -> Iterat
         yield running.url
 
 
-def reach_database(settings: config.Settings) -> None:
-    """DATABASE_URL's server answers and lets the service in, checked before anything
-    starts; else Unreachable, one line naming host:port/database and what to check."""
-    if settings.database_url:
-        from app.store.dialect import dialect_for
-
-        dialect_for(settings.database_url).close()
-
-
 def counted(settings: config.Settings) -> Counter:
     """A command's searches counted in DATA_DIR's chat.db, as the service counts its own
     (once the service has made it: a command creates no data directory)."""
@@ -281,7 +272,9 @@ def cmd_serve(args: argparse.Namespace, settings: config.Settings) -> int:
     # uvicorn re-raises the signal it stopped on; exiting cleanly lets the embedded
     # SearXNG be stopped and its files removed.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-    reach_database(settings)
+    from app.store.database import reach
+
+    reach(settings.database_url)
     with searxng_url(settings, supervise=True) as url:
         print(f"SearXNG: {url}; model server: {settings.llm_base_url}", flush=True)
         app = create_app(settings, url)
@@ -369,7 +362,9 @@ def cmd_doctor(args: argparse.Namespace, settings: config.Settings) -> int:
         searxng = await doctor.searxng_checks(url, plan, counted(settings))
         return [*searxng, stored_plan_check(settings), *await doctor.model_checks(settings)]
 
-    reach_database(settings)  # every check below reads the database
+    from app.store.database import reach
+
+    reach(settings.database_url)  # every check below reads the database
     with searxng_url(settings) as url:
         checks = asyncio.run(run(url))
     if token := doctor.token_check(settings):
