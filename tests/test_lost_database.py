@@ -280,7 +280,35 @@ def test_a_late_answer_to_a_question_taken_back_is_dropped(tmp_path, target, cap
     assert "moved on meanwhile" in caplog.text
 
 
-# -- the page ---------------------------------------------------------------------------------
+def test_an_answer_the_database_never_takes_is_given_up_with_a_log_line(cluster, tmp_path, caplog):
+    storage = Storage(tmp_path / "data", database_url=cluster.create("given_up"))
+    storage.open()
+
+    async def run() -> None:
+        conversation_id = (await storage.create("t", {}))["id"]
+        lease, start = await storage.begin_turn(conversation_id, "First?", "fake-model")
+        outcome = TurnOutcome("fake-model", position=len(start.conversation["messages"]))
+        outcome.written.add("An answer nobody will read.")
+        cluster.kill()
+        pending = PendingSaves(give_up_after=2.0)
+        pending.keep(lease, outcome.write(), "First?")
+        while pending.saves:
+            await asyncio.sleep(0.1)
+        cluster.start()
+        assert [m["role"] for m in (await storage.load(conversation_id))["messages"]] == ["user"]
+
+    try:
+        with caplog.at_level(logging.WARNING, logger="app.chat.pending"):
+            asyncio.run(run())
+    finally:
+        running(cluster)
+        storage.close()
+    assert (
+        "gave up saving its answer (27 chars): the database did not answer for 2 s" in caplog.text
+    )
+
+
+# -- the page (last: Playwright keeps a loop open for the module; asyncio.run cannot follow) -
 
 
 def test_the_page_names_the_lost_database_and_keeps_the_answer(browser, service, cluster, llm):

@@ -6,6 +6,7 @@ DATABASE_URL names PostgreSQL. See docs/architecture.md, "Two backends".
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from functools import lru_cache
@@ -25,11 +26,11 @@ CONNECT_TIMEOUT = 5
 seconds, not minutes."""
 POOL_WAIT = 10.0
 """Seconds a query waits for a connection from the pool (the pool replaces broken ones)."""
-PING_WAIT = 2.0
-DOWN_WAIT = 1.0
-"""Seconds a query waits for a connection once the server stopped answering: while it is
-down, each request fails in about a second, rather than each in POOL_WAIT one after the
-other in the storage thread."""
+PING_WAIT = 2
+PROBE_SECONDS = 1.0
+"""While the server cannot be reached in time (a connection attempt that timed out), at
+most one attempt per this many seconds; the queries between fail at once. A refused
+connection costs a millisecond: the next query tries again (PostgresSession.revive)."""
 WRITE_LOCK = 0x6368_6174  # "chat": the advisory lock every write transaction takes
 QUERY = (
     "to_tsquery('simple', regexp_replace(nullif(trim(search_text(?)), ''), ' +', ':* & ', 'g')"
@@ -63,16 +64,34 @@ class Rows:
         return iter(self.rows)
 
 
+def new_pool(url: str) -> ConnectionPool[psycopg.Connection[Any]]:
+    return ConnectionPool(
+        url,
+        min_size=1,
+        max_size=4,
+        # A connection the server dropped (it restarted, it was down) is found at checkout
+        # and replaced.
+        check=ConnectionPool.check_connection,
+        kwargs={"autocommit": True, "connect_timeout": CONNECT_TIMEOUT},
+        timeout=POOL_WAIT,
+        name="store",
+        open=True,
+    )
+
+
 class PostgresSession:
     """`self.db` on PostgreSQL: inside a write transaction, its connection; outside, each
     query on a connection of the pool, in autocommit (as SQLite's reads outside one)."""
 
-    def __init__(self, pool: ConnectionPool[psycopg.Connection[Any]], where: str) -> None:
-        self.pool = pool
+    def __init__(self, url: str, where: str) -> None:
+        self.url = url
         self.where = where
+        self.pool = new_pool(url)
         self.connection: psycopg.Connection[Any] | None = None
-        self.down = False
-        """The last query found the server gone (see DOWN_WAIT)."""
+        self.down: str | None = None
+        """Why the last query failed, when the server or the network went away."""
+        self.next_probe = 0.0
+        """When `revive` may try to reach the server again."""
 
     @property
     def in_transaction(self) -> bool:
@@ -82,7 +101,8 @@ class PostgresSession:
         with self.unavailable():
             if self.connection is not None:
                 return Rows(self.connection.execute(placeholders(sql), parameters))
-            with self.pool.connection(timeout=self.wait()) as connection:
+            self.revive()
+            with self.pool.connection() as connection:
                 return Rows(connection.execute(placeholders(sql), parameters))
 
     def executemany(self, sql: str, parameters: Iterable[Sequence[Any]], /) -> Rows:
@@ -91,7 +111,8 @@ class PostgresSession:
                 cursor = self.connection.cursor()
                 cursor.executemany(placeholders(sql), parameters)
                 return Rows(cursor)
-            with self.pool.connection(timeout=self.wait()) as connection:
+            self.revive()
+            with self.pool.connection() as connection:
                 cursor = connection.cursor()
                 cursor.executemany(placeholders(sql), parameters)
                 return Rows(cursor)
@@ -107,7 +128,8 @@ class PostgresSession:
     def transaction(self, begin: str) -> Iterator[None]:
         """`begin`: the statements that open it, sent in one trip."""
         with self.unavailable():
-            connection = self.pool.getconn(timeout=self.wait())
+            self.revive()
+            connection = self.pool.getconn()
         try:
             with self.unavailable():
                 connection.execute(begin.encode())
@@ -131,12 +153,29 @@ class PostgresSession:
         try:
             yield
         except LIBRARY_ERRORS as exc:
-            self.down = True
-            raise Unavailable(stopped_answering(self.where, str(exc))) from None
-        self.down = False
+            self.down = str(exc)
+            raise Unavailable(stopped_answering(self.where, self.down)) from None
 
-    def wait(self) -> float:
-        return DOWN_WAIT if self.down else POOL_WAIT
+    def revive(self) -> None:
+        """After a failure of the server or the network: one direct connection says at
+        once whether it is back (a refused one fails in a millisecond, where the pool
+        would wait POOL_WAIT for each query, one after the other in the storage thread),
+        (see PROBE_SECONDS). Back: a new pool, since the old one waits out its
+        reconnection backoff, which doubles to minutes; the first query after the server
+        is back works."""
+        if self.down is None:
+            return
+        if time.monotonic() < self.next_probe:
+            raise psycopg.OperationalError(self.down)
+        started = time.monotonic()
+        try:
+            psycopg.connect(self.url, connect_timeout=CONNECT_TIMEOUT).close()
+        except psycopg.Error:
+            slow = time.monotonic() - started > PROBE_SECONDS / 2
+            self.next_probe = time.monotonic() + PROBE_SECONDS if slow else 0.0
+            raise
+        old, self.pool, self.down = self.pool, new_pool(self.url), None
+        old.close(timeout=1.0)
 
     def close(self) -> None:
         self.pool.close()
@@ -182,19 +221,7 @@ class PostgresDialect(Dialect):
             psycopg.connect(self.url, connect_timeout=CONNECT_TIMEOUT).close()
         except psycopg.Error as exc:
             raise Unreachable(cannot_connect(self.where, str(exc), self.url)) from None
-        pool: ConnectionPool[psycopg.Connection[Any]] = ConnectionPool(
-            self.url,
-            min_size=1,
-            max_size=4,
-            # A connection the server dropped (it restarted, it was down) is found at
-            # checkout and replaced: once it is back, the next query works.
-            check=ConnectionPool.check_connection,
-            kwargs={"autocommit": True, "connect_timeout": CONNECT_TIMEOUT},
-            timeout=POOL_WAIT,
-            name="store",
-            open=True,
-        )
-        return PostgresSession(pool, self.where)
+        return PostgresSession(self.url, self.where)
 
     def describe(self) -> str:
         return f"PostgreSQL at {self.where}"
@@ -229,6 +256,9 @@ class PostgresDialect(Dialect):
 
     def ping(self) -> bool:
         try:
+            if self.session.down is not None:  # the pool may be in its reconnection backoff
+                psycopg.connect(self.url, connect_timeout=PING_WAIT).close()
+                return True
             with self.session.pool.connection(timeout=PING_WAIT) as connection:
                 connection.execute("SELECT 1")
         except (psycopg.Error, PoolTimeout):
