@@ -153,14 +153,18 @@ class PostgresSession:
         try:
             yield
         except LIBRARY_ERRORS as exc:
-            self.down = str(exc)
-            raise Unavailable(stopped_answering(self.where, self.down)) from None
+            # No SQLSTATE (a connection lost), class 08 (connection exception) or 57 (the
+            # server shutting down): gone. A deadlock or a timeout is an answer.
+            sqlstate = getattr(exc, "sqlstate", None) or ""
+            if sqlstate[:2] in ("", "08", "57"):
+                self.down = str(exc)
+            raise Unavailable(stopped_answering(self.where, str(exc))) from None
 
     def revive(self) -> None:
         """After a failure of the server or the network: one direct connection says at
         once whether it is back (a refused one fails in a millisecond, where the pool
-        would wait POOL_WAIT for each query, one after the other in the storage thread),
-        (see PROBE_SECONDS). Back: a new pool, since the old one waits out its
+        would wait POOL_WAIT for each query, one after the other in the storage thread;
+        see PROBE_SECONDS). Back: a new pool, since the old one waits out its
         reconnection backoff, which doubles to minutes; the first query after the server
         is back works."""
         if self.down is None:
