@@ -7,7 +7,7 @@ DATABASE_URL names PostgreSQL. See docs/architecture.md, "Two backends".
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from functools import lru_cache
 from typing import Any
@@ -64,14 +64,21 @@ class Rows:
         return iter(self.rows)
 
 
-def new_pool(url: str) -> ConnectionPool[psycopg.Connection[Any]]:
+class ServerGone(BaseException):
+    """Raised by the pool's connection check when the server cannot be reached either, to
+    leave psycopg_pool's wait for a connection (which would last POOL_WAIT) at once: the
+    pool lets only a BaseException through. Caught as Unavailable."""
+
+
+def new_pool(
+    url: str, check: Callable[[psycopg.Connection[Any]], None]
+) -> ConnectionPool[psycopg.Connection[Any]]:
     return ConnectionPool(
         url,
         min_size=1,
         max_size=4,
-        # A connection the server dropped (it restarted, it was down) is found at checkout
-        # and replaced.
-        check=ConnectionPool.check_connection,
+        # A connection the server dropped (it restarted, it is down) is found at checkout.
+        check=check,
         kwargs={"autocommit": True, "connect_timeout": CONNECT_TIMEOUT},
         timeout=POOL_WAIT,
         name="store",
@@ -86,7 +93,7 @@ class PostgresSession:
     def __init__(self, url: str, where: str) -> None:
         self.url = url
         self.where = where
-        self.pool = new_pool(url)
+        self.pool = new_pool(url, self.check)
         self.connection: psycopg.Connection[Any] | None = None
         self.down: str | None = None
         """Why the last query failed, when the server or the network went away."""
@@ -152,7 +159,7 @@ class PostgresSession:
         """psycopg's errors of the server or the network, as the store's one error."""
         try:
             yield
-        except LIBRARY_ERRORS as exc:
+        except (*LIBRARY_ERRORS, ServerGone) as exc:
             # No SQLSTATE (a connection lost), class 08 (connection exception) or 57 (the
             # server shutting down): gone. A deadlock or a timeout is an answer.
             sqlstate = getattr(exc, "sqlstate", None) or ""
@@ -178,8 +185,20 @@ class PostgresSession:
             slow = time.monotonic() - started > PROBE_SECONDS / 2
             self.next_probe = time.monotonic() + PROBE_SECONDS if slow else 0.0
             raise
-        old, self.pool, self.down = self.pool, new_pool(self.url), None
+        old, self.pool, self.down = self.pool, new_pool(self.url, self.check), None
         old.close(timeout=1.0)
+
+    def check(self, connection: psycopg.Connection[Any]) -> None:
+        """A connection of the pool, before it is handed out: a broken one is replaced
+        when the server answers a new one, else ServerGone."""
+        try:
+            ConnectionPool.check_connection(connection)
+        except psycopg.Error:
+            try:
+                psycopg.connect(self.url, connect_timeout=CONNECT_TIMEOUT).close()
+            except psycopg.Error as exc:
+                raise ServerGone(str(exc)) from None
+            raise
 
     def close(self) -> None:
         self.pool.close()
@@ -265,6 +284,6 @@ class PostgresDialect(Dialect):
                 return True
             with self.session.pool.connection(timeout=PING_WAIT) as connection:
                 connection.execute("SELECT 1")
-        except (psycopg.Error, PoolTimeout):
+        except (psycopg.Error, PoolTimeout, ServerGone):
             return False
         return True
