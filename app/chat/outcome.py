@@ -431,12 +431,12 @@ class Saver:
             self.outcome.status = "interrupted"
         self.outcome.number_as_cited()
         await self.settled(within=CHECKPOINT_WAIT)
-        if self.writing is not None and not (await self.storage.ping()).answers:
+        if (self.lost or self.writing) and not (await self.storage.ping()).answers:
+            # No wait for a connection that will not come.
             where = self.storage.database.path
-            self.lost = Unavailable(f"the database ({where}) does not answer")
+            self.lost = self.lost or Unavailable(f"the database ({where}) does not answer")
+            return self.hand_over()
         for attempt in (1, 2):
-            if self.lost and not (await self.storage.ping()).answers:
-                break  # no wait for a connection that will not come
             try:
                 self.totals = await self.storage.save_outcome(
                     self.conversation_id,
@@ -452,6 +452,10 @@ class Saver:
             self.saved, self.lost = True, None
             self.lease.dropped()
             return True
+        return self.hand_over()
+
+    def hand_over(self) -> bool:
+        """A database that does not answer: the outcome waits for it (False: not written)."""
         if self.lost is not None and self.waiting is not None:
             self.waiting.keep(self.lease, self.outcome.write(), self.asked, after=self.writing)
         return False
