@@ -235,6 +235,9 @@ def cmd_serve(args: argparse.Namespace, settings: config.Settings) -> int:
     # uvicorn re-raises the signal it stopped on; exiting cleanly lets the embedded
     # SearXNG be stopped and its files removed.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    from app.store.database import reach
+
+    reach(settings.database_url)
     with searxng_url(settings, supervise=True) as url:
         print(f"SearXNG: {url}; model server: {settings.llm_base_url}", flush=True)
         app = create_app(settings, url)
@@ -322,6 +325,9 @@ def cmd_doctor(args: argparse.Namespace, settings: config.Settings) -> int:
         searxng = await doctor.searxng_checks(url, plan, counted(settings))
         return [*searxng, stored_plan_check(settings), *await doctor.model_checks(settings)]
 
+    from app.store.database import reach
+
+    reach(settings.database_url)  # every check below reads the database
     with searxng_url(settings) as url:
         checks = asyncio.run(run(url))
     if token := doctor.token_check(settings):

@@ -106,6 +106,7 @@ def create_app(settings: config.Settings, searxng_url: str) -> FastAPI:
         await model.aclose()
         await searxng.aclose()
         app.state.services.extraction.close()
+        await app.state.services.pending.close()
         storage.close()
 
     app = FastAPI(

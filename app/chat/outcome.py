@@ -8,6 +8,7 @@ answer, an error, the user's Stop cancelling it).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from dataclasses import dataclass, field
@@ -24,15 +25,20 @@ from app.chat.events import (
     TurnUsage,
     WarningEvent,
 )
+from app.chat.pending import PendingSaves
 from app.chat.tools import ToolRunner
 from app.model.failures import LLMError
 from app.model.usage import RawUsage, Usage, normalize_usage
+from app.store.errors import Unavailable
 from app.store.rows import Message, OutcomeWrite, now
 from app.store.storage import Lease, Storage
 
 logger = logging.getLogger(__name__)
 
 CHECKPOINT_SECONDS = 0.5
+CHECKPOINT_WAIT = 2.0
+"""Seconds the outcome's write waits for a checkpoint still being written before it asks
+whether the database answers at all."""
 
 
 class Answer(Message):
@@ -326,43 +332,82 @@ class TurnOutcome:
 @dataclass
 class Saver:
     """Writes a turn's outcome: what the user has seen while it streams (checkpoints), then
-    the whole outcome once, whichever path gets there first, releasing the lease with it."""
+    the whole outcome once, whichever path gets there first, releasing the lease with it.
+    A database that stops answering never holds up the stream: checkpoints are written
+    beside it, and the outcome goes to `waiting` (app/chat/pending.py) to be written once
+    the database answers again."""
 
     lease: Lease
     outcome: TurnOutcome
+    waiting: PendingSaves | None = None
+    asked: str = ""
+    """The user's message the turn answers (a late write checks it is still the last)."""
     checkpoint_at: float = field(default_factory=time.monotonic)
     """Starts with the turn: the first piece of text goes to the user without a write."""
     saved: bool = False
     checkpointed: bool = False
     totals: dict[str, Any] = field(default_factory=dict)
     """The conversation's totals once the outcome is written, for the done event."""
+    writing: asyncio.Task[None] | None = None
+    """The checkpoint being written, beside the stream."""
+    lost: Unavailable | None = None
+    """The database stopped answering during the turn: no more checkpoints."""
 
     async def checkpoint(self, *, force: bool = False) -> None:
         """The answer so far, at most every CHECKPOINT_SECONDS while text arrives (and after
         each tool step), marked interrupted: that is what a crash leaves. The outcome's
-        write replaces it."""
+        write replaces it. Written beside the stream (one at a time; a forced one waits
+        for the last)."""
         now_ = time.monotonic()
-        if self.saved or not self.outcome.produced:
+        if self.saved or self.lost or not self.outcome.produced:
             return
         if not force and now_ - self.checkpoint_at < CHECKPOINT_SECONDS:
             return
+        if not force and self.writing is not None and not self.writing.done():
+            return  # the last one is still being written: the next one catches up
         self.checkpoint_at = now_
-        partial: Answer = {**self.outcome.answer(), "status": "interrupted"}
+        answer = self.outcome.answer()
+        # Its lists copied: the turn goes on adding to them while the storage thread
+        # encodes this one.
+        partial: Answer = {
+            **answer,
+            "status": "interrupted",
+            "activity": list(answer["activity"]),
+            "sources": list(answer["sources"]),
+            "warnings": list(answer["warnings"]),
+        }
+        if "compressions" in answer:
+            partial["compressions"] = list(answer["compressions"])
+        await self.settled()
+        self.writing = asyncio.create_task(self.put(partial))
+        if force:
+            await self.settled()
+
+    async def put(self, partial: Answer) -> None:
         try:
-            await self.storage.put_message(
-                self.conversation_id,
-                self.outcome.position,
-                partial,
-            )
+            await self.storage.put_message(self.conversation_id, self.outcome.position, partial)
             self.checkpointed = True
+        except Unavailable as exc:
+            self.lost = exc
+            logger.warning("turn %s goes on without checkpoints: %s", self.conversation_id, exc)
         except Exception:
             logger.exception("checkpoint of turn %s failed", self.conversation_id)
+
+    async def settled(self, within: float | None = None) -> None:
+        """The checkpoint being written, finished (or still running after `within`)."""
+        if self.writing is not None and not self.writing.done():
+            # Not awaited when done: the outcome's write goes to the storage thread at once,
+            # before a request that arrives meanwhile (a reload right after Stop).
+            await asyncio.wait({self.writing}, timeout=within)
+        if self.writing is not None and self.writing.done():
+            self.writing = None
 
     async def retract(self) -> None:
         """Text the user saw was discarded: a checkpoint holding it is rewritten now, or
         removed when nothing is left, not at the outcome's write (a crash meanwhile would
         leave the discarded text as the answer)."""
-        if self.saved or not self.checkpointed:
+        await self.settled()
+        if self.saved or self.lost or not self.checkpointed:
             return
         if self.outcome.produced:
             await self.checkpoint(force=True)
@@ -376,12 +421,21 @@ class Saver:
     async def persist(self) -> bool:
         """Write the outcome once; whether it is written. A turn still running here was
         stopped. A failed write is tried once more, then logged: it must not replace the
-        error that ended the turn."""
+        error that ended the turn. A database that does not answer gets the outcome to
+        write later (`waiting`)."""
         if self.saved:
             return True
+        if self.lease.pending:
+            return False
         if self.outcome.status == "running":
             self.outcome.status = "interrupted"
         self.outcome.number_as_cited()
+        await self.settled(within=CHECKPOINT_WAIT)
+        if (self.lost or self.writing) and not (await self.storage.ping()).answers:
+            # No wait for a connection that will not come.
+            where = self.storage.database.path
+            self.lost = self.lost or Unavailable(f"the database ({where}) does not answer")
+            return self.hand_over()
         for attempt in (1, 2):
             try:
                 self.totals = await self.storage.save_outcome(
@@ -389,12 +443,21 @@ class Saver:
                     self.outcome.write(),
                     self.lease.owner,
                 )
+            except Unavailable as exc:
+                self.lost = exc
+                break
             except Exception:
                 logger.exception("writing turn %s failed (try %d)", self.conversation_id, attempt)
                 continue
-            self.saved = True
+            self.saved, self.lost = True, None
             self.lease.dropped()
             return True
+        return self.hand_over()
+
+    def hand_over(self) -> bool:
+        """A database that does not answer: the outcome waits for it (False: not written)."""
+        if self.lost is not None and self.waiting is not None:
+            self.waiting.keep(self.lease, self.outcome.write(), self.asked, after=self.writing)
         return False
 
     @property

@@ -10,6 +10,7 @@ import time
 from dataclasses import dataclass, field
 
 from app import config
+from app.chat.pending import PendingSaves
 from app.model.client import ModelClient
 from app.pages.worker import ExtractionProcess
 from app.search.client import Searxng
@@ -37,6 +38,8 @@ class Services:
     memory_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     """Held by every write of memory.md: the Settings editor's and compression's."""
     extraction: ExtractionProcess = field(default_factory=ExtractionProcess)
+    pending: PendingSaves = field(default_factory=PendingSaves)
+    """Turns' outcomes waiting for the database to answer again (app/chat/pending.py)."""
     searcher: Searcher = field(init=False)
     """The one way every search goes (the turns, the lab, whatever else searches): paced
     to the plan's rate with every replica of the database (the turn shared through the

@@ -18,13 +18,14 @@ from typing import Any
 
 from app.chat import context
 from app.chat.compression import compress, foldable, memory_trouble, read_memory, unsummarised
-from app.chat.events import Event, SearchWaitEvent, WarningEvent
+from app.chat.events import ErrorEvent, Event, SearchWaitEvent, WarningEvent
 from app.chat.outcome import Saver, TurnOutcome
 from app.chat.services import Services
 from app.chat.settings import ChatSettings
 from app.chat.tools import MAX_QUERY_CHARS, SHOWN_WAIT_SECONDS, ToolRunner, call_key, clipped
 from app.model.failures import Failure, LLMError
 from app.model.tool_calls import ToolCall
+from app.store.errors import Unavailable
 from app.store.rows import Conversation, Message, ToolRefusal
 from app.store.storage import Lease, TurnInput
 
@@ -90,6 +91,10 @@ async def run_turn(
         outcome.fail(error, turn.pending)
         async for event in record(turn.saver):
             yield event
+    except Unavailable as exc:  # the database stopped answering: what came waits for it
+        turn.saver.lost = exc
+        async for event in record(turn.saver):
+            yield event
     except (asyncio.CancelledError, GeneratorExit):
         outcome.status = "interrupted"  # Stop, and only Stop: keep what came, marked
         logger.info("turn %s interrupted after %d chars", lease.conversation_id, len(outcome.text))
@@ -146,7 +151,7 @@ class Turn:
             extract=services.extraction,
         )
         outcome.sources, outcome.runner = runner.sources, runner
-        saver = Saver(lease, outcome)
+        saver = Saver(lease, outcome, waiting=services.pending, asked=pending)
         return cls(services, conversation, chosen, saver, runner, model, pending, start.memory)
 
     @property
@@ -283,15 +288,40 @@ async def search_wait(runner: ToolRunner, call: ToolCall) -> SearchWaitEvent | N
 
 async def record(saver: Saver) -> AsyncIterator[Event]:
     """Write the outcome, then end the stream: with the error that ended the turn, or with
-    done; told first when the outcome could not be written."""
-    if not await saver.persist():
-        yield {"type": "warning", "message": UNSAVED}
+    done; told first when the outcome could not be written. A database that stopped
+    answering ends it with its own error, the outcome kept to be written when it is back
+    (app/chat/pending.py)."""
+    saved = await saver.persist()
     outcome = saver.outcome
+    if not saved and saver.lease.pending:
+        lost = database_lost(saver)
+        logger.warning("turn %s: %s (%s)", saver.conversation_id, lost["message"], saver.lost)
+        if outcome.error:  # the turn failed too: that stays its ending
+            yield {"type": "warning", "message": lost["message"]}
+            yield outcome.error
+        else:
+            yield lost
+        return
+    if not saved:
+        yield {"type": "warning", "message": UNSAVED}
     if outcome.error:
         yield outcome.error
         return
     logger.info("turn %s complete: %d chars", saver.conversation_id, len(outcome.text))
     yield outcome.done_event(saver.totals)
+
+
+def database_lost(saver: Saver) -> ErrorEvent:
+    where = saver.storage.database.path
+    return {
+        "type": "error",
+        "kind": "database",
+        "message": f"the database ({where}) stopped answering; your answer is kept and will "
+        "be saved when it is back",
+        "recovery": "wait",
+        "retry_after": None,
+        "restore": None,
+    }
 
 
 async def without_tools(turn: Turn, error: LLMError) -> list[Event]:

@@ -13,17 +13,18 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from app.store.dialect import dialect_for
+from app.store.late import LateOutcomes
 from app.store.legacy import LegacyImport
 from app.store.search_cache import SearchCacheRows
 from app.store.search_pace import SearchPaceRows
 from app.store.searches import SearchCounts
-from app.store.turns import Turns
 
 DATABASE = "chat.db"
 """Its file name in DATA_DIR."""
 
 
-class Database(Turns, LegacyImport, SearchCounts, SearchCacheRows, SearchPaceRows):
+class Database(LateOutcomes, LegacyImport, SearchCounts, SearchCacheRows, SearchPaceRows):
     """chat.db opened (its schema brought up to date), with every query."""
 
 
@@ -34,3 +35,11 @@ def stored(data_dir: Path, database_url: str) -> Path | str | None:
         return database_url
     path = data_dir / DATABASE
     return path if path.exists() else None
+
+
+def reach(database_url: str) -> None:
+    """DATABASE_URL's server answers and lets the service in, checked before a command
+    starts anything; else Unreachable, one line naming host:port/database and what to
+    check (SQLite's file is made or found when opened)."""
+    if database_url:
+        dialect_for(database_url).close()

@@ -6,7 +6,8 @@ DATABASE_URL names PostgreSQL. See docs/architecture.md, "Two backends".
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from functools import lru_cache
 from typing import Any
@@ -18,13 +19,18 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 from app.store.dialect import Dialect, Session
 from app.store.errors import SchemaRefused, Unavailable, Unreachable
 from app.store.migrations import MIGRATIONS, SCHEMA_VERSION
+from app.store.pg_reasons import cannot_connect, stopped_answering
 
 CONNECT_TIMEOUT = 5
 """Seconds to wait for the server to answer a new connection: an unreachable one fails in
 seconds, not minutes."""
 POOL_WAIT = 10.0
 """Seconds a query waits for a connection from the pool (the pool replaces broken ones)."""
-PING_WAIT = 2.0
+PING_WAIT = 2
+PROBE_SECONDS = 1.0
+"""While the server cannot be reached in time (a connection attempt that timed out), at
+most one attempt per this many seconds; the queries between fail at once. A refused
+connection costs a millisecond: the next query tries again (PostgresSession.revive)."""
 WRITE_LOCK = 0x6368_6174  # "chat": the advisory lock every write transaction takes
 QUERY = (
     "to_tsquery('simple', regexp_replace(nullif(trim(search_text(?)), ''), ' +', ':* & ', 'g')"
@@ -58,14 +64,41 @@ class Rows:
         return iter(self.rows)
 
 
+class ServerGone(BaseException):
+    """Raised by the pool's connection check when the server cannot be reached either, to
+    leave psycopg_pool's wait for a connection (which would last POOL_WAIT) at once: the
+    pool lets only a BaseException through. Caught as Unavailable."""
+
+
+def new_pool(
+    url: str, check: Callable[[psycopg.Connection[Any]], None]
+) -> ConnectionPool[psycopg.Connection[Any]]:
+    return ConnectionPool(
+        url,
+        min_size=1,
+        max_size=4,
+        # A connection the server dropped (it restarted, it is down) is found at checkout.
+        check=check,
+        kwargs={"autocommit": True, "connect_timeout": CONNECT_TIMEOUT},
+        timeout=POOL_WAIT,
+        name="store",
+        open=True,
+    )
+
+
 class PostgresSession:
     """`self.db` on PostgreSQL: inside a write transaction, its connection; outside, each
     query on a connection of the pool, in autocommit (as SQLite's reads outside one)."""
 
-    def __init__(self, pool: ConnectionPool[psycopg.Connection[Any]], where: str) -> None:
-        self.pool = pool
+    def __init__(self, url: str, where: str) -> None:
+        self.url = url
         self.where = where
+        self.pool = new_pool(url, self.check)
         self.connection: psycopg.Connection[Any] | None = None
+        self.down: str | None = None
+        """Why the last query failed, when the server or the network went away."""
+        self.next_probe = 0.0
+        """When `revive` may try to reach the server again."""
 
     @property
     def in_transaction(self) -> bool:
@@ -75,6 +108,7 @@ class PostgresSession:
         with self.unavailable():
             if self.connection is not None:
                 return Rows(self.connection.execute(placeholders(sql), parameters))
+            self.revive()
             with self.pool.connection() as connection:
                 return Rows(connection.execute(placeholders(sql), parameters))
 
@@ -84,6 +118,7 @@ class PostgresSession:
                 cursor = self.connection.cursor()
                 cursor.executemany(placeholders(sql), parameters)
                 return Rows(cursor)
+            self.revive()
             with self.pool.connection() as connection:
                 cursor = connection.cursor()
                 cursor.executemany(placeholders(sql), parameters)
@@ -100,6 +135,7 @@ class PostgresSession:
     def transaction(self, begin: str) -> Iterator[None]:
         """`begin`: the statements that open it, sent in one trip."""
         with self.unavailable():
+            self.revive()
             connection = self.pool.getconn()
         try:
             with self.unavailable():
@@ -123,8 +159,46 @@ class PostgresSession:
         """psycopg's errors of the server or the network, as the store's one error."""
         try:
             yield
-        except LIBRARY_ERRORS as exc:
-            raise Unavailable(f"PostgreSQL at {self.where} does not answer: {exc}") from None
+        except (*LIBRARY_ERRORS, ServerGone) as exc:
+            # No SQLSTATE (a connection lost), class 08 (connection exception) or 57 (the
+            # server shutting down): gone. A deadlock or a timeout is an answer.
+            sqlstate = getattr(exc, "sqlstate", None) or ""
+            if sqlstate[:2] in ("", "08", "57"):
+                self.down = str(exc)
+            raise Unavailable(stopped_answering(self.where, str(exc))) from None
+
+    def revive(self) -> None:
+        """After a failure of the server or the network: one direct connection says at
+        once whether it is back (a refused one fails in a millisecond, where the pool
+        would wait POOL_WAIT for each query, one after the other in the storage thread;
+        see PROBE_SECONDS). Back: a new pool, since the old one waits out its
+        reconnection backoff, which doubles to minutes; the first query after the server
+        is back works."""
+        if self.down is None:
+            return
+        if time.monotonic() < self.next_probe:
+            raise psycopg.OperationalError(self.down)
+        started = time.monotonic()
+        try:
+            psycopg.connect(self.url, connect_timeout=CONNECT_TIMEOUT).close()
+        except psycopg.Error:
+            slow = time.monotonic() - started > PROBE_SECONDS / 2
+            self.next_probe = time.monotonic() + PROBE_SECONDS if slow else 0.0
+            raise
+        old, self.pool, self.down = self.pool, new_pool(self.url, self.check), None
+        old.close(timeout=1.0)
+
+    def check(self, connection: psycopg.Connection[Any]) -> None:
+        """A connection of the pool, before it is handed out: a broken one is replaced
+        when the server answers a new one, else ServerGone."""
+        try:
+            ConnectionPool.check_connection(connection)
+        except psycopg.Error:
+            try:
+                psycopg.connect(self.url, connect_timeout=CONNECT_TIMEOUT).close()
+            except psycopg.Error as exc:
+                raise ServerGone(str(exc)) from None
+            raise
 
     def close(self) -> None:
         self.pool.close()
@@ -169,22 +243,8 @@ class PostgresDialect(Dialect):
         try:  # one connection first: an unreachable server is one clear error, at once
             psycopg.connect(self.url, connect_timeout=CONNECT_TIMEOUT).close()
         except psycopg.Error as exc:
-            reason = str(exc).strip().splitlines()[-1] if str(exc).strip() else type(exc).__name__
-            raise Unreachable(
-                f"cannot reach PostgreSQL at {self.where} ({reason}): check that the server "
-                "runs and accepts connections from here, and DATABASE_URL (host, port, user, "
-                "password, database)"
-            ) from None
-        pool: ConnectionPool[psycopg.Connection[Any]] = ConnectionPool(
-            self.url,
-            min_size=1,
-            max_size=4,
-            kwargs={"autocommit": True, "connect_timeout": CONNECT_TIMEOUT},
-            timeout=POOL_WAIT,
-            name="store",
-            open=True,
-        )
-        return PostgresSession(pool, self.where)
+            raise Unreachable(cannot_connect(self.where, str(exc), self.url)) from None
+        return PostgresSession(self.url, self.where)
 
     def describe(self) -> str:
         return f"PostgreSQL at {self.where}"
@@ -219,9 +279,12 @@ class PostgresDialect(Dialect):
 
     def ping(self) -> bool:
         try:
+            if self.session.down is not None:  # the pool may be in its reconnection backoff
+                psycopg.connect(self.url, connect_timeout=PING_WAIT).close()
+                return True
             with self.session.pool.connection(timeout=PING_WAIT) as connection:
                 connection.execute("SELECT 1")
-        except (psycopg.Error, PoolTimeout):
+        except (psycopg.Error, PoolTimeout, ServerGone):
             return False
         return True
 

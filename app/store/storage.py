@@ -19,7 +19,7 @@ from typing import ParamSpec, TypeVar
 import anyio
 
 from app.store.database import DATABASE, Database
-from app.store.errors import Busy, Damaged
+from app.store.errors import Busy, Damaged, Unavailable
 from app.store.files import MEMORY_FILE, memory_text, remove_leftovers, write_atomic
 from app.store.leases import LEASE_SECONDS, new_owner
 from app.store.rows import (
@@ -132,6 +132,13 @@ class Storage:
 
     async def save_outcome(self, conversation_id: str, outcome: OutcomeWrite, owner: str) -> Totals:
         return await self.run(self.database.save_outcome, conversation_id, outcome, owner)
+
+    async def hold_for_outcome(
+        self, conversation_id: str, owner: str, position: int, asked: str
+    ) -> bool:
+        return await self.run(
+            self.database.hold_for_outcome, conversation_id, owner, position, asked
+        )
 
     async def renew(self, conversation_id: str, owner: str) -> bool:
         return await self.run(self.database.renew, conversation_id, owner)
@@ -259,11 +266,17 @@ class Lease:
     owner: str
     renewal: asyncio.Task[None] | None = None
     released: bool = False
+    pending: bool = False
+    """The turn's outcome waits for the database to answer again (app/chat/pending.py),
+    which writes it with the lease: the stream's end leaves the lease alone."""
 
     async def keep(self) -> None:
         while True:
             await asyncio.sleep(LEASE_SECONDS / 3)
-            renewed = await self.storage.renew(self.conversation_id, self.owner)
+            try:
+                renewed = await self.storage.renew(self.conversation_id, self.owner)
+            except Unavailable:  # renewed again once the database answers, if still ours
+                continue
             if not renewed and not self.released:  # not released meanwhile by its outcome
                 logger.warning(
                     "lost the lease of %s (expired and taken over)", self.conversation_id
@@ -272,10 +285,13 @@ class Lease:
 
     async def release(self) -> None:
         """Idempotent; only this owner's row goes."""
-        if self.released:
+        if self.released or self.pending:
             return
         self.dropped()
-        await self.storage.release(self.conversation_id, self.owner)
+        try:
+            await self.storage.release(self.conversation_id, self.owner)
+        except Unavailable as exc:
+            logger.warning("the lease of %s stays until it expires: %s", self.conversation_id, exc)
 
     def dropped(self) -> None:
         """The row is gone (the turn's outcome was written with it): stop renewing."""

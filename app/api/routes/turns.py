@@ -44,6 +44,7 @@ async def chat(
     conversation_id: ConversationId, body: ChatMessage, services: ServicesDep
 ) -> Response:
     model = await chosen_model(services, conversation_id, body.model)
+    await services.pending.settle(conversation_id)
     lease, start = await services.storage.begin_turn(conversation_id, body.message, model)
     return stream_turn(services, lease, start, model)
 
@@ -53,6 +54,7 @@ async def regenerate(
     conversation_id: ConversationId, services: ServicesDep, body: Regenerate | None = None
 ) -> Response:
     model = await chosen_model(services, conversation_id, body.model if body else None)
+    await services.pending.settle(conversation_id)
     lease, start = await services.storage.begin_turn(conversation_id, None, model)
     return stream_turn(services, lease, start, model)
 
@@ -65,6 +67,7 @@ async def edit_last_message(
     version of the turn (GET shows them under `versions`)."""
     model = await chosen_model(services, conversation_id, body.model)
     storage = services.storage
+    await services.pending.settle(conversation_id)
     lease, start = await storage.begin_turn(conversation_id, body.message, model, edit=True)
     return stream_turn(services, lease, start, model)
 

@@ -1,7 +1,7 @@
 // The page's shell: the sidebar (conversations, search, rename, delete), the views
 // (#/c/<id>, #/lab, #/status), keyboard shortcuts and the token form.
 
-import { api, auth, ConnectionLost } from "./api.js";
+import { api, ApiError, auth, ConnectionLost } from "./api.js";
 import { ConversationView } from "./conversation.js";
 import { $, el, clear } from "./dom.js";
 import { dayGroup } from "./format.js";
@@ -26,7 +26,9 @@ async function start() {
     state.config = await api("/api/config");
   } catch (error) {
     if (error.status === 401) return; // the token form is open; start() runs again after it
-    document.body.replaceChildren(el("p", { className: "notice warning", text: `The chat service did not answer: ${error.message}` }));
+    // A 503 is the service saying what it lacks (its database, say): its words, as given.
+    const lead = error instanceof ApiError ? "The chat service cannot serve the page now" : "The chat service did not answer";
+    document.body.replaceChildren(el("p", { className: "notice warning", text: `${lead}: ${error.message}` }));
     return;
   }
   state.view = new ConversationView(state.config, {
@@ -176,6 +178,12 @@ async function refreshList() {
   try {
     conversations = await api(`/api/conversations${state.query ? `?q=${encodeURIComponent(state.query)}` : ""}`);
   } catch (error) {
+    if (error instanceof ApiError && request === listRequests) {
+      // The service answered without the list (its database does not answer): say so
+      // rather than show no conversations.
+      clear($("#conversation-list")).append(el("p", { className: "conversation-empty list-error", role: "alert", text: `Conversations could not be loaded: ${error.message}` }));
+      return;
+    }
     if (!(error instanceof ConnectionLost)) throw error;
     return;
   }

@@ -349,6 +349,7 @@ const KIND_TITLES = {
   tools_unsupported: "This model does not take the web tools",
   internal: "Something failed in the chat service",
   connection: "Lost the connection to the chat service",
+  database: "The database stopped answering",
 };
 
 function errorCard(error, actions, hasText) {
@@ -367,6 +368,8 @@ function errorCard(error, actions, hasText) {
     // The service has already folded what it could and tried again before saying this.
     context_overflow: "Earlier messages were already folded into a summary as far as they can be, and it still does not fit: shorten the message, turn the web tools off for it, or start a new conversation. Retry sends it the same way again.",
     rate_limit: "",
+    // The service keeps the answer and writes it once the database is back (app/chat/pending.py).
+    database: "It is saved once the database answers again; until then the service refuses new messages.",
   }[kind];
   card.append(el("p", {}, [fate, advice].filter(Boolean).join(" ")));
   // The server's own words, kept for whoever diagnoses it, but out of the way.
@@ -376,7 +379,7 @@ function errorCard(error, actions, hasText) {
     row.append(el("button", { type: "button", className: "primary", text: "Open status", on: { click: actions.openStatus } }));
   } else if (kind === "content_filter" && actions.editAndResend) {
     row.append(el("button", { type: "button", className: "primary", text: "Edit & resend", on: { click: actions.editAndResend } }));
-  } else if (actions.retry) {
+  } else if (actions.retry && kind !== "database") {
     const retry = el("button", { type: "button", className: "primary retry", text: "Retry", on: { click: actions.retry } });
     row.append(retry);
     if (kind === "rate_limit" && error.retry_after) countdown(retry, row, error.retry_after);
