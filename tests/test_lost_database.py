@@ -153,6 +153,37 @@ def test_a_database_lost_mid_stream_keeps_the_answer_and_the_service_serves_agai
     assert [m["id"] for m in httpx.get(f"{chat.url}/api/conversations").json()] == [conversation_id]
 
 
+def test_a_stop_while_the_database_is_down_keeps_what_the_user_saw(service, cluster, llm):
+    """Stop cancels the turn's task, and the web server cancels again at every await that
+    follows: the outcome's hand-over to the waiting saves must not be one of them."""
+    chat, _ = service
+    conversation_id = new_conversation(chat)
+    llm.script(SLOW)
+
+    def lose_the_database_then_stop(events: Events) -> bool:
+        deltas = sum(e["type"] == "delta" for e in events)
+        if deltas == 10:
+            cluster.kill()
+        return deltas == 30  # well past the last checkpoint the database took
+
+    path = f"/api/conversations/{conversation_id}/chat"
+    events = stream(chat, path, {"message": "Tell me slowly."}, stop=lose_the_database_then_stop)
+    seen = "".join(e["text"] for e in events if e["type"] == "delta")
+    time.sleep(1)  # the stopped turn's end, in the service
+    cluster.start()
+
+    deadline = time.monotonic() + 30
+    while True:
+        answer = get_conversation(chat, conversation_id)["messages"][-1]
+        if answer["role"] == "assistant" and len(answer["content"]) >= len(seen):
+            break
+        assert time.monotonic() < deadline, f"kept {len(answer['content'])} of {len(seen)}"
+        time.sleep(0.2)
+    # What the service had sent when it saw the hang-up: at least what the client read.
+    assert answer["content"].startswith(seen) and answer["status"] == "interrupted"
+    assert len(answer["content"]) < len("".join(PIECES))
+
+
 @pytest.mark.parametrize("command", ["serve", "doctor"])
 @pytest.mark.parametrize("case", ["unreachable", "wrong password", "no such database"])
 def test_a_database_that_cannot_be_used_is_one_line_at_start(cluster, command, case):

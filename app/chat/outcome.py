@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, NotRequired, TypedDict
 
+import anyio
+
 from app.chat import context, numbering
 from app.chat.events import (
     CompressionEvent,
@@ -422,7 +424,12 @@ class Saver:
         """Write the outcome once; whether it is written. A turn still running here was
         stopped. A failed write is tried once more, then logged: it must not replace the
         error that ended the turn. A database that does not answer gets the outcome to
-        write later (`waiting`)."""
+        write later (`waiting`). Shielded: after a Stop the web server cancels the turn's
+        task again at every await, and none may cut the outcome's writing short."""
+        with anyio.CancelScope(shield=True):
+            return await self.write_outcome()
+
+    async def write_outcome(self) -> bool:
         if self.saved:
             return True
         if self.lease.pending:
