@@ -427,7 +427,8 @@ class Saver:
         write later (`waiting`). Shielded: after a Stop the web server cancels the turn's
         task again at every await, and none may cut the outcome's writing short."""
         with anyio.CancelScope(shield=True):
-            return await self.write_outcome()
+            written = await self.write_outcome()
+        return written
 
     async def write_outcome(self) -> bool:
         if self.saved:
