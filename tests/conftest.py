@@ -23,8 +23,7 @@ from tests.browser import browser, open_page
 from tests.fakes.brave_api import FakeBrave
 from tests.fakes.llm_server import FakeLLM
 from tests.fakes.pages import PageServer
-from tests.postgres import Postgres, start_postgres
-from tests.postgres import unavailable as postgres_unavailable
+from tests.postgres import Postgres, own_cluster
 
 ROOT = Path(__file__).resolve().parent.parent
 SHARED = ROOT.parent / "shared"
@@ -203,15 +202,15 @@ __all__ = ["browser"]  # a fixture, imported to be shared
 @pytest.fixture(scope="session")
 def postgres_server() -> Iterator[Postgres]:
     """One PostgreSQL cluster for the run (tests/postgres.py); CI must have it."""
-    reason = postgres_unavailable()
-    if reason is not None:
-        if os.environ.get("CI"):
-            pytest.fail(f"CI must run the PostgreSQL tests: {reason} (.ci/run installs it)")
-        pytest.skip(reason)
-    server = start_postgres()
-    yield server
-    server.stop()
-    server.remove()
+    with own_cluster() as server:
+        yield server
+
+
+@pytest.fixture
+def own_postgres() -> Iterator[Postgres]:
+    """A PostgreSQL of the test's own, to stop, kill and start again."""
+    with own_cluster() as server:
+        yield server
 
 
 @pytest.fixture

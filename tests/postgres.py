@@ -16,8 +16,12 @@ import socket
 import subprocess
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import pytest
 
 SERVER_ROOT = Path("/usr/lib/postgresql")
 USER = "postgres"
@@ -140,3 +144,21 @@ def start_postgres() -> Postgres:
     server.init()
     server.start()
     return server
+
+
+@contextmanager
+def own_cluster() -> Iterator[Postgres]:
+    """A cluster of the caller's own, to stop or kill at will, removed after. Where none can
+    start, the test skips with the reason; in CI, which must run it, it fails."""
+    reason = unavailable()
+    if reason is not None:
+        if os.environ.get("CI"):
+            pytest.fail(f"CI must run the PostgreSQL tests: {reason} (.ci/run installs it)")
+        pytest.skip(reason)
+    server = start_postgres()
+    try:
+        yield server
+    finally:
+        with suppress(subprocess.CalledProcessError):  # a test may have stopped it
+            server.stop()
+        server.remove()

@@ -27,8 +27,7 @@ from tests.chat_client import Events, get_conversation, new_conversation, stream
 from tests.chat_client import send as api_send
 from tests.conftest import ChatService, chat_env, run_cli
 from tests.fakes.llm_server import Reply
-from tests.postgres import Postgres, start_postgres
-from tests.postgres import unavailable as postgres_unavailable
+from tests.postgres import Postgres, own_cluster
 from tests.test_page import conversation_id as shown_conversation
 from tests.test_page import send, wait_turn_end
 
@@ -42,24 +41,17 @@ LOCKED = "locked"
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[Postgres]:
-    reason = postgres_unavailable()
-    if reason is not None:
-        if os.environ.get("CI"):
-            pytest.fail(f"CI must run the PostgreSQL tests: {reason} (.ci/run installs it)")
-        pytest.skip(reason)
-    server = start_postgres()
-    (server.data / "pg_hba.conf").write_text(
-        "local all all trust\n"
-        f"host {LOCKED} all 127.0.0.1/32 scram-sha-256\n"
-        "host all all 127.0.0.1/32 trust\n"
-    )
-    server.create(LOCKED)
-    with psycopg.connect(server.url(), autocommit=True) as connection:
-        connection.execute(f"ALTER USER \"{server.user}\" PASSWORD 'the-right-one'")
-        connection.execute("SELECT pg_reload_conf()")
-    yield server
-    server.stop()
-    server.remove()
+    with own_cluster() as server:
+        (server.data / "pg_hba.conf").write_text(
+            "local all all trust\n"
+            f"host {LOCKED} all 127.0.0.1/32 scram-sha-256\n"
+            "host all all 127.0.0.1/32 trust\n"
+        )
+        server.create(LOCKED)
+        with psycopg.connect(server.url(), autocommit=True) as connection:
+            connection.execute(f"ALTER USER \"{server.user}\" PASSWORD 'the-right-one'")
+            connection.execute("SELECT pg_reload_conf()")
+        yield server
 
 
 def running(cluster: Postgres) -> None:

@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import subprocess
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,7 +24,6 @@ from app.search.governor import Governor
 from app.store.storage import Storage
 from tests.conftest import ChatService, chat_env
 from tests.fakes.brave_api import SEARCH_PATH
-from tests.postgres import start_postgres
 
 SEARCHES_PER_REPLICA = 2
 
@@ -182,16 +180,6 @@ def test_a_search_failed_or_stopped_ends_the_shared_turn_all_the_same(storage):
 
     first, second = asyncio.run(scenario())
     assert first < 1.0 and second < 1.0  # the plan's pause, not the turn's 30 s expiry
-
-
-@pytest.fixture
-def own_postgres():
-    """A PostgreSQL of the test's own, to stop."""
-    server = start_postgres()
-    yield server
-    with contextlib.suppress(subprocess.CalledProcessError):  # stopped by the test
-        server.stop()
-    server.remove()
 
 
 def test_a_search_goes_on_paced_locally_when_the_database_does_not_answer(

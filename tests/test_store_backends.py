@@ -6,7 +6,6 @@ reached stops `serve` with one line, and one lost meanwhile is one named error."
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
 import subprocess
@@ -18,12 +17,11 @@ import psycopg
 import pytest
 
 from app.search.embedded import free_port
-from app.store import turns
+from app.store import leases
 from app.store.database import Database
 from app.store.errors import Busy, Damaged, SchemaRefused, Unavailable
 from app.store.migrations import SCHEMA_VERSION
 from tests.conftest import ROOT, ChatService, chat_env
-from tests.postgres import start_postgres
 
 ELSEWHERE = "replica-b.example:4242:0a0b"
 """A lease owner on another machine: only its expiry frees what it holds."""
@@ -38,7 +36,7 @@ def store(tmp_path, database_url):
 
 
 def test_a_dead_replicas_lease_is_taken_over_once_expired(store, monkeypatch):
-    monkeypatch.setattr(turns, "LEASE_SECONDS", 1.0)
+    monkeypatch.setattr(leases, "LEASE_SECONDS", 1.0)
     database = Database(store)
     conversation_id = database.create("x", {})["id"]
     assert database.begin_turn(conversation_id, ELSEWHERE, "First?", "m")  # then it died
@@ -59,7 +57,7 @@ def test_a_dead_replicas_lease_is_taken_over_once_expired(store, monkeypatch):
 def test_leases_expire_by_the_databases_clock_not_the_replicas(store, monkeypatch, skew):
     """A replica whose clock is an hour off neither takes a live lease nor leaves one that
     expires an hour early or late."""
-    monkeypatch.setattr(turns, "LEASE_SECONDS", 1.0)
+    monkeypatch.setattr(leases, "LEASE_SECONDS", 1.0)
     database = Database(store)
     live, stale = (database.create(t, {})["id"] for t in "ls")
     assert database.begin_turn(live, ELSEWHERE, "Live?", "m")
@@ -167,16 +165,6 @@ def test_healthz_names_the_database_it_uses(llm, searxng, tmp_path, backend, dat
         service.stop()
     assert health["database"] == {"backend": backend, "answers": True}
     assert health["status"] == "ok"
-
-
-@pytest.fixture
-def own_postgres():
-    """A PostgreSQL of the test's own, to stop and start again."""
-    server = start_postgres()
-    yield server
-    with contextlib.suppress(subprocess.CalledProcessError):  # stopped by the test
-        server.stop()
-    server.remove()
 
 
 def test_a_lost_postgresql_is_a_named_error_and_serves_again_when_back(

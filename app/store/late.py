@@ -7,7 +7,6 @@ database")."""
 from __future__ import annotations
 
 from app import jsoncodec
-from app.store.leases import LEASE_SECONDS
 from app.store.rows import ConversationRow
 from app.store.turns import Turns
 
@@ -22,16 +21,7 @@ class LateOutcomes(Turns):
         rewind, an edit) or another turn holds it; NotFound when it was deleted."""
         with self.write():
             row = self.row(conversation_id)
-            self.drop_dead_leases(conversation_id)
-            taken = self.db.execute(
-                "INSERT INTO leases (conversation, owner, expires) "
-                f"VALUES (?, ?, {self.dialect.clock} + ?) "
-                "ON CONFLICT (conversation) DO UPDATE SET owner = excluded.owner, "
-                "expires = excluded.expires "
-                f"WHERE leases.expires < {self.dialect.clock} OR leases.owner = excluded.owner",
-                (conversation_id, owner, LEASE_SECONDS),
-            )
-            if taken.rowcount != 1:
+            if not self.take(conversation_id, owner, again=True):
                 return False
             if self.left_where(row, position, asked):
                 return True

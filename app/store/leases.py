@@ -42,6 +42,21 @@ class Leases(Connection):
     """The lease queries. Expiry is by the database's clock (`self.dialect.clock`), never
     this machine's: replicas whose clocks disagree still agree on who holds a lease."""
 
+    def take(self, conversation_id: str, owner: str, *, again: bool = False) -> bool:
+        """In the caller's write transaction: the conversation's lease for `owner` when it
+        is free or expired (with `again`, also when `owner` holds it still); whether it
+        was taken. A dead local owner's lease is dropped first."""
+        self.drop_dead_leases(conversation_id)
+        taken = self.db.execute(
+            "INSERT INTO leases (conversation, owner, expires) "
+            f"VALUES (?, ?, {self.dialect.clock} + ?) "
+            "ON CONFLICT (conversation) DO UPDATE SET owner = excluded.owner, "
+            f"expires = excluded.expires WHERE leases.expires < {self.dialect.clock}"
+            + (" OR leases.owner = excluded.owner" if again else ""),
+            (conversation_id, owner, LEASE_SECONDS),
+        )
+        return taken.rowcount == 1
+
     def renew(self, conversation_id: str, owner: str) -> bool:
         with self.write():
             renewed = self.db.execute(

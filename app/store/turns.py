@@ -9,7 +9,6 @@ from typing import Any
 from app import jsoncodec
 from app.store.conversations import Conversations
 from app.store.errors import Conflict
-from app.store.leases import LEASE_SECONDS
 from app.store.rows import (
     NEW_TITLE,
     Conversation,
@@ -46,15 +45,7 @@ class Turns(Conversations):
         # (a power cut before then loses the turn either way).
         with self.write():
             row = self.row(conversation_id)
-            self.drop_dead_leases(conversation_id)
-            taken = self.db.execute(
-                "INSERT INTO leases (conversation, owner, expires) "
-                f"VALUES (?, ?, {self.dialect.clock} + ?) "
-                "ON CONFLICT (conversation) DO UPDATE SET owner = excluded.owner, "
-                f"expires = excluded.expires WHERE leases.expires < {self.dialect.clock}",
-                (conversation_id, owner, LEASE_SECONDS),
-            )
-            if taken.rowcount != 1:
+            if not self.take(conversation_id, owner):
                 return None
             if message is None:
                 self.drop_answer(row)
