@@ -311,6 +311,19 @@ def service_log() -> int:
     return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
 
 
+def wait_healthy(url: str, process: subprocess.Popen, seconds: float) -> bool:
+    """Whether `url`/healthz answered 200 within `seconds`, while `process` kept running."""
+    deadline = time.monotonic() + seconds
+    while process.poll() is None and time.monotonic() < deadline:
+        try:
+            if httpx.get(f"{url}/healthz", timeout=5).status_code == 200:
+                return True
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.05)
+    return False
+
+
 @contextmanager
 def service(
     env: dict[str, str],
@@ -331,17 +344,9 @@ def service(
     if log != subprocess.DEVNULL:
         os.close(log)  # the service has its own copy
     url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            if httpx.get(f"{url}/healthz", timeout=5).status_code == 200:
-                break
-        except httpx.HTTPError:
-            pass
-        if process.poll() is not None or time.monotonic() > deadline:
-            process.kill()
-            raise RuntimeError(f"the service did not start: {' '.join(command)}")
-        time.sleep(0.05)
+    if not wait_healthy(url, process, 60):
+        process.kill()
+        raise RuntimeError(f"the service did not start: {' '.join(command)}")
     try:
         yield Service(url, process)
     finally:

@@ -17,19 +17,22 @@ import subprocess
 import sys
 import tempfile
 import threading
-import time
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import httpx
-
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from app.search.embedded import free_port  # noqa: E402
-from bench.common import Service, children, process_cpu_times, service  # noqa: E402
+from bench.common import (  # noqa: E402
+    Service,
+    children,
+    process_cpu_times,
+    service,
+    wait_healthy,
+)
 from tests import postgres  # noqa: E402
 
 BACKENDS = ("postgresql", "sqlite")
@@ -332,17 +335,9 @@ def proxy(ports: list[int], *, balance: str = "least_conn", workers: int = 1) ->
     process = subprocess.Popen([*command, "-g", "daemon off;"], stderr=subprocess.PIPE)
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                if httpx.get(f"{url}/healthz", timeout=5).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if process.poll() is not None or time.monotonic() > deadline:
-                errors = process.stderr.read().decode() if process.poll() is not None else ""
-                raise RuntimeError(f"nginx did not start: {errors}")
-            time.sleep(0.05)
+        if not wait_healthy(url, process, 20):
+            errors = process.stderr.read().decode() if process.poll() is not None else ""
+            raise RuntimeError(f"nginx did not start: {errors}")
         yield Proxy(url, process)
     finally:
         process.terminate()
