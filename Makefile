@@ -1,9 +1,9 @@
-# The two commands of the README: `make run` and `make test`.
+# The two commands of the README: `make run` and `make test`; `make check` for a quick answer.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: run test test-compose bench screenshots lock
+.PHONY: run check test test-compose bench screenshots lock
 
 # Every package from the lock, each checked against its hash; then the work tree on the
 # venv's path (what an editable install does, without a build backend outside the lock).
@@ -29,15 +29,27 @@ lock: $(BIN)/python
 run: $(BIN)/python
 	$(BIN)/python -m app serve
 
-# Every test: lint, the import rule between app/'s layers and its types (pyproject.toml),
-# the suite against a real SearXNG and the fakes on loopback, then the
-# Compose stack for real where a Docker engine answers (it says why it skips otherwise).
+# The quick check: lint, the import rule between app/'s layers, app/'s types, and every
+# test that needs none of Chromium, PostgreSQL, llama-server or Docker (tests/components.py
+# marks each test's tiers from the fixtures it uses). About two minutes on two cores.
+HEAVY_TIERS := not chromium and not postgresql and not llamacpp and not docker
+check: $(BIN)/python
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports
+	$(BIN)/mypy
+	$(BIN)/python -m pytest -m "$(HEAVY_TIERS)"
+
+# Every test: the same checks, the whole suite against a real SearXNG, Chromium, PostgreSQL
+# and llama-server with the fakes on loopback (its 20 slowest at the end), then the Compose
+# stack for real. A missing component skips its tests with the reason; with CI=true it
+# fails them, so CI cannot pass by skipping.
 test: $(BIN)/python
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports
 	$(BIN)/mypy
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest --durations=20
 	$(MAKE) test-compose
 
 # The stack built and brought up by Docker Compose, with the fakes on the host
@@ -45,7 +57,7 @@ test: $(BIN)/python
 # images it cannot pull are built by tests/compose/).
 # -s: it prints its build and start-up times and the image sizes.
 test-compose: $(BIN)/python
-	$(BIN)/python -m pytest -m compose -p no:cacheprovider -s tests/test_compose_live.py tests/test_compose_scale.py
+	$(BIN)/python -m pytest -m docker -p no:cacheprovider -s tests/test_compose_live.py tests/test_compose_scale.py
 
 bench: $(BIN)/python
 	$(BIN)/python bench/search_latency.py

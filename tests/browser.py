@@ -1,4 +1,4 @@
-"""Real Chromium (Debian's package) driven by Playwright, for the page's tests.
+"""Real Chromium (Debian's package, found on PATH) driven by Playwright, for the page's tests.
 
 Never ``playwright install``: it downloads browsers, and these machines reach no such host.
 Every request the page makes is recorded, so a test can show that nothing left loopback.
@@ -18,7 +18,6 @@ import pytest
 
 from app.config import is_loopback
 
-CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
     "--no-sandbox",
     "--disable-gpu",
@@ -30,11 +29,9 @@ CHROMIUM_ARGS = [
 ]
 
 
-def launch(playwright):
-    if not CHROMIUM.exists():
-        pytest.fail(f"{CHROMIUM} is missing: install Debian's chromium (.ci/run does)")
+def launch(playwright, executable: Path):
     return playwright.chromium.launch(
-        executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS
+        executable_path=str(executable), headless=True, args=CHROMIUM_ARGS
     )
 
 
@@ -58,13 +55,13 @@ class PageLog:
 
 
 @pytest.fixture(scope="module")
-def browser() -> Iterator:
+def browser(chromium: Path) -> Iterator:
     """One Chromium per test module: Playwright's sync API keeps an event loop running
     while it is open, and other modules' tests start their own with asyncio.run."""
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as playwright:
-        instance = launch(playwright)
+        instance = launch(playwright, chromium)
         yield instance
         instance.close()
 

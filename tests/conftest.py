@@ -1,4 +1,5 @@
-"""Shared fixtures: the fake Brave API and a real SearXNG with our engine, on loopback."""
+"""Shared fixtures: the fake Brave API and a real SearXNG with our engine, on loopback; the
+heavy components (tests/components.py) and the tiers they mark."""
 
 from __future__ import annotations
 
@@ -19,16 +20,71 @@ import uvicorn
 from app import config
 from app.api.factory import create_app
 from app.search.embedded import EmbeddedSearxng, free_port
+from tests import components
 from tests.browser import browser, open_page
+from tests.components import CHROMIUM, DOCKER, LLAMA, POSTGRESQL, require
 from tests.fakes.brave_api import FakeBrave
 from tests.fakes.llm_server import FakeLLM
 from tests.fakes.pages import PageServer
+from tests.llama_server import built
 from tests.postgres import Postgres, own_cluster
 
 ROOT = Path(__file__).resolve().parent.parent
 SHARED = ROOT.parent / "shared"
 API_KEY = "test-key"
 SERVER_LOCALE = "pl-PL"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    for name, text in components.MARKERS.items():
+        config.addinivalue_line("markers", f"{name}: {text}")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Each test marked with its tiers before `-m` selects (hence first)."""
+    for item in items:
+        marked = {mark.name for mark in item.iter_markers()}
+        for tier in components.tier_marks(getattr(item, "fixturenames", ()), marked):
+            if tier not in marked:
+                item.add_marker(tier)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """A test of a tier whose component is missing skips (fails, in CI) before any of its
+    fixtures start."""
+    for component in components.HEAVY:
+        if item.get_closest_marker(component.name):
+            require(component)
+
+
+@pytest.fixture(scope="session")
+def chromium() -> Path:
+    """Debian's Chromium, found on PATH."""
+    require(CHROMIUM)
+    found = components.chromium_executable()
+    assert found is not None
+    return found
+
+
+@pytest.fixture(scope="session")
+def postgresql() -> None:
+    """Debian's PostgreSQL server binaries, for the clusters the tests start."""
+    require(POSTGRESQL)
+
+
+@pytest.fixture(scope="session")
+def llamacpp(request: pytest.FixtureRequest) -> tuple[Path, Path]:
+    """llama-server and the tiny Gemma model, built and assembled once (cached)."""
+    require(LLAMA)
+    return built(request)
+
+
+@pytest.fixture(scope="session")
+def docker() -> None:
+    """A Docker engine with the Compose plugin, for the Compose stack's tests."""
+    require(DOCKER)
 
 
 def shared_path(*parts: str) -> Path:
@@ -200,28 +256,31 @@ __all__ = ["browser"]  # a fixture, imported to be shared
 
 
 @pytest.fixture(scope="session")
-def postgres_server() -> Iterator[Postgres]:
-    """One PostgreSQL cluster for the run (tests/postgres.py); CI must have it."""
+def postgres_server(postgresql: None) -> Iterator[Postgres]:
+    """One PostgreSQL cluster for the run (tests/postgres.py)."""
     with own_cluster() as server:
         yield server
 
 
 @pytest.fixture
-def own_postgres() -> Iterator[Postgres]:
+def own_postgres(postgresql: None) -> Iterator[Postgres]:
     """A PostgreSQL of the test's own, to stop, kill and start again."""
     with own_cluster() as server:
         yield server
 
 
 @pytest.fixture
-def postgres_url(postgres_server: Postgres) -> str:
+def postgres_url(postgres_server: Postgres, request: pytest.FixtureRequest) -> str:
     """The URL of a new empty database, for one test."""
+    if not request.node.get_closest_marker("postgresql"):
+        # Reached through getfixturevalue, unseen by the tiers: make check would run it.
+        pytest.fail("take the `backend` fixture, whose postgresql parameter marks the tier")
     return postgres_server.create(f"test_{os.urandom(6).hex()}")
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgresql)])
 def backend(request: pytest.FixtureRequest) -> str:
-    """Each storage test runs on both backends."""
+    """Each storage test runs on both backends (PostgreSQL's in its tier)."""
     return str(request.param)
 
 

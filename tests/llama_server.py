@@ -114,6 +114,15 @@ def _assemble_model(cache: Path, log: Path) -> None:
         os.replace(gguf, cache / "model.gguf")
 
 
+def build_missing() -> str | None:
+    """Why llama-server can be neither found in the cache nor built here, or None."""
+    cache = cache_dir()
+    if (cache / "llama-server").exists() and (cache / "model.gguf").exists():
+        return None
+    missing = [tool for tool in TOOLS if shutil.which(tool) is None]
+    return f"not built yet, and building it needs {', '.join(missing)}" if missing else None
+
+
 def ensure_built(say: Any = print) -> tuple[Path, Path]:
     """The cached llama-server binary and GGUF, building or assembling what is missing."""
     cache = cache_dir()
@@ -216,13 +225,6 @@ class LlamaServer:
 
 
 @contextmanager
-def llama_server(ctx_size: int, log: Path, template: Path = TEMPLATE) -> Iterator[LlamaServer]:
-    binary, model = ensure_built()
-    with LlamaServer(binary, model, ctx_size, log, template) as server:
-        yield server
-
-
-@contextmanager
 def visible(request: pytest.FixtureRequest) -> Iterator[None]:
     """Lets the build's progress lines through pytest's output capture."""
     capture = request.config.pluginmanager.getplugin("capturemanager")
@@ -230,15 +232,19 @@ def visible(request: pytest.FixtureRequest) -> Iterator[None]:
         yield
 
 
+def built(request: pytest.FixtureRequest) -> tuple[Path, Path]:
+    """The binary and the model, built first where missing, its progress shown."""
+    with visible(request):
+        return ensure_built(say=lambda line: print(f"\n{line}", flush=True))
+
+
 def server_fixture(ctx_size: int, template: Path = TEMPLATE) -> Any:
     @pytest.fixture(scope="module")
     def fixture(
-        request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+        llamacpp: tuple[Path, Path], tmp_path_factory: pytest.TempPathFactory
     ) -> Iterator[LlamaServer]:
-        with visible(request):
-            ensure_built(say=lambda line: print(f"\n{line}", flush=True))
         log = tmp_path_factory.mktemp("llama") / f"llama-server-{ctx_size}.log"
-        with llama_server(ctx_size, log, template) as server:
+        with LlamaServer(*llamacpp, ctx_size, log, template) as server:
             yield server
 
     return fixture

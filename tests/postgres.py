@@ -3,7 +3,8 @@ of its own in a temporary directory, on a free loopback port, stopped at the end
 
 initdb refuses to run as root, so as root the cluster belongs to Debian's `postgres` user
 (created by the postgresql package). `.ci/run` installs the package; elsewhere a machine
-without it skips the tests that need it, with the reason (`unavailable()`).
+without it skips the tests that need it, with the reason (`unavailable()`, through
+tests/components.py).
 """
 
 from __future__ import annotations
@@ -20,8 +21,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
-
-import pytest
 
 SERVER_ROOT = Path("/usr/lib/postgresql")
 USER = "postgres"
@@ -148,13 +147,9 @@ def start_postgres() -> Postgres:
 
 @contextmanager
 def own_cluster() -> Iterator[Postgres]:
-    """A cluster of the caller's own, to stop or kill at will, removed after. Where none can
-    start, the test skips with the reason; in CI, which must run it, it fails."""
-    reason = unavailable()
-    if reason is not None:
-        if os.environ.get("CI"):
-            pytest.fail(f"CI must run the PostgreSQL tests: {reason} (.ci/run installs it)")
-        pytest.skip(reason)
+    """A cluster of the caller's own, to stop or kill at will, removed after; for a fixture
+    that depends on conftest's `postgresql`, which skips (or fails, in CI) where none can
+    start."""
     server = start_postgres()
     try:
         yield server

@@ -30,7 +30,6 @@ from tests.fakes.brave_api import FakeBrave
 from tests.fakes.llm_server import FakeLLM, Reply, ToolCall
 from tests.fakes.pages import PageServer
 
-pytestmark = pytest.mark.compose
 ROOT = Path(__file__).resolve().parent.parent
 OVERRIDE = ROOT / "tests" / "compose" / "compose.test.yaml"
 BRAVE_KEY = "compose-test-key"
@@ -38,18 +37,6 @@ UP_SECONDS = 300
 """How long `up --wait` may take once the images are built (measured: under a minute)."""
 BUILD_SECONDS = 1200
 """How long building the stand-ins and the chat image may take (measured: a few minutes)."""
-
-
-def docker_answers() -> str | None:
-    """Why the Compose test cannot run here, or None when it can."""
-    for command in (["docker", "info"], ["docker", "compose", "version"]):
-        try:
-            done = subprocess.run(command, capture_output=True, text=True, timeout=30)
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            return f"`{' '.join(command)}` failed: {exc}"
-        if done.returncode != 0:
-            return f"`{' '.join(command)}`: {(done.stderr or done.stdout).strip()[-300:]}"
-    return None
 
 
 def bridge_gateway() -> str:
@@ -152,10 +139,7 @@ def remove_everything(project: str) -> None:
 
 
 @pytest.fixture(scope="module")
-def fakes() -> Iterator[tuple[FakeBrave, FakeLLM, PageServer]]:
-    reason = docker_answers()
-    if reason:
-        pytest.skip(f"no Docker engine to run the Compose stack with: {reason}")
+def fakes(docker: None) -> Iterator[tuple[FakeBrave, FakeLLM, PageServer]]:
     host = bridge_gateway()
     brave, llm, pages = FakeBrave(api_key=BRAVE_KEY), FakeLLM(models=["fake-model"]), PageServer()
     for fake in (brave, llm, pages):
@@ -373,10 +357,8 @@ def test_a_rebuilt_image_keeps_the_data_volume(stack):
         assert client.get(f"/api/conversations/{conversation}").status_code == 200
 
 
-def test_the_llm_profile_answers_a_turn_through_llama(stack):
-    from tests.llama_server import ensure_built
-
-    llama_server, model = ensure_built()  # what tests/test_llama_server.py builds and runs
+def test_the_llm_profile_answers_a_turn_through_llama(stack, llamacpp):
+    llama_server, model = llamacpp  # what tests/test_llama_server.py builds and runs
     started = time.monotonic()
     images.ensure_llama(
         images.compose_images().llama, llama_server, images.cache_dir() / "images.log"

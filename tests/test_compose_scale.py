@@ -31,14 +31,12 @@ from tests.test_compose_live import (
     BUILD_SECONDS,
     Stack,
     bridge_gateway,
-    docker_answers,
     new_conversation,
     port_of,
     read_events,
     remove_everything,
 )
 
-pytestmark = pytest.mark.compose
 ROOT = Path(__file__).resolve().parent.parent
 REPLICAS = 2
 POSTGRES_URL = "postgresql://chat@postgres:5432/chat"
@@ -92,10 +90,7 @@ def sqlite_household(stack: ScaleStack, llm: FakeLLM) -> Moved:
 
 
 @pytest.fixture(scope="module")
-def fakes() -> Iterator[tuple[FakeBrave, FakeLLM]]:
-    reason = docker_answers()
-    if reason:
-        pytest.skip(f"no Docker engine to run the Compose stack with: {reason}")
+def fakes(docker: None) -> Iterator[tuple[FakeBrave, FakeLLM]]:
     host = bridge_gateway()
     brave, llm = FakeBrave(api_key=BRAVE_KEY), FakeLLM(models=["fake-model"])
     for fake in (brave, llm):

@@ -40,7 +40,7 @@ LOCKED = "locked"
 
 
 @pytest.fixture(scope="module")
-def cluster() -> Iterator[Postgres]:
+def cluster(postgresql: None) -> Iterator[Postgres]:
     with own_cluster() as server:
         (server.data / "pg_hba.conf").write_text(
             "local all all trust\n"
@@ -201,27 +201,20 @@ def test_a_database_that_cannot_be_used_is_one_line_at_start(cluster, command, c
 # -- the late write: only where the turn left the conversation -------------------------------
 # Two replicas on one database: this one's turn lost the database at its end and keeps its
 # outcome (PendingSaves); the other (a Database of its own) acts on the conversation before
-# the late write lands. On both backends: the rule is the store's, not PostgreSQL's.
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def target(request, tmp_path) -> str:
-    """DATABASE_URL for the storage: empty (SQLite in DATA_DIR) or a new database."""
-    if request.param == "sqlite":
-        return ""
-    return request.getfixturevalue("cluster").create(f"late_{os.urandom(4).hex()}")
+# the late write lands. On both backends (conftest's `database_url`): the rule is the
+# store's, not PostgreSQL's.
 
 
 def late_write(
-    tmp_path, target: str, meanwhile, *, checkpointed: bool = True
+    tmp_path, database_url: str, meanwhile, *, checkpointed: bool = True
 ) -> tuple[list[tuple[str, str, str]], bool]:
     """A turn answering "First?" ends with its outcome kept for the database (having
     written a checkpoint, or lost the database before its first); `meanwhile` (given the
     other replica's Database and the conversation) runs before it is written. The stored
     messages after (role, content, status), and whether the lease is free."""
-    storage = Storage(tmp_path / "data", database_url=target)
+    storage = Storage(tmp_path / "data", database_url=database_url)
     storage.open()
-    other = Database(target or tmp_path / "data" / DATABASE)
+    other = Database(database_url or tmp_path / "data" / DATABASE)
 
     async def run() -> tuple[list[tuple[str, str, str]], bool]:
         created = await storage.create("t", {})
@@ -258,14 +251,14 @@ def expire_leases(database: Database, conversation_id: str) -> None:
         )
 
 
-def test_the_late_answer_is_written_once_where_the_turn_left_it(tmp_path, target):
-    messages, free = late_write(tmp_path, target, expire_leases)
+def test_the_late_answer_is_written_once_where_the_turn_left_it(tmp_path, database_url):
+    messages, free = late_write(tmp_path, database_url, expire_leases)
     assert messages == [("user", "First?", ""), ("assistant", "The first answer.", "complete")]
     assert free  # the write released the lease with it
 
 
 @pytest.mark.parametrize("checkpointed", [True, False])
-def test_a_late_answer_never_overwrites_a_later_turn(tmp_path, target, checkpointed, caplog):
+def test_a_late_answer_never_overwrites_a_later_turn(tmp_path, database_url, checkpointed, caplog):
     def later_turn(other: Database, conversation_id: str) -> None:
         expire_leases(other, conversation_id)
         assert other.begin_turn(conversation_id, "other-replica:1:x", "Second?", "fake-model")
@@ -277,7 +270,7 @@ def test_a_late_answer_never_overwrites_a_later_turn(tmp_path, target, checkpoin
         other.save_outcome(conversation_id, write, "other-replica:1:x")
 
     with caplog.at_level(logging.WARNING, logger="app.chat.pending"):
-        messages, free = late_write(tmp_path, target, later_turn, checkpointed=checkpointed)
+        messages, free = late_write(tmp_path, database_url, later_turn, checkpointed=checkpointed)
     # The lost turn's checkpoint stays as it was; nothing doubled or replaced.
     lost = [("assistant", "The first answer.", "interrupted")] if checkpointed else []
     assert messages == [
@@ -290,7 +283,7 @@ def test_a_late_answer_never_overwrites_a_later_turn(tmp_path, target, checkpoin
     assert "is not saved: the conversation moved on meanwhile" in caplog.text
 
 
-def test_a_late_answer_to_a_question_taken_back_is_dropped(tmp_path, target, caplog):
+def test_a_late_answer_to_a_question_taken_back_is_dropped(tmp_path, database_url, caplog):
     def rewound_and_asked_again(other: Database, conversation_id: str) -> None:
         expire_leases(other, conversation_id)
         assert other.rewind(conversation_id) == "First?"
@@ -298,7 +291,7 @@ def test_a_late_answer_to_a_question_taken_back_is_dropped(tmp_path, target, cap
         other.release(conversation_id, "other-replica:1:y")
 
     with caplog.at_level(logging.WARNING, logger="app.chat.pending"):
-        messages, _ = late_write(tmp_path, target, rewound_and_asked_again)
+        messages, _ = late_write(tmp_path, database_url, rewound_and_asked_again)
     assert messages == [("user", "Another?", "")]
     assert "moved on meanwhile" in caplog.text
 

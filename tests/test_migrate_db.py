@@ -226,9 +226,9 @@ class Target:
     """For export(): a DATA_DIR, or the URL."""
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
-def target(request: pytest.FixtureRequest, tmp_path: Path) -> Target:
-    if request.param == "postgresql":
+@pytest.fixture
+def target(backend: str, request: pytest.FixtureRequest, tmp_path: Path) -> Target:
+    if backend == "postgresql":
         url: str = request.getfixturevalue("postgres_url")
         return Target(url, url, url)
     data_dir = tmp_path / "target"
