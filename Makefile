@@ -31,14 +31,15 @@ run: $(BIN)/python
 
 # The quick check: lint, the import rule between app/'s layers, app/'s types, and every
 # test that needs none of Chromium, PostgreSQL, llama-server or Docker (tests/components.py
-# marks each test's tiers from the fixtures it uses). About two minutes on two cores.
+# marks each test's tiers from the fixtures it uses), one worker a core, each module's
+# tests on one worker (their module-wide services shared).
 HEAVY_TIERS := not chromium and not postgresql and not llamacpp and not docker
 check: $(BIN)/python
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports
 	$(BIN)/mypy
-	$(BIN)/python -m pytest -m "$(HEAVY_TIERS)"
+	$(BIN)/python -m pytest -m "$(HEAVY_TIERS)" -n auto --dist loadscope --durations=10
 
 # Every test: the same checks, the whole suite against a real SearXNG, Chromium, PostgreSQL
 # and llama-server with the fakes on loopback (its 20 slowest at the end), then the Compose
