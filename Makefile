@@ -31,18 +31,19 @@ run: $(BIN)/python
 
 # The quick check: lint, the import rule between app/'s layers, app/'s types, and every
 # test that needs none of Chromium, PostgreSQL, llama-server or Docker (tests/components.py
-# marks each test's tiers from the fixtures it uses), one worker a core, each module's
-# tests on one worker (their module-wide services shared).
+# marks each test's tiers from the fixtures it uses), on one worker a core.
+WORKERS := -n auto --dist loadgroup
 HEAVY_TIERS := not chromium and not postgresql and not llamacpp and not docker
 check: $(BIN)/python
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports
 	$(BIN)/mypy
-	$(BIN)/python -m pytest -m "$(HEAVY_TIERS)" -n auto --dist loadscope --durations=10
+	$(BIN)/python -m pytest -m "$(HEAVY_TIERS)" $(WORKERS) --durations=10
 
 # Every test: the same checks, the whole suite against a real SearXNG, Chromium, PostgreSQL
-# and llama-server with the fakes on loopback (its 20 slowest at the end), then the Compose
+# and llama-server with the fakes on loopback (the heavy tiers on one worker, the rest on
+# the others; its 20 slowest at the end), then the Compose
 # stack for real. A missing component skips its tests with the reason; with CI=true it
 # fails them, so CI cannot pass by skipping.
 test: $(BIN)/python
@@ -50,7 +51,7 @@ test: $(BIN)/python
 	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports
 	$(BIN)/mypy
-	$(BIN)/python -m pytest --durations=20
+	$(BIN)/python -m pytest $(WORKERS) --durations=20
 	$(MAKE) test-compose
 
 # The stack built and brought up by Docker Compose, with the fakes on the host

@@ -92,7 +92,7 @@ LLAMA = Component(
 DOCKER = Component(
     "docker",
     "a Docker engine with Compose v2",
-    "apt-get install docker.io, start dockerd, and add the plugin as .ci/run does",
+    "apt-get install docker.io, start dockerd, add the Compose plugin",
     _docker_missing,
 )
 HEAVY = (CHROMIUM, POSTGRESQL, LLAMA, DOCKER)

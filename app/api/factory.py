@@ -76,6 +76,11 @@ async def http_error(request: Request, exc: HTTPException) -> JSONResponse:
     return JSONResponse({"detail": exc.detail}, status_code=exc.status_code, headers=headers)
 
 
+FIRST = (page, session, lab, status)
+"""The routers served before the page's static files, then those after them."""
+AFTER_STATIC = (settings_routes, conversations, turns, openai)
+
+
 def create_app(settings: config.Settings, searxng_url: str) -> FastAPI:
     # Opened here, before the server starts, as the command line's `serve` expects: the
     # data directory exists, and old files are imported, before the port is served.
@@ -94,9 +99,9 @@ def create_app(settings: config.Settings, searxng_url: str) -> FastAPI:
             searxng_url, timeout=settings.searxng_timeout, plan=plan, count=storage.count_search
         )
         app.state.services = Services(settings, storage, model, searxng, plan)
-        # Built before the first request rather than during it (tens of ms each): the
-        # OpenAPI schema the access check reads its methods from, and the presets.
-        app.state.method_table = access.method_table(app)
+        # Built before the first request rather than during it: the methods each path
+        # serves, which the access check reads, and the presets.
+        app.state.method_table = access.method_table(r.router for r in (*FIRST, *AFTER_STATIC))
         presets()
         if settings.loop_lag_probe:
             app.state.lag.start()
@@ -135,10 +140,10 @@ def create_app(settings: config.Settings, searxng_url: str) -> FastAPI:
     app.exception_handler(HTTPException)(http_error)
     app.add_middleware(access.AccessControl, guard=app.state.access)  # outermost: first
     # In this order, the order of /openapi.json's paths.
-    for router in (page, session, lab, status):
+    for router in FIRST:
         app.include_router(router.router)
     app.mount("/static", page.PageFiles(directory=page.STATIC_DIR), name="static")
-    for router in (settings_routes, conversations, turns, openai):
+    for router in AFTER_STATIC:
         app.include_router(router.router)
     app.router.routes.append(app.state.mcp.route())
     return app
