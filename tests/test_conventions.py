@@ -289,6 +289,7 @@ def test_llamacpp_output_that_does_not_parse_is_discarded_and_answered_without_t
     assert stored["warnings"] == [warning]
 
 
+@pytest.mark.socket  # Stop is the hang-up
 def test_a_discarded_attempt_leaves_no_checkpoint_behind(chat, llm):
     """Its text was checkpointed while it streamed; Stop once the retry is announced, before
     any new text, must not leave that text stored as the interrupted answer."""

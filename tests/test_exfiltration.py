@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-import httpx
 import pytest
 
 from app import config
@@ -39,7 +38,7 @@ def lookups(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
 
 def remember(chat, text: str) -> None:
-    response = httpx.put(f"{chat.url}/api/memory", json={"text": text})
+    response = chat.http.put("/api/memory", json={"text": text})
     assert response.is_success, response.text
 
 
