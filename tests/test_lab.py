@@ -22,7 +22,7 @@ DAY = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 
 
 def lab(chat: Any, route: str, **params: str) -> httpx.Response:
-    return httpx.get(f"{chat.url}/api/lab/{route}", params=params, timeout=60)
+    return chat.http.get(f"/api/lab/{route}", params=params, timeout=60)
 
 
 def ok(response: httpx.Response) -> dict[str, Any]:

@@ -7,7 +7,6 @@ import json
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
 
 from app import config
@@ -31,9 +30,7 @@ CHECK_KEYS = {"id", "part", "name", "state", "detail", "fix"}
 
 
 def status(service: ChatService, *, quick: bool = False) -> list[dict]:
-    response = httpx.get(
-        f"{service.url}/api/status", params={"quick": "1"} if quick else None, timeout=60
-    )
+    response = service.http.get("/api/status", params={"quick": "1"} if quick else None, timeout=60)
     assert response.status_code == 200, response.text
     checks = response.json()["checks"]
     assert all(set(check) == CHECK_KEYS for check in checks), checks
@@ -41,7 +38,7 @@ def status(service: ChatService, *, quick: bool = False) -> list[dict]:
 
 
 def brave_status(service: ChatService) -> dict:
-    response = httpx.post(f"{service.url}/api/status/brave", json={}, timeout=60)
+    response = service.http.post("/api/status/brave", json={}, timeout=60)
     assert response.status_code == 200, response.text
     [check] = response.json()["checks"]
     return check
@@ -341,6 +338,6 @@ def test_a_model_that_accepts_tools_again_is_said_to_be_still_withheld(chat, bra
     remembered = checks["model_tool_refusal"]
     assert remembered["state"] == "warning" and "does not support tools" in remembered["detail"]
     assert "Try tools again" in remembered["fix"]
-    cleared = httpx.delete(f"{chat.url}/api/models/tool-refusals/fake-model")
+    cleared = chat.http.delete("/api/models/tool-refusals/fake-model")
     assert cleared.status_code == 204
     assert "model_tool_refusal" not in by_id(status(chat))
