@@ -45,6 +45,12 @@ def send(chat, conversation_id: str, message: str, **body: Any) -> Events:
     return stream(chat, f"/api/conversations/{conversation_id}/chat", {"message": message, **body})
 
 
+def done(events: Events) -> dict[str, Any]:
+    """The turn's last event, which must be its `done`."""
+    assert events and events[-1]["type"] == "done", events[-3:]
+    return events[-1]
+
+
 def event_types(events: Events) -> list[str]:
     """The event types in order, runs of the same type collapsed (deltas come in many)."""
     collapsed: list[str] = []

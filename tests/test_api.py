@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from app.chat.settings import PRESETS_DIR
-from tests.chat_client import Events, event_types, get_conversation, send, stream
+from tests.chat_client import done, event_types, get_conversation, send, stream
 from tests.conftest import ChatService, chat_env
 from tests.fakes.llm_server import FakeLLM, Reply, server_error
 
@@ -32,11 +32,6 @@ def create_conversation(chat, headers: dict[str, str] | None = None, **body: Any
     response = chat.http.post("/api/conversations", json=body, headers=headers)
     assert response.status_code == 201, response.text
     return response.json()
-
-
-def done(events: Events) -> dict[str, Any]:
-    assert events and events[-1]["type"] == "done", events[-1:]
-    return events[-1]
 
 
 def api_config(chat) -> dict[str, Any]:

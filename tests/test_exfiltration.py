@@ -26,7 +26,7 @@ from tests.chat_client import get_conversation, new_conversation, send
 from tests.conftest import chat_env
 from tests.fakes.llm_server import Reply, ToolCall, obeying
 from tests.fakes.pages import PageServer
-from tests.test_injection import resolve_everything_privately
+from tests.resolving import resolve_everything_privately
 
 MEMORY = "PIN 4921, lives at 7 Elm Street"
 

@@ -14,7 +14,7 @@ from app.chat import context
 from tests.chat_client import get_conversation, new_conversation, send
 from tests.conftest import ChatService, chat_env, service_for
 from tests.fakes.llm_server import Reply, ToolCall, context_length_exceeded
-from tests.test_compression import summary_reply
+from tests.summaries import summary_reply
 
 KEPT = re.compile(
     r'<untrusted-data source="earlier_results" id="(\w+)">\n(.*?)\n</untrusted-data id="\1">',

@@ -12,10 +12,10 @@ import httpx
 import pytest
 
 from app.store.database import Database
-from tests.chat_client import Events, get_conversation, new_conversation, send, stream
+from tests.chat_client import Events, done, get_conversation, new_conversation, send, stream
 from tests.conftest import ChatService, chat_env, service_for, store_of
 from tests.fakes.llm_server import Reply, ToolCall, content_filtered, server_error
-from tests.test_compression import MEASURED, small_conversation, summary_reply
+from tests.summaries import MEASURED, small_conversation, summary_reply
 
 
 @pytest.fixture
@@ -40,11 +40,6 @@ def small_chat(request, llm, searxng, tmp_path, database_url) -> Iterator[ChatSe
     )
     with service_for(request, env, searxng.url) as service:
         yield service
-
-
-def done(events: Events) -> dict[str, Any]:
-    assert events and events[-1]["type"] == "done", events[-1:]
-    return events[-1]
 
 
 def regenerate(chat, conversation_id: str) -> Events:
