@@ -13,7 +13,7 @@ from app import config
 from app.search.embedded import free_port
 from tests.browser import open_page
 from tests.chat_client import new_conversation, send
-from tests.conftest import ChatService, chat_env
+from tests.conftest import ChatService, chat_env, on_socket
 from tests.fakes.llm_server import FakeLLM, Reply, tools_unsupported
 from tests.fakes.loopback import LoopbackFake, LoopbackHandler
 
@@ -53,12 +53,14 @@ def chat_requests(llm: FakeLLM) -> list[dict]:
 
 
 @pytest.fixture
-def service(llm, searxng, tmp_path) -> Iterator[ChatService]:
-    """Start a variant of the chat service: service(searxng_url=..., **env)."""
+def service(request, llm, searxng, tmp_path) -> Iterator[ChatService]:
+    """Start a variant of the chat service, of the test's kind: service(searxng_url=...,
+    **env)."""
     started: list[ChatService] = []
 
     def start(searxng_url: str = searxng.url, fake: FakeLLM = llm, **env: str) -> ChatService:
-        running = ChatService(chat_env(fake, tmp_path, **env), searxng_url).start()
+        env = chat_env(fake, tmp_path, **env)
+        running = ChatService(env, searxng_url, socket=on_socket(request)).start()
         started.append(running)
         return running
 
