@@ -306,7 +306,7 @@ def test_a_tool_refusal_survives_a_restart_until_the_user_clears_it(llm, searxng
     env = chat_env(llm, tmp_path, MODELS=f"fake-model,{model}")
     llm.clear()
     llm.script(tools_unsupported(model), Reply(text="Without tools."))
-    service = ChatService(env, searxng.url).start()
+    service = ChatService(env, searxng.url, socket=False).start()
     try:
         conversation_id = new_conversation(service, model=model)
         send(service, conversation_id, "question")
@@ -315,7 +315,7 @@ def test_a_tool_refusal_survives_a_restart_until_the_user_clears_it(llm, searxng
         service.stop()
 
     llm.script(Reply(text="Still without."), Reply(text="With tools again."))
-    service = ChatService(env, searxng.url).start()
+    service = ChatService(env, searxng.url, socket=False).start()
     try:
         refusal = tool_refusals(service)[0]
         assert refusal["model"] == model and "does not support tools" in refusal["reason"]

@@ -306,7 +306,8 @@ def test_a_regenerate_spends_no_query_and_its_trail_says_from_cache(chat, llm, b
 
 
 def test_with_a_ttl_of_0_every_search_asks_brave(llm, pages, searxng, brave, tmp_path):
-    service = ChatService(chat_env(llm, tmp_path, pages, SEARCH_CACHE_TTL="0"), searxng.url).start()
+    env = chat_env(llm, tmp_path, pages, SEARCH_CACHE_TTL="0")
+    service = ChatService(env, searxng.url, socket=False).start()
     try:
         for _ in range(2):
             search_turn(llm, "no cache here", "Answered.")

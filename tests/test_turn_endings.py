@@ -139,7 +139,7 @@ def test_tool_arguments_of_the_wrong_type_are_a_tool_error_the_model_reads(chat,
 def test_a_memory_edit_during_compression_is_kept(llm, searxng, tmp_path):
     llm.clear()
     env = chat_env(llm, tmp_path, KEEP_RECENT_MESSAGES="2", MAX_COMPLETION_TOKENS="200")
-    service = ChatService(env, searxng.url).start()
+    service = ChatService(env, searxng.url, socket=False).start()
     try:
         conversation_id = new_conversation(
             service, context_budget=1000, web_search=False, web_fetch=False
