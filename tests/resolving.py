@@ -1,6 +1,5 @@
-"""The fetcher's name resolution answered by the test, for the tests of what a fetch may
-reach (the page server is on loopback; a name that resolves to a private address is
-refused before any connection)."""
+"""The fetcher's name lookups answered by the test, for the tests of what a fetch may reach:
+a name that resolves to a private address is refused before any connection."""
 
 from __future__ import annotations
 
