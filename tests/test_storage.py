@@ -84,7 +84,8 @@ def test_old_conversation_files_are_imported_then_set_aside(llm, searxng, tmp_pa
     (folder / "20250302-ffffffffff.json").write_text('{"id": "20250302-ff', encoding="utf-8")
     (tmp_path / "data" / "models.json").write_text('["my-model"]', encoding="utf-8")
 
-    service = ChatService(chat_env(llm, tmp_path, DATABASE_URL=database_url), searxng.url).start()
+    env = chat_env(llm, tmp_path, DATABASE_URL=database_url)
+    service = ChatService(env, searxng.url, socket=False).start()
     try:
         imported = get_conversation(service, OLD_FILE["id"])
         assert imported["title"] == OLD_FILE["title"]
@@ -158,10 +159,10 @@ def test_two_services_on_one_database_never_run_two_turns_at_once(
     """Two processes on one DATA_DIR (SQLite), or two replicas with a DATA_DIR each, as on
     two machines, on one PostgreSQL."""
     env = chat_env(llm, tmp_path, DATABASE_URL=database_url)
-    first = ChatService(env, searxng.url).start()
+    first = ChatService(env, searxng.url, socket=False).start()
     if database_url:
         env = chat_env(llm, tmp_path / "elsewhere", DATABASE_URL=database_url)
-    second = ChatService(env, searxng.url).start()
+    second = ChatService(env, searxng.url, socket=False).start()
     try:
         conversation_id = new_conversation(first)
         llm.script(Reply(text=[f"part {n} " for n in range(40)], chunk_delay=0.05))
