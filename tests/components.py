@@ -100,7 +100,7 @@ HEAVY = (CHROMIUM, POSTGRESQL, LLAMA, DOCKER)
 
 LIGHT_TIERS = {
     "searxng": frozenset({"searxng", "fresh_searxng"}),
-    "service": frozenset({"chat"}),
+    "service": frozenset({"chat", "guarded"}),
 }
 """The tiers that need nothing outside the lock, and the fixtures that mark them."""
 
@@ -111,6 +111,7 @@ MARKERS = {
     "docker": "needs a Docker engine with Compose (make test-compose); not in plain pytest",
     "searxng": "starts a real SearXNG (installed from PyPI on first use)",
     "service": "runs the chat service",
+    "socket": "its `chat` (or `guarded`) service listens on a loopback port (tests/README.md)",
 }
 
 

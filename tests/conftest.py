@@ -3,6 +3,7 @@ heavy components (tests/components.py) and the tiers they mark."""
 
 from __future__ import annotations
 
+import http.cookiejar
 import os
 import subprocess
 import sys
@@ -13,9 +14,13 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+import httpx
+import httpx2
 import pytest
 import uvicorn
+from starlette.testclient import TestClient
 
 from app import config
 from app.api.factory import create_app
@@ -175,29 +180,102 @@ def run_cli(*args: str, searxng_url: str, **env: str) -> subprocess.CompletedPro
     )
 
 
-class ChatService:
-    """The chat service on a loopback port, in a thread, configured like a user would."""
+class RefuseCookies(http.cookiejar.DefaultCookiePolicy):
+    """`chat.http` keeps no cookies, like one-off `curl` calls: a test that signs in says so
+    with a client of its own (`chat.client()`)."""
 
-    def __init__(self, env: dict[str, str], searxng_url: str) -> None:
+    def set_ok(self, cookie: http.cookiejar.Cookie, request: Any) -> bool:
+        return False
+
+
+class InProcess(httpx.BaseTransport):
+    """httpx's requests handed to the app by Starlette's test transport, which runs it on the
+    event loop of a started `TestClient`. That transport speaks httpx2 (Starlette's fork), so
+    each request and response is carried across; closing one client leaves the transport
+    open for the others (closing it would cut their responses short)."""
+
+    def __init__(self, transport: httpx2.BaseTransport) -> None:
+        self.transport = transport
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        carried = httpx2.Request(
+            request.method, str(request.url), headers=request.headers.raw, content=request.read()
+        )
+        response = self.transport.handle_request(carried)
+        return httpx.Response(
+            response.status_code,
+            headers=response.headers.raw,
+            stream=Relayed(response.stream),
+            request=request,
+        )
+
+
+class Relayed(httpx.SyncByteStream):
+    """A response body as the app sends it, chunk by chunk; closed early, the app's task is
+    cancelled."""
+
+    def __init__(self, stream: httpx2.SyncByteStream) -> None:
+        self.stream = stream
+
+    def __iter__(self) -> Iterator[bytes]:
+        yield from self.stream
+
+    def close(self) -> None:
+        self.stream.close()
+
+
+class ChatService:
+    """The chat service configured like a user would, talked to through `http`, a client
+    whose paths are relative to the service's loopback address.
+
+    On a socket (the default) it is uvicorn on a loopback port, in a thread. With
+    `socket=False` it is the same app in-process: httpx hands each request to the app, on an
+    event loop that lives as long as the service (its lifespan runs at start and stop), and
+    the app sees what a local browser's request carries (Host 127.0.0.1:port, client
+    127.0.0.1), but nothing listens on `url`. tests/README.md says which tests need which."""
+
+    def __init__(self, env: dict[str, str], searxng_url: str, *, socket: bool = True) -> None:
         self.settings = config.load(env)
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.app = app = create_app(self.settings, searxng_url)
-        trusted = list(self.settings.trusted_proxies)
-        self.server = uvicorn.Server(
-            uvicorn.Config(
-                app,
-                host="127.0.0.1",
-                port=self.port,
-                log_level="warning",
-                # As `serve` does: forwarded headers believed only from TRUSTED_PROXIES.
-                proxy_headers=bool(trusted),
-                forwarded_allow_ips=trusted,
+        self.socket = socket
+        self.server: uvicorn.Server | None = None
+        self.in_process: TestClient | None = None
+        if socket:
+            trusted = list(self.settings.trusted_proxies)
+            self.server = uvicorn.Server(
+                uvicorn.Config(
+                    app,
+                    host="127.0.0.1",
+                    port=self.port,
+                    log_level="warning",
+                    # As `serve` does: forwarded headers believed only from TRUSTED_PROXIES.
+                    proxy_headers=bool(trusted),
+                    forwarded_allow_ips=trusted,
+                )
             )
-        )
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
+            self.thread = threading.Thread(target=self.server.run, daemon=True)
+            self.transport: httpx.BaseTransport | None = None  # a connection pool each client
+        else:
+            # As uvicorn would: a 500 for the app's own failures, not an exception in the test.
+            self.in_process = TestClient(
+                app, base_url=self.url, raise_server_exceptions=False, client=("127.0.0.1", 50000)
+            )
+            self.transport = InProcess(self.in_process._transport)
+        self.http = self.client(cookies=http.cookiejar.CookieJar(RefuseCookies()))
+
+    def client(self, **options: Any) -> httpx.Client:
+        """A client of this service with a cookie jar of its own (a browser tab, for one)."""
+        # httpx's own defaults for the rest (no redirects followed, its User-Agent), as the
+        # tests' bare httpx calls had them; 30 s for the turns that search and fetch.
+        return httpx.Client(base_url=self.url, transport=self.transport, timeout=30, **options)
 
     def start(self) -> ChatService:
+        if self.in_process is not None:
+            self.in_process.__enter__()
+            return self
+        assert self.server is not None
         self.thread.start()
         deadline = time.monotonic() + 20
         while not self.server.started:
@@ -206,6 +284,11 @@ class ChatService:
         return self
 
     def stop(self) -> None:
+        self.http.close()
+        if self.in_process is not None:
+            self.in_process.__exit__(None, None, None)
+            return
+        assert self.server is not None
         self.server.should_exit = True
         self.thread.join(timeout=10)
 
@@ -241,13 +324,47 @@ def chat_env(
     return env
 
 
+def on_socket(request: pytest.FixtureRequest) -> bool:
+    """Whether the test needs the service on a real socket: Chromium loads it, or the test
+    says so with the `socket` mark (tests/README.md lists why)."""
+    marked = request.node.get_closest_marker("socket") is not None
+    return marked or "browser" in request.fixturenames
+
+
+@contextmanager
+def service_for(
+    request: pytest.FixtureRequest, env: dict[str, str], searxng_url: str
+) -> Iterator[ChatService]:
+    """A started service of the kind the test needs, stopped after it."""
+    service = ChatService(env, searxng_url, socket=on_socket(request)).start()
+    try:
+        yield service
+    finally:
+        service.stop()
+
+
 @pytest.fixture
-def chat(llm, pages, searxng, brave, tmp_path) -> Iterator[ChatService]:
-    """A chat service with its own data directory, on the shared fakes."""
+def chat(request, llm, pages, searxng, brave, tmp_path) -> Iterator[ChatService]:
+    """A chat service with its own data directory, on the shared fakes: in-process, or on a
+    loopback socket for a test that uses the browser or has the `socket` mark."""
     llm.clear()
-    service = ChatService(chat_env(llm, tmp_path, pages), searxng.url).start()
-    yield service
-    service.stop()
+    with service_for(request, chat_env(llm, tmp_path, pages), searxng.url) as service:
+        yield service
+
+
+@pytest.fixture
+def auth_token() -> str:
+    """The AUTH_TOKEN of `guarded`; a module may define its own."""
+    return "s3cret-token-for-the-tests-1234567890"
+
+
+@pytest.fixture
+def guarded(request, llm, pages, searxng, brave, tmp_path, auth_token) -> Iterator[ChatService]:
+    """The `chat` service with an access token (`auth_token`), of the same kind."""
+    llm.clear()
+    env = chat_env(llm, tmp_path, pages, AUTH_TOKEN=auth_token)
+    with service_for(request, env, searxng.url) as service:
+        yield service
 
 
 @pytest.fixture

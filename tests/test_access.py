@@ -9,7 +9,6 @@ import socket
 import sqlite3
 from collections.abc import Iterator
 
-import httpx
 import pytest
 
 from app.api.access import FAILURES_ALLOWED, MAX_BODY_BYTES
@@ -23,37 +22,37 @@ JSON = {"content-type": "application/json"}
 
 
 def conversations(chat) -> list[dict]:
-    return httpx.get(f"{chat.url}/api/conversations").json()
+    return chat.http.get("/api/conversations").json()
 
 
 # -- hosts, origins, content types -----------------------------------------------------------
 
 
+@pytest.mark.socket  # Host as sent on the wire
 @pytest.mark.parametrize("host", ["attacker.example", "attacker.example:8080", "127.0.0.1.nip.io"])
 def test_a_rebinding_host_is_refused_before_any_handler(chat, host):
-    response = httpx.get(f"{chat.url}/api/memory", headers={"Host": host})
+    response = chat.http.get("/api/memory", headers={"Host": host})
     assert response.status_code == 421
     assert "ALLOWED_HOSTS" in response.json()["detail"]
-    created = httpx.post(
-        f"{chat.url}/api/conversations", json={}, headers={"Host": host}
-    ).status_code
+    created = chat.http.post("/api/conversations", json={}, headers={"Host": host}).status_code
     assert created == 421
     assert conversations(chat) == []
 
 
+@pytest.mark.socket  # Host as sent on the wire
 @pytest.mark.parametrize("host", ["localhost", "127.0.0.1", "[::1]", "LOCALHOST."])
 def test_loopback_names_are_served_on_any_port(chat, host):
     port = chat.url.rsplit(":", 1)[1]
-    assert httpx.get(f"{chat.url}/api/memory", headers={"Host": f"{host}:{port}"}).is_success
+    assert chat.http.get("/api/memory", headers={"Host": f"{host}:{port}"}).is_success
 
 
 def test_allowed_hosts_adds_a_lan_name(llm, searxng, tmp_path):
     llm.clear()
     env = chat_env(llm, tmp_path, ALLOWED_HOSTS="chat.lan, proxy.home:8443")
-    service = ChatService(env, searxng.url).start()
+    service = ChatService(env, searxng.url).start()  # on a socket: Host as sent on the wire
     try:
         ok = [
-            httpx.get(f"{service.url}/healthz", headers={"Host": h}).status_code
+            service.http.get("/healthz", headers={"Host": h}).status_code
             for h in ("chat.lan", "chat.lan:80", "proxy.home:8443", "proxy.home:9000", "other.lan")
         ]
         assert ok == [200, 200, 200, 421, 421]
@@ -61,6 +60,7 @@ def test_allowed_hosts_adds_a_lan_name(llm, searxng, tmp_path):
         service.stop()
 
 
+@pytest.mark.socket  # Origin as a browser sends it
 @pytest.mark.parametrize(
     "headers",
     [
@@ -72,13 +72,11 @@ def test_allowed_hosts_adds_a_lan_name(llm, searxng, tmp_path):
     ],
 )
 def test_a_foreign_origin_changes_nothing(chat, headers):
-    response = httpx.post(f"{chat.url}/api/conversations", json={}, headers=headers)
+    response = chat.http.post("/api/conversations", json={}, headers=headers)
     assert response.status_code == 403
-    assert (
-        httpx.put(f"{chat.url}/api/memory", json={"text": "x"}, headers=headers).status_code == 403
-    )
+    assert chat.http.put("/api/memory", json={"text": "x"}, headers=headers).status_code == 403
     assert conversations(chat) == []
-    assert httpx.get(f"{chat.url}/api/memory").json() == {"text": ""}
+    assert chat.http.get("/api/memory").json() == {"text": ""}
 
 
 @pytest.mark.parametrize(
@@ -96,24 +94,26 @@ def test_a_foreign_origin_changes_nothing(chat, headers):
 )
 def test_only_json_changes_anything(chat, content, kind):
     headers = {"content-type": kind} if kind else {}
-    response = httpx.post(f"{chat.url}/api/conversations", content=content, headers=headers)
+    response = chat.http.post("/api/conversations", content=content, headers=headers)
     assert response.status_code == 415
     assert conversations(chat) == []
 
 
+@pytest.mark.socket  # Origin as a browser sends it
 def test_our_own_origin_is_welcome(chat):
     origin = chat.url
-    response = httpx.post(
-        f"{chat.url}/api/conversations",
+    response = chat.http.post(
+        "/api/conversations",
         json={"title": "mine"},
         headers={"Origin": origin, "Sec-Fetch-Site": "same-origin"},
     )
     assert response.status_code == 201
 
 
+@pytest.mark.socket  # a preflight as a browser sends it
 def test_no_cors_header_is_ever_sent(chat):
-    preflight = httpx.options(
-        f"{chat.url}/api/conversations",
+    preflight = chat.http.options(
+        "/api/conversations",
         headers={
             "Origin": "http://evil.example",
             "Access-Control-Request-Method": "POST",
@@ -122,11 +122,11 @@ def test_no_cors_header_is_ever_sent(chat):
     )
     assert preflight.status_code == 204
     assert set(preflight.headers["allow"].split(", ")) == {"GET", "POST", "OPTIONS"}
-    chat_path = f"{chat.url}/api/conversations/20260101-abcdef/chat"
-    assert httpx.options(chat_path).headers["allow"] == "OPTIONS, POST"
+    chat_path = "/api/conversations/20260101-abcdef/chat"
+    assert chat.http.options(chat_path).headers["allow"] == "OPTIONS, POST"
     for response in (
         preflight,
-        httpx.get(f"{chat.url}/api/config", headers={"Origin": "http://evil.example"}),
+        chat.http.get("/api/config", headers={"Origin": "http://evil.example"}),
     ):
         assert not [h for h in response.headers if h.lower().startswith("access-control-")]
 
@@ -134,14 +134,14 @@ def test_no_cors_header_is_ever_sent(chat):
 # -- the token -------------------------------------------------------------------------------
 
 
+# Not ASCII: the token is compared as bytes, whatever the client sends.
+TOKEN = "s3cret-tøken-4f9a2c7e1b8d6053a9e1"
+
+
 @pytest.fixture
-def guarded(llm, pages, searxng, tmp_path) -> Iterator[ChatService]:
-    llm.clear()
-    service = ChatService(
-        chat_env(llm, tmp_path, pages, AUTH_TOKEN="s3cret-tøken-4f9a2c7e1b8d6053a9e1"), searxng.url
-    )
-    yield service.start()
-    service.stop()
+def auth_token() -> str:
+    """The token of this module's `guarded` service."""
+    return TOKEN
 
 
 def raw_get(url: str, authorization: bytes) -> int:
@@ -156,28 +156,29 @@ def raw_get(url: str, authorization: bytes) -> int:
         return int(sock.recv(64).split(b" ")[1])
 
 
+@pytest.mark.socket  # raw bytes on the socket
 def test_the_token_is_compared_as_bytes_and_never_crashes(guarded):
-    right = "Bearer s3cret-tøken-4f9a2c7e1b8d6053a9e1".encode()
+    right = f"Bearer {TOKEN}".encode()
     assert raw_get(guarded.url, right) == 200
     for wrong in (b"Bearer s3cret", "Bearer jäger".encode(), b"Bearer \xff\xfe", b"Basic x", b""):
         assert raw_get(guarded.url, wrong) == 401, wrong
-    health = httpx.get(f"{guarded.url}/healthz").json()  # open without the token
+    health = guarded.http.get("/healthz").json()  # open without the token
     assert (health["status"], health["search"]) == ("ok", "ok")
 
 
 def test_the_page_signs_in_with_a_cookie_and_signs_out(guarded):
-    with httpx.Client(base_url=guarded.url) as client:
+    with guarded.client() as client:
         assert client.get("/api/session").json() == {"auth": True, "signed_in": False}
         assert client.get("/api/config").status_code == 401
         wrong = client.post("/api/session", json={"token": "nope"})
         assert wrong.status_code == 401
-        signed = client.post("/api/session", json={"token": "s3cret-tøken-4f9a2c7e1b8d6053a9e1"})
+        signed = client.post("/api/session", json={"token": TOKEN})
         assert signed.status_code == 200
         cookie = signed.headers["set-cookie"]
         assert "HttpOnly" in cookie and "SameSite=strict" in cookie and "Max-Age=" in cookie
         assert client.get("/api/config").status_code == 200
         assert client.get("/api/session").json() == {"auth": True, "signed_in": True}
-        forged = httpx.get(f"{guarded.url}/api/config", cookies={"session": "9999999999.abc"})
+        forged = guarded.http.get("/api/config", headers={"Cookie": "session=9999999999.abc"})
         assert forged.status_code == 401
         assert client.delete("/api/session").status_code == 204
         assert client.get("/api/config").status_code == 401
@@ -186,23 +187,21 @@ def test_the_page_signs_in_with_a_cookie_and_signs_out(guarded):
 def test_repeated_wrong_tokens_are_slowed(guarded):
     for _ in range(FAILURES_ALLOWED):
         headers = {"Authorization": "Bearer wrong"}
-        assert httpx.get(f"{guarded.url}/api/config", headers=headers).status_code == 401
-    blocked = httpx.get(f"{guarded.url}/api/config", headers={"Authorization": "Bearer wrong"})
+        assert guarded.http.get("/api/config", headers=headers).status_code == 401
+    blocked = guarded.http.get("/api/config", headers={"Authorization": "Bearer wrong"})
     assert blocked.status_code == 429 and int(blocked.headers["retry-after"]) > 0
-    assert httpx.post(f"{guarded.url}/api/session", json={"token": "wrong"}).status_code == 429
+    assert guarded.http.post("/api/session", json={"token": "wrong"}).status_code == 429
     # The right token still works: the owner shares the address of whoever guessed.
-    right = {"Authorization": "Bearer s3cret-tøken-4f9a2c7e1b8d6053a9e1".encode()}
-    assert httpx.get(f"{guarded.url}/api/config", headers=right).status_code == 200
-    login = httpx.post(
-        f"{guarded.url}/api/session", json={"token": "s3cret-tøken-4f9a2c7e1b8d6053a9e1"}
-    )
+    right = {"Authorization": f"Bearer {TOKEN}".encode()}
+    assert guarded.http.get("/api/config", headers=right).status_code == 200
+    login = guarded.http.post("/api/session", json={"token": TOKEN})
     assert login.status_code == 200
 
 
 def test_the_page_asks_for_the_token_and_signs_out(browser, guarded, llm):
     page = open_page(browser, guarded.url, ready=False)
     try:
-        page.fill("#login-token", "s3cret-tøken-4f9a2c7e1b8d6053a9e1")
+        page.fill("#login-token", TOKEN)
         page.keyboard.press("Enter")
         page.wait_for_selector("body[data-ready]", state="attached")
         cookies = page.context.cookies()
@@ -228,16 +227,16 @@ def test_the_page_asks_for_the_token_and_signs_out(browser, guarded, llm):
 )
 def test_lone_surrogates_are_refused_and_nothing_is_stored(chat, method, path, body):
     # json.dumps escapes them as JSON allows ("\ud800"); httpx's json= could not send them.
-    response = httpx.request(method, f"{chat.url}{path}", content=json.dumps(body), headers=JSON)
+    response = chat.http.request(method, path, content=json.dumps(body), headers=JSON)
     assert response.status_code == 422
     assert "lone surrogate" in response.json()["detail"]
-    assert conversations(chat) == [] and httpx.get(f"{chat.url}/api/memory").json()["text"] == ""
+    assert conversations(chat) == [] and chat.http.get("/api/memory").json()["text"] == ""
 
 
 def test_a_chat_message_with_a_lone_surrogate_is_refused_before_the_turn(chat, llm):
     conversation_id = new_conversation(chat)
-    response = httpx.post(
-        f"{chat.url}/api/conversations/{conversation_id}/chat",
+    response = chat.http.post(
+        f"/api/conversations/{conversation_id}/chat",
         content=json.dumps({"message": "hi \ud800"}),
         headers=JSON,
     )
@@ -250,25 +249,25 @@ def test_brackets_and_escaped_quotes_inside_text_are_not_nesting(chat):
     """Only structure counts towards the depth limit: code or a quote pasted in a text
     (brackets, escaped quotes and backslashes) goes through."""
     text = 'print(d["k"]) # \\" [[[[[[[[[[[[[[[[[[[[ {{{{{{{{{{{{{{{{{{{{\n' * 50
-    saved = httpx.put(f"{chat.url}/api/memory", json={"text": text})
+    saved = chat.http.put("/api/memory", json={"text": text})
     assert saved.status_code == 200, saved.text
-    assert httpx.get(f"{chat.url}/api/memory").json()["text"] == text
+    assert chat.http.get("/api/memory").json()["text"] == text
 
 
 def test_size_and_depth_limits_name_the_limit(chat):
     huge = {"text": "x" * (MAX_BODY_BYTES + 10)}
-    too_big = httpx.put(f"{chat.url}/api/memory", json=huge)
+    too_big = chat.http.put("/api/memory", json=huge)
     assert too_big.status_code == 413 and f"{MAX_BODY_BYTES:,}" in too_big.json()["detail"]
     deep = "[" * 100_000 + "]" * 100_000
-    nested = httpx.put(f"{chat.url}/api/memory", content=deep, headers=JSON)
+    nested = chat.http.put("/api/memory", content=deep, headers=JSON)
     assert nested.status_code == 422 and str(MAX_JSON_DEPTH) in nested.json()["detail"]
-    long_prompt = httpx.post(
-        f"{chat.url}/api/conversations", json={"settings": {"system_prompt": "x" * 60_000}}
+    long_prompt = chat.http.post(
+        "/api/conversations", json={"settings": {"system_prompt": "x" * 60_000}}
     )
     assert long_prompt.status_code == 422
     assert "settings.system_prompt" in long_prompt.json()["detail"]
     assert "50000" in long_prompt.json()["detail"]
-    many = httpx.put(f"{chat.url}/api/models", json={"models": [f"m{i}" for i in range(201)]})
+    many = chat.http.put("/api/models", json={"models": [f"m{i}" for i in range(201)]})
     assert many.status_code == 422 and "200" in many.json()["detail"]
 
 
@@ -283,28 +282,28 @@ def test_size_and_depth_limits_name_the_limit(chat):
     ],
 )
 def test_unknown_fields_are_refused_by_name_everywhere(chat, method, path, body):
-    response = httpx.request(method, f"{chat.url}{path}", json=body)
+    response = chat.http.request(method, path, json=body)
     assert response.status_code == 422
     assert "unknown field" in response.json()["detail"] and "extra" in response.json()["detail"]
 
 
 def test_unknown_fields_in_a_turn_are_refused(chat, llm):
     conversation_id = new_conversation(chat)
-    base = f"{chat.url}/api/conversations/{conversation_id}"
+    base = f"/api/conversations/{conversation_id}"
     for path, body in (("chat", {"message": "hi", "temperature": 2}), ("regenerate", {"x": 1})):
-        response = httpx.post(f"{base}/{path}", json=body)
+        response = chat.http.post(f"{base}/{path}", json=body)
         assert response.status_code == 422, path
     assert llm.requests == []
 
 
 def test_a_turn_may_only_use_a_model_of_the_picker(chat, llm):
     conversation_id = new_conversation(chat)
-    url = f"{chat.url}/api/conversations/{conversation_id}"
-    invented = httpx.post(f"{url}/chat", json={"message": "hi", "model": "x" * 200})
+    url = f"/api/conversations/{conversation_id}"
+    invented = chat.http.post(f"{url}/chat", json={"message": "hi", "model": "x" * 200})
     assert invented.status_code == 404 and "unknown model" in invented.json()["detail"]
-    assert httpx.patch(url, json={"settings": {"model": "nope"}}).status_code == 404
+    assert chat.http.patch(url, json={"settings": {"model": "nope"}}).status_code == 404
     assert llm.requests == [] and get_conversation(chat, conversation_id)["messages"] == []
-    httpx.put(f"{chat.url}/api/models", json={"models": ["my-own"]})
+    chat.http.put("/api/models", json={"models": ["my-own"]})
     llm.script(Reply(text="Answered by my own model."))
     events = send(chat, conversation_id, "hi", model="my-own")
     assert events[-1]["type"] == "done"
@@ -312,7 +311,7 @@ def test_a_turn_may_only_use_a_model_of_the_picker(chat, llm):
 
 def test_an_id_with_a_trailing_newline_is_refused(chat):
     conversation_id = new_conversation(chat)
-    response = httpx.get(f"{chat.url}/api/conversations/{conversation_id}%0A")
+    response = chat.http.get(f"/api/conversations/{conversation_id}%0A")
     assert response.status_code == 422
 
 
@@ -327,19 +326,19 @@ def test_a_damaged_conversation_gives_a_clear_error_and_the_rest_works(chat, llm
     database = chat.settings.data_dir / "chat.db"
     with sqlite3.connect(database) as db:  # a hand edit gone wrong
         db.execute("UPDATE conversations SET settings = '{\"model\": ' WHERE id = ?", (bad,))
-    response = httpx.get(f"{chat.url}/api/conversations/{bad}")
+    response = chat.http.get(f"/api/conversations/{bad}")
     assert response.status_code == 409
     detail = response.json()["detail"]
     assert bad in detail and str(database) in detail and "python -m app export" in detail
-    chat_url = f"{chat.url}/api/conversations/{bad}/chat"
+    chat_url = f"/api/conversations/{bad}/chat"
     for body in ({"message": "hi"}, {"message": "hi", "model": "fake-model"}):
-        chat_response = httpx.post(chat_url, json=body)
+        chat_response = chat.http.post(chat_url, json=body)
         assert chat_response.status_code == 409
         assert "settings damaged" in chat_response.json()["detail"]
     listed = {c["id"]: c for c in conversations(chat)}
     assert set(listed) == {good, bad}
     assert listed[bad]["damaged"] and "damaged" not in listed[good]
-    assert httpx.get(f"{chat.url}/api/conversations/{good}").status_code == 200
+    assert chat.http.get(f"/api/conversations/{good}").status_code == 200
 
 
 def test_a_turn_refused_on_damaged_data_leaves_the_conversation_free(chat, llm):
@@ -350,8 +349,8 @@ def test_a_turn_refused_on_damaged_data_leaves_the_conversation_free(chat, llm):
     database = chat.settings.data_dir / "chat.db"
     with sqlite3.connect(database) as db:
         db.execute("UPDATE conversations SET totals = '{' WHERE id = ?", (conversation_id,))
-    chat_url = f"{chat.url}/api/conversations/{conversation_id}/chat"
-    response = httpx.post(chat_url, json={"message": "hi", "model": "fake-model"})
+    chat_url = f"/api/conversations/{conversation_id}/chat"
+    response = chat.http.post(chat_url, json={"message": "hi", "model": "fake-model"})
     assert response.status_code == 409 and "damaged" in response.json()["detail"]
     with sqlite3.connect(database) as db:
         db.execute("UPDATE conversations SET totals = NULL WHERE id = ?", (conversation_id,))
@@ -364,7 +363,7 @@ def test_a_memory_file_that_is_not_utf8_is_named_and_never_overwritten(chat, llm
     memory = chat.settings.data_dir / "memory.md"
     memory.parent.mkdir(parents=True, exist_ok=True)
     memory.write_bytes("- Użytkownik mieszka w Łodzi\n".encode("cp1250"))
-    response = httpx.get(f"{chat.url}/api/memory")
+    response = chat.http.get("/api/memory")
     assert response.status_code == 409 and "not UTF-8" in response.json()["detail"]
     llm.script(Reply(text="Still answering."))
     events = send(chat, new_conversation(chat), "hello")
@@ -372,7 +371,7 @@ def test_a_memory_file_that_is_not_utf8_is_named_and_never_overwritten(chat, llm
     warning = next(e for e in events if e["type"] == "warning")
     assert "memory left out of this answer" in warning["message"]
     assert memory.read_bytes() == "- Użytkownik mieszka w Łodzi\n".encode("cp1250")
-    assert httpx.put(f"{chat.url}/api/memory", json={"text": "- fixed\n"}).status_code == 200
+    assert chat.http.put("/api/memory", json={"text": "- fixed\n"}).status_code == 200
 
 
 def test_a_failed_first_turn_takes_its_title_back_with_the_message(chat, llm):

@@ -1,8 +1,8 @@
 """The chat service's HTTP API as the page (or curl) uses it: config, models, memory,
 conversations, regenerate and rewind, what a turn reports, and the access token.
 
-Everything runs against the real service on loopback (the `chat` fixture, or a service of
-a test's own when it needs another model server or configuration)."""
+Everything runs against the real service, in-process unless the test hangs up (the `chat`
+fixture, or a service of a test's own when it needs another model server or configuration)."""
 
 from __future__ import annotations
 
@@ -13,11 +13,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
 from app.chat.settings import PRESETS_DIR
-from tests.chat_client import Events, event_types, get_conversation, send, stream
+from tests.chat_client import done, event_types, get_conversation, send, stream
 from tests.conftest import ChatService, chat_env
 from tests.fakes.llm_server import FakeLLM, Reply, server_error
 
@@ -30,25 +29,20 @@ JSON = {"content-type": "application/json"}
 
 
 def create_conversation(chat, headers: dict[str, str] | None = None, **body: Any) -> dict[str, Any]:
-    response = httpx.post(f"{chat.url}/api/conversations", json=body, headers=headers)
+    response = chat.http.post("/api/conversations", json=body, headers=headers)
     assert response.status_code == 201, response.text
     return response.json()
 
 
-def done(events: Events) -> dict[str, Any]:
-    assert events and events[-1]["type"] == "done", events[-1:]
-    return events[-1]
-
-
 def api_config(chat) -> dict[str, Any]:
-    response = httpx.get(f"{chat.url}/api/config")
+    response = chat.http.get("/api/config")
     assert response.status_code == 200, response.text
     return response.json()
 
 
 @contextlib.contextmanager
 def own_service(llm: FakeLLM, tmp_path: Path, searxng_url: str, **env: str) -> Iterator[Any]:
-    service = ChatService(chat_env(llm, tmp_path, **env), searxng_url).start()
+    service = ChatService(chat_env(llm, tmp_path, **env), searxng_url, socket=False).start()
     try:
         yield service
     finally:
@@ -59,7 +53,7 @@ def own_service(llm: FakeLLM, tmp_path: Path, searxng_url: str, **env: str) -> I
 
 
 def test_healthz_reports_the_search_side(chat, llm, tmp_path):
-    response = httpx.get(f"{chat.url}/healthz")
+    response = chat.http.get("/healthz")
     assert response.status_code == 200
     body = response.json()
     assert body.pop("search_plan")["rate_per_second"] == 1.0  # the free plan's, before Brave's
@@ -69,7 +63,7 @@ def test_healthz_reports_the_search_side(chat, llm, tmp_path):
         "database": {"backend": "sqlite", "answers": True},
     }
     with own_service(llm, tmp_path / "down", "http://127.0.0.1:9") as without_search:
-        degraded = httpx.get(f"{without_search.url}/healthz")
+        degraded = without_search.http.get("/healthz")
     assert degraded.status_code == 200
     degraded_body = degraded.json()
     del degraded_body["search_plan"]
@@ -83,7 +77,7 @@ def test_healthz_reports_the_search_side(chat, llm, tmp_path):
 def test_config_groups_models_and_describes_every_setting(searxng, tmp_path):
     with FakeLLM(models=["fake-model", "fake-small", "qwen3:8b"]) as llm:
         with own_service(llm, tmp_path, searxng.url) as chat:
-            added = httpx.put(f"{chat.url}/api/models", json={"models": ["my-finetune"]})
+            added = chat.http.put("/api/models", json={"models": ["my-finetune"]})
             assert added.status_code == 200, added.text
             body = api_config(chat)
 
@@ -131,17 +125,17 @@ def test_config_groups_models_and_describes_every_setting(searxng, tmp_path):
     ids=["string", "empty-string", "blank", "number", "null", "missing", "not-an-object"],
 )
 def test_put_models_refuses_bad_lists_and_changes_nothing(chat, body):
-    first = httpx.put(f"{chat.url}/api/models", json={"models": ["kept-model"]})
+    first = chat.http.put("/api/models", json={"models": ["kept-model"]})
     assert first.status_code == 200
-    response = httpx.put(f"{chat.url}/api/models", json=body)
+    response = chat.http.put("/api/models", json=body)
     assert response.status_code == 422
     assert response.json()["detail"]  # says what is wrong
     assert api_config(chat)["models"]["added"] == ["kept-model"]
 
 
 def test_added_models_persist_for_a_fresh_service(chat, llm, searxng, tmp_path):
-    response = httpx.put(
-        f"{chat.url}/api/models", json={"models": ["gpt-oss:20b", "gemma3:4b", "gpt-oss:20b"]}
+    response = chat.http.put(
+        "/api/models", json={"models": ["gpt-oss:20b", "gemma3:4b", "gpt-oss:20b"]}
     )
     assert response.status_code == 200
     assert response.json() == {"models": ["gpt-oss:20b", "gemma3:4b"]}
@@ -156,11 +150,11 @@ def test_added_models_persist_for_a_fresh_service(chat, llm, searxng, tmp_path):
 
 
 def test_memory_round_trip_reaches_the_model(chat, llm):
-    assert httpx.get(f"{chat.url}/api/memory").json() == {"text": ""}
+    assert chat.http.get("/api/memory").json() == {"text": ""}
     memory = "- The user lives in Kraków.\n- The user prefers metric units.\n"
-    response = httpx.put(f"{chat.url}/api/memory", json={"text": memory})
+    response = chat.http.put("/api/memory", json={"text": memory})
     assert response.status_code == 200
-    assert httpx.get(f"{chat.url}/api/memory").json() == {"text": memory}
+    assert chat.http.get("/api/memory").json() == {"text": memory}
     assert (chat.settings.data_dir / "memory.md").read_text(encoding="utf-8") == memory
 
     llm.script(Reply(text="About 4 minutes."))
@@ -174,10 +168,10 @@ def test_memory_round_trip_reaches_the_model(chat, llm):
 
 @pytest.mark.parametrize("body", [{"text": 42}, {"text": None}, {}, ["text"]])
 def test_memory_refuses_a_non_string_and_keeps_the_file(chat, body):
-    httpx.put(f"{chat.url}/api/memory", json={"text": "- kept fact\n"})
-    response = httpx.put(f"{chat.url}/api/memory", json=body)
+    chat.http.put("/api/memory", json={"text": "- kept fact\n"})
+    response = chat.http.put("/api/memory", json=body)
     assert response.status_code == 422
-    assert httpx.get(f"{chat.url}/api/memory").json() == {"text": "- kept fact\n"}
+    assert chat.http.get("/api/memory").json() == {"text": "- kept fact\n"}
 
 
 # -- conversations ---------------------------------------------------------------------------
@@ -185,7 +179,7 @@ def test_memory_refuses_a_non_string_and_keeps_the_file(chat, body):
 
 def test_create_uses_the_defaults_and_chosen_settings(chat):
     defaults = api_config(chat)["defaults"]
-    plain = httpx.post(f"{chat.url}/api/conversations", headers=JSON)  # no body at all
+    plain = chat.http.post("/api/conversations", headers=JSON)  # no body at all
     assert plain.status_code == 201
     created = plain.json()
     assert created["title"] == "New conversation"
@@ -208,9 +202,9 @@ def test_create_with_bad_settings_is_refused_and_creates_nothing(chat):
         {"settings": {"no_such_setting": 1}},
         {"title": ""},
     ):
-        response = httpx.post(f"{chat.url}/api/conversations", json=body)
+        response = chat.http.post("/api/conversations", json=body)
         assert response.status_code == 422, body
-    assert httpx.get(f"{chat.url}/api/conversations").json() == []
+    assert chat.http.get("/api/conversations").json() == []
 
 
 def test_list_is_newest_first(chat, llm):
@@ -221,7 +215,7 @@ def test_list_is_newest_first(chat, llm):
     ids = [create_conversation(chat, title=f"Conversation {n}")["id"] for n in range(5)]
     for conversation_id in ids:
         done(send(chat, conversation_id, "Hello"))
-    listed = httpx.get(f"{chat.url}/api/conversations").json()
+    listed = chat.http.get("/api/conversations").json()
     assert [c["id"] for c in listed] == ids[::-1]
     assert {"id", "title", "created", "updated"} <= set(listed[0])
 
@@ -230,7 +224,7 @@ def test_a_new_message_moves_a_conversation_to_the_top_and_a_rename_does_not(cha
     llm.script(*(Reply(text="Noted.") for _ in range(3)))
 
     def listed() -> list[str]:
-        return [c["id"] for c in httpx.get(f"{chat.url}/api/conversations").json()]
+        return [c["id"] for c in chat.http.get("/api/conversations").json()]
 
     first = create_conversation(chat, title="Older")["id"]
     done(send(chat, first, "One"))
@@ -239,7 +233,7 @@ def test_a_new_message_moves_a_conversation_to_the_top_and_a_rename_does_not(cha
     done(send(chat, second, "Two"))
     assert listed() == [second, first]
     time.sleep(1.1)
-    renamed = httpx.patch(f"{chat.url}/api/conversations/{first}", json={"title": "Renamed"})
+    renamed = chat.http.patch(f"/api/conversations/{first}", json={"title": "Renamed"})
     assert renamed.json()["title"] == "Renamed"
     assert listed() == [second, first]
     done(send(chat, first, "Three"))
@@ -251,11 +245,11 @@ def test_a_conversation_with_no_message_is_not_listed(chat, llm):
     llm.script(Reply(text="An answer."))
     rewound = create_conversation(chat)["id"]
     done(send(chat, rewound, "A message taken back"))
-    assert httpx.post(f"{chat.url}/api/conversations/{rewound}/rewind", json={}).is_success
+    assert chat.http.post(f"/api/conversations/{rewound}/rewind", json={}).is_success
     llm.script(server_error(500))
     failed = create_conversation(chat)["id"]
     assert send(chat, failed, "A first message that fails")[-1]["type"] == "error"
-    assert httpx.get(f"{chat.url}/api/conversations").json() == []
+    assert chat.http.get("/api/conversations").json() == []
 
 
 def test_search_finds_by_title_and_by_message_text(chat, llm):
@@ -267,7 +261,7 @@ def test_search_finds_by_title_and_by_message_text(chat, llm):
     done(send(chat, other, "My bike squeaks"))
 
     def found(query: str) -> list[str]:
-        response = httpx.get(f"{chat.url}/api/conversations", params={"q": query})
+        response = chat.http.get("/api/conversations", params={"q": query})
         assert response.status_code == 200
         return [c["id"] for c in response.json()]
 
@@ -281,8 +275,8 @@ def test_search_finds_by_title_and_by_message_text(chat, llm):
 
 def test_patch_renames_and_changes_settings_only_where_asked(chat):
     created = create_conversation(chat)
-    url = f"{chat.url}/api/conversations/{created['id']}"
-    response = httpx.patch(
+    url = f"/api/conversations/{created['id']}"
+    response = chat.http.patch(
         url,
         json={
             "title": "Renamed",
@@ -302,7 +296,7 @@ def test_patch_renames_and_changes_settings_only_where_asked(chat):
     assert response.json()["settings"] == expected
 
     for bad in ({"title": ""}, {"messages": []}, {"settings": {"search_max_uses": 99}}):
-        assert httpx.patch(url, json=bad).status_code == 422, bad
+        assert chat.http.patch(url, json=bad).status_code == 422, bad
     assert get_conversation(chat, created["id"])["settings"] == expected
 
 
@@ -324,38 +318,38 @@ def test_first_message_names_the_conversation_and_the_picked_model_is_kept(chat,
 
 def test_model_set_in_settings_answers_the_next_message(chat, llm):
     conversation_id = create_conversation(chat)["id"]
-    url = f"{chat.url}/api/conversations/{conversation_id}"
-    assert httpx.patch(url, json={"settings": {"model": "fake-small"}}).status_code == 200
+    url = f"/api/conversations/{conversation_id}"
+    assert chat.http.patch(url, json={"settings": {"model": "fake-small"}}).status_code == 200
     done(send(chat, conversation_id, "hello"))
     assert llm.requests[-1].body["model"] == "fake-small"
 
 
 def test_delete_then_it_is_gone(chat):
     conversation_id = create_conversation(chat, title="Short-lived")["id"]
-    url = f"{chat.url}/api/conversations/{conversation_id}"
-    response = httpx.delete(url)
+    url = f"/api/conversations/{conversation_id}"
+    response = chat.http.delete(url)
     assert response.status_code == 204
     assert response.content == b""
-    assert httpx.get(url).status_code == 404
-    assert httpx.delete(url).status_code == 404
-    assert httpx.get(f"{chat.url}/api/conversations").json() == []
+    assert chat.http.get(url).status_code == 404
+    assert chat.http.delete(url).status_code == 404
+    assert chat.http.get("/api/conversations").json() == []
 
 
 def test_unknown_conversation_is_404(chat):
-    url = f"{chat.url}/api/conversations/20250101-0123456789"
-    assert httpx.get(url).status_code == 404
-    assert httpx.patch(url, json={"title": "x"}).status_code == 404
-    assert httpx.post(f"{url}/chat", json={"message": "hello"}).status_code == 404
-    assert httpx.post(f"{url}/rewind", json={}).status_code == 404
+    url = "/api/conversations/20250101-0123456789"
+    assert chat.http.get(url).status_code == 404
+    assert chat.http.patch(url, json={"title": "x"}).status_code == 404
+    assert chat.http.post(f"{url}/chat", json={"message": "hello"}).status_code == 404
+    assert chat.http.post(f"{url}/rewind", json={}).status_code == 404
 
 
 def test_the_data_is_one_database_and_the_memory_file(chat, llm):
     llm.script(Reply(text="Sure."))
     conversation_id = create_conversation(chat, title="On disk")["id"]
     done(send(chat, conversation_id, "Hello there"))
-    httpx.patch(f"{chat.url}/api/conversations/{conversation_id}", json={"title": "Renamed"})
-    httpx.put(f"{chat.url}/api/memory", json={"text": "- a fact\n"})
-    httpx.put(f"{chat.url}/api/models", json={"models": ["extra-model"]})
+    chat.http.patch(f"/api/conversations/{conversation_id}", json={"title": "Renamed"})
+    chat.http.put("/api/memory", json={"text": "- a fact\n"})
+    chat.http.put("/api/models", json={"models": ["extra-model"]})
 
     data = chat.settings.data_dir
     assert (data / "memory.md").read_text(encoding="utf-8") == "- a fact\n"
@@ -401,7 +395,7 @@ def test_regenerate_answers_again_with_the_model_given(chat, llm):
 
 def test_regenerate_on_an_empty_conversation_is_409(chat, llm):
     conversation_id = create_conversation(chat)["id"]
-    response = httpx.post(f"{chat.url}/api/conversations/{conversation_id}/regenerate", json={})
+    response = chat.http.post(f"/api/conversations/{conversation_id}/regenerate", json={})
     assert response.status_code == 409
     assert get_conversation(chat, conversation_id)["messages"] == []
     assert llm.requests == []
@@ -412,9 +406,9 @@ def test_rewind_gives_back_the_last_message_and_removes_the_exchange(chat, llm):
     conversation_id = create_conversation(chat)["id"]
     done(send(chat, conversation_id, "Capital of France?"))
     done(send(chat, conversation_id, "Capital of Germny?"))
-    url = f"{chat.url}/api/conversations/{conversation_id}/rewind"
+    url = f"/api/conversations/{conversation_id}/rewind"
 
-    response = httpx.post(url, json={})
+    response = chat.http.post(url, json={})
     assert response.status_code == 200
     assert response.json() == {"message": "Capital of Germny?"}
     stored = get_conversation(chat, conversation_id)["messages"]
@@ -423,9 +417,9 @@ def test_rewind_gives_back_the_last_message_and_removes_the_exchange(chat, llm):
         ("assistant", "Paris."),
     ]
 
-    assert httpx.post(url, json={}).json() == {"message": "Capital of France?"}
+    assert chat.http.post(url, json={}).json() == {"message": "Capital of France?"}
     assert get_conversation(chat, conversation_id)["messages"] == []
-    assert httpx.post(url, json={}).status_code == 409
+    assert chat.http.post(url, json={}).status_code == 409
 
 
 # -- what a turn reports ---------------------------------------------------------------------
@@ -524,24 +518,25 @@ def test_access_token_guards_the_api_but_not_healthz(llm, searxng, tmp_path):
     ) as chat:
         good = {"Authorization": "Bearer secret-7f3a9c1e5b2d8046a1c3e5f7"}
         for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": "Basic secret"}):
-            response = httpx.get(f"{chat.url}/api/config", headers=headers)
+            response = chat.http.get("/api/config", headers=headers)
             assert response.status_code == 401, headers
-            refused = httpx.post(f"{chat.url}/api/conversations", json={}, headers=headers)
+            refused = chat.http.post("/api/conversations", json={}, headers=headers)
             assert refused.status_code == 401
         assert not (chat.settings.data_dir / "conversations").exists()
 
-        assert httpx.get(f"{chat.url}/healthz").status_code == 200
-        assert httpx.get(f"{chat.url}/api/config", headers=good).status_code == 200
+        assert chat.http.get("/healthz").status_code == 200
+        assert chat.http.get("/api/config", headers=good).status_code == 200
 
         conversation_id = create_conversation(chat, headers=good)["id"]
         llm.script(Reply(text="Authorised answer."))
         path = f"/api/conversations/{conversation_id}/chat"
         events = stream(chat, path, {"message": "hi"}, headers=good)
         assert done(events)["status"] == "complete"
-        unauthorised = httpx.post(f"{chat.url}{path}", json={"message": "hi"})
+        unauthorised = chat.http.post(path, json={"message": "hi"})
         assert unauthorised.status_code == 401
 
 
+@pytest.mark.socket  # Stop is the hang-up
 def test_an_answer_cut_by_stop_still_counts_in_the_next_projection(chat, llm):
     """A Stop leaves no usage (servers send it at the end); the cut answer is estimated."""
     conversation_id = create_conversation(chat)["id"]

@@ -8,7 +8,6 @@ import time
 from typing import Any
 from urllib.parse import quote
 
-import httpx
 import pytest
 
 from app.api import sse
@@ -107,6 +106,7 @@ def test_identical_repeated_call_is_not_run_twice(chat, llm, brave):
     assert "repeated" in llm.requests[2].body["messages"][-1]["content"]
 
 
+@pytest.mark.socket  # Stop is the hang-up
 def test_stop_closes_the_upstream_stream_and_keeps_the_partial_answer(chat, llm):
     llm.script(Reply(text="word " * 400, split=5, chunk_delay=0.05), Reply(text="A fresh answer."))
     conversation_id = new_conversation(chat)
@@ -136,13 +136,14 @@ def test_stop_closes_the_upstream_stream_and_keeps_the_partial_answer(chat, llm)
     assert messages[1]["content"] == "A fresh answer." and messages[1]["status"] == "complete"
 
 
+@pytest.mark.socket  # Stop is the hang-up
 def test_stop_before_the_first_token_reaches_the_model_server(chat, llm):
     """The hang-up is heard while nothing streams: the model server is let go at once and
     the conversation is free for the next message."""
     llm.script(Reply(silent=True), Reply(text="Here now."))
     conversation_id = new_conversation(chat)
-    url = f"{chat.url}/api/conversations/{conversation_id}/chat"
-    with httpx.Client(timeout=30) as client:
+    url = f"/api/conversations/{conversation_id}/chat"
+    with chat.client() as client:
         with client.stream("POST", url, json={"message": "Anyone?"}) as response:
             assert response.status_code == 200
             deadline = time.monotonic() + 5
@@ -159,8 +160,8 @@ def test_a_quiet_stream_is_kept_open_with_pings(chat, llm, monkeypatch):
     lines (which an EventSource ignores) keep it open."""
     monkeypatch.setattr(sse, "PING_SECONDS", 0.2)
     llm.script(Reply(text=["Slow ", "answer."], chunk_delay=0.7))
-    url = f"{chat.url}/api/conversations/{new_conversation(chat)}/chat"
-    with httpx.Client(timeout=30) as client:
+    url = f"/api/conversations/{new_conversation(chat)}/chat"
+    with chat.client() as client:
         with client.stream("POST", url, json={"message": "Take your time."}) as response:
             assert response.headers["content-type"].startswith("text/event-stream")
             assert response.headers["cache-control"] == "no-store"
@@ -273,7 +274,7 @@ def system_text(request) -> str:
 
 
 def tool_refusals(chat) -> list[dict[str, str]]:
-    return httpx.get(f"{chat.url}/api/config").json()["tool_refusals"]
+    return chat.http.get("/api/config").json()["tool_refusals"]
 
 
 def test_a_model_that_rejected_tools_is_not_offered_them_again(chat, llm):
@@ -305,7 +306,7 @@ def test_a_tool_refusal_survives_a_restart_until_the_user_clears_it(llm, searxng
     env = chat_env(llm, tmp_path, MODELS=f"fake-model,{model}")
     llm.clear()
     llm.script(tools_unsupported(model), Reply(text="Without tools."))
-    service = ChatService(env, searxng.url).start()
+    service = ChatService(env, searxng.url, socket=False).start()
     try:
         conversation_id = new_conversation(service, model=model)
         send(service, conversation_id, "question")
@@ -314,22 +315,22 @@ def test_a_tool_refusal_survives_a_restart_until_the_user_clears_it(llm, searxng
         service.stop()
 
     llm.script(Reply(text="Still without."), Reply(text="With tools again."))
-    service = ChatService(env, searxng.url).start()
+    service = ChatService(env, searxng.url, socket=False).start()
     try:
         refusal = tool_refusals(service)[0]
         assert refusal["model"] == model and "does not support tools" in refusal["reason"]
         send(service, conversation_id, "after the restart")
         assert "tools" not in llm.requests[-1].body
 
-        url = f"{service.url}/api/models/tool-refusals/{quote(model, safe='')}"
-        assert httpx.delete(url).status_code == 204
+        url = f"/api/models/tool-refusals/{quote(model, safe='')}"
+        assert service.http.delete(url).status_code == 204
         assert tool_refusals(service) == []
-        assert httpx.delete(url).status_code == 404  # nothing left to forget
+        assert service.http.delete(url).status_code == 404  # nothing left to forget
         send(service, conversation_id, "and now?")
         assert tool_names(llm.requests[-1]) == ["web_search", "web_fetch"]
         assert TOOL_NOTE_START in system_text(llm.requests[-1])
         # The other model never refused the tools: nothing to forget.
-        assert httpx.delete(f"{service.url}/api/models/tool-refusals/fake-model").status_code == 404
+        assert service.http.delete("/api/models/tool-refusals/fake-model").status_code == 404
     finally:
         service.stop()
 
@@ -371,18 +372,18 @@ def test_failed_search_goes_to_the_model_as_text_and_to_the_user(chat, llm, brav
 def test_second_turn_on_the_same_conversation_is_refused_while_one_runs(chat, llm):
     llm.script(Reply(text="slow " * 100, split=5, chunk_delay=0.05), Reply(text="next"))
     conversation_id = new_conversation(chat)
-    with httpx.Client(timeout=30) as client:
+    with chat.client() as client:
         with client.stream(
-            "POST", f"{chat.url}/api/conversations/{conversation_id}/chat", json={"message": "one"}
+            "POST", f"/api/conversations/{conversation_id}/chat", json={"message": "one"}
         ) as first:
             lines = first.iter_lines()  # kept: a dropped iterator closes the stream
             next(lines)
             second = client.post(
-                f"{chat.url}/api/conversations/{conversation_id}/chat", json={"message": "two"}
+                f"/api/conversations/{conversation_id}/chat", json={"message": "two"}
             )
             assert second.status_code == 409
             renamed = client.patch(
-                f"{chat.url}/api/conversations/{conversation_id}", json={"title": "Renamed"}
+                f"/api/conversations/{conversation_id}", json={"title": "Renamed"}
             )
             assert renamed.status_code == 200
             for _line in lines:
@@ -402,7 +403,7 @@ def test_malformed_id_is_refused_and_touches_nothing(chat, bad):
         ("DELETE", f"/api/conversations/{bad}"),
         ("POST", f"/api/conversations/{bad}/chat"),
     ]:
-        response = httpx.request(method, f"{chat.url}{path}", json={"message": "x", "title": "t"})
+        response = chat.http.request(method, path, json={"message": "x", "title": "t"})
         assert response.status_code in (404, 422), (method, response.status_code)
     after = sorted(data.rglob("*")) if data.exists() else []
     assert after == before
@@ -410,10 +411,10 @@ def test_malformed_id_is_refused_and_touches_nothing(chat, bad):
 
 def test_bad_input_gets_a_clear_error(chat):
     conversation_id = new_conversation(chat)
-    url = f"{chat.url}/api/conversations/{conversation_id}"
-    assert httpx.post(f"{url}/chat", json={"message": "  "}).status_code == 422
-    bad_prompt = httpx.patch(url, json={"settings": {"compress_prompt": "Summarise please"}})
+    url = f"/api/conversations/{conversation_id}"
+    assert chat.http.post(f"{url}/chat", json={"message": "  "}).status_code == 422
+    bad_prompt = chat.http.patch(url, json={"settings": {"compress_prompt": "Summarise please"}})
     assert bad_prompt.status_code == 422 and "{transcript}" in bad_prompt.json()["detail"]
-    assert httpx.patch(url, json={"settings": {"context_budget": "big"}}).status_code == 422
-    assert httpx.patch(url, json={"settings": {"search_locale": "polish"}}).status_code == 422
+    assert chat.http.patch(url, json={"settings": {"context_budget": "big"}}).status_code == 422
+    assert chat.http.patch(url, json={"settings": {"search_locale": "polish"}}).status_code == 422
     assert get_conversation(chat, conversation_id)["settings"]["context_budget"] == 102_400

@@ -2,7 +2,8 @@
 Docker Compose from compose.yaml as a user would, with the fake Brave API, the fake model
 server and the page server on the host, where the containers reach them through
 host.docker.internal. The images Compose would pull are built locally under the same names
-(tests/compose/images.py). Skipped, saying why, where no Docker engine answers.
+(tests/compose/images.py). Skipped, saying why, where no Docker engine answers (failed,
+under CI).
 
 Every container, network and volume of the test's own Compose project is removed at the
 end, whatever happened.
@@ -11,131 +12,30 @@ end, whatever happened.
 from __future__ import annotations
 
 import json
-import os
 import secrets
 import subprocess
 import time
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass, field
-from pathlib import Path
 
-import httpx
 import pytest
 
 from app.api.routes.page import CONTENT_SECURITY_POLICY
 from app.search.embedded import free_port
 from tests.compose import images
+from tests.compose.stack import (
+    BRAVE_KEY,
+    BUILD_SECONDS,
+    Stack,
+    bridge_gateway,
+    new_conversation,
+    port_of,
+    read_events,
+    remove_everything,
+)
 from tests.fakes.brave_api import FakeBrave
 from tests.fakes.llm_server import FakeLLM, Reply, ToolCall
 from tests.fakes.pages import PageServer
-
-ROOT = Path(__file__).resolve().parent.parent
-OVERRIDE = ROOT / "tests" / "compose" / "compose.test.yaml"
-BRAVE_KEY = "compose-test-key"
-UP_SECONDS = 300
-"""How long `up --wait` may take once the images are built (measured: under a minute)."""
-BUILD_SECONDS = 1200
-"""How long building the stand-ins and the chat image may take (measured: a few minutes)."""
-
-
-def bridge_gateway() -> str:
-    """The host's address on Docker's default bridge: what host-gateway resolves to."""
-    done = subprocess.run(
-        [
-            "docker",
-            "network",
-            "inspect",
-            "bridge",
-            "--format",
-            "{{(index .IPAM.Config 0).Gateway}}",
-        ],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    return done.stdout.strip()
-
-
-@dataclass
-class Stack:
-    """One Compose project of the test's own, driven by the docker CLI."""
-
-    project: str
-    env_file: Path
-    settings: dict[str, str]
-    port: int
-    token: str
-    timings: dict[str, float] = field(default_factory=dict)
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def write_env(self, **changes: str) -> None:
-        self.settings.update(changes)
-        # Single quotes keep a value as written (MODEL_PARAMS' JSON has double quotes).
-        lines = [f"{k}='{v}'\n" if '"' in v else f"{k}={v}\n" for k, v in self.settings.items()]
-        self.env_file.write_text("".join(lines))
-
-    def compose(self, *args: str, timeout: float = UP_SECONDS, check: bool = True) -> str:
-        command = ["docker", "compose", "-p", self.project, "--project-directory", str(ROOT)]
-        command += ["-f", str(ROOT / "compose.yaml"), "-f", str(OVERRIDE)]
-        command += ["--env-file", str(self.env_file), *args]
-        env = {**os.environ, "CA_BUNDLE": str(images.CA_BUNDLE)}
-        env["TEST_BUILD_STAMP"] = self.settings.get("TEST_BUILD_STAMP", "0")
-        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=env)
-        if check and done.returncode != 0:
-            raise AssertionError(
-                f"`docker compose {' '.join(args)}` exited {done.returncode}:\n"
-                f"{done.stdout[-3000:]}\n{done.stderr[-3000:]}\n{self.logs()}"
-            )
-        return done.stdout
-
-    def logs(self) -> str:
-        command = ["docker", "compose", "-p", self.project, "logs", "--no-color", "--tail", "40"]
-        done = subprocess.run(command, capture_output=True, text=True, timeout=60)
-        return f"--- the stack's logs:\n{done.stdout[-6000:]}{done.stderr[-1000:]}"
-
-    def up(self, *args: str, label: str, profile: str | None = None) -> None:
-        started = time.monotonic()
-        options = ["--profile", profile] if profile else []  # Compose's own, before `up`
-        self.compose(*options, "up", "-d", "--wait", "--wait-timeout", str(UP_SECONDS), *args)
-        self.timings[label] = round(time.monotonic() - started, 1)
-
-    def api(self, token: str | None = "") -> httpx.Client:
-        """A client of the published port; the stack's token unless told otherwise."""
-        token = self.token if token == "" else token
-        headers = {"Authorization": f"Bearer {token}"} if token else {}
-        return httpx.Client(base_url=self.url, headers=headers, timeout=60)
-
-    def containers(self) -> list[dict]:
-        ids = subprocess.run(
-            ["docker", "ps", "-aq", "--filter", f"label=com.docker.compose.project={self.project}"],
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.split()
-        if not ids:
-            return []
-        out = subprocess.run(
-            ["docker", "inspect", *ids], capture_output=True, text=True, check=True
-        )
-        return json.loads(out.stdout)
-
-
-def remove_everything(project: str) -> None:
-    """Containers, networks and volumes of the project, even when `down` could not run."""
-    label = f"label=com.docker.compose.project={project}"
-    for kind, listing in (
-        ("container", ["docker", "ps", "-aq", "--filter", label]),
-        ("network", ["docker", "network", "ls", "-q", "--filter", label]),
-        ("volume", ["docker", "volume", "ls", "-q", "--filter", label]),
-    ):
-        ids = subprocess.run(listing, capture_output=True, text=True).stdout.split()
-        if ids:
-            force = ["-f"] if kind != "network" else []
-            subprocess.run(["docker", kind, "rm", *force, *ids], capture_output=True)
 
 
 @pytest.fixture(scope="module")
@@ -149,10 +49,6 @@ def fakes(docker: None) -> Iterator[tuple[FakeBrave, FakeLLM, PageServer]]:
     finally:
         for fake in (brave, llm, pages):
             fake.stop()
-
-
-def port_of(fake: FakeBrave | FakeLLM | PageServer) -> int:
-    return int(httpx.URL(fake.url).port or 80)
 
 
 @pytest.fixture(scope="module")
@@ -220,22 +116,6 @@ def image_sizes() -> str:
 def search_json(stack: Stack, query: str) -> list[dict]:
     out = stack.compose("exec", "-T", "chat", "python", "-m", "app", "search", query, "--json")
     return json.loads(out)
-
-
-def read_events(client: httpx.Client, path: str, body: dict) -> list[dict]:
-    events = []
-    with client.stream("POST", path, json=body) as response:
-        assert response.status_code == 200, response.read()
-        for line in response.iter_lines():
-            if line.startswith("data: "):
-                events.append(json.loads(line[len("data: ") :]))
-    return events
-
-
-def new_conversation(client: httpx.Client, **settings: object) -> str:
-    response = client.post("/api/conversations", json={"settings": settings})
-    assert response.status_code == 201, response.text
-    return response.json()["id"]
 
 
 def test_doctor_is_all_ok_in_the_chat_container(stack):

@@ -24,9 +24,7 @@ import pytest
 
 from app.search.embedded import free_port
 from tests.compose import images
-from tests.fakes.brave_api import FakeBrave
-from tests.fakes.llm_server import FakeLLM, Reply
-from tests.test_compose_live import (
+from tests.compose.stack import (
     BRAVE_KEY,
     BUILD_SECONDS,
     Stack,
@@ -36,6 +34,8 @@ from tests.test_compose_live import (
     read_events,
     remove_everything,
 )
+from tests.fakes.brave_api import FakeBrave
+from tests.fakes.llm_server import FakeLLM, Reply
 
 ROOT = Path(__file__).resolve().parent.parent
 REPLICAS = 2

@@ -6,7 +6,6 @@ what keeps web text out of memory.md (the rule, the review, the caps, Keep and U
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 
 import httpx
@@ -14,40 +13,26 @@ import pytest
 from playwright.sync_api import expect
 
 from app.chat import context
-from tests import test_page
+from tests import page_actions
 from tests.browser import open_page
-from tests.chat_client import get_conversation, send
-from tests.conftest import ChatService, chat_env
+from tests.chat_client import get_conversation, new_conversation, send
+from tests.conftest import ChatService, chat_env, service_for
 from tests.fakes.llm_server import Reply, ToolCall, context_length_exceeded, server_error
 from tests.fakes.pages import POISON_ADDRESS, POISON_FACTS
 from tests.llama_server import MODEL_ALIAS, strict_llama
-from tests.test_chat import new_conversation
-from tests.test_llama_server import ENGLISH, QUIET, service_env
-
-MEASURED = {"prompt_tokens": 900, "completion_tokens": 10}
+from tests.llama_turns import ENGLISH, QUIET, service_env
+from tests.summaries import MEASURED, small_conversation, summary_reply
 
 __all__ = ["strict_llama"]  # a fixture, imported to be used here
 
 
 @pytest.fixture
-def small_chat(llm, searxng, tmp_path) -> Iterator[ChatService]:
+def small_chat(request, llm, searxng, tmp_path) -> Iterator[ChatService]:
     """Keeps the last 2 messages verbatim; conversations get a 1,000-token budget."""
     llm.clear()
     env = chat_env(llm, tmp_path, KEEP_RECENT_MESSAGES="2", MAX_COMPLETION_TOKENS="200")
-    service = ChatService(env, searxng.url).start()
-    yield service
-    service.stop()
-
-
-def summary_reply(summary: str, facts: list[str]) -> Reply:
-    return Reply(
-        text=json.dumps({"summary": summary, "facts": facts}),
-        usage={"prompt_tokens": 300, "completion_tokens": 40},
-    )
-
-
-def small_conversation(chat) -> str:
-    return new_conversation(chat, context_budget=1000, web_search=False, web_fetch=False)
+    with service_for(request, env, searxng.url) as service:
+        yield service
 
 
 def test_over_budget_folds_old_turns_into_summary_and_facts_into_memory(small_chat, llm):
@@ -134,7 +119,7 @@ def test_context_overflow_is_compressed_and_retried_once(small_chat, llm):
     conversation_id = small_conversation(small_chat)
     # A budget the projection never crosses: only the server's refusal triggers compression.
     roomy = {"settings": {"context_budget": 1_000_000}}
-    httpx.patch(f"{small_chat.url}/api/conversations/{conversation_id}", json=roomy)
+    small_chat.http.patch(f"/api/conversations/{conversation_id}", json=roomy)
     llm.script(Reply(text="First answer.", usage={"prompt_tokens": 10, "completion_tokens": 2}))
     send(small_chat, conversation_id, "first question")
 
@@ -233,13 +218,12 @@ def test_fold_count_cuts_only_before_a_question():
 
 
 @pytest.fixture
-def reading_chat(llm, pages, searxng, tmp_path) -> Iterator[ChatService]:
+def reading_chat(request, llm, pages, searxng, tmp_path) -> Iterator[ChatService]:
     """small_chat with the loopback page server allowed: a page read, then folded."""
     llm.clear()
     env = chat_env(llm, tmp_path, pages, KEEP_RECENT_MESSAGES="2", MAX_COMPLETION_TOKENS="200")
-    service = ChatService(env, searxng.url).start()
-    yield service
-    service.stop()
+    with service_for(request, env, searxng.url) as service:
+        yield service
 
 
 def read_poisoned_page(chat, llm, pages) -> str:
@@ -309,8 +293,8 @@ def test_one_compression_saves_at_most_three_facts_each_at_most_200_characters(s
 
 
 def test_undo_takes_exactly_that_fact_out_of_memory_and_keep_puts_it_back(small_chat, llm):
-    memory = f"{small_chat.url}/api/memory"
-    httpx.put(memory, json={"text": "Written by hand\n- Drinks tea\n"})
+    memory = "/api/memory"
+    small_chat.http.put(memory, json={"text": "Written by hand\n- Drinks tea\n"})
     conversation_id = small_conversation(small_chat)
     llm.script(Reply(text="Noted.", usage=MEASURED))
     send(small_chat, conversation_id, "I drink coffee, run Debian and edit with vim.")
@@ -325,21 +309,26 @@ def test_undo_takes_exactly_that_fact_out_of_memory_and_keep_puts_it_back(small_
         "- Drinks coffee",
         "- Runs Debian 12",
     ]
-    undo = httpx.post(f"{memory}/facts/remove", json={"fact": "Drinks coffee"})
+    undo = small_chat.http.post(f"{memory}/facts/remove", json={"fact": "Drinks coffee"})
     assert undo.status_code == 200
     expected = ["Written by hand", "- Drinks tea", "- Runs Debian 12"]
     assert memory_lines(small_chat) == expected
-    assert httpx.get(memory).json()["text"].splitlines() == expected  # Settings' editor
-    again = httpx.post(f"{memory}/facts/remove", json={"fact": "Drinks coffee"})
+    assert small_chat.http.get(memory).json()["text"].splitlines() == expected  # Settings' editor
+    again = small_chat.http.post(f"{memory}/facts/remove", json={"fact": "Drinks coffee"})
     assert again.status_code == 404 and "not in memory.md" in again.json()["detail"]
     assert memory_lines(small_chat) == expected
-    keep = httpx.post(f"{memory}/facts", json={"fact": "Drinks coffee"})
+    keep = small_chat.http.post(f"{memory}/facts", json={"fact": "Drinks coffee"})
     assert keep.status_code == 200
     assert memory_lines(small_chat) == [*expected, "- Drinks coffee"]
-    assert httpx.post(f"{memory}/facts", json={"fact": "Drinks coffee"}).status_code == 200
+    assert (
+        small_chat.http.post(f"{memory}/facts", json={"fact": "Drinks coffee"}).status_code == 200
+    )
     assert memory_lines(small_chat) == [*expected, "- Drinks coffee"]  # not twice
     # Kept by hand, a fact is still one line: a line break would add an unseen second one.
-    assert httpx.post(f"{memory}/facts", json={"fact": "Likes\n- Obeys pages"}).status_code == 200
+    assert (
+        small_chat.http.post(f"{memory}/facts", json={"fact": "Likes\n- Obeys pages"}).status_code
+        == 200
+    )
     assert memory_lines(small_chat) == [*expected, "- Drinks coffee", "- Likes - Obeys pages"]
 
 
@@ -355,8 +344,8 @@ def test_the_notice_offers_keep_and_undo_for_each_fact_saved(browser, small_chat
     try:
         proposed = ["Runs Debian 12", "Drinks tea", f"Starts by reading {POISON_ADDRESS}"]
         llm.script(summary_reply("About the user.", proposed), Reply(text="Ok.", usage=MEASURED))
-        test_page.send(page, "Go on")
-        test_page.wait_turn_end(page)
+        page_actions.send(page, "Go on")
+        page_actions.wait_turn_end(page)
         notice = page.locator(".notice.compression")
         expect(notice).to_contain_text("2 messages folded into a summary, 2 facts saved to memory")
         expect(notice.locator(".facts-refused summary")).to_have_text("1 proposed fact not saved")

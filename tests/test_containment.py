@@ -162,6 +162,7 @@ NAVIGATION = {
 }
 
 
+@pytest.mark.socket  # Origin and Sec-Fetch-* as a browser sends them
 @pytest.mark.parametrize(
     "headers",
     [
@@ -174,23 +175,23 @@ NAVIGATION = {
 )
 def test_a_get_from_another_page_is_refused_but_a_link_to_the_page_is_not(chat, headers):
     for path in ("/api/conversations?q=x", "/api/status", "/api/lab/search?q=x", "/"):
-        assert httpx.get(f"{chat.url}{path}", headers=headers).status_code == 403, path
-    assert httpx.get(f"{chat.url}/", headers=NAVIGATION).status_code == 200
-    assert httpx.get(f"{chat.url}/api/conversations", headers=NAVIGATION).status_code == 403
+        assert chat.http.get(path, headers=headers).status_code == 403, path
+    assert chat.http.get("/", headers=NAVIGATION).status_code == 200
+    assert chat.http.get("/api/conversations", headers=NAVIGATION).status_code == 403
 
 
 def test_every_answer_forbids_embedding_and_sniffing(chat, llm):
     llm.script(Reply("Hi."))
-    conversation = httpx.post(f"{chat.url}/api/conversations", json={}).json()["id"]
+    conversation = chat.http.post("/api/conversations", json={}).json()["id"]
     answers = [
-        httpx.get(f"{chat.url}/"),
-        httpx.get(f"{chat.url}/static/js/main.js"),
-        httpx.get(f"{chat.url}/api/conversations"),
-        httpx.get(f"{chat.url}/api/nothing-here"),
-        httpx.get(f"{chat.url}/api/memory", headers={"Origin": "http://evil.example"}),
-        httpx.get(f"{chat.url}/api/memory", headers={"Host": "rebound.example"}),
-        httpx.get(f"{chat.url}/healthz"),
-        httpx.post(f"{chat.url}/api/conversations/{conversation}/chat", json={"message": "hi"}),
+        chat.http.get("/"),
+        chat.http.get("/static/js/main.js"),
+        chat.http.get("/api/conversations"),
+        chat.http.get("/api/nothing-here"),
+        chat.http.get("/api/memory", headers={"Origin": "http://evil.example"}),
+        chat.http.get("/api/memory", headers={"Host": "rebound.example"}),
+        chat.http.get("/healthz"),
+        chat.http.post(f"/api/conversations/{conversation}/chat", json={"message": "hi"}),
     ]
     for answer in answers:
         assert answer.headers.get_list("cross-origin-resource-policy") == ["same-origin"], answer
@@ -517,7 +518,7 @@ def test_the_export_loads_nothing_and_its_links_go_where_they_say(chat, llm):
     llm.script(Reply(text=HOSTILE_ANSWER))
     conversation = new_conversation(chat)
     send(chat, conversation, "hi ![](https://a.example/u.png)")
-    exported = httpx.get(f"{chat.url}/api/conversations/{conversation}/export").text
+    exported = chat.http.get(f"/api/conversations/{conversation}/export").text
     html = MarkdownIt("commonmark").render(exported)
     assert "<img" not in html
     assert "&lt;img" in html  # shown as text

@@ -19,6 +19,7 @@ from app.model.failures import classify
 from app.model.tool_calls import could_be_call, parse_text_calls
 from tests.chat_client import (
     Events,
+    done,
     event_types,
     get_conversation,
     new_conversation,
@@ -75,11 +76,6 @@ def converse(chat: ChatService, message: str) -> tuple[str, Events]:
 
 def text_of(events: Events, kind: str = "delta") -> str:
     return "".join(e["text"] for e in events if e["type"] == kind)
-
-
-def done(events: Events) -> dict[str, Any]:
-    assert events[-1]["type"] == "done", events[-3:]
-    return events[-1]
 
 
 def failure(events: Events) -> dict[str, Any]:
@@ -289,6 +285,7 @@ def test_llamacpp_output_that_does_not_parse_is_discarded_and_answered_without_t
     assert stored["warnings"] == [warning]
 
 
+@pytest.mark.socket  # Stop is the hang-up
 def test_a_discarded_attempt_leaves_no_checkpoint_behind(chat, llm):
     """Its text was checkpointed while it streamed; Stop once the retry is announced, before
     any new text, must not leave that text stored as the interrupted answer."""

@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-import httpx
 import pytest
 
 from app import config
@@ -27,7 +26,7 @@ from tests.chat_client import get_conversation, new_conversation, send
 from tests.conftest import chat_env
 from tests.fakes.llm_server import Reply, ToolCall, obeying
 from tests.fakes.pages import PageServer
-from tests.test_injection import resolve_everything_privately
+from tests.resolving import resolve_everything_privately
 
 MEMORY = "PIN 4921, lives at 7 Elm Street"
 
@@ -39,7 +38,7 @@ def lookups(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
 
 def remember(chat, text: str) -> None:
-    response = httpx.put(f"{chat.url}/api/memory", json={"text": text})
+    response = chat.http.put("/api/memory", json={"text": text})
     assert response.is_success, response.text
 
 

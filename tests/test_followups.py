@@ -8,14 +8,13 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
-import httpx
 import pytest
 
 from app.chat import context
 from tests.chat_client import get_conversation, new_conversation, send
-from tests.conftest import ChatService, chat_env
+from tests.conftest import ChatService, chat_env, service_for
 from tests.fakes.llm_server import Reply, ToolCall, context_length_exceeded
-from tests.test_compression import summary_reply
+from tests.summaries import summary_reply
 
 KEPT = re.compile(
     r'<untrusted-data source="earlier_results" id="(\w+)">\n(.*?)\n</untrusted-data id="\1">',
@@ -24,12 +23,13 @@ KEPT = re.compile(
 
 
 @pytest.fixture
-def folding_chat(llm, searxng, tmp_path) -> Iterator[ChatService]:
+def folding_chat(request, llm, searxng, tmp_path) -> Iterator[ChatService]:
     """Keeps only the last 2 messages verbatim when it folds."""
     llm.clear()
-    service = ChatService(chat_env(llm, tmp_path, KEEP_RECENT_MESSAGES="2"), searxng.url).start()
-    yield service
-    service.stop()
+    with service_for(
+        request, chat_env(llm, tmp_path, KEEP_RECENT_MESSAGES="2"), searxng.url
+    ) as service:
+        yield service
 
 
 def kept_blocks(request_messages: list[dict[str, Any]]) -> list[str]:
@@ -120,7 +120,7 @@ def test_over_budget_the_oldest_sources_go_before_any_message_is_folded(chat, ll
     pending = "What did they say?"
     fits = 12000 - older + context.estimate_tokens(pending) + 8 + 4096 + newer
     budget = {"settings": {"context_budget": fits + older // 2}}
-    httpx.patch(f"{chat.url}/api/conversations/{conversation_id}", json=budget)
+    chat.http.patch(f"/api/conversations/{conversation_id}", json=budget)
 
     llm.script(Reply(text="They said things."))
     events = send(chat, conversation_id, pending)
@@ -159,7 +159,7 @@ def test_a_compression_folds_the_last_answers_sources_into_the_summary_request(f
     llm.script(Reply(text="Plain answer.", usage={"prompt_tokens": 12000}))
     send(folding_chat, conversation_id, "Thanks")
     small = {"settings": {"context_budget": 1000}}
-    httpx.patch(f"{folding_chat.url}/api/conversations/{conversation_id}", json=small)
+    folding_chat.http.patch(f"/api/conversations/{conversation_id}", json=small)
 
     llm.script(summary_reply("Asked about four topics.", []), Reply(text="Answer."))
     events = send(folding_chat, conversation_id, "Another question")
@@ -177,12 +177,13 @@ def test_a_compression_folds_the_last_answers_sources_into_the_summary_request(f
 
 
 @pytest.fixture
-def folding_chat_of_4(llm, searxng, tmp_path) -> Iterator[ChatService]:
+def folding_chat_of_4(request, llm, searxng, tmp_path) -> Iterator[ChatService]:
     """Keeps at most the last 4 messages verbatim when it folds."""
     llm.clear()
-    service = ChatService(chat_env(llm, tmp_path, KEEP_RECENT_MESSAGES="4"), searxng.url).start()
-    yield service
-    service.stop()
+    with service_for(
+        request, chat_env(llm, tmp_path, KEEP_RECENT_MESSAGES="4"), searxng.url
+    ) as service:
+        yield service
 
 
 def test_a_compression_reads_the_sources_of_the_answers_it_folds(folding_chat_of_4, llm):
@@ -196,7 +197,7 @@ def test_a_compression_reads_the_sources_of_the_answers_it_folds(folding_chat_of
         for topic in topics
     ]
     small = {"settings": {"context_budget": 1000}}
-    httpx.patch(f"{folding_chat.url}/api/conversations/{conversation_id}", json=small)
+    folding_chat.http.patch(f"/api/conversations/{conversation_id}", json=small)
 
     llm.script(summary_reply("Asked about five topics.", []), Reply(text="Answer."))
     events = send(folding_chat, conversation_id, "Another question")
@@ -242,7 +243,7 @@ def test_an_answer_its_digest_and_export_are_numbered_as_the_answer_cites(chat, 
     assert kept.index("[1] ") < kept.index("[2] ")
     assert "[21] " not in kept
 
-    exported = httpx.get(f"{chat.url}/api/conversations/{conversation_id}/export").text
+    exported = chat.http.get(f"/api/conversations/{conversation_id}/export").text
     assert expected in exported
     assert f"1. [Pierogi, step by step]({article})" in exported
     assert f"2. [{third['title']}]" in exported

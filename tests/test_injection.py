@@ -14,22 +14,20 @@ in a stubbed resolver, so the fetch is refused before any connection.
 from __future__ import annotations
 
 import asyncio
-import ipaddress
 import re
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from app import config
 from app.chat.tools import DEFAULT_TOOL_NOTE, ToolResult, ToolRunner, untrusted
-from app.pages import addresses
 from app.search.client import Searxng
 from app.search.searcher import Searcher
 from tests.chat_client import get_conversation, new_conversation, send
 from tests.conftest import chat_env
 from tests.fakes.llm_server import Reply, ToolCall
 from tests.fakes.pages import INJECTION_ORDER, PageServer
+from tests.resolving import resolve_everything_privately
 
 METADATA_URL = "http://169.254.169.254/latest/meta-data/"
 OTHER_URL = "https://never.example/"
@@ -50,18 +48,6 @@ def assert_one_sealed_block(text: str) -> str:
     assert closing_markers(text) == [closing]
     assert text.endswith(closing)
     return text[opening.end() : -len(closing)]
-
-
-def resolve_everything_privately(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """Every name resolves to 10.0.0.1: a fetch by name is refused before connecting."""
-    asked: list[str] = []
-
-    async def resolve(host: str, port: int) -> list[Any]:
-        asked.append(host)
-        return [ipaddress.ip_address("10.0.0.1")]
-
-    monkeypatch.setattr(addresses, "resolve", resolve)
-    return asked
 
 
 def runner(settings: config.Settings, searxng_url: str, user_text: str = "") -> ToolRunner:

@@ -22,7 +22,7 @@ DAY = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 
 
 def lab(chat: Any, route: str, **params: str) -> httpx.Response:
-    return httpx.get(f"{chat.url}/api/lab/{route}", params=params, timeout=60)
+    return chat.http.get(f"/api/lab/{route}", params=params, timeout=60)
 
 
 def ok(response: httpx.Response) -> dict[str, Any]:
@@ -149,7 +149,8 @@ def test_bad_input_is_a_400_with_a_clear_message(chat, brave, route, params, wor
 
 
 def test_unreachable_searxng_is_a_502_naming_it(llm, pages, tmp_path):
-    service = ChatService(chat_env(llm, tmp_path, pages), "http://127.0.0.1:9").start()
+    service = ChatService(chat_env(llm, tmp_path, pages), "http://127.0.0.1:9", socket=False)
+    service.start()
     try:
         for route in ("search", "measure"):
             response = lab(service, route, q=QUERY)
@@ -160,7 +161,8 @@ def test_unreachable_searxng_is_a_502_naming_it(llm, pages, tmp_path):
 
 
 def test_engine_failure_is_a_502_with_brave_words(llm, pages, tmp_path, fresh_searxng, brave):
-    service = ChatService(chat_env(llm, tmp_path, pages), fresh_searxng.url).start()
+    service = ChatService(chat_env(llm, tmp_path, pages), fresh_searxng.url, socket=False)
+    service.start()
     try:
         brave.fail_next(422, "SUBSCRIPTION_TOKEN_INVALID")
         response = lab(service, "search", q="rust", locale="en")

@@ -117,5 +117,5 @@ def test_healthz_reports_the_worst_lag_since_the_last_call(llm, searxng, tmp_pat
 
 
 def test_healthz_has_no_lag_figures_without_the_probe(chat) -> None:
-    health = httpx.get(f"{chat.url}/healthz", timeout=5).json()
+    health = chat.http.get("/healthz", timeout=5).json()
     assert "loop_lag_ms" not in health and "loop_lag_own_ms" not in health

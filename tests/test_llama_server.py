@@ -7,10 +7,8 @@ The first run builds llama-server (5-10 minutes, said on the terminal); later ru
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -18,37 +16,12 @@ import pytest
 
 from app.chat import context
 from tests.chat_client import Events, get_conversation, new_conversation, send, stream
-from tests.conftest import ChatService, chat_env, run_cli
-from tests.llama_server import MODEL_ALIAS, LlamaServer, llama, tiny_llama
-
-SAMPLES = Path(__file__).parent / "llama" / "samples"
-ENDLESS = "gemma3-endless"
-"""The same model under a second name whose requests ignore end-of-text: an answer long
-enough to stop in the middle (llama-server answers under any name)."""
-QUIET = {"web_search": False, "web_fetch": False}
-ENGLISH = (SAMPLES / "en.txt").read_text()
+from tests.chat_client import done as done_of
+from tests.conftest import ChatService, run_cli
+from tests.llama_server import MODEL_ALIAS, llama, tiny_llama
+from tests.llama_turns import ENDLESS, ENGLISH, QUIET, SAMPLES, service_env
 
 __all__ = ["llama", "tiny_llama"]  # fixtures, imported to be used here
-
-
-def service_env(server: LlamaServer, tmp_path: Path, **extra: str) -> dict[str, str]:
-    return chat_env(
-        server,
-        tmp_path,
-        MODELS=f"{MODEL_ALIAS},{ENDLESS}",
-        DEFAULT_MODEL=MODEL_ALIAS,
-        SUMMARY_MODEL=MODEL_ALIAS,
-        MAX_COMPLETION_TOKENS="24",
-        COMPRESS_MAX_TOKENS="100",
-        # Greedy sampling: the same garbage every run, so a failure can be replayed.
-        MODEL_PARAMS=json.dumps(
-            {
-                MODEL_ALIAS: {"temperature": 0},
-                ENDLESS: {"temperature": 0, "ignore_eos": True},
-            }
-        ),
-        **extra,
-    )
 
 
 @pytest.fixture
@@ -56,11 +29,6 @@ def service(llama, searxng, tmp_path) -> Iterator[ChatService]:
     chat = ChatService(service_env(llama, tmp_path), searxng.url).start()
     yield chat
     chat.stop()
-
-
-def done_of(events: Events) -> dict[str, Any]:
-    assert events and events[-1]["type"] == "done", events[-3:]
-    return events[-1]
 
 
 def deltas(events: Events) -> str:

@@ -27,9 +27,9 @@ from tests.chat_client import Events, get_conversation, new_conversation, stream
 from tests.chat_client import send as api_send
 from tests.conftest import ChatService, chat_env, run_cli
 from tests.fakes.llm_server import Reply
+from tests.page_actions import conversation_id as shown_conversation
+from tests.page_actions import send, wait_turn_end
 from tests.postgres import Postgres, own_cluster
-from tests.test_page import conversation_id as shown_conversation
-from tests.test_page import send, wait_turn_end
 
 PIECES = [f"piece {n} " for n in range(60)]
 SLOW = Reply(text=PIECES, chunk_delay=0.05)

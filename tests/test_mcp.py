@@ -25,8 +25,10 @@ from app.search import client as search_client
 from tests.conftest import ROOT, ChatService, chat_env
 from tests.fakes.pages import ARTICLE_TITLE
 
+# The MCP SDK's clients make their own connections, to the service's address.
+pytestmark = pytest.mark.socket
+
 T = TypeVar("T")
-TOKEN = "mcp-test-token-0123456789abcdef0123456789"
 PRIVATE = "http://169.254.169.254/latest/meta-data/"
 INITIALIZE = {
     "jsonrpc": "2.0",
@@ -318,21 +320,14 @@ def test_http_answers_malformed_json_rpc_with_a_protocol_error_and_goes_on(mcp_u
     assert served.status_code == 200 and served.json()["result"]["serverInfo"]["name"]
 
 
-@pytest.fixture
-def guarded(llm, pages, searxng, brave, tmp_path) -> Iterator[ChatService]:
-    service = ChatService(chat_env(llm, tmp_path, pages, AUTH_TOKEN=TOKEN), searxng.url).start()
-    yield service
-    service.stop()
-
-
-def test_with_auth_token_mcp_wants_the_bearer_token(guarded, brave):
+def test_with_auth_token_mcp_wants_the_bearer_token(guarded, auth_token, brave):
     url = f"{guarded.url}/mcp"
     assert post(url, json.dumps(INITIALIZE)).status_code == 401
     wrong = post(url, json.dumps(INITIALIZE), Authorization="Bearer nope")
     assert wrong.status_code == 401
 
     async def scenario() -> CallToolResult:
-        headers = {"Authorization": f"Bearer {TOKEN}"}
+        headers = {"Authorization": f"Bearer {auth_token}"}
         async with httpx2.AsyncClient(headers=headers, timeout=60) as http:
             transport = streamable_http_client(url, http_client=http)
             async with Client(transport) as client:

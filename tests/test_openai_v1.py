@@ -12,7 +12,7 @@ import pytest
 
 from app.chat import context
 from app.chat.completion import CUT_MARKER, history_tokens
-from tests.conftest import ChatService, chat_env
+from tests.conftest import chat_env, service_for
 from tests.fakes.llm_server import (
     FakeLLM,
     Reply,
@@ -23,8 +23,15 @@ from tests.fakes.llm_server import (
 )
 
 
-def client_of(chat, **options) -> openai.OpenAI:
-    return openai.OpenAI(base_url=f"{chat.url}/v1", api_key="unused", max_retries=0, **options)
+def client_of(chat, api_key: str = "unused", **options) -> openai.OpenAI:
+    """The SDK on the service's transport, in-process or on its socket."""
+    return openai.OpenAI(
+        base_url=f"{chat.url}/v1",
+        api_key=api_key,
+        max_retries=0,
+        http_client=chat.client(),
+        **options,
+    )
 
 
 def tool_names(recorded) -> list[str]:
@@ -59,7 +66,7 @@ def test_a_plain_answer(chat, llm):
     assert (sent["temperature"], sent["seed"], sent["max_tokens"]) == (0.2, 7, 50)
     assert tool_names(llm.requests[-1]) == ["web_search", "web_fetch"]
     # Nothing is stored: the history is the client's.
-    assert httpx.get(f"{chat.url}/api/conversations").json() == []
+    assert chat.http.get("/api/conversations").json() == []
 
 
 def search_then_fetch(llm, article: str) -> None:
@@ -252,6 +259,7 @@ def test_a_model_that_refuses_tools_is_answered_without(chat, llm):
     assert "tools" in llm.requests[0].body and "tools" not in llm.requests[1].body
 
 
+@pytest.mark.socket  # Stop is the hang-up
 def test_stop_closes_the_model_servers_request(chat, llm):
     llm.script(Reply(text="word ", endless=True, chunk_delay=0.02))
     stream = client_of(chat).chat.completions.create(
@@ -264,6 +272,7 @@ def test_stop_closes_the_model_servers_request(chat, llm):
     assert llm.wait_hung_up(timeout=5) is not None
 
 
+@pytest.mark.socket  # the client's timeout is a hang-up
 def test_a_client_that_gives_up_on_a_whole_answer_ends_the_model_request(chat, llm):
     """Not streamed: the client's hang-up (here a timeout) closes the model server's request
     at once, not after the whole answer, and no tool round follows."""
@@ -276,7 +285,7 @@ def test_a_client_that_gives_up_on_a_whole_answer_ends_the_model_request(chat, l
     )
     body = {"model": "fake-model", "messages": [{"role": "user", "content": "take your time"}]}
     with pytest.raises(httpx.TimeoutException):
-        httpx.post(f"{chat.url}/v1/chat/completions", json=body, timeout=1.0)
+        chat.http.post("/v1/chat/completions", json=body, timeout=1.0)
     hung_up = llm.wait_hung_up(index=0, timeout=3)
     assert hung_up is not None, "the model request went on after the client left"
     assert hung_up - llm.requests[0].received_at < 4
@@ -308,7 +317,7 @@ def test_bad_requests_get_openai_errors(chat, llm):
         )
     )
     assert isinstance(unknown, openai.NotFoundError) and unknown.body["code"] == "model_not_found"
-    url = f"{chat.url}/v1/chat/completions"
+    url = "/v1/chat/completions"
     for body in (
         {"model": "fake-model"},
         {"model": 3, "messages": [{"role": "user", "content": "q"}]},
@@ -316,18 +325,18 @@ def test_bad_requests_get_openai_errors(chat, llm):
         {"model": "fake-model", "messages": [{"role": "king", "content": "q"}]},
         {"model": "fake-model", "messages": [{"role": "user", "content": "q"}], "stream": "yes"},
     ):
-        response = httpx.post(url, json=body)
+        response = chat.http.post(url, json=body)
         assert response.status_code == 400, response.text
         assert set(response.json()["error"]) == {"message", "type", "param", "code"}
     big = {"model": "fake-model", "messages": [{"role": "user", "content": "x" * 5_000_000}]}
-    too_big = httpx.post(url, json=big)
+    too_big = chat.http.post(url, json=big)
     assert too_big.status_code == 413 and too_big.json()["error"]["code"] == "request_too_large"
     surrogate = b'{"model": "fake-model", "messages": [{"role": "user", "content": "\\ud800"}]}'
-    lone = httpx.post(url, content=surrogate, headers={"content-type": "application/json"})
+    lone = chat.http.post(url, content=surrogate, headers={"content-type": "application/json"})
     assert lone.status_code == 400 and "surrogate" in lone.json()["error"]["message"]
-    broken = httpx.post(url, content=b"{", headers={"content-type": "application/json"})
+    broken = chat.http.post(url, content=b"{", headers={"content-type": "application/json"})
     assert broken.status_code == 400 and "error" in broken.json()
-    assert httpx.get(f"{chat.url}/v1/nothing").json()["error"]["type"]
+    assert chat.http.get("/v1/nothing").json()["error"]["type"]
     assert llm.requests == []
 
 
@@ -341,46 +350,33 @@ def test_an_upstream_failure_is_502(chat, llm):
     assert error.status_code == 502 and error.body["type"] == "server_error"
 
 
-@pytest.fixture
-def guarded(llm, searxng, pages, tmp_path):
-    llm.clear()
-    env = chat_env(llm, tmp_path, pages, AUTH_TOKEN="s3cret-token-for-the-tests-1234567890")
-    service = ChatService(env, searxng.url).start()
-    yield service
-    service.stop()
-
-
-def test_the_token_is_a_bearer_token(guarded, llm):
+@pytest.mark.socket  # Origin as a browser sends it
+def test_the_token_is_a_bearer_token(guarded, auth_token, llm):
     llm.script(Reply(text="In."))
     refused = error_of(lambda: client_of(guarded).models.list())
     assert isinstance(refused, openai.AuthenticationError)
-    client = openai.OpenAI(
-        base_url=f"{guarded.url}/v1",
-        api_key="s3cret-token-for-the-tests-1234567890",
-        max_retries=0,
-    )
+    client = client_of(guarded, api_key=auth_token)
     answer = client.chat.completions.create(
         model="fake-model", messages=[{"role": "user", "content": "q"}]
     )
     assert answer.choices[0].message.content == "In."
     # Another web page still cannot use it: no CORS, foreign origins refused.
-    foreign = httpx.get(f"{guarded.url}/v1/models", headers={"Origin": "https://evil.example"})
+    foreign = guarded.http.get("/v1/models", headers={"Origin": "https://evil.example"})
     assert foreign.status_code == 403 and "access-control-allow-origin" not in foreign.headers
-    preflight = httpx.options(
-        f"{guarded.url}/v1/chat/completions",
+    preflight = guarded.http.options(
+        "/v1/chat/completions",
         headers={"Origin": "https://evil.example", "Access-Control-Request-Method": "POST"},
     )
     assert "access-control-allow-origin" not in preflight.headers
 
 
 @pytest.fixture
-def small_window(searxng, pages, tmp_path):
+def small_window(request, searxng, pages, tmp_path):
     """A model server that serves a 2,500-token window (llama.cpp's /props says so)."""
     with FakeLLM(models=["fake-model"], n_ctx=2500) as small:
         env = chat_env(small, tmp_path, pages, MODELS="fake-model")
-        service = ChatService(env, searxng.url).start()
-        yield service, small
-        service.stop()
+        with service_for(request, env, searxng.url) as service:
+            yield service, small
 
 
 def test_a_page_that_would_overflow_the_served_window_is_cut(small_window, pages):
@@ -455,9 +451,9 @@ def test_a_repeated_call_is_not_run_again(chat, llm, brave):
 def test_a_refusal_the_page_remembers_is_honoured(chat, llm):
     # The page's turn meets the refusal and remembers it for the model.
     llm.script(tools_unsupported(), Reply(text="Page answer."), Reply(text="Plain."))
-    conversation = httpx.post(f"{chat.url}/api/conversations", json={}).json()["id"]
-    with httpx.stream(
-        "POST", f"{chat.url}/api/conversations/{conversation}/chat", json={"message": "q"}
+    conversation = chat.http.post("/api/conversations", json={}).json()["id"]
+    with chat.http.stream(
+        "POST", f"/api/conversations/{conversation}/chat", json={"message": "q"}
     ) as response:
         response.read()
     answer = client_of(chat).chat.completions.create(

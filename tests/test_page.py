@@ -26,38 +26,11 @@ from tests.fakes.llm_server import (
     server_error,
     tools_unsupported,
 )
-
-LONG_ANSWER = [f"Sentence number {n} of a long answer. " for n in range(400)]
-
-
-def turns_ended(page: Page) -> int:
-    return int(page.evaluate("document.body.dataset.turnsEnded || 0"))
-
-
-def send(page: Page, text: str) -> None:
-    page.ended_before = turns_ended(page)
-    page.fill("#composer-input", text)
-    page.keyboard.press("Enter")
-
-
-def wait_turn_end(page: Page) -> None:
-    """The turn ended, one way or another, and the page settled: Send is back."""
-    expect(page.locator("body")).to_have_attribute(
-        "data-turns-ended", str(page.ended_before + 1), timeout=30_000
-    )
-    expect(page.locator("#send")).to_be_visible()
-    expect(page.locator("#stop")).to_be_hidden()
-    page.ended_before += 1
-
-
-def conversation_id(page: Page) -> str:
-    match = re.match(r"#/c/(.+)", page.evaluate("location.hash"))
-    assert match, "the page shows no saved conversation"
-    return match.group(1)
+from tests.page_actions import LONG_ANSWER, conversation_id, send, turns_ended, wait_turn_end
 
 
 def test_the_page_is_served_with_a_policy_that_forbids_inline_script(chat):
-    response = httpx.get(chat.url)
+    response = chat.http.get("/")
     assert response.status_code == 200
     policy = response.headers["content-security-policy"]
     assert "script-src 'self'" in policy and "unsafe-inline" not in policy

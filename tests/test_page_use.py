@@ -21,7 +21,7 @@ from tests.fakes.llm_server import (
     context_length_exceeded,
     server_error,
 )
-from tests.test_page import LONG_ANSWER, conversation_id, send, turns_ended, wait_turn_end
+from tests.page_actions import LONG_ANSWER, conversation_id, send, turns_ended, wait_turn_end
 
 
 def search_and_fetch(pages, answer: str | list[str], **reply) -> list[Reply]:

@@ -7,7 +7,7 @@ from playwright.sync_api import Page, expect
 
 from tests.chat_client import get_conversation
 from tests.fakes.llm_server import Reply, content_filtered, server_error
-from tests.test_page import conversation_id, send, turns_ended, wait_turn_end
+from tests.page_actions import conversation_id, send, turns_ended, wait_turn_end
 
 
 def ask(page: Page, llm, question: str, answer: str) -> None:

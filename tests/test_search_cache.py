@@ -13,7 +13,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
 from app.search.client import SearchResponse, Searxng
@@ -307,12 +306,13 @@ def test_a_regenerate_spends_no_query_and_its_trail_says_from_cache(chat, llm, b
 
 
 def test_with_a_ttl_of_0_every_search_asks_brave(llm, pages, searxng, brave, tmp_path):
-    service = ChatService(chat_env(llm, tmp_path, pages, SEARCH_CACHE_TTL="0"), searxng.url).start()
+    env = chat_env(llm, tmp_path, pages, SEARCH_CACHE_TTL="0")
+    service = ChatService(env, searxng.url, socket=False).start()
     try:
         for _ in range(2):
             search_turn(llm, "no cache here", "Answered.")
             send(service, new_conversation(service), "Search, please.")
-        lab = httpx.get(f"{service.url}/api/lab/search", params={"q": "no cache here"})
+        lab = service.http.get("/api/lab/search", params={"q": "no cache here"})
         assert lab.status_code == 200 and lab.json()["cached_age"] is None
     finally:
         service.stop()
@@ -320,7 +320,7 @@ def test_with_a_ttl_of_0_every_search_asks_brave(llm, pages, searxng, brave, tmp
 
 
 def lab_search(chat, **params: str) -> dict[str, Any]:
-    response = httpx.get(f"{chat.url}/api/lab/search", params=params, timeout=60)
+    response = chat.http.get("/api/lab/search", params=params, timeout=60)
     assert response.status_code == 200, response.text
     return response.json()
 
@@ -338,7 +338,7 @@ def test_the_labs_fresh_switch_asks_brave_again(chat, brave):
 def test_settings_empties_the_search_cache(chat, brave):
     lab_search(chat, q="to be forgotten")
     assert lab_search(chat, q="to be forgotten")["cached_age"] is not None
-    emptied = httpx.delete(f"{chat.url}/api/search-cache")
+    emptied = chat.http.delete("/api/search-cache")
     assert emptied.status_code == 200 and emptied.json() == {"emptied": 1}
     assert lab_search(chat, q="to be forgotten")["cached_age"] is None
     assert len(queries(brave)) == 2
@@ -350,8 +350,8 @@ def test_settings_empties_the_search_cache(chat, brave):
 def test_the_page_says_from_cache_and_settings_empties_it(page, llm, brave):
     from playwright.sync_api import expect
 
-    from tests.test_page import send as type_question
-    from tests.test_page import turns_ended, wait_turn_end
+    from tests.page_actions import send as type_question
+    from tests.page_actions import turns_ended, wait_turn_end
 
     search_turn(llm, "pierogi czas gotowania", "Four minutes [1].")
     type_question(page, "Jak długo gotować pierogi?")
@@ -428,8 +428,8 @@ def test_a_search_waiting_for_the_rate_is_told_while_it_waits(llm, pages, searxn
 def test_the_page_says_a_search_is_waiting_then_that_it_waited(page, llm, brave):
     from playwright.sync_api import expect
 
-    from tests.test_page import send as type_question
-    from tests.test_page import wait_turn_end
+    from tests.page_actions import send as type_question
+    from tests.page_actions import wait_turn_end
 
     llm.script(
         Reply(

@@ -20,7 +20,15 @@ from app.search.embedded import EmbeddedSearxng, write_settings
 from app.search.plan import PlanReader
 from tests.browser import open_page
 from tests.chat_client import new_conversation, send
-from tests.conftest import API_KEY, SERVER_LOCALE, ChatService, chat_env, run_cli, searxng_env
+from tests.conftest import (
+    API_KEY,
+    SERVER_LOCALE,
+    ChatService,
+    chat_env,
+    on_socket,
+    run_cli,
+    searxng_env,
+)
 from tests.fakes.blocked_site import BlockedSite
 from tests.fakes.llm_server import Reply, ToolCall
 
@@ -28,17 +36,17 @@ MONTH_END = re.compile(r"monthly quota is used up until (\d{4}-\d{2}-\d{2})")
 
 
 def checks(chat: ChatService) -> dict[str, dict]:
-    answer = httpx.get(f"{chat.url}/api/status", params={"quick": "1"}, timeout=30)
+    answer = chat.http.get("/api/status", params={"quick": "1"}, timeout=30)
     answer.raise_for_status()
     return {check["id"]: check for check in answer.json()["checks"]}
 
 
 def lab_search(chat: ChatService, q: str) -> httpx.Response:
-    return httpx.get(f"{chat.url}/api/lab/search", params={"q": q}, timeout=30)
+    return chat.http.get("/api/lab/search", params={"q": q}, timeout=30)
 
 
 @pytest.fixture
-def plan_service(llm, fresh_searxng, tmp_path, database_url) -> Iterator:
+def plan_service(request, llm, fresh_searxng, tmp_path, database_url) -> Iterator:
     """service() on a SearXNG of its own, reading the plan file that SearXNG writes; its
     count of searches on each backend."""
     llm.clear()
@@ -47,7 +55,8 @@ def plan_service(llm, fresh_searxng, tmp_path, database_url) -> Iterator:
     def start(**env: str) -> ChatService:
         env.setdefault("SEARCH_PLAN_FILE", str(fresh_searxng.plan_file))
         env.setdefault("DATABASE_URL", database_url)
-        running = ChatService(chat_env(llm, tmp_path, **env), fresh_searxng.url).start()
+        env = chat_env(llm, tmp_path, **env)
+        running = ChatService(env, fresh_searxng.url, socket=on_socket(request)).start()
         started.append(running)
         return running
 
@@ -61,7 +70,7 @@ def test_the_quota_shows_after_one_search_and_after_a_restart(plan_service, brav
     before = checks(chat)["brave_plan"]
     assert before["state"] == "ok"
     assert "not known yet" in before["detail"] and "sent 0 today, 0 this month" in before["detail"]
-    assert httpx.get(f"{chat.url}/healthz").json()["search_plan"]["rate_per_second"] == 1.0
+    assert chat.http.get("/healthz").json()["search_plan"]["rate_per_second"] == 1.0
 
     brave.spend(1_000)  # spent elsewhere this month: Brave's count, not ours
     assert lab_search(chat, "rust ownership").status_code == 200
@@ -69,7 +78,7 @@ def test_the_quota_shows_after_one_search_and_after_a_restart(plan_service, brav
     assert "1 query a second" in shown["detail"]
     assert "13,999 of 15,000 queries left this month" in shown["detail"]
     assert "sent 1 today, 1 this month" in shown["detail"]
-    health = httpx.get(f"{chat.url}/healthz").json()["search_plan"]
+    health = chat.http.get("/healthz").json()["search_plan"]
     assert health["plan"]["monthly_remaining"] == 13_999
     assert (health["queries_today"], health["queries_this_month"]) == (1, 1)
 
@@ -192,7 +201,7 @@ def test_a_blocked_key_free_engine_is_named_on_the_status_panel(
         # SearXNG suspends for a Cloudflare CAPTCHA for 15 days: the end is named.
         assert re.search(r"suspended until \d{4}-\d{2}-\d{2}", check["detail"]), check
         assert "BRAVE_API_KEY" in check["fix"] or "resumes" in check["fix"]
-        health = httpx.get(f"{chat.url}/healthz").json()["search_plan"]
+        health = chat.http.get("/healthz").json()["search_plan"]
         assert [s["engine"] for s in health["suspended"]] == ["keyfree"]
     finally:
         chat.stop()

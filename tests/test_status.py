@@ -7,14 +7,13 @@ import json
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
 
 from app import config
 from app.search.embedded import free_port
 from tests.browser import open_page
 from tests.chat_client import new_conversation, send
-from tests.conftest import ChatService, chat_env
+from tests.conftest import ChatService, chat_env, on_socket
 from tests.fakes.llm_server import FakeLLM, Reply, tools_unsupported
 from tests.fakes.loopback import LoopbackFake, LoopbackHandler
 
@@ -31,9 +30,7 @@ CHECK_KEYS = {"id", "part", "name", "state", "detail", "fix"}
 
 
 def status(service: ChatService, *, quick: bool = False) -> list[dict]:
-    response = httpx.get(
-        f"{service.url}/api/status", params={"quick": "1"} if quick else None, timeout=60
-    )
+    response = service.http.get("/api/status", params={"quick": "1"} if quick else None, timeout=60)
     assert response.status_code == 200, response.text
     checks = response.json()["checks"]
     assert all(set(check) == CHECK_KEYS for check in checks), checks
@@ -41,7 +38,7 @@ def status(service: ChatService, *, quick: bool = False) -> list[dict]:
 
 
 def brave_status(service: ChatService) -> dict:
-    response = httpx.post(f"{service.url}/api/status/brave", json={}, timeout=60)
+    response = service.http.post("/api/status/brave", json={}, timeout=60)
     assert response.status_code == 200, response.text
     [check] = response.json()["checks"]
     return check
@@ -56,12 +53,14 @@ def chat_requests(llm: FakeLLM) -> list[dict]:
 
 
 @pytest.fixture
-def service(llm, searxng, tmp_path) -> Iterator[ChatService]:
-    """Start a variant of the chat service: service(searxng_url=..., **env)."""
+def service(request, llm, searxng, tmp_path) -> Iterator[ChatService]:
+    """Start a variant of the chat service, of the test's kind: service(searxng_url=...,
+    **env)."""
     started: list[ChatService] = []
 
     def start(searxng_url: str = searxng.url, fake: FakeLLM = llm, **env: str) -> ChatService:
-        running = ChatService(chat_env(fake, tmp_path, **env), searxng_url).start()
+        env = chat_env(fake, tmp_path, **env)
+        running = ChatService(env, searxng_url, socket=on_socket(request)).start()
         started.append(running)
         return running
 
@@ -341,6 +340,6 @@ def test_a_model_that_accepts_tools_again_is_said_to_be_still_withheld(chat, bra
     remembered = checks["model_tool_refusal"]
     assert remembered["state"] == "warning" and "does not support tools" in remembered["detail"]
     assert "Try tools again" in remembered["fix"]
-    cleared = httpx.delete(f"{chat.url}/api/models/tool-refusals/fake-model")
+    cleared = chat.http.delete("/api/models/tool-refusals/fake-model")
     assert cleared.status_code == 204
     assert "model_tool_refusal" not in by_id(status(chat))

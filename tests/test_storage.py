@@ -15,7 +15,6 @@ import sys
 import threading
 import time
 
-import httpx
 import pytest
 
 from app.store.database import Database
@@ -25,7 +24,7 @@ from app.store.migrations import MIGRATIONS, SCHEMA_VERSION
 from app.store.rows import OutcomeWrite
 from app.store.storage import Storage
 from tests.chat_client import get_conversation, new_conversation, send
-from tests.conftest import ROOT, ChatService, chat_env, store_of
+from tests.conftest import ROOT, ChatService, chat_env, service_for, store_of
 from tests.fakes.llm_server import Reply
 
 OLD_FILE = {
@@ -51,11 +50,11 @@ OLD_FILE = {
 
 
 @pytest.fixture
-def service(llm, searxng, tmp_path, database_url):
+def service(request, llm, searxng, tmp_path, database_url):
     llm.clear()
-    started = ChatService(chat_env(llm, tmp_path, DATABASE_URL=database_url), searxng.url)
-    yield started.start()
-    started.stop()
+    env = chat_env(llm, tmp_path, DATABASE_URL=database_url)
+    with service_for(request, env, searxng.url) as started:
+        yield started
 
 
 @pytest.fixture
@@ -70,7 +69,7 @@ def service_database(service) -> Database:
 
 
 def listed(chat, query: str = "") -> list[str]:
-    response = httpx.get(f"{chat.url}/api/conversations", params={"q": query})
+    response = chat.http.get("/api/conversations", params={"q": query})
     assert response.status_code == 200
     return [c["id"] for c in response.json()]
 
@@ -85,14 +84,15 @@ def test_old_conversation_files_are_imported_then_set_aside(llm, searxng, tmp_pa
     (folder / "20250302-ffffffffff.json").write_text('{"id": "20250302-ff', encoding="utf-8")
     (tmp_path / "data" / "models.json").write_text('["my-model"]', encoding="utf-8")
 
-    service = ChatService(chat_env(llm, tmp_path, DATABASE_URL=database_url), searxng.url).start()
+    env = chat_env(llm, tmp_path, DATABASE_URL=database_url)
+    service = ChatService(env, searxng.url, socket=False).start()
     try:
         imported = get_conversation(service, OLD_FILE["id"])
         assert imported["title"] == OLD_FILE["title"]
         assert imported["messages"] == OLD_FILE["messages"]
         assert imported["totals"] == OLD_FILE["totals"]
         assert listed(service) == [OLD_FILE["id"]]  # the damaged file is not half-imported
-        config = httpx.get(f"{service.url}/api/config").json()
+        config = service.http.get("/api/config").json()
         assert config["models"]["added"] == ["my-model"]
         llm.script(Reply(text="Też w Krakowie."))
         assert send(service, OLD_FILE["id"], "A w Krakowie?")[-1]["type"] == "done"
@@ -143,10 +143,10 @@ def test_a_renamed_conversation_is_found_by_its_new_title_only(service, llm):
     llm.script(Reply(text="Dobrze."))
     conversation_id = new_conversation(service)
     send(service, conversation_id, "Cześć")
-    url = f"{service.url}/api/conversations/{conversation_id}"
-    httpx.patch(url, json={"title": "Wakacje w Chorwacji"})
+    url = f"/api/conversations/{conversation_id}"
+    service.http.patch(url, json={"title": "Wakacje w Chorwacji"})
     assert listed(service, "chorwacji") == [conversation_id]
-    httpx.patch(url, json={"title": "Urlop nad morzem"})
+    service.http.patch(url, json={"title": "Urlop nad morzem"})
     assert listed(service, "chorwacji") == [] and listed(service, "morzem") == [conversation_id]
 
 
@@ -159,10 +159,10 @@ def test_two_services_on_one_database_never_run_two_turns_at_once(
     """Two processes on one DATA_DIR (SQLite), or two replicas with a DATA_DIR each, as on
     two machines, on one PostgreSQL."""
     env = chat_env(llm, tmp_path, DATABASE_URL=database_url)
-    first = ChatService(env, searxng.url).start()
+    first = ChatService(env, searxng.url, socket=False).start()
     if database_url:
         env = chat_env(llm, tmp_path / "elsewhere", DATABASE_URL=database_url)
-    second = ChatService(env, searxng.url).start()
+    second = ChatService(env, searxng.url, socket=False).start()
     try:
         conversation_id = new_conversation(first)
         llm.script(Reply(text=[f"part {n} " for n in range(40)], chunk_delay=0.05))
@@ -174,11 +174,11 @@ def test_two_services_on_one_database_never_run_two_turns_at_once(
             assert time.monotonic() < deadline
             time.sleep(0.01)
         watcher.close()
-        url = f"{second.url}/api/conversations/{conversation_id}"
-        refused = httpx.post(f"{url}/chat", json={"message": "Me too"})
+        url = f"/api/conversations/{conversation_id}"
+        refused = second.http.post(f"{url}/chat", json={"message": "Me too"})
         assert refused.status_code == 409 and "already running" in refused.json()["detail"]
-        assert httpx.post(f"{url}/rewind", json={}).status_code == 409
-        assert httpx.delete(url).status_code == 409
+        assert second.http.post(f"{url}/rewind", json={}).status_code == 409
+        assert second.http.delete(url).status_code == 409
         thread.join(timeout=30)
         llm.script(Reply(text="Now it is my turn."))
         assert send(second, conversation_id, "Me too")[-1]["type"] == "done"
@@ -219,8 +219,8 @@ def test_a_lease_left_by_a_crash_is_taken_over(service, llm, owner, expires_in, 
     )
     database.close()
     llm.script(Reply(text="Answered."))
-    url = f"{service.url}/api/conversations/{conversation_id}"
-    response = httpx.post(f"{url}/chat", json={"message": "Anyone there?"})
+    url = f"/api/conversations/{conversation_id}"
+    response = service.http.post(f"{url}/chat", json={"message": "Anyone there?"})
     assert response.status_code == (409 if blocks else 200)
 
 
@@ -356,6 +356,7 @@ def test_a_database_of_schema_1_is_migrated_keeping_its_conversations(tmp_path):
 # -- nothing waits for the disk on the event loop ----------------------------------------------
 
 
+@pytest.mark.socket  # in-process no timeout applies: a blocked loop would only be slow
 def test_a_slow_disk_does_not_hold_up_other_requests(service, monkeypatch):
     conversation_id = new_conversation(service)
     entered, release = threading.Event(), threading.Event()
@@ -367,12 +368,12 @@ def test_a_slow_disk_does_not_hold_up_other_requests(service, monkeypatch):
         return original(self, wanted)
 
     monkeypatch.setattr(Database, "load", slow_load)
-    url = f"{service.url}/api/conversations/{conversation_id}"
-    reader = threading.Thread(target=httpx.get, args=(url,), kwargs={"timeout": 20})
+    url = f"/api/conversations/{conversation_id}"
+    reader = threading.Thread(target=service.http.get, args=(url,), kwargs={"timeout": 20})
     reader.start()
     assert entered.wait(10)
     try:  # the load is stuck in the storage thread; the loop still answers
-        assert httpx.get(f"{service.url}/healthz", timeout=5).status_code == 200
+        assert service.http.get("/healthz", timeout=5).status_code == 200
     finally:
         release.set()
         reader.join(timeout=20)

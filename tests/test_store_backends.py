@@ -157,10 +157,10 @@ def test_a_user_not_allowed_to_build_the_schema_is_told_what_it_needs(postgres_u
 
 
 def test_healthz_names_the_database_it_uses(llm, searxng, tmp_path, backend, database_url):
-    service = ChatService(chat_env(llm, tmp_path, DATABASE_URL=database_url), searxng.url)
-    service.start()
+    env = chat_env(llm, tmp_path, DATABASE_URL=database_url)
+    service = ChatService(env, searxng.url, socket=False).start()
     try:
-        health = httpx.get(f"{service.url}/healthz").json()
+        health = service.http.get("/healthz").json()
     finally:
         service.stop()
     assert health["database"] == {"backend": backend, "answers": True}

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import re
 
-import httpx
-
 from tests.chat_client import new_conversation, send
 from tests.conftest import ROOT
 from tests.fakes.llm_server import Reply
@@ -26,8 +24,8 @@ def comment_above(setting: str) -> str:
 def test_env_example_names_what_data_dir_holds(chat, llm):
     llm.script(Reply(text="Hello."))
     send(chat, new_conversation(chat), "Hi")
-    assert httpx.put(f"{chat.url}/api/memory", json={"text": "- a fact\n"}).status_code == 200
-    assert httpx.put(f"{chat.url}/api/models", json={"models": ["fake-small"]}).status_code == 200
+    assert chat.http.put("/api/memory", json={"text": "- a fact\n"}).status_code == 200
+    assert chat.http.put("/api/models", json={"models": ["fake-small"]}).status_code == 200
     held = {
         path.name
         for path in chat.settings.data_dir.iterdir()

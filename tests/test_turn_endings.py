@@ -9,7 +9,6 @@ import logging
 import threading
 import time
 
-import httpx
 import pytest
 
 from app.chat.tools import ToolRunner
@@ -45,9 +44,9 @@ def test_a_rewind_or_delete_during_a_turn_is_refused_and_the_turn_lands(chat, ll
     conversation_id = new_conversation(chat)
     thread = streaming_in_background(chat, conversation_id, "Tell me slowly.")
     wait_until_running(chat, conversation_id)
-    url = f"{chat.url}/api/conversations/{conversation_id}"
-    assert httpx.post(f"{url}/rewind", json={}).status_code == 409
-    assert httpx.delete(url).status_code == 409
+    url = f"/api/conversations/{conversation_id}"
+    assert chat.http.post(f"{url}/rewind", json={}).status_code == 409
+    assert chat.http.delete(url).status_code == 409
     thread.join(timeout=30)
     stored = get_conversation(chat, conversation_id)["messages"]
     assert [m["role"] for m in stored] == ["user", "assistant"]
@@ -140,7 +139,7 @@ def test_tool_arguments_of_the_wrong_type_are_a_tool_error_the_model_reads(chat,
 def test_a_memory_edit_during_compression_is_kept(llm, searxng, tmp_path):
     llm.clear()
     env = chat_env(llm, tmp_path, KEEP_RECENT_MESSAGES="2", MAX_COMPLETION_TOKENS="200")
-    service = ChatService(env, searxng.url).start()
+    service = ChatService(env, searxng.url, socket=False).start()
     try:
         conversation_id = new_conversation(
             service, context_budget=1000, web_search=False, web_fetch=False
@@ -157,10 +156,10 @@ def test_a_memory_edit_during_compression_is_kept(llm, searxng, tmp_path):
         while len(llm.requests) < 2:
             assert time.monotonic() < deadline, "no summary call"
             time.sleep(0.01)
-        edit = httpx.put(f"{service.url}/api/memory", json={"text": "- Written by hand\n"})
+        edit = service.http.put("/api/memory", json={"text": "- Written by hand\n"})
         assert edit.status_code == 200
         thread.join(timeout=30)
-        memory = httpx.get(f"{service.url}/api/memory").json()["text"]
+        memory = service.http.get("/api/memory").json()["text"]
         assert "- Written by hand" in memory and "User runs Debian" in memory
     finally:
         service.stop()

@@ -12,24 +12,23 @@ import httpx
 import pytest
 
 from app.store.database import Database
-from tests.chat_client import Events, get_conversation, new_conversation, send, stream
-from tests.conftest import ChatService, chat_env, store_of
+from tests.chat_client import Events, done, get_conversation, new_conversation, send, stream
+from tests.conftest import ChatService, chat_env, service_for, store_of
 from tests.fakes.llm_server import Reply, ToolCall, content_filtered, server_error
-from tests.test_compression import MEASURED, small_conversation, summary_reply
+from tests.summaries import MEASURED, small_conversation, summary_reply
 
 
 @pytest.fixture
-def chat(llm, pages, searxng, brave, tmp_path, database_url) -> Iterator[ChatService]:
+def chat(request, llm, pages, searxng, brave, tmp_path, database_url) -> Iterator[ChatService]:
     """conftest's chat service, on the backend of the test."""
     llm.clear()
     env = chat_env(llm, tmp_path, pages, DATABASE_URL=database_url)
-    service = ChatService(env, searxng.url).start()
-    yield service
-    service.stop()
+    with service_for(request, env, searxng.url) as service:
+        yield service
 
 
 @pytest.fixture
-def small_chat(llm, searxng, tmp_path, database_url) -> Iterator[ChatService]:
+def small_chat(request, llm, searxng, tmp_path, database_url) -> Iterator[ChatService]:
     """test_compression's small_chat (2 messages kept verbatim), on the test's backend."""
     llm.clear()
     env = chat_env(
@@ -39,14 +38,8 @@ def small_chat(llm, searxng, tmp_path, database_url) -> Iterator[ChatService]:
         MAX_COMPLETION_TOKENS="200",
         DATABASE_URL=database_url,
     )
-    service = ChatService(env, searxng.url).start()
-    yield service
-    service.stop()
-
-
-def done(events: Events) -> dict[str, Any]:
-    assert events and events[-1]["type"] == "done", events[-1:]
-    return events[-1]
+    with service_for(request, env, searxng.url) as service:
+        yield service
 
 
 def regenerate(chat, conversation_id: str) -> Events:
@@ -58,8 +51,8 @@ def edit(chat, conversation_id: str, message: str) -> Events:
 
 
 def switch(chat, conversation_id: str, position: int, index: int) -> httpx.Response:
-    return httpx.put(
-        f"{chat.url}/api/conversations/{conversation_id}/turns/{position}/version",
+    return chat.http.put(
+        f"/api/conversations/{conversation_id}/turns/{position}/version",
         json={"index": index},
     )
 
@@ -137,7 +130,7 @@ def test_export_holds_only_the_version_shown(chat, llm):
     done(send(chat, conversation_id, "A question"))
     done(regenerate(chat, conversation_id))
     assert switch(chat, conversation_id, 0, 1).status_code == 200
-    markdown = httpx.get(f"{chat.url}/api/conversations/{conversation_id}/export").text
+    markdown = chat.http.get(f"/api/conversations/{conversation_id}/export").text
     assert "First answer." in markdown and "Second answer." not in markdown
 
 
@@ -177,8 +170,8 @@ def test_versions_are_refused_while_a_turn_streams_and_out_of_range(chat, llm):
     assert switch(chat, conversation_id, 0, 0).status_code == 422
 
     llm.script(Reply(text="slow " * 100, split=5, chunk_delay=0.05))
-    url = f"{chat.url}/api/conversations/{conversation_id}"
-    with httpx.Client(timeout=30) as client:
+    url = f"/api/conversations/{conversation_id}"
+    with chat.client() as client:
         with client.stream("POST", f"{url}/chat", json={"message": "Next"}) as running:
             lines = running.iter_lines()
             next(lines)
@@ -227,9 +220,7 @@ def test_a_filtered_edit_gives_its_text_back_and_the_old_turn_returns(chat, llm)
 
 def test_edit_of_an_empty_conversation_is_409(chat, llm):
     conversation_id = new_conversation(chat)
-    response = httpx.post(
-        f"{chat.url}/api/conversations/{conversation_id}/edit", json={"message": "Hi"}
-    )
+    response = chat.http.post(f"/api/conversations/{conversation_id}/edit", json={"message": "Hi"})
     assert response.status_code == 409
     assert get_conversation(chat, conversation_id)["messages"] == []
     assert llm.requests == []
@@ -243,7 +234,7 @@ def test_deleting_the_conversation_deletes_its_versions(chat, llm, tmp_path):
     database = Database(store_of(chat.settings.data_dir, chat.settings.database_url))
     try:
         assert database.scalar("SELECT count(*) FROM turn_versions") == 1
-        assert httpx.delete(f"{chat.url}/api/conversations/{conversation_id}").status_code == 204
+        assert chat.http.delete(f"/api/conversations/{conversation_id}").status_code == 204
         assert database.scalar("SELECT count(*) FROM turn_versions") == 0
     finally:
         database.close()
@@ -254,7 +245,7 @@ def test_rewinding_an_edited_message_shows_the_version_it_replaced(chat, llm):
     conversation_id = new_conversation(chat)
     done(send(chat, conversation_id, "Capital of France?"))
     done(edit(chat, conversation_id, "Capital of Spain?"))
-    response = httpx.post(f"{chat.url}/api/conversations/{conversation_id}/rewind", json={})
+    response = chat.http.post(f"/api/conversations/{conversation_id}/rewind", json={})
     assert response.json() == {"message": "Capital of Spain?"}
     stored = get_conversation(chat, conversation_id)
     assert shown(stored) == [("user", "Capital of France?"), ("assistant", "Paris.")]
@@ -273,7 +264,7 @@ def test_the_next_turns_projected_size_follows_the_version_shown(chat, llm):
         assert switch(chat, conversation_id, 0, index).status_code == 200
         llm.script(Reply(text="Fine."))
         projected = done(send(chat, conversation_id, "And?"))["budget"]["projected"]
-        assert httpx.post(f"{chat.url}/api/conversations/{conversation_id}/rewind").is_success
+        assert chat.http.post(f"/api/conversations/{conversation_id}/rewind").is_success
         return projected
 
     with_long, with_short = projected_after(1), projected_after(2)

@@ -1,0 +1,22 @@
+"""A compression as the fake model server answers it: a summary and facts, as JSON; and a
+conversation small enough (1,000 tokens, no tools) that a few turns need one."""
+
+from __future__ import annotations
+
+import json
+
+from tests.chat_client import new_conversation
+from tests.fakes.llm_server import Reply
+
+MEASURED = {"prompt_tokens": 900, "completion_tokens": 10}
+
+
+def summary_reply(summary: str, facts: list[str]) -> Reply:
+    return Reply(
+        text=json.dumps({"summary": summary, "facts": facts}),
+        usage={"prompt_tokens": 300, "completion_tokens": 40},
+    )
+
+
+def small_conversation(chat) -> str:
+    return new_conversation(chat, context_budget=1000, web_search=False, web_fetch=False)
