@@ -57,9 +57,9 @@ test: $(BIN)/python
 # The stack built and brought up by Docker Compose, with the fakes on the host
 # (tests/test_compose_live.py, and the scale profile: tests/test_compose_scale.py; the
 # images it cannot pull are built by tests/compose/).
-# -s: it prints its build and start-up times and the image sizes.
+# -s: it prints its build and start-up times and the image sizes; a test may build an image.
 test-compose: $(BIN)/python
-	$(BIN)/python -m pytest -m docker -p no:cacheprovider -s tests/test_compose_live.py tests/test_compose_scale.py
+	$(BIN)/python -m pytest -m docker -p no:cacheprovider -s --timeout=1800 tests/test_compose_live.py tests/test_compose_scale.py
 
 bench: $(BIN)/python
 	$(BIN)/python bench/search_latency.py
