@@ -332,6 +332,32 @@ def test_the_sidebar_rows_give_titles_the_row_and_a_menu_renames_in_place(page, 
     assert listed == [newer, older]
 
 
+def test_a_rename_is_saved_once_and_escape_saves_nothing(page, chat, llm):
+    """Enter saves the new title once: the row drawn again afterwards must not save it a
+    second time (nor draw the list again under a double-click that starts the next
+    rename, whose typing would then go to the message box and be sent). Escape saves
+    nothing, however the box goes away."""
+    older, _ = two_conversations(chat, llm)
+    page.reload()
+    page.wait_for_selector("body[data-ready]", state="attached")
+    row = page.locator(f'.conversation-item[data-id="{older}"]')
+    row.locator("a").dblclick()
+    page.keyboard.press("Control+a")
+    page.keyboard.type("Dumplings")
+    page.keyboard.press("Enter")
+    expect(row).to_contain_text("Dumplings")
+    row.locator("a").dblclick()
+    page.keyboard.press("Control+a")
+    page.keyboard.type("Not this one")
+    page.keyboard.press("Escape")
+    expect(row.locator("a")).to_have_text("Dumplings")
+    page.wait_for_timeout(500)  # time for a late save to show itself
+    renames = [r for r in page.log.responses if r[0] == "PATCH"]
+    assert len(renames) == 1, renames
+    titles = {c["id"]: c["title"] for c in httpx.get(f"{chat.url}/api/conversations").json()}
+    assert titles[older] == "Dumplings"
+
+
 def test_on_a_touch_screen_the_row_menu_is_a_44_px_target(browser, chat, llm):
     two_conversations(chat, llm)
     context = browser.new_context(
