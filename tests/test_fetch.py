@@ -295,6 +295,17 @@ def test_an_empty_page_says_so_rather_than_sending_nothing() -> None:
     assert for_model(page_with("")).endswith("(the page has no readable text)")
 
 
+def test_a_new_worker_has_the_extraction_loaded_before_its_first_page() -> None:
+    """The first page's deadline is its own: the extraction's imports (a third of a second
+    idle, 17 s at low priority on a busy machine) come with the worker's start."""
+    started = worker.started_worker()
+    try:
+        loaded = started.pool.submit(eval, "'trafilatura' in __import__('sys').modules")
+        assert loaded.result(timeout=60)
+    finally:
+        started.stop()
+
+
 def test_the_service_extracts_in_a_worker_process_and_replaces_one_that_dies(
     pages: PageServer,
 ) -> None:

@@ -105,4 +105,12 @@ def yield_cpu() -> None:
 def spawned_worker() -> Worker:
     # spawn: a fork of a process running threads (storage, SQLite) is not safe.
     pool = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"))
-    return Worker(pool, pool.submit(os.getpid).result())
+    return Worker(pool, pool.submit(worker_pid).result())
+
+
+def worker_pid() -> int:
+    """Run first in the worker: calling it there imports this module, and with it the
+    extraction's (trafilatura, lxml), so that they are loaded with the worker's start and
+    not in the first page's extraction, whose deadline they would eat into (at low
+    priority on a busy machine, the imports alone took 17 s of a 20 s deadline)."""
+    return os.getpid()

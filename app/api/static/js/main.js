@@ -282,7 +282,13 @@ function markStreams() {
 
 function rename(item, conversation) {
   const input = el("input", { type: "text", value: conversation.title, "aria-label": "New title", maxlength: "200" });
+  // Once: Chromium blurs the box when the list drawn again removes it, and a second save
+  // would draw the list again later, under whatever the person does next (a double-click
+  // that opens the next rename, say: its typing would go to the message box).
+  let finished = false;
   const save = async () => {
+    if (finished) return;
+    finished = true;
     const title = input.value.trim();
     if (title && title !== conversation.title) {
       try {
@@ -301,6 +307,7 @@ function rename(item, conversation) {
     if (event.key === "Enter") save();
     if (event.key === "Escape") {
       event.stopPropagation();
+      finished = true; // nothing saved, however the box goes away
       refreshList();
     }
   });
