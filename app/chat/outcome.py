@@ -141,7 +141,6 @@ class TurnOutcome:
     status: str = "running"
     error: ErrorEvent | None = None
     truncated: bool = False
-    forced: bool = False
     rewind: bool = False
     keep_message: bool = False
     """Regenerate and Edit: a failure before any output does not take the message back."""
@@ -151,9 +150,6 @@ class TurnOutcome:
     digest: str = ""
     """This turn's tool results in short, kept with the answer for follow-up questions."""
     budget: Budget | None = None
-    text_mark: int = 0
-    """Where this round's text starts (the text before it went with earlier tool calls)."""
-    reasoning_mark: int = 0
     clock: Clock = field(default_factory=Clock)
     runner: ToolRunner | None = None
     """The turn's tools: their sources are numbered anew once the answer is written."""
@@ -176,19 +172,10 @@ class TurnOutcome:
         self.warnings.append(message)
         return {"type": "warning", "message": message}
 
-    def start_round(self) -> None:
-        self.text_mark, self.reasoning_mark = len(self.text), len(self.reasoning)
-
-    def round_text(self) -> str:
-        """Text streamed in this round (it goes with this round's calls)."""
-        return self.text[self.text_mark :]
-
-    def discard_round(self) -> bool:
-        """Forget what this round streamed, for a retry; whether there was anything."""
-        streamed = len(self.text) > self.text_mark or len(self.reasoning) > self.reasoning_mark
-        self.written = Streamed(self.text[: self.text_mark])
-        self.thought = Streamed(self.reasoning[: self.reasoning_mark])
-        return streamed
+    def discard(self, text_chars: int, reasoning_chars: int) -> None:
+        """Forget the last characters streamed (a round discarded, for a retry)."""
+        self.written = Streamed(self.text[: len(self.text) - text_chars])
+        self.thought = Streamed(self.reasoning[: len(self.reasoning) - reasoning_chars])
 
     def add_usage(self, raw: RawUsage | None) -> None:
         usage = normalize_usage(raw, floor_prompt_tokens=self.floor)

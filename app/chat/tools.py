@@ -30,6 +30,7 @@ from app.chat.given_addresses import (
     keys_in,
     masked,
 )
+from app.chat.openai_wire import FunctionTool
 from app.model.tool_calls import ToolCall
 from app.pages.errors import FetchFailed, FetchRefused
 from app.pages.fetch import Extract, extract_in_thread, fetch_page, for_model
@@ -65,7 +66,7 @@ DIGEST_MAX_CHARS = 4_000
 SNIPPET_KEEP_CHARS = 300
 PAGE_KEEP_CHARS = 1_500
 
-SEARCH_DECLARATION = {
+SEARCH_DECLARATION: FunctionTool = {
     "type": "function",
     "function": {
         "name": "web_search",
@@ -91,7 +92,7 @@ SEARCH_DECLARATION = {
         },
     },
 }
-FETCH_DECLARATION = {
+FETCH_DECLARATION: FunctionTool = {
     "type": "function",
     "function": {
         "name": "web_fetch",
@@ -143,9 +144,9 @@ class ToolRunner:
     excerpts: dict[int, str] = field(default_factory=dict)
     """The start of each page read, by source number, for the answer's digest."""
 
-    def declarations(self) -> list[dict[str, Any]]:
+    def declarations(self) -> list[FunctionTool]:
         """Only the tools with uses left: a spent tool is withdrawn so the model answers."""
-        offered: list[dict[str, Any]] = []
+        offered: list[FunctionTool] = []
         if self.searches_left > 0:
             offered.append(SEARCH_DECLARATION)
         if self.fetches_left > 0:
@@ -161,6 +162,10 @@ class ToolRunner:
         return template.replace("{searches}", str(self.searches_left)).replace(
             "{fetches}", str(self.fetches_left)
         )
+
+    def is_repeat(self, call: ToolCall) -> bool:
+        """The same call was made earlier in this answer: its result is given again."""
+        return call_key(call) in self.done
 
     async def run(self, call: ToolCall) -> ToolResult:
         if (key := call_key(call)) in self.done:
