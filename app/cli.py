@@ -15,13 +15,17 @@ import sys
 from collections.abc import Callable, Iterator
 from dataclasses import asdict
 from pathlib import Path
+from typing import Any
 
 from dotenv import load_dotenv
 
 from app import config, doctor
+from app.chat.tool import Arguments, Tool
+from app.chat.web_fetch import WEB_FETCH, page_text
+from app.chat.web_search import WEB_SEARCH
 from app.pages.errors import FetchFailed, FetchRefused
 from app.pages.extract import extract_file
-from app.pages.fetch import fetch_page, for_model
+from app.pages.fetch import fetch_page
 from app.search import embedded, language
 from app.search.client import Counter, SearchError, Searxng
 from app.search.governor import Governor
@@ -102,12 +106,17 @@ def searcher(url: str, settings: config.Settings) -> Searcher:
 
 
 def cmd_search(args: argparse.Namespace, settings: config.Settings) -> int:
-    locale = config.check_locale(args.locale or settings.search_locale)
+    arguments = tool_arguments(WEB_SEARCH, args)
+    locale = config.check_locale(arguments.locale or settings.search_locale)
 
     async def run(url: str) -> int:
         async with searcher(url, settings) as client:
             response = await client.search(
-                args.query, locale=locale, engines=args.engines, page=args.page
+                arguments.query,
+                locale=locale,
+                engines=arguments.engines,
+                page=arguments.page,
+                time_range=arguments.time_range,
             )
         if args.json:
             print(json.dumps([r.as_dict() for r in response.results], ensure_ascii=False, indent=2))
@@ -280,10 +289,12 @@ def cmd_mcp(args: argparse.Namespace, settings: config.Settings) -> int:
 
 
 def cmd_fetch(args: argparse.Namespace, settings: config.Settings) -> int:
+    arguments = tool_arguments(WEB_FETCH, args)
+    limit = settings.fetch_max_tokens
     try:
         page = asyncio.run(
             fetch_page(
-                args.url,
+                arguments.url,
                 allow_hosts=settings.fetch_allow_hosts,
                 timeout=settings.fetch_timeout,
             )
@@ -294,7 +305,7 @@ def cmd_fetch(args: argparse.Namespace, settings: config.Settings) -> int:
     except FetchFailed as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_ERROR
-    text = for_model(page, settings.fetch_max_tokens)
+    text = page_text(page, arguments.start, min(arguments.max_tokens or limit, limit))
     if args.json:
         print(json.dumps({**asdict(page), "for_model": text}, ensure_ascii=False, indent=2))
     else:
@@ -398,11 +409,7 @@ def parser() -> argparse.ArgumentParser:
     serve.add_argument("--port", type=int, default=8080, help="port (default 8080)")
     serve.set_defaults(run=cmd_serve)
 
-    search = commands.add_parser("search", help="run a query through SearXNG and print results")
-    search.add_argument("query")
-    search.add_argument("--locale", help="e.g. pl-PL, pl, all (default: SEARCH_LOCALE)")
-    search.add_argument("--engines", help="comma list of SearXNG engine names")
-    search.add_argument("--page", type=int, default=1, help="result page, 1..10")
+    search = tool_command(commands, WEB_SEARCH, "run a query through SearXNG, print results")
     search.add_argument("--json", action="store_true", help="print a JSON list of results")
     search.set_defaults(run=cmd_search)
 
@@ -427,8 +434,7 @@ def parser() -> argparse.ArgumentParser:
     )
     server.set_defaults(run=cmd_mcp)
 
-    fetch = commands.add_parser("fetch", help="a page as web_fetch hands it to the model")
-    fetch.add_argument("url")
+    fetch = tool_command(commands, WEB_FETCH, "a page as web_fetch hands it to the model")
     fetch.add_argument("--json", action="store_true", help="print the page as JSON")
     fetch.set_defaults(run=cmd_fetch)
 
@@ -460,6 +466,35 @@ def parser() -> argparse.ArgumentParser:
     render.add_argument("--locale", help="default language (default: SEARCH_LOCALE)")
     render.set_defaults(run=cmd_searxng_settings)
     return top
+
+
+def tool_command(
+    commands: argparse._SubParsersAction[argparse.ArgumentParser], tool: Tool[Any], summary: str
+) -> argparse.ArgumentParser:
+    """The command of one of our tools (web_search is `search`): its arguments as the model
+    and MCP clients read them, a required one positional, the others as options."""
+    command = commands.add_parser(
+        tool.name.removeprefix("web_"), help=summary, description=tool.description
+    )
+    required = set(tool.parameters.get("required", []))
+    for name, spec in tool.parameters["properties"].items():
+        shape = next(s for s in spec.get("anyOf", [spec]) if s.get("type") != "null")
+        command.add_argument(
+            name if name in required else f"--{name.replace('_', '-')}",
+            type=int if shape.get("type") == "integer" else str,
+            choices=shape.get("enum"),
+            help=spec.get("description"),
+        )
+    return command
+
+
+def tool_arguments(tool: Tool[Arguments], args: argparse.Namespace) -> Arguments:
+    """The command's arguments checked as the tool checks a model's; exit 2 if wrong."""
+    given = {name: getattr(args, name) for name in tool.arguments.model_fields}
+    parsed = tool.parse({name: value for name, value in given.items() if value is not None})
+    if isinstance(parsed, str):
+        raise SystemExit(f"error: {parsed}")
+    return parsed
 
 
 def migrate_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

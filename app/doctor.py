@@ -19,7 +19,7 @@ from typing import Literal
 import httpx
 
 from app import config
-from app.chat.tools import SEARCH_DECLARATION
+from app.chat.web_search import WEB_SEARCH
 from app.model.client import ModelClient, safe_json
 from app.model.failures import Failure, LLMError
 from app.model.windows import OllamaWindow
@@ -414,7 +414,7 @@ async def tool_check(client: ModelClient, model: str, *, timeout: float = TOOL_T
         "model": model,
         "messages": [{"role": "user", "content": "Say OK."}],
         "max_tokens": 8,
-        "tools": [SEARCH_DECLARATION],
+        "tools": [WEB_SEARCH.declaration],
     }
     try:
         async with asyncio.timeout(timeout):

@@ -428,7 +428,8 @@ def test_a_failure_mid_stream_is_an_error_chunk(chat, llm):
 
 
 def test_a_prompt_too_long_for_the_model_is_a_400(chat, llm):
-    llm.script(context_length_exceeded())
+    # Retried once, as the page's turn retries (after reading the served window again).
+    llm.script(context_length_exceeded(), context_length_exceeded())
     error = error_of(
         lambda: client_of(chat).chat.completions.create(
             model="fake-model", messages=[{"role": "user", "content": "q"}]
@@ -436,6 +437,7 @@ def test_a_prompt_too_long_for_the_model_is_a_400(chat, llm):
     )
     assert isinstance(error, openai.BadRequestError)
     assert error.body["code"] == "context_length_exceeded"
+    assert len(llm.requests) == 2
 
 
 def test_a_repeated_call_is_not_run_again(chat, llm, brave):

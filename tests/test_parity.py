@@ -6,11 +6,13 @@ the warnings, the final text and the failure kind. A client of /v1 reads a warni
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import openai
 import pytest
+from mcp import Client
 
 from tests.chat_client import new_conversation, send
 from tests.fakes.conventions import llamacpp_stream_unparsed
@@ -61,8 +63,6 @@ class Case:
     again: Outcome | None = None
     """A second question afterwards (the next turn; the next request of /v1), scripted to
     answer "Again.": what the model server's behaviour left remembered."""
-    failing_on_v1: str = ""
-    """Why /v1 misses this case today (strict xfail until the engine runs it)."""
 
 
 def search(query: str) -> Reply:
@@ -75,7 +75,6 @@ CASES = [
         lambda: [tools_unsupported(), Reply(text="Without tools.")],
         Outcome("Without tools.", offered=(BOTH, NONE), warnings=(REFUSED,)),
         again=Outcome("Again.", offered=(NONE,), warnings=(WITHHELD,)),
-        failing_on_v1="/v1 neither warns of the refusal nor remembers it",
     ),
     Case(
         "a round the server could not parse, discarded and retried",
@@ -86,7 +85,6 @@ CASES = [
         Outcome("Warsaw.", offered=(BOTH, NONE), warnings=(NOT_PARSED,)),
         # Not remembered: one output that did not parse says nothing of the next.
         again=Outcome("Again.", offered=(BOTH,)),
-        failing_on_v1="/v1 keeps the discarded round's text and says nothing",
     ),
     Case(
         "the same call repeated",
@@ -128,13 +126,11 @@ CASES = [
         "a context overflow, retried once",
         lambda: [context_length_exceeded(), Reply(text="Short enough.")],
         Outcome("Short enough.", offered=(BOTH, BOTH)),
-        failing_on_v1="/v1 fails at the first overflow",
     ),
     Case(
         "a second context overflow",
         lambda: [context_length_exceeded(), context_length_exceeded()],
         Outcome(None, failure="context_overflow", offered=(BOTH, BOTH)),
-        failing_on_v1="/v1 fails at the first overflow",
     ),
     Case(
         "a stream cut mid-answer",
@@ -248,17 +244,8 @@ def matches(seen: Outcome, expected: Outcome) -> bool:
     return same and starts and warned
 
 
-def parametrized() -> list[object]:
-    params = []
-    for case in CASES:
-        params.append(pytest.param(case, Page, id=f"page: {case.name}"))
-        failing = case.failing_on_v1
-        marks = [pytest.mark.xfail(strict=True, reason=failing)] if failing else []
-        params.append(pytest.param(case, V1, id=f"v1: {case.name}", marks=marks))
-    return params
-
-
-@pytest.mark.parametrize(("case", "surface"), parametrized())
+@pytest.mark.parametrize("surface", [Page, V1], ids=["page", "v1"])
+@pytest.mark.parametrize("case", CASES, ids=[case.name for case in CASES])
 def test_the_same_behaviour_through_the_page_and_v1(case, surface, chat, llm, brave, pages):
     llm.script(*case.script(), Reply(text="Again."))
     asking = surface(chat, llm, brave, pages)
@@ -267,3 +254,26 @@ def test_the_same_behaviour_through_the_page_and_v1(case, surface, chat, llm, br
     if case.again is not None:
         again = asking.ask("And then?")
         assert matches(again, case.again), (again, case.again)
+
+
+def test_mcp_serves_our_tools_as_the_model_is_declared_them(chat, llm):
+    """One registry: an agent over MCP reads the same schema and description of web_search
+    and web_fetch as the model of a page's turn and of /v1."""
+    llm.script(Reply(text="Hi."), Reply(text="Hi."))
+    send(chat, new_conversation(chat), "Hi")
+    openai.OpenAI(base_url=f"{chat.url}/v1", api_key="-", max_retries=0).chat.completions.create(
+        model="fake-model", messages=[{"role": "user", "content": "Hi"}]
+    )
+    page, v1 = (request.body["tools"] for request in llm.requests[-2:])
+    assert page == v1
+
+    async def listed() -> dict[str, object]:
+        async with Client(f"{chat.url}/mcp", read_timeout_seconds=60) as client:
+            return {tool.name: tool for tool in (await client.list_tools()).tools}
+
+    served = asyncio.run(listed())
+    assert [t["function"]["name"] for t in page] == ["web_search", "web_fetch"]
+    for declared in page:
+        tool = served[declared["function"]["name"]]
+        assert tool.input_schema == declared["function"]["parameters"]
+        assert tool.description == declared["function"]["description"]

@@ -11,7 +11,6 @@ end; a failure the engine cannot recover from is raised as the `LLMError` it was
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -19,7 +18,8 @@ from typing import Generic, Protocol, TypeVar
 
 from app.chat.openai_wire import ChatMessage, FunctionTool, PassedOn, assistant_tool_message
 from app.chat.services import Services
-from app.chat.tools import MAX_QUERY_CHARS, SHOWN_WAIT_SECONDS, ToolResult, ToolRunner, clipped
+from app.chat.tool import ToolResult, Waiting
+from app.chat.tools import ToolRunner
 from app.model.failures import Failure, LLMError
 from app.model.tool_calls import ToolCall
 from app.model.usage import RawUsage
@@ -64,14 +64,6 @@ class Finished:
 
 
 @dataclass(frozen=True)
-class Waiting:
-    """A search about to wait for the search plan's rate, long enough to say so."""
-
-    query: str
-    seconds: float
-
-
-@dataclass(frozen=True)
 class Stepped:
     """One tool call run: its result (text for the model, step for the trail)."""
 
@@ -110,10 +102,9 @@ EngineEvent = (
 
 Own = TypeVar("Own")
 """A surface's own events, passed through the engine (the page's compression notices)."""
-Own_co = TypeVar("Own_co", covariant=True)
 
 
-class Prompt(Protocol[Own_co]):
+class Prompt(Protocol[Own]):
     """The surface's side of the request."""
 
     def context(self, runner: ToolRunner) -> list[ChatMessage]:
@@ -126,8 +117,9 @@ class Prompt(Protocol[Own_co]):
     def fitted(self, text: str, messages: list[ChatMessage], tools: list[FunctionTool]) -> str:
         """A tool result as it goes to the model (within the room left, where known)."""
 
-    def make_room(self) -> AsyncIterator[Own_co]:
-        """After a context overflow before any output: whatever lets the retry fit."""
+    async def make_room(self) -> list[Own]:
+        """After a context overflow before any output: whatever lets the retry fit, and
+        what the surface tells of it."""
 
 
 @dataclass
@@ -174,7 +166,7 @@ class Engine(Generic[Own]):
         rounds = self.services.settings.max_tool_rounds
         for number in range(rounds + 1):
             if number == rounds:
-                self.runner.searches_left = self.runner.fetches_left = 0  # last: answer now
+                self.runner.withdraw()  # the last round: answer now
             payload = self.payload()
             said = Round()
             try:
@@ -247,7 +239,7 @@ class Engine(Generic[Own]):
                 yield event
         elif error.kind == Failure.CONTEXT_OVERFLOW and not self.produced and not self.forced:
             self.forced = True
-            async for own in self.prompt.make_room():
+            for own in await self.prompt.make_room():
                 yield own
             self.assemble()
         else:
@@ -271,30 +263,13 @@ class Engine(Generic[Own]):
         """A round's calls of our tools: each result to the model, each step told."""
         self.messages.append(assistant_tool_message("".join(said.text), said.calls))
         for call in said.calls:
-            if waiting := await self.search_wait(call):
+            if waiting := await self.runner.waiting(call):
                 yield waiting  # said while it waits; its step follows
             result = await self.runner.run(call)
             self.produced = True
             yield Stepped(result)
             text = self.prompt.fitted(result.text, self.messages, self.tools())
             self.messages.append({"role": "tool", "tool_call_id": call.id, "content": text})
-
-    async def search_wait(self, call: ToolCall) -> Waiting | None:
-        """A search that will wait noticeably for the plan's rate; None for any other call,
-        or one answered again from earlier."""
-        runner = self.runner
-        if call.name != "web_search" or runner.searches_left <= 0 or runner.is_repeat(call):
-            return None
-        try:
-            query = json.loads(call.arguments or "{}").get("query")
-        except (ValueError, AttributeError):
-            return None
-        if not isinstance(query, str) or not query.strip():
-            return None
-        seconds = await runner.searcher.expected_wait()
-        if seconds < SHOWN_WAIT_SECONDS:
-            return None
-        return Waiting(clipped(query, MAX_QUERY_CHARS), seconds)
 
 
 def withheld_notice(refusal: ToolRefusal) -> str:

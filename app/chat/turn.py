@@ -27,7 +27,6 @@ from app.chat.engine import (
     Reasoning,
     Stepped,
     Text,
-    Waiting,
     Warned,
 )
 from app.chat.events import ErrorEvent, Event, WarningEvent
@@ -35,7 +34,8 @@ from app.chat.openai_wire import ChatMessage, FunctionTool, PassedOn
 from app.chat.outcome import Saver, TurnOutcome
 from app.chat.services import Services
 from app.chat.settings import ChatSettings
-from app.chat.tools import ToolResult, ToolRunner
+from app.chat.tool import ToolResult, Waiting
+from app.chat.tools import ToolRunner, caps
 from app.model.failures import Failure, LLMError
 from app.store.errors import Unavailable
 from app.store.rows import Conversation, Message
@@ -132,8 +132,7 @@ class Turn:
             settings=services.settings,
             locale=chosen.search_locale,
             engines=chosen.search_engines or None,
-            searches_left=chosen.searches,
-            fetches_left=chosen.fetches,
+            left=caps(chosen),
             # Its user messages and kept sources give addresses web_fetch may read.
             history=conversation["messages"],
             extract=services.extraction,
@@ -166,13 +165,13 @@ class Turn:
         is at most FETCH_MAX_TOKENS)."""
         return text
 
-    async def make_room(self) -> AsyncIterator[Event]:
+    async def make_room(self) -> list[Event]:
         """Compress once after an overflow: the estimate was short, so the earlier answers'
         sources go first."""
         self.outcome.kept = {}
-        async for event in self.fold():
-            yield event
+        told = [event async for event in self.fold()]
         self.memory = (await read_memory(self.services))[0]  # said once already if damaged
+        return told
 
     async def told(self, said: EngineEvent | Event) -> AsyncIterator[Event]:
         """What the user is sent of one event of the engine, kept in the outcome.
