@@ -23,12 +23,12 @@ from app import config, doctor
 from app.chat.tool import Arguments, Tool
 from app.chat.web_fetch import WEB_FETCH, page_text
 from app.chat.web_search import WEB_SEARCH
+from app.pages import addresses
 from app.pages.errors import FetchFailed, FetchRefused
 from app.pages.extract import extract_file
 from app.pages.fetch import fetch_page
 from app.search import embedded, language
 from app.search.client import Counter, SearchError, Searxng
-from app.search.governor import Governor
 from app.search.plan import PlanReader
 from app.search.searcher import Searcher
 from app.store.errors import Unavailable
@@ -102,7 +102,7 @@ def searcher(url: str, settings: config.Settings) -> Searcher:
     second, the 429 is retried once after the reset (Searcher)."""
     plan = PlanReader(settings.search_plan_file, settings.search_rate)
     client = Searxng(url, timeout=settings.searxng_timeout, plan=plan, count=counted(settings))
-    return Searcher(client, Governor(plan.plan_rate), retry_seconds=plan.retry_seconds)
+    return Searcher.of_plan(client, plan)
 
 
 def cmd_search(args: argparse.Namespace, settings: config.Settings) -> int:
@@ -230,7 +230,7 @@ def cmd_serve(args: argparse.Namespace, settings: config.Settings) -> int:
     if not config.is_loopback(args.host) and not settings.auth_token:
         settings = dataclasses.replace(settings, auth_token=compose_token(settings, args.host))
     for entry in sorted(settings.fetch_allow_hosts):
-        if config.names_this_service(entry, args.host, args.port):
+        if addresses.names_this_service(entry, args.host, args.port):
             raise config.ConfigError(
                 f"FETCH_ALLOW_HOSTS names this service itself ({entry}): through web_fetch "
                 "the model could read your conversations; remove it"

@@ -14,7 +14,6 @@ from app.chat.pending import PendingSaves
 from app.model.client import ModelClient
 from app.pages.worker import ExtractionProcess
 from app.search.client import Searxng
-from app.search.governor import Governor
 from app.search.plan import PlanReader
 from app.search.searcher import Searcher
 from app.store.storage import Storage
@@ -46,13 +45,12 @@ class Services:
     storage), served from the cache in the database (docs/search-spend.md)."""
 
     def __post_init__(self) -> None:
-        self.searcher = Searcher(
+        self.searcher = Searcher.of_plan(
             self.searxng,
-            Governor(self.plan.plan_rate, store=self.storage),
-            cache=self.storage,
+            self.plan,
+            self.storage,
             ttl=lambda: self.settings.search_cache_ttl,
             entries=self.settings.search_cache_entries,
-            retry_seconds=self.plan.retry_seconds,
         )
 
     async def offers(self, model: str) -> bool:
