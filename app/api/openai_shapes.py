@@ -60,7 +60,7 @@ class ErrorDetail(TypedDict):
     code: str | None
 
 
-class ErrorBody(TypedDict):
+class OpenAIErrorBody(TypedDict):
     error: ErrorDetail
 
 
@@ -213,7 +213,7 @@ class ChatCompletionBody(BaseModel):
 
 def error_body(
     status: int, message: str, param: str | None = None, code: str | None = None
-) -> ErrorBody:
+) -> OpenAIErrorBody:
     """OpenAI's error object for a status of ours."""
     codes = {404: "model_not_found", 413: "request_too_large", 401: "invalid_api_key"}
     code = code or codes.get(status)
