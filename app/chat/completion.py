@@ -22,19 +22,7 @@ from urllib.parse import urlsplit
 from babel.languages import get_official_languages
 
 from app import config
-from app.chat import context
-from app.chat.engine import (
-    ClientCalls,
-    Discarded,
-    Engine,
-    EngineEvent,
-    Finished,
-    Measured,
-    Reasoning,
-    Stepped,
-    Text,
-    Warned,
-)
+from app.chat import context, engine
 from app.chat.events import Source, Step
 from app.chat.openai_wire import ChatMessage, FunctionTool, PassedOn
 from app.chat.services import Services
@@ -153,10 +141,10 @@ class ClientPrompt:
         used = history_tokens(messages) + context.estimate_tokens(str(tools))
         return fit(text, self.window - used - self.reserve() - context.MESSAGE_OVERHEAD_TOKENS)
 
-    async def make_room(self) -> list[EngineEvent]:
+    async def make_room(self) -> list[engine.EngineEvent]:
         """Nothing of the client's history is ours to fold: the served window is read again,
         for the results to fit a server that restarted with another one."""
-        self.window = await self.services.reread_window(self.request.model)
+        self.window = await self.services.served.reread_window(self.request.model)
         return []
 
     def add_usage(self, usage: Usage | None) -> None:
@@ -256,12 +244,12 @@ async def answer(
 ) -> AsyncGenerator[CompletionEvent, None]:
     """The answer's events, the engine's rounds told as OpenAI's; closing this generator
     closes the model server's request (the client's hang-up is Stop)."""
-    prompt = ClientPrompt(services, request, await services.served_window(request.model))
+    prompt = ClientPrompt(services, request, await services.served.window(request.model))
     runner = runner_for(services, request)
-    engine = Engine(services, prompt, runner, request.model, list(request.client_tools))
+    answering = engine.Engine(services, prompt, runner, request.model, list(request.client_tools))
     refusal = await services.storage.tool_refusal(request.model) if runner.declarations() else None
     try:
-        async for said in engine.answer(refusal):
+        async for said in answering.answer(refusal):
             if event := told(prompt, said):
                 yield event
     except (GeneratorExit, asyncio.CancelledError):
@@ -283,31 +271,31 @@ async def answer(
     )
 
 
-def told(prompt: ClientPrompt, said: EngineEvent) -> CompletionEvent | None:
+def told(prompt: ClientPrompt, said: engine.EngineEvent) -> CompletionEvent | None:
     """What the client is sent of one event of the engine; what it ran and what went wrong
     as reasoning lines, unless the client asked for none."""
     activity = prompt.request.activity
     match said:
-        case Text(text):
+        case engine.Text(text):
             prompt.text += text
             return CompletionEvent("delta", text)
-        case Reasoning(text):
+        case engine.Reasoning(text):
             return CompletionEvent("reasoning", text)
-        case Measured(usage):
+        case engine.Measured(usage):
             prompt.add_usage(normalize_usage(usage))
-        case Finished(reason):
+        case engine.Finished(reason):
             prompt.finish = reason
         case Waiting(query, seconds) if activity:
             line = f"Search {query!r} waits {seconds:.0f} s for the search plan's rate"
             return CompletionEvent("reasoning", line + "\n")
-        case Stepped(result) if activity and (line := activity_line(result)):
+        case engine.Stepped(result) if activity and (line := activity_line(result)):
             return CompletionEvent("reasoning", line + "\n")
-        case Warned(message) if activity:
+        case engine.Warned(message) if activity:
             return CompletionEvent("reasoning", f"Note: {message}\n")
-        case Discarded(text_chars, reasoning_chars):
+        case engine.Discarded(text_chars, reasoning_chars):
             prompt.text = prompt.text[: len(prompt.text) - text_chars]
             return CompletionEvent("discard", discarded=(text_chars, reasoning_chars))
-        case ClientCalls(calls):
+        case engine.ClientCalls(calls):
             prompt.finish = "tool_calls"
             return CompletionEvent("tool_calls", tool_calls=calls)
     return None

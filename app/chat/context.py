@@ -237,7 +237,7 @@ def transcript(messages: Sequence[Mapping[str, Any]]) -> str:
 
 def compression_request(
     prompt: str, memory: str, summary: str, messages: Sequence[Mapping[str, Any]]
-) -> list[dict[str, Any]]:
+) -> list[ChatMessage]:
     # Plain replacement, not str.format: an edited prompt may hold JSON braces.
     text = (
         check_compress_prompt(prompt)

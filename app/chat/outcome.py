@@ -18,10 +18,13 @@ from typing import Any, NotRequired, TypedDict
 import anyio
 
 from app.chat import context, numbering
+from app.chat.compression import Folded
 from app.chat.events import (
+    BudgetReport,
     CompressionEvent,
     DoneEvent,
     ErrorEvent,
+    Event,
     Source,
     Step,
     TurnUsage,
@@ -130,7 +133,6 @@ class TurnOutcome:
     written: Streamed = field(default_factory=Streamed)
     thought: Streamed = field(default_factory=Streamed)
     activity: list[Step] = field(default_factory=list)
-    sources: list[Source] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     usages: list[Usage] = field(default_factory=list)
     first_prompt_tokens: int | None = None
@@ -152,12 +154,29 @@ class TurnOutcome:
     budget: Budget | None = None
     clock: Clock = field(default_factory=Clock)
     runner: ToolRunner | None = None
-    """The turn's tools: their sources are numbered anew once the answer is written."""
+    """The turn's tools: the answer's sources are theirs, numbered anew once the answer is
+    written."""
     numbered: bool = False
 
     @property
     def text(self) -> str:
         return str(self.written)
+
+    @property
+    def sources(self) -> list[Source]:
+        return self.runner.sources if self.runner else []
+
+    def folded(self, folded: Folded) -> Event:
+        """A compression of this turn, kept with the answer (its notice and Undo stay), as
+        the event that tells the user."""
+        self.summarized = folded.summarized
+        if folded.summary is not None:
+            self.summary = folded.summary
+        self.compression_usage = folded.usage or self.compression_usage
+        if folded.notice is None:
+            return self.warn(folded.warning or "")
+        self.compressions.append(folded.notice)
+        return folded.notice
 
     @property
     def reasoning(self) -> str:
@@ -270,7 +289,8 @@ class TurnOutcome:
             "summary": self.summary,
             "summarized": self.summarized,
             "totals": self.totals_added(),
-            "budget": self.budget_report() if self.breakdown else None,
+            # The store keeps the report as the JSON it is (it knows no chat type).
+            "budget": dict(self.budget_report()) if self.breakdown else None,
             "usage": usage,
         }
 
@@ -290,7 +310,7 @@ class TurnOutcome:
             "fetches": sum(1 for step in self.activity if step["type"] == "fetch"),
         }
 
-    def budget_report(self) -> dict[str, Any]:
+    def budget_report(self) -> BudgetReport:
         """For the context bar: the limit, the served window, the measured prompt of this
         turn's first request (what the next turn builds on), the largest prompt of the turn
         (with this turn's tool results, which are not kept) and the estimated share of each

@@ -163,7 +163,7 @@ class ToolRunner:
         """Number the sources anew: `order` lists the old numbers in their new order (see
         app/chat/numbering.py); the digest built after this uses the new numbers."""
         new = {old: position for position, old in enumerate(order, 1)}
-        self.sources[:] = [self.sources[old - 1] for old in order]  # the turn holds this list
+        self.sources = [self.sources[old - 1] for old in order]
         self.snippets = {new[n]: text for n, text in self.snippets.items()}
         self.excerpts = {new[n]: text for n, text in self.excerpts.items()}
 

@@ -15,20 +15,8 @@ from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass
 from datetime import date
 
-from app.chat import context
+from app.chat import context, engine
 from app.chat.compression import compress, foldable, memory_trouble, read_memory, unsummarised
-from app.chat.engine import (
-    ClientCalls,
-    Discarded,
-    Engine,
-    EngineEvent,
-    Finished,
-    Measured,
-    Reasoning,
-    Stepped,
-    Text,
-    Warned,
-)
 from app.chat.events import ErrorEvent, Event, WarningEvent
 from app.chat.openai_wire import ChatMessage, FunctionTool, PassedOn
 from app.chat.outcome import Saver, TurnOutcome
@@ -62,15 +50,15 @@ async def run_turn(
         # 2. Compress when over budget: old turns into the summary, facts into memory.
         trouble = memory_trouble(start.memory_damaged)
         if projected > budget and foldable(turn.conversation, settings.keep_recent_messages):
-            async for event in turn.fold():
+            for event in await turn.fold():
                 yield event
             turn.memory, trouble = await read_memory(services)  # it may have added facts
 
         # 3-4. Assemble, then stream with the tool loop: the engine's rounds.
         if trouble:
             yield outcome.warn(trouble)
-        engine = Engine(services, turn, runner, model)
-        async for said in engine.answer(start.refusal):
+        answering = engine.Engine(services, turn, runner, model)
+        async for said in answering.answer(start.refusal):
             async for event in turn.told(said):
                 yield event
 
@@ -137,7 +125,7 @@ class Turn:
             history=conversation["messages"],
             extract=services.extraction,
         )
-        outcome.sources, outcome.runner = runner.sources, runner
+        outcome.runner = runner
         saver = Saver(lease, outcome, waiting=services.pending, asked=pending)
         return cls(services, conversation, chosen, saver, runner, model, pending, start.memory)
 
@@ -145,9 +133,15 @@ class Turn:
     def outcome(self) -> TurnOutcome:
         return self.saver.outcome
 
-    def fold(self) -> AsyncIterator[Event]:
-        """Compression (app/chat/compression.py) of this conversation, with its prompt."""
-        return compress(self.services, self.conversation, self.chosen.compress_prompt, self.outcome)
+    async def fold(self) -> list[Event]:
+        """Compression (app/chat/compression.py) of this conversation, with its prompt: the
+        turn goes on with the conversation as it left it, and keeps what it did."""
+        prompt = self.chosen.compress_prompt
+        folded = await compress(self.services, self.conversation, prompt, self.model)
+        if folded is None:
+            return []
+        self.conversation = folded.applied(self.conversation)
+        return [self.outcome.folded(folded)]
 
     def context(self, runner: ToolRunner) -> list[ChatMessage]:
         """[persona][memory][summary][date][tool note][history], from the conversation."""
@@ -169,48 +163,48 @@ class Turn:
         """Compress once after an overflow: the estimate was short, so the earlier answers'
         sources go first."""
         self.outcome.kept = {}
-        told = [event async for event in self.fold()]
+        told = await self.fold()
         self.memory = (await read_memory(self.services))[0]  # said once already if damaged
         return told
 
-    async def told(self, said: EngineEvent | Event) -> AsyncIterator[Event]:
+    async def told(self, said: engine.EngineEvent | Event) -> AsyncIterator[Event]:
         """What the user is sent of one event of the engine, kept in the outcome.
         Checkpoints follow the yield: resumed, the piece has been sent, so what a crash
         leaves is never more than the user was sent."""
         outcome, saver = self.outcome, self.saver
         match said:
-            case Text(text):
+            case engine.Text(text):
                 outcome.clock.tick(thinking=False)
                 outcome.written.add(text)
                 yield {"type": "delta", "text": text}
                 await saver.checkpoint()
-            case Reasoning(text):
+            case engine.Reasoning(text):
                 outcome.clock.tick(thinking=True)
                 outcome.thought.add(text)
                 yield {"type": "reasoning", "text": text}
                 await saver.checkpoint()
-            case Measured(usage):
+            case engine.Measured(usage):
                 outcome.add_usage(usage)
-            case Finished("content_filter"):
+            case engine.Finished("content_filter"):
                 raise LLMError(Failure.CONTENT_FILTER, "the model server filtered the answer")
-            case Finished(_):
+            case engine.Finished(_):
                 outcome.truncated = True
             case Waiting(query, seconds):
                 yield {"type": "search_wait", "query": query, "seconds": seconds}
-            case Stepped(result):
+            case engine.Stepped(result):
                 async for event in self.stepped(result):
                     yield event
-            case Warned(message, refused):
+            case engine.Warned(message, refused):
                 warning: WarningEvent = {"type": "warning", "message": message}
                 if refused:
                     warning["tools_refused"] = refused
                 outcome.warnings.append(message)
                 yield warning
-            case Discarded(text_chars, reasoning_chars):
+            case engine.Discarded(text_chars, reasoning_chars):
                 outcome.discard(text_chars, reasoning_chars)
                 await saver.retract()
                 yield {"type": "retry", "text": outcome.text, "reasoning": outcome.reasoning}
-            case ClientCalls():
+            case engine.ClientCalls():
                 pass  # never: the page declares no tools of a client
             case _:
                 yield said  # the turn's own: a compression and its warnings
@@ -230,7 +224,7 @@ async def project(turn: Turn) -> tuple[int, int]:
     """The budget and the next request's projected size, with the kept sources that fit
     (the outcome holds them, and the budget for the context bar); the reply's share set."""
     services, model = turn.services, turn.model
-    window = await services.served_window(model)
+    window = await services.served.window(model)
     budget = context.effective_budget(turn.chosen.context_budget, window)
     turn.reserve = context.completion_reserve(services.settings.max_completion_tokens, budget)
     base = measured_base(turn.conversation)
@@ -241,7 +235,7 @@ async def project(turn: Turn) -> tuple[int, int]:
     turn.outcome.budget = {
         "limit": budget,
         "window": window,
-        "window_note": services.window_note(model),
+        "window_note": services.served.window_note(model),
         "projected": projected,
     }
     return budget, projected

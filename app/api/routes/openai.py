@@ -163,7 +163,7 @@ async def completion_request(
     services: Services, body: shapes.ChatCompletionBody, length: int | None
 ) -> CompletionRequest:
     model = body.model.strip()
-    if not await services.offers(model):
+    if not await services.served.offers(model):
         raise OpenAIError(
             404, f"The model {model[:80]!r} does not exist: GET /v1/models lists them", "model"
         )

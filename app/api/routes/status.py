@@ -29,7 +29,9 @@ def answer(checks: list[doctor.Check]) -> dict[str, Any]:
 
 
 async def model_checks(state: Services, *, tools: bool) -> list[doctor.Check]:
-    checks = await doctor.model_quick_checks(state.model, state.settings, state.reread_window)
+    checks = await doctor.model_quick_checks(
+        state.model, state.settings, state.served.reread_window
+    )
     if tools and doctor.first_failure(checks) is None:
         model = state.settings.default_model
         tool_calling = await doctor.tool_check(state.model, model)
