@@ -489,11 +489,15 @@ def tool_command(
 
 
 def tool_arguments(tool: Tool[Arguments], args: argparse.Namespace) -> Arguments:
-    """The command's arguments checked as the tool checks a model's; exit 2 if wrong."""
+    """The command's arguments checked as the tool checks a model's, each named as its
+    option; exit 2 if wrong."""
     given = {name: getattr(args, name) for name in tool.arguments.model_fields}
     parsed = tool.parse({name: value for name, value in given.items() if value is not None})
     if isinstance(parsed, str):
-        raise SystemExit(f"error: {parsed}")
+        for name in given:
+            parsed = parsed.replace(f"'{name}'", f"--{name.replace('_', '-')}")
+        print(f"error: {parsed}", file=sys.stderr)
+        raise SystemExit(2)
     return parsed
 
 
@@ -514,9 +518,6 @@ def migrate_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]
 def main(argv: list[str] | None = None) -> int:
     load_dotenv(Path.cwd() / ".env")  # like Compose; the environment wins over the file
     args = parser().parse_args(argv)
-    if getattr(args, "page", 1) not in range(1, 11):
-        print("error: --page must be between 1 and 10 (Brave serves ten pages)", file=sys.stderr)
-        return 2
     if getattr(args, "query", "x").strip() == "":
         print("error: the query is empty", file=sys.stderr)
         return 2
