@@ -19,10 +19,14 @@ from typing import Any
 
 from dotenv import load_dotenv
 
-from app import config, doctor
+from app import config
 from app.chat.tool import Arguments, Tool
 from app.chat.web_fetch import WEB_FETCH, page_text
 from app.chat.web_search import WEB_SEARCH
+from app.doctor.access import token_check
+from app.doctor.check import Check
+from app.doctor.model import model_checks
+from app.doctor.searxng import plan_check, searxng_checks
 from app.pages import addresses
 from app.pages.errors import FetchFailed, FetchRefused
 from app.pages.extract import extract_file
@@ -76,7 +80,7 @@ def counted(settings: config.Settings) -> Counter:
     return count
 
 
-def stored_plan_check(settings: config.Settings) -> doctor.Check:
+def stored_plan_check(settings: config.Settings) -> Check:
     """For the command line: the plan file and DATA_DIR's count, never created."""
     from app.store.database import Database, stored
     from app.store.searches import SearchesSpent
@@ -90,7 +94,7 @@ def stored_plan_check(settings: config.Settings) -> doctor.Check:
         finally:
             database.close()
     plan = PlanReader(settings.search_plan_file).read()
-    return doctor.plan_check(plan, spent, settings.search_rate)
+    return plan_check(plan, spent, settings.search_rate)
 
 
 def searcher(url: str, settings: config.Settings) -> Searcher:
@@ -331,17 +335,17 @@ def cmd_extract(args: argparse.Namespace, settings: config.Settings) -> int:
 
 
 def cmd_doctor(args: argparse.Namespace, settings: config.Settings) -> int:
-    async def run(url: str) -> list[doctor.Check]:
+    async def run(url: str) -> list[Check]:
         plan = PlanReader(settings.search_plan_file, settings.search_rate)
-        searxng = await doctor.searxng_checks(url, plan, counted(settings))
-        return [*searxng, stored_plan_check(settings), *await doctor.model_checks(settings)]
+        searxng = await searxng_checks(url, plan, counted(settings))
+        return [*searxng, stored_plan_check(settings), *await model_checks(settings)]
 
     from app.store.database import reach
 
     reach(settings.database_url)  # every check below reads the database
     with searxng_url(settings) as url:
         checks = asyncio.run(run(url))
-    if token := doctor.token_check(settings):
+    if token := token_check(settings):
         checks.append(token)
     labels = {"ok": "ok  ", "warning": "warn", "fail": "FAIL"}
     for check in checks:
