@@ -12,6 +12,7 @@ from functools import cached_property
 from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
 from pydantic import BaseModel, ValidationError
+from pydantic_core import ErrorDetails
 
 from app import config
 from app.chat.events import FetchEvent, SearchEvent, Step
@@ -93,7 +94,7 @@ class Tool(ABC, Generic[Arguments]):
         return None
 
     @cached_property
-    def parameters(self) -> dict[str, Any]:
+    def parameters(self) -> dict[str, Any]:  # a JSON schema: free-form JSON by nature
         """The arguments' JSON schema, without pydantic's titles (tokens the model pays
         for and reads nothing in)."""
         schema: dict[str, Any] = untitled(self.arguments.model_json_schema())
@@ -111,15 +112,16 @@ class Tool(ABC, Generic[Arguments]):
         }
 
     def parse(self, arguments: dict[str, Any]) -> Arguments | str:
-        """The arguments checked against their types, or what is wrong with them, said so
-        the model can correct itself (small models send numbers, lists, objects)."""
+        """The arguments (the JSON object a model or an agent wrote: free-form until here)
+        checked against their types, or what is wrong with them, said so the model can
+        correct itself (small models send numbers, lists, objects)."""
         try:
             return self.arguments.model_validate(arguments)
         except ValidationError as exc:
             return "; ".join(problem(error, arguments) for error in exc.errors())
 
 
-def problem(error: Any, arguments: dict[str, Any]) -> str:
+def problem(error: ErrorDetails, arguments: dict[str, Any]) -> str:
     name = ".".join(str(part) for part in error["loc"])
     if error["type"] == "string_type" and name in arguments:
         return f"{name!r} as {type(arguments[name]).__name__} instead of text"
