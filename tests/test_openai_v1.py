@@ -13,6 +13,7 @@ import pytest
 from app.chat import context
 from app.chat.completion import CUT_MARKER, history_tokens
 from tests.conftest import ChatService, chat_env
+from tests.fakes.conventions import llamacpp_stream_unparsed
 from tests.fakes.llm_server import (
     FakeLLM,
     Reply,
@@ -482,3 +483,23 @@ def test_a_client_tool_call_streamed(chat, llm):
     assert [(t.index, t.id, t.function.name) for t in calls] == [(0, "call_s", "get_weather")]
     assert json.loads(calls[0].function.arguments) == {"city": "Łódź"}
     assert chunks[-1].choices[0].finish_reason == "tool_calls"
+
+
+def test_a_streamed_round_the_server_could_not_parse_is_said_to_be_discarded(chat, llm):
+    """A streamed client has the garbage already: a Note in the reasoning says it was
+    discarded, and the answer asked again without tools follows."""
+    llm.script(
+        llamacpp_stream_unparsed("fake-model", ["You may call ", "these tools"]),
+        Reply(text="Warsaw."),
+    )
+    stream = client_of(chat).chat.completions.create(
+        model="fake-model", messages=[{"role": "user", "content": "Capital?"}], stream=True
+    )
+    chunks = [chunk for chunk in stream if chunk.choices]
+    text = "".join(c.choices[0].delta.content or "" for c in chunks)
+    reasoning = "".join(
+        (c.choices[0].delta.model_extra or {}).get("reasoning_content") or "" for c in chunks
+    )
+    assert text == "You may call these toolsWarsaw."
+    assert "Note: this model could not call the web tools (its output did not parse)" in reasoning
+    assert "tools" not in llm.requests[-1].body
