@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal, NotRequired, TypedDict
+from typing import Literal, NotRequired, TypedDict
 
 from app.chat.context import RefusedFact
-from app.store.rows import ToolRefusal
+from app.store.rows import ToolRefusal, Totals
 
 
 class TextEvent(TypedDict):
@@ -157,7 +157,7 @@ class DoneEvent(TypedDict):
     """The answer as stored: numbered as it cites its sources (app/chat/numbering.py)."""
     usage: TurnUsage
     sources: list[Source]
-    totals: dict[str, Any]
+    totals: Totals
     """The conversation's totals as the store sums them (app/store/turns.py)."""
     budget: BudgetReport
     truncated: bool

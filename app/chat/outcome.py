@@ -13,7 +13,7 @@ import logging
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, NotRequired, TypedDict
+from typing import NotRequired, TypedDict
 
 import anyio
 
@@ -35,7 +35,7 @@ from app.chat.tools import ToolRunner
 from app.model.failures import LLMError
 from app.model.usage import RawUsage, Usage, normalize_usage
 from app.store.errors import Unavailable
-from app.store.rows import Message, OutcomeWrite, now
+from app.store.rows import Message, OutcomeWrite, Totals, now
 from app.store.storage import Lease, Storage
 
 logger = logging.getLogger(__name__)
@@ -323,7 +323,7 @@ class TurnOutcome:
             "parts": self.breakdown,
         }
 
-    def done_event(self, totals: dict[str, Any]) -> DoneEvent:
+    def done_event(self, totals: Totals) -> DoneEvent:
         return {
             "type": "done",
             "status": self.status,
@@ -355,7 +355,7 @@ class Saver:
     """Starts with the turn: the first piece of text goes to the user without a write."""
     saved: bool = False
     checkpointed: bool = False
-    totals: dict[str, Any] = field(default_factory=dict)
+    totals: Totals = field(default_factory=dict)
     """The conversation's totals once the outcome is written, for the done event."""
     writing: asyncio.Task[None] | None = None
     """The checkpoint being written, beside the stream."""
