@@ -15,16 +15,24 @@ import sys
 from collections.abc import Callable, Iterator
 from dataclasses import asdict
 from pathlib import Path
+from typing import Any
 
 from dotenv import load_dotenv
 
-from app import config, doctor
+from app import config
+from app.chat.tool import Arguments, Tool
+from app.chat.web_fetch import WEB_FETCH, page_text
+from app.chat.web_search import WEB_SEARCH
+from app.doctor.access import token_check
+from app.doctor.check import Check
+from app.doctor.model import model_checks
+from app.doctor.searxng import plan_check, searxng_checks
+from app.pages import addresses
 from app.pages.errors import FetchFailed, FetchRefused
 from app.pages.extract import extract_file
-from app.pages.fetch import fetch_page, for_model
+from app.pages.fetch import fetch_page
 from app.search import embedded, language
 from app.search.client import Counter, SearchError, Searxng
-from app.search.governor import Governor
 from app.search.plan import PlanReader
 from app.search.searcher import Searcher
 from app.store.errors import Unavailable
@@ -72,7 +80,7 @@ def counted(settings: config.Settings) -> Counter:
     return count
 
 
-def stored_plan_check(settings: config.Settings) -> doctor.Check:
+def stored_plan_check(settings: config.Settings) -> Check:
     """For the command line: the plan file and DATA_DIR's count, never created."""
     from app.store.database import Database, stored
     from app.store.searches import SearchesSpent
@@ -86,7 +94,7 @@ def stored_plan_check(settings: config.Settings) -> doctor.Check:
         finally:
             database.close()
     plan = PlanReader(settings.search_plan_file).read()
-    return doctor.plan_check(plan, spent, settings.search_rate)
+    return plan_check(plan, spent, settings.search_rate)
 
 
 def searcher(url: str, settings: config.Settings) -> Searcher:
@@ -98,16 +106,21 @@ def searcher(url: str, settings: config.Settings) -> Searcher:
     second, the 429 is retried once after the reset (Searcher)."""
     plan = PlanReader(settings.search_plan_file, settings.search_rate)
     client = Searxng(url, timeout=settings.searxng_timeout, plan=plan, count=counted(settings))
-    return Searcher(client, Governor(plan.plan_rate), retry_seconds=plan.retry_seconds)
+    return Searcher.of_plan(client, plan)
 
 
 def cmd_search(args: argparse.Namespace, settings: config.Settings) -> int:
-    locale = config.check_locale(args.locale or settings.search_locale)
+    arguments = tool_arguments(WEB_SEARCH, args)
+    locale = config.check_locale(arguments.locale or settings.search_locale)
 
     async def run(url: str) -> int:
         async with searcher(url, settings) as client:
             response = await client.search(
-                args.query, locale=locale, engines=args.engines, page=args.page
+                arguments.query,
+                locale=locale,
+                engines=arguments.engines,
+                page=arguments.page,
+                time_range=arguments.time_range,
             )
         if args.json:
             print(json.dumps([r.as_dict() for r in response.results], ensure_ascii=False, indent=2))
@@ -221,7 +234,7 @@ def cmd_serve(args: argparse.Namespace, settings: config.Settings) -> int:
     if not config.is_loopback(args.host) and not settings.auth_token:
         settings = dataclasses.replace(settings, auth_token=compose_token(settings, args.host))
     for entry in sorted(settings.fetch_allow_hosts):
-        if config.names_this_service(entry, args.host, args.port):
+        if addresses.names_this_service(entry, args.host, args.port):
             raise config.ConfigError(
                 f"FETCH_ALLOW_HOSTS names this service itself ({entry}): through web_fetch "
                 "the model could read your conversations; remove it"
@@ -280,10 +293,12 @@ def cmd_mcp(args: argparse.Namespace, settings: config.Settings) -> int:
 
 
 def cmd_fetch(args: argparse.Namespace, settings: config.Settings) -> int:
+    arguments = tool_arguments(WEB_FETCH, args)
+    limit = settings.fetch_max_tokens
     try:
         page = asyncio.run(
             fetch_page(
-                args.url,
+                arguments.url,
                 allow_hosts=settings.fetch_allow_hosts,
                 timeout=settings.fetch_timeout,
             )
@@ -294,7 +309,7 @@ def cmd_fetch(args: argparse.Namespace, settings: config.Settings) -> int:
     except FetchFailed as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_ERROR
-    text = for_model(page, settings.fetch_max_tokens)
+    text = page_text(page, arguments.start, min(arguments.max_tokens or limit, limit))
     if args.json:
         print(json.dumps({**asdict(page), "for_model": text}, ensure_ascii=False, indent=2))
     else:
@@ -320,17 +335,17 @@ def cmd_extract(args: argparse.Namespace, settings: config.Settings) -> int:
 
 
 def cmd_doctor(args: argparse.Namespace, settings: config.Settings) -> int:
-    async def run(url: str) -> list[doctor.Check]:
+    async def run(url: str) -> list[Check]:
         plan = PlanReader(settings.search_plan_file, settings.search_rate)
-        searxng = await doctor.searxng_checks(url, plan, counted(settings))
-        return [*searxng, stored_plan_check(settings), *await doctor.model_checks(settings)]
+        searxng = await searxng_checks(url, plan, counted(settings))
+        return [*searxng, stored_plan_check(settings), *await model_checks(settings)]
 
     from app.store.database import reach
 
     reach(settings.database_url)  # every check below reads the database
     with searxng_url(settings) as url:
         checks = asyncio.run(run(url))
-    if token := doctor.token_check(settings):
+    if token := token_check(settings):
         checks.append(token)
     labels = {"ok": "ok  ", "warning": "warn", "fail": "FAIL"}
     for check in checks:
@@ -398,11 +413,7 @@ def parser() -> argparse.ArgumentParser:
     serve.add_argument("--port", type=int, default=8080, help="port (default 8080)")
     serve.set_defaults(run=cmd_serve)
 
-    search = commands.add_parser("search", help="run a query through SearXNG and print results")
-    search.add_argument("query")
-    search.add_argument("--locale", help="e.g. pl-PL, pl, all (default: SEARCH_LOCALE)")
-    search.add_argument("--engines", help="comma list of SearXNG engine names")
-    search.add_argument("--page", type=int, default=1, help="result page, 1..10")
+    search = tool_command(commands, WEB_SEARCH, "run a query through SearXNG, print results")
     search.add_argument("--json", action="store_true", help="print a JSON list of results")
     search.set_defaults(run=cmd_search)
 
@@ -427,8 +438,7 @@ def parser() -> argparse.ArgumentParser:
     )
     server.set_defaults(run=cmd_mcp)
 
-    fetch = commands.add_parser("fetch", help="a page as web_fetch hands it to the model")
-    fetch.add_argument("url")
+    fetch = tool_command(commands, WEB_FETCH, "a page as web_fetch hands it to the model")
     fetch.add_argument("--json", action="store_true", help="print the page as JSON")
     fetch.set_defaults(run=cmd_fetch)
 
@@ -462,6 +472,39 @@ def parser() -> argparse.ArgumentParser:
     return top
 
 
+def tool_command(
+    commands: argparse._SubParsersAction[argparse.ArgumentParser], tool: Tool[Any], summary: str
+) -> argparse.ArgumentParser:
+    """The command of one of our tools (web_search is `search`): its arguments as the model
+    and MCP clients read them, a required one positional, the others as options."""
+    command = commands.add_parser(
+        tool.name.removeprefix("web_"), help=summary, description=tool.description
+    )
+    required = set(tool.parameters.get("required", []))
+    for name, spec in tool.parameters["properties"].items():
+        shape = next(s for s in spec.get("anyOf", [spec]) if s.get("type") != "null")
+        command.add_argument(
+            name if name in required else f"--{name.replace('_', '-')}",
+            type=int if shape.get("type") == "integer" else str,
+            choices=shape.get("enum"),
+            help=spec.get("description"),
+        )
+    return command
+
+
+def tool_arguments(tool: Tool[Arguments], args: argparse.Namespace) -> Arguments:
+    """The command's arguments checked as the tool checks a model's, each named as its
+    option; exit 2 if wrong."""
+    given = {name: getattr(args, name) for name in tool.arguments.model_fields}
+    parsed = tool.parse({name: value for name, value in given.items() if value is not None})
+    if isinstance(parsed, str):
+        for name in given:
+            parsed = parsed.replace(f"'{name}'", f"--{name.replace('_', '-')}")
+        print(f"error: {parsed}", file=sys.stderr)
+        raise SystemExit(2)
+    return parsed
+
+
 def migrate_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     migrate = commands.add_parser(
         "migrate-db", help="copy every conversation to another database, verified"
@@ -479,9 +522,6 @@ def migrate_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]
 def main(argv: list[str] | None = None) -> int:
     load_dotenv(Path.cwd() / ".env")  # like Compose; the environment wins over the file
     args = parser().parse_args(argv)
-    if getattr(args, "page", 1) not in range(1, 11):
-        print("error: --page must be between 1 and 10 (Brave serves ten pages)", file=sys.stderr)
-        return 2
     if getattr(args, "query", "x").strip() == "":
         print("error: the query is empty", file=sys.stderr)
         return 2

@@ -7,7 +7,6 @@ import json
 import math
 import os
 import re
-import socket
 import string
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -88,37 +87,6 @@ def is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
-
-
-def local_addresses(host: str, port: int) -> set[str]:
-    """The addresses a name stands for, those of this machine only (a bind succeeds only on
-    an address of its own)."""
-    try:
-        infos = socket.getaddrinfo(host.strip("[]"), port, type=socket.SOCK_STREAM)
-    except OSError:
-        return set()
-    local = set()
-    for family, _, _, _, address in infos:
-        host_address = str(address[0])  # a str for the IP families getaddrinfo answers with
-        with socket.socket(family, socket.SOCK_STREAM) as probe:
-            try:
-                probe.bind((host_address, 0))
-            except OSError:
-                continue
-        local.add(host_address)
-    return local
-
-
-def names_this_service(entry: str, host: str, port: int) -> bool:
-    """Whether a FETCH_ALLOW_HOSTS entry (host:port) reaches the service itself: through
-    web_fetch, the model would read /api/conversations."""
-    name, _, entry_port = entry.rpartition(":")
-    if int(entry_port) != port:
-        return False
-    reached = local_addresses(name, port)
-    if host in ("0.0.0.0", "::", ""):
-        return bool(reached)
-    return bool(reached & local_addresses(host, port))
 
 
 MIN_TOKEN_BITS = 128

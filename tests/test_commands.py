@@ -45,8 +45,10 @@ def test_fetch_prints_the_page_as_the_model_gets_it(pages):
     run = run_cli("fetch", url, searxng_url=NO_SEARXNG, FETCH_ALLOW_HOSTS=pages.host)
     assert run.returncode == 0, run.stderr
     lines = run.stdout.splitlines()
-    assert lines[0] == f"Title: {ARTICLE_TITLE}"
-    assert lines[1] == f"URL: {url}"
+    # Inside the block that tells the model never to obey it.
+    assert lines[0].startswith('<untrusted-data source="web_fetch"')
+    assert lines[1] == f"Title: {ARTICLE_TITLE}"
+    assert lines[2] == f"URL: {url}"
     text = run.stdout
     assert "Pierogi are filled dumplings" in text
     assert "- 500 g plain flour" in text
@@ -66,7 +68,7 @@ def test_fetch_json_has_the_page_fields(pages):
     assert page["title"] == ARTICLE_TITLE
     assert "Pierogi are filled dumplings" in page["text"]
     assert page["chars"] == len(page["text"])
-    assert page["for_model"].startswith(f"Title: {ARTICLE_TITLE}\nURL: {url}\n\n")
+    assert f"\nTitle: {ARTICLE_TITLE}\nURL: {url}\n\n" in page["for_model"]
 
 
 @pytest.mark.parametrize(

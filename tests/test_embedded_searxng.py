@@ -19,7 +19,8 @@ import httpx
 import pytest
 import yaml
 
-from app import config, doctor
+from app import config
+from app.doctor.searxng import searxng_checks
 from app.search.embedded import (
     KEYLESS_ENGINES,
     EmbeddedSearxng,
@@ -233,7 +234,7 @@ def test_without_a_key_searxng_starts_on_keyless_engines_and_doctor_warns(brave)
         engines = {
             e["name"]: e["enabled"] for e in httpx.get(f"{keyless.url}/config").json()["engines"]
         }
-        checks = {c.id: c for c in asyncio.run(doctor.searxng_checks(keyless.url))}
+        checks = {c.id: c for c in asyncio.run(searxng_checks(keyless.url))}
     assert engines == {config.ENGINE_NAME: False} | {e["name"]: True for e in KEYLESS_ENGINES}
     engine = checks["engine_loaded"]
     assert engine.state == "warning"

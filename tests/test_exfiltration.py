@@ -12,6 +12,7 @@ with a private address, so nothing leaves loopback even when the rule fails.
 from __future__ import annotations
 
 import asyncio
+import json
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit
@@ -19,9 +20,12 @@ from urllib.parse import unquote, urlsplit
 import pytest
 
 from app import config
-from app.chat.tools import MAX_QUERY_CHARS, ToolResult, ToolRunner
+from app.chat.tool import ToolResult
+from app.chat.tools import ToolRunner
+from app.model import tool_calls
 from app.search.client import Searxng
 from app.search.searcher import Searcher
+from app.webtext import MAX_QUERY_CHARS
 from tests.chat_client import get_conversation, new_conversation, send
 from tests.conftest import chat_env
 from tests.fakes.llm_server import Reply, ToolCall, obeying
@@ -225,8 +229,7 @@ def runner(settings: config.Settings, searxng_url: str, user_text: str) -> ToolR
         settings=settings,
         locale="pl-PL",
         engines=None,
-        searches_left=1,
-        fetches_left=1,
+        left={"web_search": 1, "web_fetch": 1},
         history=[{"role": "user", "content": user_text}],
     )
 
@@ -235,7 +238,9 @@ def fetched(settings: config.Settings, searxng_url: str, user_text: str, url: st
     async def scenario() -> ToolResult:
         tools = runner(settings, searxng_url, user_text)
         async with tools.searcher:
-            return await tools.fetch(url)
+            return await tools.run(
+                tool_calls.ToolCall("call_1", "web_fetch", json.dumps({"url": url}))
+            )
 
     return asyncio.run(scenario())
 

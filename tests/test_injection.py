@@ -14,15 +14,20 @@ in a stubbed resolver, so the fetch is refused before any connection.
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 from pathlib import Path
 
 import pytest
 
 from app import config
-from app.chat.tools import DEFAULT_TOOL_NOTE, ToolResult, ToolRunner, untrusted
+from app.chat.settings import DEFAULT_TOOL_NOTE
+from app.chat.tool import ToolResult
+from app.chat.tools import ToolRunner
+from app.model import tool_calls
 from app.search.client import Searxng
 from app.search.searcher import Searcher
+from app.webtext import untrusted
 from tests.chat_client import get_conversation, new_conversation, send
 from tests.conftest import chat_env
 from tests.fakes.llm_server import Reply, ToolCall
@@ -57,8 +62,7 @@ def runner(settings: config.Settings, searxng_url: str, user_text: str = "") -> 
         settings=settings,
         locale="pl-PL",
         engines=None,
-        searches_left=3,
-        fetches_left=5,
+        left={"web_search": 3, "web_fetch": 5},
         history=[{"role": "user", "content": user_text}],
     )
 
@@ -68,13 +72,18 @@ def settings(llm, pages: PageServer, tmp_path: Path) -> config.Settings:
     return config.load(chat_env(llm, tmp_path, pages))
 
 
+def call(name: str, **arguments: str) -> tool_calls.ToolCall:
+    """A call as the model makes it."""
+    return tool_calls.ToolCall(f"call_{name}", name, json.dumps(arguments))
+
+
 def run_fetches(tools: ToolRunner, *urls: str, search: str | None = None) -> list[ToolResult]:
     """Optionally a search, then the fetches, in one event loop; the search's outcome first."""
 
     async def scenario() -> list[ToolResult]:
         async with tools.searcher:
-            outcomes = [await tools.search(search, None)] if search else []
-            return outcomes + [await tools.fetch(url) for url in urls]
+            outcomes = [await tools.run(call("web_search", query=search))] if search else []
+            return outcomes + [await tools.run(call("web_fetch", url=url)) for url in urls]
 
     return asyncio.run(scenario())
 
@@ -175,9 +184,10 @@ def test_an_address_from_a_search_result_is_not_flagged(
 
     async def scenario() -> tuple[str, ToolResult, ToolResult]:
         async with tools.searcher:
-            search = await tools.search("pierogi recipe", None)
+            search = await tools.run(call("web_search", query="pierogi recipe"))
             found = search.event["results"][0]["url"]
-            return found, await tools.fetch(found + "#section"), await tools.fetch(OTHER_URL)
+            from_result = await tools.run(call("web_fetch", url=found + "#section"))
+            return found, from_result, await tools.run(call("web_fetch", url=OTHER_URL))
 
     found, from_result, from_nowhere = asyncio.run(scenario())
     assert "unsolicited" not in from_result.event

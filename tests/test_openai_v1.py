@@ -13,6 +13,7 @@ import pytest
 from app.chat import context
 from app.chat.completion import CUT_MARKER, history_tokens
 from tests.conftest import chat_env, service_for
+from tests.fakes.conventions import llamacpp_stream_unparsed
 from tests.fakes.llm_server import (
     FakeLLM,
     Reply,
@@ -424,7 +425,8 @@ def test_a_failure_mid_stream_is_an_error_chunk(chat, llm):
 
 
 def test_a_prompt_too_long_for_the_model_is_a_400(chat, llm):
-    llm.script(context_length_exceeded())
+    # Retried once, as the page's turn retries (after reading the served window again).
+    llm.script(context_length_exceeded(), context_length_exceeded())
     error = error_of(
         lambda: client_of(chat).chat.completions.create(
             model="fake-model", messages=[{"role": "user", "content": "q"}]
@@ -432,6 +434,7 @@ def test_a_prompt_too_long_for_the_model_is_a_400(chat, llm):
     )
     assert isinstance(error, openai.BadRequestError)
     assert error.body["code"] == "context_length_exceeded"
+    assert len(llm.requests) == 2
 
 
 def test_a_repeated_call_is_not_run_again(chat, llm, brave):
@@ -476,3 +479,23 @@ def test_a_client_tool_call_streamed(chat, llm):
     assert [(t.index, t.id, t.function.name) for t in calls] == [(0, "call_s", "get_weather")]
     assert json.loads(calls[0].function.arguments) == {"city": "Łódź"}
     assert chunks[-1].choices[0].finish_reason == "tool_calls"
+
+
+def test_a_streamed_round_the_server_could_not_parse_is_said_to_be_discarded(chat, llm):
+    """A streamed client has the garbage already: a Note in the reasoning says it was
+    discarded, and the answer asked again without tools follows."""
+    llm.script(
+        llamacpp_stream_unparsed("fake-model", ["You may call ", "these tools"]),
+        Reply(text="Warsaw."),
+    )
+    stream = client_of(chat).chat.completions.create(
+        model="fake-model", messages=[{"role": "user", "content": "Capital?"}], stream=True
+    )
+    chunks = [chunk for chunk in stream if chunk.choices]
+    text = "".join(c.choices[0].delta.content or "" for c in chunks)
+    reasoning = "".join(
+        (c.choices[0].delta.model_extra or {}).get("reasoning_content") or "" for c in chunks
+    )
+    assert text == "You may call these toolsWarsaw."
+    assert "Note: this model could not call the web tools (its output did not parse)" in reasoning
+    assert "tools" not in llm.requests[-1].body

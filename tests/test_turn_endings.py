@@ -121,7 +121,7 @@ def test_a_failed_write_never_masks_the_error_that_ended_the_turn(chat, llm, mon
 
 
 @pytest.mark.parametrize(
-    "arguments", [{"query": 42}, {"query": ["a", "b"]}, {"query": "x", "language": 5}]
+    "arguments", [{"query": 42}, {"query": ["a", "b"]}, {"query": "x", "locale": 5}]
 )
 def test_tool_arguments_of_the_wrong_type_are_a_tool_error_the_model_reads(chat, llm, arguments):
     llm.script(

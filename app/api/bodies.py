@@ -138,7 +138,7 @@ class Body(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-class ErrorBody(BaseModel):
+class DetailBody(BaseModel):
     detail: str
     """What was wrong, in words, naming the field or the limit."""
 
@@ -152,7 +152,7 @@ class MemoryFact(Body):
     """One line of memory.md, as a compression's notice shows it."""
 
 
-class ModelList(Body):
+class PickerModels(Body):
     models: list[ModelId] = Field(max_length=MAX_MODELS)
 
     @field_validator("models")
@@ -171,7 +171,7 @@ class ConversationChange(Body):
     settings: ConversationSettings | None = None
 
 
-class ChatMessage(Body):
+class UserMessage(Body):
     message: Annotated[str, Text(MAX_MESSAGE_CHARS, 1)] = Field(pattern=r"[^ \t\r\n\f\v]")
     model: ModelId | None = None
     """Default: the conversation's model."""
@@ -195,7 +195,7 @@ class VersionChoice(Body):
 
 def errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
     """The error responses a route can give, for its OpenAPI entry."""
-    return {status: {"model": ErrorBody} for status in statuses}
+    return {status: {"model": DetailBody} for status in statuses}
 
 
 def refused(message: str, status: int = 400) -> HTTPException:

@@ -11,7 +11,7 @@ from app.chat.services import Services
 
 async def check_model(services: Services, model: str) -> str:
     """Only the picker's models: an invented id is refused here, not sent upstream."""
-    if not await services.offers(model):
+    if not await services.served.offers(model):
         # 404, as OpenAI answers for a model that does not exist.
         raise refused(
             f"unknown model {model[:80]!r}: pick one of the listed models, or add it in "
@@ -26,7 +26,7 @@ async def check_budget(services: Services, chosen: dict[str, Any], model: str) -
     budget = chosen.get("context_budget")
     if budget is None or not model:
         return
-    window = await services.served_window(model)
+    window = await services.served.window(model)
     if window and budget > window:
         raise refused(
             f"context_budget: at most {window:,} tokens, the window the model server "

@@ -38,7 +38,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Query, Request
 
-from app.api.bodies import ErrorBody
+from app.api.bodies import DetailBody
 from app.search import lab
 from app.search.lab import LabSearch, Measurement
 from app.search.searcher import Searcher
@@ -46,8 +46,8 @@ from app.search.searcher import Searcher
 router = APIRouter(
     prefix="/api/lab",
     responses={
-        404: {"model": ErrorBody, "description": "an engine or locale this SearXNG lacks"},
-        502: {"model": ErrorBody, "description": "SearXNG or an engine failed"},
+        404: {"model": DetailBody, "description": "an engine or locale this SearXNG lacks"},
+        502: {"model": DetailBody, "description": "SearXNG or an engine failed"},
     },
 )
 

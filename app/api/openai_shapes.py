@@ -60,7 +60,7 @@ class ErrorDetail(TypedDict):
     code: str | None
 
 
-class ErrorBody(TypedDict):
+class OpenAIErrorBody(TypedDict):
     error: ErrorDetail
 
 
@@ -213,7 +213,7 @@ class ChatCompletionBody(BaseModel):
 
 def error_body(
     status: int, message: str, param: str | None = None, code: str | None = None
-) -> ErrorBody:
+) -> OpenAIErrorBody:
     """OpenAI's error object for a status of ours."""
     codes = {404: "model_not_found", 413: "request_too_large", 401: "invalid_api_key"}
     code = code or codes.get(status)
@@ -284,6 +284,25 @@ def delta_tool_call(call: ToolCall, index: int) -> DeltaToolCall:
     return {"index": index, **message_tool_call(call)}
 
 
+def kept_text(events: list[CompletionEvent]) -> tuple[str, str]:
+    """The answer's text and reasoning, each discarded round's taken out."""
+    text: list[str] = []
+    reasoning: list[str] = []
+    for event in events:
+        if event.type == "delta":
+            text.append(event.text)
+        elif event.type == "reasoning":
+            reasoning.append(event.text)
+        elif event.type == "discard":
+            text = [without_last("".join(text), event.discarded[0])]
+            reasoning = [without_last("".join(reasoning), event.discarded[1])]
+    return "".join(text), "".join(reasoning)
+
+
+def without_last(text: str, chars: int) -> str:
+    return text[: len(text) - chars]
+
+
 class Chunks:
     """The chat.completion.chunk objects of one streamed answer."""
 
@@ -317,6 +336,8 @@ class Chunks:
         if event.type == "tool_calls":
             calls = [delta_tool_call(c, i) for i, c in enumerate(event.tool_calls)]
             return [self.chunk({"tool_calls": calls})]
+        if event.type == "discard":
+            return []  # sent already: nothing takes a chunk back (a Note says it was garbage)
         delta: ChoiceDelta = {}
         if event.citations:
             delta["annotations"] = [annotation(c) for c in event.citations]
@@ -331,9 +352,8 @@ class Chunks:
 
 
 def completion_object(model: str, events: list[CompletionEvent]) -> ChatCompletion:
-    """The whole answer as one chat.completion."""
-    text = "".join(e.text for e in events if e.type == "delta")
-    reasoning = "".join(e.text for e in events if e.type == "reasoning")
+    """The whole answer as one chat.completion, without what was discarded."""
+    text, reasoning = kept_text(events)
     calls = [c for e in events if e.type == "tool_calls" for c in e.tool_calls]
     done = events[-1]
     message: AssistantMessage = {"role": "assistant", "content": text or None, "refusal": None}

@@ -22,24 +22,20 @@ from urllib.parse import urlsplit
 from babel.languages import get_official_languages
 
 from app import config
-from app.chat import context
+from app.chat import context, engine
 from app.chat.events import Source, Step
-from app.chat.openai_wire import (
-    ChatMessage,
-    FunctionTool,
-    PassedOn,
-    assistant_tool_message,
-)
+from app.chat.openai_wire import ChatMessage, FunctionTool, PassedOn
 from app.chat.services import Services
-from app.chat.tools import DEFAULT_TOOL_NOTE, ToolResult, ToolRunner
-from app.model.failures import Failure, LLMError
+from app.chat.settings import DEFAULT_TOOL_NOTE, ChatSettings
+from app.chat.tool import ToolResult, Waiting
+from app.chat.tools import ToolRunner, caps
+from app.model.failures import LLMError
 from app.model.tool_calls import ToolCall
 from app.model.usage import Usage, normalize_usage
 from app.store.rows import Message
 
 logger = logging.getLogger(__name__)
 
-OUR_TOOLS = ("web_search", "web_fetch")
 CUT_MARKER = "\n\n[... cut here: the rest would not fit in the model's context window]"
 NO_ROOM = (
     "(This result did not fit in the model's context window and was left out: answer "
@@ -50,7 +46,7 @@ MIN_RESULT_TOKENS = 64
 UNTRUSTED_CLOSE = "\n</untrusted-data"
 CITATION = re.compile(r"\[(\d{1,3})\]")
 
-EventType = Literal["reasoning", "delta", "tool_calls", "done"]
+EventType = Literal["reasoning", "delta", "discard", "tool_calls", "done"]
 
 
 @dataclass(frozen=True)
@@ -90,12 +86,14 @@ class Citation:
 
 @dataclass
 class CompletionEvent:
-    """``reasoning`` / ``delta`` text; ``tool_calls`` of the client's tools; ``done`` last,
-    with the finish reason, the usage summed over every model request, the citations and
-    the sources."""
+    """``reasoning`` / ``delta`` text; ``discard``: the last `discarded` characters of text
+    and of reasoning were garbage (a streamed client has them already; a Note says so);
+    ``tool_calls`` of the client's tools; ``done`` last, with the finish reason, the usage
+    summed over every model request, the citations and the sources."""
 
     type: EventType
     text: str = ""
+    discarded: tuple[int, int] = (0, 0)
     tool_calls: list[ToolCall] = field(default_factory=list)
     finish_reason: str = "stop"
     usage: Usage | None = None
@@ -104,65 +102,50 @@ class CompletionEvent:
 
 
 @dataclass
-class Answer:
-    """What the rounds of one answer share."""
+class ClientPrompt:
+    """The engine's prompt for a client of /v1: our date and tool note ahead of the
+    client's messages; the client's own request fields; the tool results fitted to the
+    served window. What the client is sent is gathered here too."""
 
     services: Services
     request: CompletionRequest
-    runner: ToolRunner
     window: int | None = None
-    messages: list[ChatMessage] = field(default_factory=list)
     text: str = ""
     """All the content the client was sent, for the citations' positions."""
     usage: Usage = field(default_factory=Usage)
     measured: bool = False
     finish: str = "stop"
-    client_tools: list[FunctionTool] = field(default_factory=list)
-    """The client's tools still declared (none once the server refused tools)."""
 
-    @classmethod
-    def begin(cls, services: Services, request: CompletionRequest) -> Answer:
-        settings, names = services.settings, request.client_names
-        on = request.web_search
-        runner = ToolRunner(
-            searcher=services.searcher,
-            settings=settings,
-            locale=request.locale,
-            engines=None,
-            # A client tool named like ours wins: ours is then not declared.
-            searches_left=settings.web_search_max_uses if on and "web_search" not in names else 0,
-            fetches_left=settings.web_fetch_max_uses if on and "web_fetch" not in names else 0,
-            history=given_history(request.messages),
-            extract=services.extraction,
-        )
-        return cls(services, request, runner, client_tools=list(request.client_tools))
-
-    def assemble(self) -> None:
+    def context(self, runner: ToolRunner) -> list[ChatMessage]:
         """[date][tool note] as a system message ahead of the client's own messages."""
-        note = self.runner.note(DEFAULT_TOOL_NOTE) if self.runner.declarations() else ""
+        note = runner.note(DEFAULT_TOOL_NOTE) if runner.declarations() else ""
         anchor = context.today_line(date.today())
         system: ChatMessage = {
             "role": "system",
             "content": f"{anchor}\n\n{note}" if note else anchor,
         }
-        exchanges = self.messages[1 + len(self.request.messages) :]
-        self.messages = [system, *self.request.messages, *exchanges]
+        return [system, *self.request.messages]
 
-    def payload(self) -> PassedOn:
-        """The model request: the client's own fields with ours (the one open shape)."""
-        payload: PassedOn = {
+    def fields(self) -> PassedOn:
+        """The client's own fields with ours (the one open shape)."""
+        return {
             **self.services.settings.model_params.get(self.request.model, {}),
             **self.request.params,
             "model": self.request.model,
-            "messages": self.messages,
         }
-        tools = [*self.client_tools, *self.runner.declarations()]
-        if tools:
-            payload["tools"] = tools
-        else:
-            payload.pop("tool_choice", None)  # a server refuses tool_choice without tools
-            payload.pop("parallel_tool_calls", None)
-        return payload
+
+    def fitted(self, text: str, messages: list[ChatMessage], tools: list[FunctionTool]) -> str:
+        """A tool result within the room the served window leaves (unknown: as it is)."""
+        if self.window is None:
+            return text
+        used = history_tokens(messages) + context.estimate_tokens(str(tools))
+        return fit(text, self.window - used - self.reserve() - context.MESSAGE_OVERHEAD_TOKENS)
+
+    async def make_room(self) -> list[engine.EngineEvent]:
+        """Nothing of the client's history is ours to fold: the served window is read again,
+        for the results to fit a server that restarted with another one."""
+        self.window = await self.services.served.reread_window(self.request.model)
+        return []
 
     def add_usage(self, usage: Usage | None) -> None:
         if usage is None:
@@ -181,14 +164,20 @@ class Answer:
         window = self.window or self.services.settings.max_completion_tokens * 4
         return context.completion_reserve(self.services.settings.max_completion_tokens, window)
 
-    def fitted(self, text: str) -> str:
-        """A tool result within the room the served window leaves (unknown: as it is)."""
-        if self.window is None:
-            return text
-        used = history_tokens(self.messages) + context.estimate_tokens(
-            str(self.runner.declarations()) + str(self.client_tools)
-        )
-        return fit(text, self.window - used - self.reserve() - context.MESSAGE_OVERHEAD_TOKENS)
+
+def runner_for(services: Services, request: CompletionRequest) -> ToolRunner:
+    settings, names = services.settings, request.client_names
+    allowed = caps(ChatSettings.defaults(settings)) if request.web_search else {}
+    return ToolRunner(
+        searcher=services.searcher,
+        settings=settings,
+        locale=request.locale,
+        engines=None,
+        # A client tool named like ours wins: ours is then not declared.
+        left={name: uses for name, uses in allowed.items() if name not in names},
+        history=given_history(request.messages),
+        extract=services.extraction,
+    )
 
 
 def fit(text: str, room: int) -> str:
@@ -253,93 +242,63 @@ def message_text(message: ChatMessage) -> str:
 async def answer(
     services: Services, request: CompletionRequest
 ) -> AsyncGenerator[CompletionEvent, None]:
-    """The answer's events, the tool loop run here; closing this generator closes the model
-    server's request (the client's hang-up is Stop)."""
-    state = Answer.begin(services, request)
-    state.window = await services.served_window(request.model)
-    if state.runner.declarations() and await services.storage.tool_refusal(request.model):
-        state.runner.withdraw()  # as the page's turn: refused before, not offered again
-    state.assemble()
-    settings = services.settings
+    """The answer's events, the engine's rounds told as OpenAI's; closing this generator
+    closes the model server's request (the client's hang-up is Stop)."""
+    prompt = ClientPrompt(services, request, await services.served.window(request.model))
+    runner = runner_for(services, request)
+    answering = engine.Engine(services, prompt, runner, request.model, list(request.client_tools))
+    refusal = await services.storage.tool_refusal(request.model) if runner.declarations() else None
     try:
-        for round_number in range(settings.max_tool_rounds + 1):
-            if round_number == settings.max_tool_rounds:
-                state.runner.searches_left = state.runner.fetches_left = 0  # answer now
-            payload = state.payload()
-            calls: list[ToolCall] = []
-            try:
-                async for event in stream_round(state, payload, calls):
-                    yield event
-            except LLMError as error:
-                if error.kind != Failure.TOOLS_UNSUPPORTED or "tools" not in payload:
-                    raise
-                # Answered without tools, ours and the client's: the server takes none.
-                logger.info("v1 %s: the model refused tools, answering without", request.model)
-                state.runner.withdraw()
-                state.client_tools.clear()
-                state.assemble()
-                continue
-            if not calls:
-                break
-            theirs = [c for c in calls if c.name in request.client_names]
-            if theirs:
-                # The client runs its own; a call of ours in the same round is dropped (its
-                # exchange could not be in the history the client sends back).
-                state.finish = "tool_calls"
-                yield CompletionEvent("tool_calls", tool_calls=theirs)
-                break
-            async for event in run_tools(state, calls):
+        async for said in answering.answer(refusal):
+            if event := told(prompt, said):
                 yield event
     except (GeneratorExit, asyncio.CancelledError):
-        logger.info("v1 answer stopped by the client after %d chars", len(state.text))
+        logger.info("v1 answer stopped by the client after %d chars", len(prompt.text))
         raise
     except LLMError as error:
         logger.info("v1 answer failed (%s): %s", error.kind, error.message)
         raise
-    cited = citations(state.text, state.runner.sources)
+    cited = citations(prompt.text, runner.sources)
     if request.sources_in_text and cited:
         yield CompletionEvent("delta", sources_list(cited))
-    logger.info("v1 answer complete: %d chars, %s", len(state.text), state.finish)
+    logger.info("v1 answer complete: %d chars, %s", len(prompt.text), prompt.finish)
     yield CompletionEvent(
         "done",
-        finish_reason=state.finish,
-        usage=state.usage if state.measured else None,
+        finish_reason=prompt.finish,
+        usage=prompt.usage if prompt.measured else None,
         citations=cited,
-        sources=list(state.runner.sources),
+        sources=list(runner.sources),
     )
 
 
-async def stream_round(
-    state: Answer, payload: PassedOn, calls: list[ToolCall]
-) -> AsyncGenerator[CompletionEvent, None]:
-    """One model request: its text and reasoning passed on, its tool calls put in `calls`."""
-    round_text: list[str] = []
-    async for said in state.services.model.stream(payload):
-        if said.type == "delta":
-            round_text.append(said.text)
-            state.text += said.text
-            yield CompletionEvent("delta", said.text)
-        elif said.type == "reasoning":
-            yield CompletionEvent("reasoning", said.text)
-        elif said.type == "usage":
-            state.add_usage(normalize_usage(said.usage))
-        elif said.type == "tool_calls":
-            calls[:] = said.tool_calls
-        elif said.type == "finish" and said.text in ("length", "content_filter"):
-            state.finish = said.text
-    if calls:
-        state.messages.append(assistant_tool_message("".join(round_text), calls))
-
-
-async def run_tools(state: Answer, calls: list[ToolCall]) -> AsyncGenerator[CompletionEvent, None]:
-    """Our tools' calls, each result to the model within the window, each step told."""
-    for call in calls:
-        result = await state.runner.run(call)
-        state.messages.append(
-            {"role": "tool", "tool_call_id": call.id, "content": state.fitted(result.text)}
-        )
-        if state.request.activity and (line := activity_line(result)):
-            yield CompletionEvent("reasoning", line + "\n")
+def told(prompt: ClientPrompt, said: engine.EngineEvent) -> CompletionEvent | None:
+    """What the client is sent of one event of the engine; what it ran and what went wrong
+    as reasoning lines, unless the client asked for none."""
+    activity = prompt.request.activity
+    match said:
+        case engine.Text(text):
+            prompt.text += text
+            return CompletionEvent("delta", text)
+        case engine.Reasoning(text):
+            return CompletionEvent("reasoning", text)
+        case engine.Measured(usage):
+            prompt.add_usage(normalize_usage(usage))
+        case engine.Finished(reason):
+            prompt.finish = reason
+        case Waiting(query, seconds) if activity:
+            line = f"Search {query!r} waits {seconds:.0f} s for the search plan's rate"
+            return CompletionEvent("reasoning", line + "\n")
+        case engine.Stepped(result) if activity and (line := activity_line(result)):
+            return CompletionEvent("reasoning", line + "\n")
+        case engine.Warned(message) if activity:
+            return CompletionEvent("reasoning", f"Note: {message}\n")
+        case engine.Discarded(text_chars, reasoning_chars):
+            prompt.text = prompt.text[: len(prompt.text) - text_chars]
+            return CompletionEvent("discard", discarded=(text_chars, reasoning_chars))
+        case engine.ClientCalls(calls):
+            prompt.finish = "tool_calls"
+            return CompletionEvent("tool_calls", tool_calls=calls)
+    return None
 
 
 def activity_line(result: ToolResult) -> str:

@@ -4,28 +4,48 @@ one call to the summary model (docs/architecture.md, "The turn")."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from dataclasses import dataclass
 
 from app.chat import context
-from app.chat.events import CompressionEvent, Event
-from app.chat.outcome import TurnOutcome
+from app.chat.events import CompressionEvent
 from app.chat.services import Services
 from app.model.failures import LLMError
-from app.model.usage import normalize_usage
+from app.model.usage import Usage, normalize_usage
 from app.store.errors import Damaged
 from app.store.rows import Conversation, Message
 
 
+@dataclass(frozen=True)
+class Folded:
+    """What a compression changed, for the turn to apply: where the unsummarised history
+    now starts, the new summary (None: the old turns were dropped without one), what the
+    summary call cost, and what the user is told (a compression's notice, or a warning)."""
+
+    summarized: int
+    summary: str | None
+    usage: Usage | None
+    notice: CompressionEvent | None
+    warning: str | None = None
+
+    def applied(self, conversation: Conversation) -> Conversation:
+        """The conversation as the rest of the turn sees it (the loaded one is left as it
+        was read)."""
+        changed: Conversation = {**conversation, "summarized": self.summarized}
+        if self.summary is not None:
+            changed["summary"] = self.summary
+        return changed
+
+
 async def compress(
-    services: Services, conversation: Conversation, prompt: str, outcome: TurnOutcome
-) -> AsyncIterator[Event]:
+    services: Services, conversation: Conversation, prompt: str, model: str
+) -> Folded | None:
     """Fold the oldest whole turns, keeping at most the last N messages, into the rolling
     summary and memory, in one call to the summary model; on failure drop them
-    unsummarised and say exactly what."""
+    unsummarised and say exactly what. None when there is nothing to fold."""
     count = foldable(conversation, services.settings.keep_recent_messages)
     old = unsummarised(conversation)[:count]
     if not old:
-        return
+        return None
     start = conversation.get("summarized", 0)
     memory, trouble = await read_memory(services)
     # A turn reads only the digests it sends: those of the answers folded now come here.
@@ -41,20 +61,18 @@ async def compress(
     try:
         text, usage = await services.model.complete(
             {
-                "model": services.settings.summary_model or outcome.model,
+                "model": services.settings.summary_model or model,
                 "messages": request,
                 "max_tokens": services.settings.compress_max_tokens,
             }
         )
         result = context.parse_compression(text)
     except (LLMError, ValueError) as error:
-        outcome.summarized = conversation["summarized"] = start + len(old)
         message = (
             f"compression failed ({error}); dropped the {len(old)} oldest messages without a "
             f"summary (from {preview(old[0])!r} to {preview(old[-1])!r}); answering anyway"
         )
-        yield outcome.warn(message)
-        return
+        return Folded(start + len(old), None, None, None, message)
     review = context.FactReview([], [])
     if not trouble:  # facts are never merged into a memory file that could not be read
         # Merged into memory.md as it is now, not as it was before the summary call:
@@ -67,9 +85,6 @@ async def compress(
                 new_memory, review = context.review_facts(current, result.facts, web)
                 if review.saved:
                     await services.storage.write_memory(new_memory)
-    outcome.summary = conversation["summary"] = result.summary
-    outcome.summarized = conversation["summarized"] = start + len(old)
-    outcome.compression_usage = normalize_usage(usage)
     event: CompressionEvent = {
         "type": "compression",
         "messages": len(old),
@@ -77,8 +92,7 @@ async def compress(
         "facts_added": review.saved,
         "facts_refused": review.refused,
     }
-    outcome.compressions.append(event)  # kept with the answer: its notice and Undo stay
-    yield event
+    return Folded(start + len(old), result.summary, normalize_usage(usage), event)
 
 
 def with_last_digests(messages: list[Message], turns: int) -> list[Message]:

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from datetime import date
 from typing import Any, TypedDict
 
+from app.chat.openai_wire import ChatMessage
 from app.errors import ServiceError
 
 MAX_FACTS_PER_COMPRESSION = 3
@@ -178,13 +179,13 @@ class Layers:
         return "\n\n".join(p for p in parts if p)
 
 
-def assemble(layers: Layers, history: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def assemble(layers: Layers, history: list[ChatMessage]) -> list[ChatMessage]:
     """``[persona][memory][summary][date][tool note][history]`` as chat messages."""
     return [{"role": "system", "content": layers.system_text()}, *history]
 
 
 def breakdown(
-    layers: Layers, history: list[dict[str, Any]], tools_tokens: int, sources_tokens: int
+    layers: Layers, history: list[ChatMessage], tools_tokens: int, sources_tokens: int
 ) -> dict[str, int]:
     """Estimated share of each part of the context, for the page's context bar. The history
     carries the kept sources in its answers' text: they are counted apart."""
@@ -207,17 +208,17 @@ def fold_count(roles: list[str], keep: int) -> int:
     return next((p for p, role in enumerate(roles) if role == "user" and size - p <= keep), 0)
 
 
-def alternating(history: list[dict[str, str]]) -> list[dict[str, str]]:
+def alternating(history: list[ChatMessage]) -> list[ChatMessage]:
     """The history as chat templates require it: from a user message, roles alternating.
     A question left without an answer (stopped before any text) is joined to the next one
     rather than sent as two user turns; an answer whose question was folded (as versions
     before turn-boundary folding left them) is left out, as its question is."""
-    merged: list[dict[str, str]] = []
+    merged: list[ChatMessage] = []
     for message in history:
         if not merged and message["role"] != "user":
             continue
         if merged and merged[-1]["role"] == message["role"]:
-            joined = merged[-1]["content"] + "\n\n" + message["content"]
+            joined = content_text(merged[-1]) + "\n\n" + content_text(message)
             merged[-1] = {**merged[-1], "content": joined}
         else:
             merged.append(message)
@@ -236,7 +237,7 @@ def transcript(messages: Sequence[Mapping[str, Any]]) -> str:
 
 def compression_request(
     prompt: str, memory: str, summary: str, messages: Sequence[Mapping[str, Any]]
-) -> list[dict[str, Any]]:
+) -> list[ChatMessage]:
     # Plain replacement, not str.format: an edited prompt may hold JSON braces.
     text = (
         check_compress_prompt(prompt)

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal, NotRequired, TypedDict
+from typing import Literal, NotRequired, TypedDict
 
 from app.chat.context import RefusedFact
-from app.store.rows import ToolRefusal
+from app.store.rows import ToolRefusal, Totals
 
 
 class TextEvent(TypedDict):
@@ -135,6 +135,21 @@ class TurnUsage(TypedDict):
     """At least one request reported its usage."""
 
 
+class BudgetReport(TypedDict, total=False):
+    """For the context bar: what the turn budgeted against, the measured prompt of its
+    first request (what the next turn builds on), the largest prompt of the turn, and the
+    estimated share of each part of the context."""
+
+    limit: int
+    window: int | None
+    """The window the model server serves, when it says."""
+    window_note: str | None
+    projected: int
+    used: int | None
+    peak: int | None
+    parts: dict[str, int]
+
+
 class DoneEvent(TypedDict):
     type: Literal["done"]
     status: str
@@ -142,8 +157,9 @@ class DoneEvent(TypedDict):
     """The answer as stored: numbered as it cites its sources (app/chat/numbering.py)."""
     usage: TurnUsage
     sources: list[Source]
-    totals: dict[str, Any]
-    budget: dict[str, Any]
+    totals: Totals
+    """The conversation's totals as the store sums them (app/store/turns.py)."""
+    budget: BudgetReport
     truncated: bool
     timing: dict[str, float]
     at: str

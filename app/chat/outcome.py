@@ -13,15 +13,18 @@ import logging
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, NotRequired, TypedDict
+from typing import NotRequired, TypedDict
 
 import anyio
 
 from app.chat import context, numbering
+from app.chat.compression import Folded
 from app.chat.events import (
+    BudgetReport,
     CompressionEvent,
     DoneEvent,
     ErrorEvent,
+    Event,
     Source,
     Step,
     TurnUsage,
@@ -32,7 +35,7 @@ from app.chat.tools import ToolRunner
 from app.model.failures import LLMError
 from app.model.usage import RawUsage, Usage, normalize_usage
 from app.store.errors import Unavailable
-from app.store.rows import Message, OutcomeWrite, now
+from app.store.rows import Message, OutcomeWrite, Totals, now
 from app.store.storage import Lease, Storage
 
 logger = logging.getLogger(__name__)
@@ -130,7 +133,6 @@ class TurnOutcome:
     written: Streamed = field(default_factory=Streamed)
     thought: Streamed = field(default_factory=Streamed)
     activity: list[Step] = field(default_factory=list)
-    sources: list[Source] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     usages: list[Usage] = field(default_factory=list)
     first_prompt_tokens: int | None = None
@@ -141,7 +143,6 @@ class TurnOutcome:
     status: str = "running"
     error: ErrorEvent | None = None
     truncated: bool = False
-    forced: bool = False
     rewind: bool = False
     keep_message: bool = False
     """Regenerate and Edit: a failure before any output does not take the message back."""
@@ -151,17 +152,31 @@ class TurnOutcome:
     digest: str = ""
     """This turn's tool results in short, kept with the answer for follow-up questions."""
     budget: Budget | None = None
-    text_mark: int = 0
-    """Where this round's text starts (the text before it went with earlier tool calls)."""
-    reasoning_mark: int = 0
     clock: Clock = field(default_factory=Clock)
     runner: ToolRunner | None = None
-    """The turn's tools: their sources are numbered anew once the answer is written."""
+    """The turn's tools: the answer's sources are theirs, numbered anew once the answer is
+    written."""
     numbered: bool = False
 
     @property
     def text(self) -> str:
         return str(self.written)
+
+    @property
+    def sources(self) -> list[Source]:
+        return self.runner.sources if self.runner else []
+
+    def folded(self, folded: Folded) -> Event:
+        """A compression of this turn, kept with the answer (its notice and Undo stay), as
+        the event that tells the user."""
+        self.summarized = folded.summarized
+        if folded.summary is not None:
+            self.summary = folded.summary
+        self.compression_usage = folded.usage or self.compression_usage
+        if folded.notice is None:
+            return self.warn(folded.warning or "")
+        self.compressions.append(folded.notice)
+        return folded.notice
 
     @property
     def reasoning(self) -> str:
@@ -176,19 +191,10 @@ class TurnOutcome:
         self.warnings.append(message)
         return {"type": "warning", "message": message}
 
-    def start_round(self) -> None:
-        self.text_mark, self.reasoning_mark = len(self.text), len(self.reasoning)
-
-    def round_text(self) -> str:
-        """Text streamed in this round (it goes with this round's calls)."""
-        return self.text[self.text_mark :]
-
-    def discard_round(self) -> bool:
-        """Forget what this round streamed, for a retry; whether there was anything."""
-        streamed = len(self.text) > self.text_mark or len(self.reasoning) > self.reasoning_mark
-        self.written = Streamed(self.text[: self.text_mark])
-        self.thought = Streamed(self.reasoning[: self.reasoning_mark])
-        return streamed
+    def discard(self, text_chars: int, reasoning_chars: int) -> None:
+        """Forget the last characters streamed (a round discarded, for a retry)."""
+        self.written = Streamed(self.text[: len(self.text) - text_chars])
+        self.thought = Streamed(self.reasoning[: len(self.reasoning) - reasoning_chars])
 
     def add_usage(self, raw: RawUsage | None) -> None:
         usage = normalize_usage(raw, floor_prompt_tokens=self.floor)
@@ -283,7 +289,8 @@ class TurnOutcome:
             "summary": self.summary,
             "summarized": self.summarized,
             "totals": self.totals_added(),
-            "budget": self.budget_report() if self.breakdown else None,
+            # The store keeps the report as the JSON it is (it knows no chat type).
+            "budget": dict(self.budget_report()) if self.breakdown else None,
             "usage": usage,
         }
 
@@ -303,7 +310,7 @@ class TurnOutcome:
             "fetches": sum(1 for step in self.activity if step["type"] == "fetch"),
         }
 
-    def budget_report(self) -> dict[str, Any]:
+    def budget_report(self) -> BudgetReport:
         """For the context bar: the limit, the served window, the measured prompt of this
         turn's first request (what the next turn builds on), the largest prompt of the turn
         (with this turn's tool results, which are not kept) and the estimated share of each
@@ -316,7 +323,7 @@ class TurnOutcome:
             "parts": self.breakdown,
         }
 
-    def done_event(self, totals: dict[str, Any]) -> DoneEvent:
+    def done_event(self, totals: Totals) -> DoneEvent:
         return {
             "type": "done",
             "status": self.status,
@@ -348,7 +355,7 @@ class Saver:
     """Starts with the turn: the first piece of text goes to the user without a write."""
     saved: bool = False
     checkpointed: bool = False
-    totals: dict[str, Any] = field(default_factory=dict)
+    totals: Totals = field(default_factory=dict)
     """The conversation's totals once the outcome is written, for the done event."""
     writing: asyncio.Task[None] | None = None
     """The checkpoint being written, beside the stream."""

@@ -1,7 +1,7 @@
-"""What a turn needs from the outside, built once by the web layer: the settings, the
-storage, the model server, SearXNG and the one searcher over it, and what is remembered
-of the model server between turns (its models, its windows) (docs/architecture.md, "The
-turn")."""
+"""What an answer needs from the outside, built once by the web layer: the settings, the
+storage, the model server, SearXNG and the one searcher over it (`Services`); and apart,
+what is remembered of the model server between answers, its models and their windows
+(`ServedModels`) (docs/architecture.md, "The turn")."""
 
 from __future__ import annotations
 
@@ -14,7 +14,6 @@ from app.chat.pending import PendingSaves
 from app.model.client import ModelClient
 from app.pages.worker import ExtractionProcess
 from app.search.client import Searxng
-from app.search.governor import Governor
 from app.search.plan import PlanReader
 from app.search.searcher import Searcher
 from app.store.storage import Storage
@@ -33,27 +32,39 @@ class Services:
     searxng: Searxng
     plan: PlanReader
     """The Brave plan our engine writes; `plan.plan_rate` paces the searches."""
-    windows: dict[str, tuple[int | None, float]] = field(default_factory=dict)
-    listed: tuple[list[str], float] = ([], -MODELS_CACHE_SECONDS)
     memory_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     """Held by every write of memory.md: the Settings editor's and compression's."""
     extraction: ExtractionProcess = field(default_factory=ExtractionProcess)
     pending: PendingSaves = field(default_factory=PendingSaves)
     """Turns' outcomes waiting for the database to answer again (app/chat/pending.py)."""
+    served: ServedModels = field(init=False)
+    """What is remembered of the model server between answers."""
     searcher: Searcher = field(init=False)
     """The one way every search goes (the turns, the lab, whatever else searches): paced
     to the plan's rate with every replica of the database (the turn shared through the
     storage), served from the cache in the database (docs/search-spend.md)."""
 
     def __post_init__(self) -> None:
-        self.searcher = Searcher(
+        self.served = ServedModels(self.settings, self.storage, self.model)
+        self.searcher = Searcher.of_plan(
             self.searxng,
-            Governor(self.plan.plan_rate, store=self.storage),
-            cache=self.storage,
+            self.plan,
+            self.storage,
             ttl=lambda: self.settings.search_cache_ttl,
             entries=self.settings.search_cache_entries,
-            retry_seconds=self.plan.retry_seconds,
         )
+
+
+@dataclass
+class ServedModels:
+    """The model server as the service remembers it between answers: the models it lists
+    (asked at most once a minute) and the window each is served with."""
+
+    settings: config.Settings
+    storage: Storage
+    client: ModelClient
+    windows: dict[str, tuple[int | None, float]] = field(default_factory=dict)
+    listed: tuple[list[str], float] = ([], -MODELS_CACHE_SECONDS)
 
     async def offers(self, model: str) -> bool:
         """Whether the picker offers this model: configured, listed by the server (asked at
@@ -61,13 +72,13 @@ class Services:
         state stays bounded and an invented id never reaches the server."""
         listed, read_at = self.listed
         if time.monotonic() - read_at >= MODELS_CACHE_SECONDS:
-            listed = await self.model.models() or []
+            listed = await self.client.models() or []
             self.listed = (listed, time.monotonic())
         if model in self.settings.models or model in listed:
             return True  # without a query: this is on the way to every turn's first token
         return model in await self.storage.models()
 
-    async def served_window(self, model: str) -> int | None:
+    async def window(self, model: str) -> int | None:
         """Read once per model. A server that did not say (a hosted API, or one that was
         down) is asked again after a while, not on every turn: each read costs a round trip.
         Ollama's default window is only assumed until the model is loaded, when Ollama says
@@ -75,7 +86,7 @@ class Services:
         until then."""
         window, read_at = self.windows.get(model, (None, -WINDOW_RETRY_SECONDS))
         unknown = window is None and time.monotonic() - read_at >= WINDOW_RETRY_SECONDS
-        ollama = self.model.ollama_windows.get(model)
+        ollama = self.client.ollama_windows.get(model)
         if unknown or (ollama is not None and ollama.assumed):
             return await self.reread_window(model)
         return window
@@ -83,14 +94,14 @@ class Services:
     async def reread_window(self, model: str) -> int | None:
         """The served window read now, and remembered: after the user raises it and checks
         again (the Status panel), the next turn budgets against it without a restart."""
-        window = await self.model.served_window(model)
+        window = await self.client.served_window(model)
         self.windows[model] = (window, time.monotonic())
         return window
 
     def window_note(self, model: str) -> str | None:
         """For the context bar: Ollama runs the model in its small default window, which
         cuts a longer prompt from its start without an error, and nothing here can raise it."""
-        ollama = self.model.ollama_windows.get(model)
+        ollama = self.client.ollama_windows.get(model)
         if ollama is None or not ollama.runs_default:
             return None
         # Not "not loaded": the turn's request loads it, and the note is stored with the turn.

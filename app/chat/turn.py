@@ -12,21 +12,21 @@ import asyncio
 import json
 import logging
 from collections.abc import AsyncGenerator, AsyncIterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import date
-from typing import Any
 
-from app.chat import context
+from app.chat import context, engine
 from app.chat.compression import compress, foldable, memory_trouble, read_memory, unsummarised
-from app.chat.events import ErrorEvent, Event, SearchWaitEvent, WarningEvent
+from app.chat.events import ErrorEvent, Event, WarningEvent
+from app.chat.openai_wire import ChatMessage, FunctionTool, PassedOn
 from app.chat.outcome import Saver, TurnOutcome
 from app.chat.services import Services
 from app.chat.settings import ChatSettings
-from app.chat.tools import MAX_QUERY_CHARS, SHOWN_WAIT_SECONDS, ToolRunner, call_key, clipped
+from app.chat.tool import ToolResult, Waiting
+from app.chat.tools import ToolRunner, caps
 from app.model.failures import Failure, LLMError
-from app.model.tool_calls import ToolCall
 from app.store.errors import Unavailable
-from app.store.rows import Conversation, Message, ToolRefusal
+from app.store.rows import Conversation, Message
 from app.store.storage import Lease, TurnInput
 
 logger = logging.getLogger(__name__)
@@ -50,36 +50,16 @@ async def run_turn(
         # 2. Compress when over budget: old turns into the summary, facts into memory.
         trouble = memory_trouble(start.memory_damaged)
         if projected > budget and foldable(turn.conversation, settings.keep_recent_messages):
-            async for event in turn.fold():
+            for event in await turn.fold():
                 yield event
             turn.memory, trouble = await read_memory(services)  # it may have added facts
 
-        # 3. Assemble [persona][memory][summary][date][tool note][history].
+        # 3-4. Assemble, then stream with the tool loop: the engine's rounds.
         if trouble:
             yield outcome.warn(trouble)
-        if start.refusal and runner.declarations():
-            # Not declared at all: the server would refuse them again, and the retry costs
-            # a round trip (and the tool note a share of the context) every turn.
-            runner.withdraw()
-            yield outcome.warn(withheld_notice(start.refusal))
-        turn.assemble()
-
-        # 4. Stream, running the tool loop until the model answers.
-        for round_number in range(settings.max_tool_rounds + 1):
-            if round_number == settings.max_tool_rounds:
-                runner.searches_left = runner.fetches_left = 0  # last round: answer now
-            payload = turn.payload()
-            calls: list[ToolCall] = []
-            try:
-                async for event in stream_round(turn, payload, calls):
-                    yield event
-            except LLMError as error:
-                async for event in recover(turn, error, payload):  # or raise it again
-                    yield event
-                continue
-            if not calls:
-                break
-            async for event in run_tools(turn, calls):
+        answering = engine.Engine(services, turn, runner, model)
+        async for said in answering.answer(start.refusal):
+            async for event in turn.told(said):
                 yield event
 
         # 5. Record the measured usage; it is step 1's input next turn.
@@ -125,10 +105,6 @@ class Turn:
     memory: str
     reserve: int = 0
     """The reply's share of the budget: each request's max_tokens."""
-    messages: list[dict[str, Any]] = field(default_factory=list)
-    """The request's messages: the assembled context, then this turn's tool exchanges."""
-    assembled: int = 0
-    """How many of `messages` are the assembled context."""
 
     @classmethod
     def begin(cls, services: Services, lease: Lease, start: TurnInput, model: str) -> Turn:
@@ -144,13 +120,12 @@ class Turn:
             settings=services.settings,
             locale=chosen.search_locale,
             engines=chosen.search_engines or None,
-            searches_left=chosen.searches,
-            fetches_left=chosen.fetches,
+            left=caps(chosen),
             # Its user messages and kept sources give addresses web_fetch may read.
             history=conversation["messages"],
             extract=services.extraction,
         )
-        outcome.sources, outcome.runner = runner.sources, runner
+        outcome.runner = runner
         saver = Saver(lease, outcome, waiting=services.pending, asked=pending)
         return cls(services, conversation, chosen, saver, runner, model, pending, start.memory)
 
@@ -158,34 +133,98 @@ class Turn:
     def outcome(self) -> TurnOutcome:
         return self.saver.outcome
 
-    def fold(self) -> AsyncIterator[Event]:
-        """Compression (app/chat/compression.py) of this conversation, with its prompt."""
-        return compress(self.services, self.conversation, self.chosen.compress_prompt, self.outcome)
+    async def fold(self) -> list[Event]:
+        """Compression (app/chat/compression.py) of this conversation, with its prompt: the
+        turn goes on with the conversation as it left it, and keeps what it did."""
+        prompt = self.chosen.compress_prompt
+        folded = await compress(self.services, self.conversation, prompt, self.model)
+        if folded is None:
+            return []
+        self.conversation = folded.applied(self.conversation)
+        return [self.outcome.folded(folded)]
 
-    def assemble(self, *, keep_exchanges: bool = False) -> None:
-        """The request's context anew from the conversation; with `keep_exchanges`, this
-        turn's tool exchanges still follow it."""
-        fresh = assemble(self.conversation, self.chosen, self.runner, self.outcome, self.memory)
-        exchanges = self.messages[self.assembled :] if keep_exchanges else []
-        self.messages, self.assembled = fresh + exchanges, len(fresh)
+    def context(self, runner: ToolRunner) -> list[ChatMessage]:
+        """[persona][memory][summary][date][tool note][history], from the conversation."""
+        return assemble(self.conversation, self.chosen, runner, self.outcome, self.memory)
 
-    def payload(self) -> dict[str, Any]:
-        payload: dict[str, Any] = {
+    def fields(self) -> PassedOn:
+        return {
             "model": self.model,
-            "messages": self.messages,
             "max_tokens": self.reserve,
             **self.services.settings.model_params.get(self.model, {}),
         }
-        if declarations := self.runner.declarations():
-            payload["tools"] = declarations
-        return payload
+
+    def fitted(self, text: str, messages: list[ChatMessage], tools: list[FunctionTool]) -> str:
+        """As it is: the conversation's budget and compression keep the room (a page read
+        is at most FETCH_MAX_TOKENS)."""
+        return text
+
+    async def make_room(self) -> list[Event]:
+        """Compress once after an overflow: the estimate was short, so the earlier answers'
+        sources go first."""
+        self.outcome.kept = {}
+        told = await self.fold()
+        self.memory = (await read_memory(self.services))[0]  # said once already if damaged
+        return told
+
+    async def told(self, said: engine.EngineEvent | Event) -> AsyncIterator[Event]:
+        """What the user is sent of one event of the engine, kept in the outcome.
+        Checkpoints follow the yield: resumed, the piece has been sent, so what a crash
+        leaves is never more than the user was sent."""
+        outcome, saver = self.outcome, self.saver
+        match said:
+            case engine.Text(text):
+                outcome.clock.tick(thinking=False)
+                outcome.written.add(text)
+                yield {"type": "delta", "text": text}
+                await saver.checkpoint()
+            case engine.Reasoning(text):
+                outcome.clock.tick(thinking=True)
+                outcome.thought.add(text)
+                yield {"type": "reasoning", "text": text}
+                await saver.checkpoint()
+            case engine.Measured(usage):
+                outcome.add_usage(usage)
+            case engine.Finished("content_filter"):
+                raise LLMError(Failure.CONTENT_FILTER, "the model server filtered the answer")
+            case engine.Finished(_):
+                outcome.truncated = True
+            case Waiting(query, seconds):
+                yield {"type": "search_wait", "query": query, "seconds": seconds}
+            case engine.Stepped(result):
+                async for event in self.stepped(result):
+                    yield event
+            case engine.Warned(message, refused):
+                warning: WarningEvent = {"type": "warning", "message": message}
+                if refused:
+                    warning["tools_refused"] = refused
+                outcome.warnings.append(message)
+                yield warning
+            case engine.Discarded(text_chars, reasoning_chars):
+                outcome.discard(text_chars, reasoning_chars)
+                await saver.retract()
+                yield {"type": "retry", "text": outcome.text, "reasoning": outcome.reasoning}
+            case engine.ClientCalls():
+                pass  # never: the page declares no tools of a client
+            case _:
+                yield said  # the turn's own: a compression and its warnings
+
+    async def stepped(self, result: ToolResult) -> AsyncIterator[Event]:
+        outcome = self.outcome
+        outcome.clock.pause()  # running tools is neither thinking nor writing
+        outcome.activity.append(result.event)
+        outcome.digest = self.runner.digest()
+        yield result.event
+        if result.warning:
+            yield outcome.warn(result.warning)
+        await self.saver.checkpoint(force=True)
 
 
 async def project(turn: Turn) -> tuple[int, int]:
     """The budget and the next request's projected size, with the kept sources that fit
     (the outcome holds them, and the budget for the context bar); the reply's share set."""
     services, model = turn.services, turn.model
-    window = await services.served_window(model)
+    window = await services.served.window(model)
     budget = context.effective_budget(turn.chosen.context_budget, window)
     turn.reserve = context.completion_reserve(services.settings.max_completion_tokens, budget)
     base = measured_base(turn.conversation)
@@ -196,94 +235,10 @@ async def project(turn: Turn) -> tuple[int, int]:
     turn.outcome.budget = {
         "limit": budget,
         "window": window,
-        "window_note": services.window_note(model),
+        "window_note": services.served.window_note(model),
         "projected": projected,
     }
     return budget, projected
-
-
-async def stream_round(
-    turn: Turn, payload: dict[str, Any], calls: list[ToolCall]
-) -> AsyncIterator[Event]:
-    """One request, its text and reasoning streamed to the user; the tool calls it asks for
-    are put in `calls`."""
-    outcome, saver = turn.outcome, turn.saver
-    outcome.start_round()
-    async for said in turn.services.model.stream(payload):
-        # Checkpoints follow the yield: resumed, the piece has been sent, so what a crash
-        # leaves is never more than the user was sent.
-        if said.type == "delta":
-            outcome.clock.tick(thinking=False)
-            outcome.written.add(said.text)
-            yield {"type": "delta", "text": said.text}
-            await saver.checkpoint()
-        elif said.type == "reasoning":
-            outcome.clock.tick(thinking=True)
-            outcome.thought.add(said.text)
-            yield {"type": "reasoning", "text": said.text}
-            await saver.checkpoint()
-        elif said.type == "usage":
-            outcome.add_usage(said.usage)
-        elif said.type == "tool_calls":
-            calls[:] = said.tool_calls
-        elif said.type == "finish" and said.text == "content_filter":
-            raise LLMError(Failure.CONTENT_FILTER, "the model server filtered the answer")
-        elif said.type == "finish" and said.text == "length":
-            outcome.truncated = True
-
-
-async def recover(turn: Turn, error: LLMError, payload: dict[str, Any]) -> AsyncIterator[Event]:
-    """After a failed round, what lets the next one succeed; or the error again."""
-    outcome = turn.outcome
-    if error.kind == Failure.TOOLS_UNSUPPORTED and "tools" in payload:
-        # The round runs again without tools (once: the retry declares none) and without
-        # the note that offers them; its tool exchanges stay.
-        turn.runner.withdraw()
-        turn.assemble(keep_exchanges=True)
-        for event in await without_tools(turn, error):
-            yield event
-    elif error.kind == Failure.CONTEXT_OVERFLOW and not outcome.produced and not outcome.forced:
-        outcome.forced = True  # compress once and retry; a second overflow fails
-        outcome.kept = {}  # the estimate was short: earlier sources go first
-        async for event in turn.fold():
-            yield event
-        turn.memory = (await read_memory(turn.services))[0]  # said once already if damaged
-        turn.assemble()
-    else:
-        raise error
-
-
-async def run_tools(turn: Turn, calls: list[ToolCall]) -> AsyncIterator[Event]:
-    """A round's tool calls: each result goes to the model, each step to the trail."""
-    outcome, runner = turn.outcome, turn.runner
-    turn.messages.append(assistant_tool_message(outcome.round_text(), calls))
-    outcome.clock.pause()
-    for call in calls:
-        if waiting := await search_wait(runner, call):
-            yield waiting  # said while it waits; its step follows
-        result = await runner.run(call)
-        outcome.activity.append(result.event)
-        outcome.digest = runner.digest()
-        yield result.event
-        if result.warning:
-            yield outcome.warn(result.warning)
-        turn.messages.append({"role": "tool", "tool_call_id": call.id, "content": result.text})
-        await turn.saver.checkpoint(force=True)
-
-
-async def search_wait(runner: ToolRunner, call: ToolCall) -> SearchWaitEvent | None:
-    """What the trail says while the call's search waits for the plan's rate, when it
-    will wait noticeably; None for any other call, or one answered again from earlier."""
-    if call.name != "web_search" or runner.searches_left <= 0 or call_key(call) in runner.done:
-        return None
-    try:
-        query = json.loads(call.arguments or "{}").get("query")
-    except (ValueError, AttributeError):
-        return None
-    seconds = await runner.searcher.expected_wait()
-    if not isinstance(query, str) or not query.strip() or seconds < SHOWN_WAIT_SECONDS:
-        return None
-    return {"type": "search_wait", "query": clipped(query, MAX_QUERY_CHARS), "seconds": seconds}
 
 
 async def record(saver: Saver) -> AsyncIterator[Event]:
@@ -324,35 +279,6 @@ def database_lost(saver: Saver) -> ErrorEvent:
     }
 
 
-async def without_tools(turn: Turn, error: LLMError) -> list[Event]:
-    """What the user is told when the tools are dropped: a server that refuses their
-    declarations is remembered (every later turn would be refused too); llama.cpp, which
-    streams the text and then fails when it does not parse as a tool call, has its text
-    discarded: it is garbage, and the page is told to clear it."""
-    outcome, saver = turn.outcome, turn.saver
-    events: list[Event] = []
-    warning: WarningEvent = {
-        "type": "warning",
-        "message": "this model rejected the web tools; answering without them",
-    }
-    if error.tools_refused:
-        storage = turn.services.storage
-        warning["tools_refused"] = await storage.refuse_tools(turn.model, error.message)
-        warning["message"] = (
-            "this model rejected the web tools; answering without them, now and in later "
-            "turns (the model picker can clear that)"
-        )
-    if outcome.discard_round():
-        await saver.retract()
-        events.append({"type": "retry", "text": outcome.text, "reasoning": outcome.reasoning})
-        warning["message"] = (
-            "this model could not call the web tools (its output did not parse); "
-            "answering again without them"
-        )
-    outcome.warnings.append(warning["message"])
-    return [*events, warning]
-
-
 def measured_base(conversation: Conversation) -> int:
     """The history before the new message, without kept sources: the last measured prompt
     less the sources it carried, plus an estimate of what came after it (an answer the
@@ -367,14 +293,17 @@ def measured_base(conversation: Conversation) -> int:
     return measured + context.message_tokens(since)
 
 
-def model_history(conversation: Conversation, kept: dict[int, str]) -> list[dict[str, str]]:
+def model_history(conversation: Conversation, kept: dict[int, str]) -> list[ChatMessage]:
     """What the model sees of the log: user and assistant text, the kept sources after
     their answers (by position), never an empty turn, roles alternating from a question
     (chat templates such as Gemma's and Mistral's refuse anything else)."""
     start = conversation.get("summarized", 0)
     return context.alternating(
         [
-            {"role": m["role"], "content": m["content"] + kept.get(position, "")}
+            {
+                "role": "user" if m["role"] == "user" else "assistant",
+                "content": m["content"] + kept.get(position, ""),
+            }
             for position, m in enumerate(conversation["messages"][start:], start)
             if in_history(m)
         ]
@@ -418,7 +347,7 @@ def assemble(
     runner: ToolRunner,
     outcome: TurnOutcome,
     memory: str,
-) -> list[dict[str, Any]]:
+) -> list[ChatMessage]:
     """The request's messages, and the breakdown of what fills the context."""
     # A compression may have folded answers whose sources were to go with them.
     start = conversation.get("summarized", 0)
@@ -439,22 +368,3 @@ def assemble(
         sum(context.estimate_tokens(text) for text in kept.values()),
     )
     return context.assemble(layers, history)
-
-
-def withheld_notice(refusal: ToolRefusal) -> str:
-    return (
-        f"web tools not offered: this model refused them on {refusal['at'][:10]} "
-        f"({refusal['reason']}); answering without them. Clear that in the model picker to "
-        "try them again."
-    )
-
-
-def assistant_tool_message(text: str, calls: list[ToolCall]) -> dict[str, Any]:
-    return {
-        "role": "assistant",
-        "content": text or None,
-        "tool_calls": [
-            {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
-            for c in calls
-        ],
-    }

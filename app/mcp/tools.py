@@ -1,11 +1,12 @@
 """The MCP server's tools: web_search, web_fetch and measure_locale, run for an agent.
 
-The same work as the page's tools, a layer below: the search through our SearXNG (its text
-formatted as app.chat.tools formats it for our model), the page through the safe fetcher
-and the extraction process, the measurement of app.search.language. What the web says is
-wrapped as untrusted data, as for our model. Unlike the page's web_fetch, any address may
+web_search and web_fetch are the tools of our registry (app/chat/registry.py): the same
+arguments, checked by the same models, and the same text as our model reads (the results
+as app.search.client formats them, a page's part as app.pages.fetch does), with structured
+content beside it. Their run is the agent's: unlike our model's web_fetch, any address may
 be asked for (for an MCP client the agent is the user, and it gives the addresses); the
 address policy (no private network, no metadata address, no odd port) applies in full.
+What the web says is wrapped as untrusted data, as for our model.
 
 A refusal or a failure is a tool error (``isError``) that says why, never a crash.
 """
@@ -20,15 +21,15 @@ from mcp_types import CallToolResult, TextContent
 from pydantic import BaseModel, Field
 
 from app import config
-from app.chat.tools import result_entry, results_text, untrusted
+from app.chat.web_fetch import FetchArguments
+from app.chat.web_search import SearchArguments
 from app.errors import ServiceError
 from app.pages.errors import FetchFailed, FetchRefused
-from app.pages.fetch import Extract, Part, fetch_page, page_part
+from app.pages.fetch import Extract, fetch_page, part_for_model
 from app.search import lab, language
 from app.search.client import SearchError
 from app.search.searcher import Searcher
-
-TIME_RANGES = ("day", "week", "month", "year")
+from app.webtext import MAX_QUERY_CHARS, results_text, untrusted
 
 
 class SearchHit(BaseModel):
@@ -70,24 +71,18 @@ class WebTools:
     settings: config.Settings
     extract: Extract
 
-    async def search(
-        self,
-        query: str,
-        locale: str | None = None,
-        engines: str | None = None,
-        page: int = 1,
-        time_range: str | None = None,
-    ) -> CallToolResult:
-        query = query.strip()
+    async def search(self, arguments: SearchArguments) -> CallToolResult:
+        query, page = arguments.query.strip(), arguments.page
         if not query:
             raise ToolError("search refused: the query is empty")
-        if time_range is not None and time_range not in TIME_RANGES:
-            raise ToolError(f"time_range must be one of {', '.join(TIME_RANGES)}")
+        if len(query) > MAX_QUERY_CHARS:
+            raise ToolError(f"search refused: the query has more than {MAX_QUERY_CHARS} characters")
         try:
-            chosen = config.check_locale((locale or "").strip() or self.settings.search_locale)
-            names = await lab.check_engines(self.searcher, engines or "")
+            locale = (arguments.locale or "").strip() or self.settings.search_locale
+            chosen = config.check_locale(locale)
+            names = await lab.check_engines(self.searcher, arguments.engines or "")
             response = await self.searcher.search(
-                query, locale=chosen, engines=names, page=page, time_range=time_range
+                query, locale=chosen, engines=names, page=page, time_range=arguments.time_range
             )
         except config.ConfigError as exc:
             raise ToolError(f"search refused: {exc}") from exc
@@ -99,7 +94,7 @@ class WebTools:
             raise tool_failure("search failed", unavailable, "web_search")
         results = response.results
         languages = await asyncio.to_thread(language.detect_results, results)
-        entries = [result_entry(n, r) for n, r in enumerate(results, 1)]
+        entries = [r.for_model(n) for n, r in enumerate(results, 1)]
         output = SearchOutput(
             query=query,
             locale=chosen,
@@ -122,10 +117,11 @@ class WebTools:
             structured_content=output.model_dump(mode="json"),
         )
 
-    async def fetch(self, url: str, max_tokens: int | None = None, start: int = 0) -> str:
+    async def fetch(self, arguments: FetchArguments) -> str:
+        limit = self.settings.fetch_max_tokens
         try:
             page = await fetch_page(
-                url.strip(),
+                arguments.url.strip(),
                 allow_hosts=self.settings.fetch_allow_hosts,
                 timeout=self.settings.fetch_timeout,
                 extract=self.extract,
@@ -134,12 +130,7 @@ class WebTools:
             raise ToolError(f"fetch refused: {exc}") from exc
         except FetchFailed as exc:
             raise tool_failure("fetch failed", str(exc), "web_fetch") from exc
-        part = page_part(page, start, max_tokens or self.settings.fetch_max_tokens)
-        header = (f"Title: {page.title}\n" if page.title else "") + f"URL: {page.url}\n\n"
-        body = part.text or (
-            "(the page has no readable text)" if not page.text else "(nothing after this point)"
-        )
-        return f"{part_line(part)}\n\n{untrusted(header + body, 'web_fetch')}"
+        return part_for_model(page, arguments.start, min(arguments.max_tokens or limit, limit))
 
     async def measure(
         self,
@@ -173,18 +164,6 @@ class WebTools:
             content=[TextContent(type="text", text="\n".join(lines))],
             structured_content=output.model_dump(mode="json"),
         )
-
-
-def part_line(part: Part) -> str:
-    """Where this part lies in the page, and how to read the rest: ours, outside the
-    untrusted block."""
-    where = f"characters {part.start:,}-{part.end:,} of {part.total:,}"
-    if not part.parts_left:
-        return f"The page's text, {where}: the end of the page."
-    return (
-        f"The page's text, {where}; about {part.parts_left} more part(s): call web_fetch "
-        f"again with start={part.end} for the next."
-    )
 
 
 def tool_failure(what: str, detail: str, source: str) -> ToolError:

@@ -6,6 +6,7 @@ it may point at this machine, the LAN or a cloud metadata service. So every hop 
 before any connection: http(s) only, ports 80/443, and a host whose every address is public.
 A host written as an IP address, in any spelling a browser reads, is judged as that address
 and never looked up; a name is refused before its lookup when it can only be internal.
+`serve` asks here too whether an allowed host is the service itself (`names_this_service`).
 """
 
 from __future__ import annotations
@@ -235,3 +236,34 @@ def _embedded_ipv4(address: ipaddress.IPv6Address) -> ipaddress.IPv4Address | No
     if int(address) > 1 and any(address in n for n in (IPV4_COMPATIBLE, IPV4_TRANSLATED, NAT64)):
         return low  # > 1: :: and ::1 are themselves, not 0.0.0.0 and 0.0.0.1
     return None
+
+
+def local_addresses(host: str, port: int) -> set[str]:
+    """The addresses a name stands for, those of this machine only (a bind succeeds only on
+    an address of its own)."""
+    try:
+        infos = socket.getaddrinfo(host.strip("[]"), port, type=socket.SOCK_STREAM)
+    except OSError:
+        return set()
+    local = set()
+    for family, _, _, _, address in infos:
+        host_address = str(address[0])  # a str for the IP families getaddrinfo answers with
+        with socket.socket(family, socket.SOCK_STREAM) as probe:
+            try:
+                probe.bind((host_address, 0))
+            except OSError:
+                continue
+        local.add(host_address)
+    return local
+
+
+def names_this_service(entry: str, host: str, port: int) -> bool:
+    """Whether a FETCH_ALLOW_HOSTS entry (host:port) reaches the service itself: through
+    web_fetch, the model would read /api/conversations."""
+    name, _, entry_port = entry.rpartition(":")
+    if int(entry_port) != port:
+        return False
+    reached = local_addresses(name, port)
+    if host in ("0.0.0.0", "::", ""):
+        return bool(reached)
+    return bool(reached & local_addresses(host, port))

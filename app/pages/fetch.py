@@ -24,6 +24,7 @@ from app.pages.charset import decode_text
 from app.pages.errors import FetchFailed
 from app.pages.extract import Extracted, extract_html
 from app.transport import tls_context
+from app.webtext import untrusted
 
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 
@@ -158,6 +159,28 @@ def page_part(page: Page, start: int = 0, max_tokens: int = 12_000) -> Part:
         end = start + (_cut_point(text[start : start + room + 1], room) or room)
     left = len(text) - end
     return Part(text[start:end], start, end, len(text), -(-left // room) if left else 0)
+
+
+def part_for_model(page: Page, start: int, max_tokens: int) -> str:
+    """A part of the page as a model reads it: where it lies and how to read the rest
+    (ours), then its title, address and text as untrusted web data."""
+    part = page_part(page, start, max_tokens)
+    header = (f"Title: {page.title}\n" if page.title else "") + f"URL: {page.url}\n\n"
+    body = part.text or (
+        "(the page has no readable text)" if not page.text else "(nothing after this point)"
+    )
+    return f"{part_line(part)}\n\n{untrusted(header + body, 'web_fetch')}"
+
+
+def part_line(part: Part) -> str:
+    """Where this part lies in the page, and how to read the rest."""
+    where = f"characters {part.start:,}-{part.end:,} of {part.total:,}"
+    if not part.parts_left:
+        return f"The page's text, {where}: the end of the page."
+    return (
+        f"The page's text, {where}; about {part.parts_left} more part(s): call web_fetch "
+        f"again with start={part.end} for the next."
+    )
 
 
 def _cut_point(text: str, room: int) -> int:

@@ -58,6 +58,11 @@ class Result:
     def as_dict(self) -> dict[str, str | None]:
         return asdict(self)
 
+    def for_model(self, number: int) -> str:
+        """The result as a model reads it: its number, title, address, then its text (the
+        engine puts the publication date first, then the joined snippets)."""
+        return f"[{number}] {self.title}\n{self.url}\n{self.content}"
+
     @property
     def domain(self) -> str:
         """The host the result is on, as the page's chips and the lab show it."""

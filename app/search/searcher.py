@@ -15,11 +15,13 @@ import dataclasses
 import logging
 import time
 from collections.abc import Callable
+from typing import Protocol
 
 from app.search import cache as keys
 from app.search.cache import CacheStore, SearchKey
 from app.search.client import SearchError, SearchResponse, Searxng
-from app.search.governor import Governor
+from app.search.governor import Governor, PaceStore
+from app.search.plan import PlanReader
 
 logger = logging.getLogger(__name__)
 
@@ -43,6 +45,10 @@ class RateLimited(SearchError):
     """The search engine refused the search for its rate or quota, even after a retry."""
 
     status = 503
+
+
+class SharedStore(PaceStore, CacheStore, Protocol):
+    """The database every replica shares: the search's turn and the cache."""
 
 
 class Searcher:
@@ -69,6 +75,24 @@ class Searcher:
         X-RateLimit-Reset); None: unknown, and the retry waits RETRY_SECONDS."""
         self.flying: dict[str, asyncio.Future[SearchResponse]] = {}
         """The searches on their way to SearXNG, by key."""
+
+    @classmethod
+    def of_plan(
+        cls,
+        client: Searxng,
+        plan: PlanReader,
+        store: SharedStore | None = None,
+        *,
+        ttl: Callable[[], float] | float = 0.0,
+        entries: int = 1000,
+    ) -> Searcher:
+        """The one way the service and the commands build their searcher: paced to the
+        Brave plan's rate (or SEARCH_RATE), retried once after the reset Brave's 429 names;
+        with a `store` (the service's database), the pace shared with every replica and the
+        results cached there; without one (a command), local to the process, uncached."""
+        governor = Governor(plan.plan_rate, store=store)
+        retry = plan.retry_seconds
+        return cls(client, governor, store, ttl=ttl, entries=entries, retry_seconds=retry)
 
     async def aclose(self) -> None:
         await self.client.aclose()

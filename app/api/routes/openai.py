@@ -48,7 +48,7 @@ class ModelObject(TypedDict):
     owned_by: str
 
 
-class ModelList(TypedDict):
+class OpenAIModelList(TypedDict):
     """GET /v1/models, as OpenAI's list of models."""
 
     object: str
@@ -87,7 +87,7 @@ def upstream_error(error: Exception) -> OpenAIError:
 
 
 @router.get("/models", responses=shapes.error_responses(401))
-async def models(services: ServicesDep) -> ModelList:
+async def models(services: ServicesDep) -> OpenAIModelList:
     """The models the page offers: configured, listed by the server, added in Settings."""
     listed = await services.model.models() or []
     added = await services.storage.models()
@@ -163,7 +163,7 @@ async def completion_request(
     services: Services, body: shapes.ChatCompletionBody, length: int | None
 ) -> CompletionRequest:
     model = body.model.strip()
-    if not await services.offers(model):
+    if not await services.served.offers(model):
         raise OpenAIError(
             404, f"The model {model[:80]!r} does not exist: GET /v1/models lists them", "model"
         )
@@ -206,7 +206,7 @@ def passed_on(message: ChatMessage) -> ChatMessage:
 
 async def streamed(
     events: AsyncGenerator[CompletionEvent, None], first: CompletionEvent, chunks: shapes.Chunks
-) -> AsyncGenerator[shapes.ChatCompletionChunk | shapes.ErrorBody, None]:
+) -> AsyncGenerator[shapes.ChatCompletionChunk | shapes.OpenAIErrorBody, None]:
     """The chunks of the answer; a failure after the stream began is an error chunk, as
     OpenAI sends one (the SDK raises it)."""
     async with aclosing(events) as answered:

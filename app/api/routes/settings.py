@@ -8,7 +8,7 @@ from typing import Any
 
 from fastapi import APIRouter, Response
 
-from app.api.bodies import MemoryFact, MemoryText, ModelList, errors, refused, settings_help
+from app.api.bodies import MemoryFact, MemoryText, PickerModels, errors, refused, settings_help
 from app.api.deps import ModelPath, ServicesDep, StorageDep
 from app.chat import context
 from app.chat.settings import ChatSettings, presets
@@ -72,7 +72,7 @@ async def keep_fact(body: MemoryFact, services: ServicesDep) -> dict[str, str]:
 
 
 @router.put("/models", responses=errors(413, 415, 422))
-async def put_models(body: ModelList, storage: StorageDep) -> dict[str, list[str]]:
+async def put_models(body: PickerModels, storage: StorageDep) -> dict[str, list[str]]:
     await storage.set_models(body.models)
     return {"models": body.models}
 

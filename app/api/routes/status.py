@@ -17,26 +17,28 @@ from typing import Any
 
 from fastapi import APIRouter
 
-from app import doctor
 from app.api.deps import ServicesDep
 from app.chat.services import Services
+from app.doctor.check import Check, first_failure
+from app.doctor.model import model_quick_checks, remembered_refusal_check, tool_check
+from app.doctor.searxng import brave_key_check, plan_check, searxng_free_checks, suspension_checks
 
 router = APIRouter(prefix="/api/status")
 
 
-def answer(checks: list[doctor.Check]) -> dict[str, Any]:
+def answer(checks: list[Check]) -> dict[str, Any]:
     return {"checks": [check.as_dict() for check in checks]}
 
 
-async def model_checks(state: Services, *, tools: bool) -> list[doctor.Check]:
-    checks = await doctor.model_quick_checks(state.model, state.settings, state.reread_window)
-    if tools and doctor.first_failure(checks) is None:
+async def model_checks(state: Services, *, tools: bool) -> list[Check]:
+    checks = await model_quick_checks(state.model, state.settings, state.served.reread_window)
+    if tools and first_failure(checks) is None:
         model = state.settings.default_model
-        tool_calling = await doctor.tool_check(state.model, model)
+        tool_calling = await tool_check(state.model, model)
         storage = state.storage
         refusal = await storage.tool_refusal(model)
         checks.append(tool_calling)
-        if remembered := doctor.remembered_refusal_check(refusal, tool_calling):
+        if remembered := remembered_refusal_check(refusal, tool_calling):
             checks.append(remembered)
     return checks
 
@@ -45,24 +47,24 @@ async def model_checks(state: Services, *, tools: bool) -> list[doctor.Check]:
 async def status(services: ServicesDep, quick: bool = False) -> dict[str, Any]:
     """Every check but the Brave key's; `quick`: without tool calling (nothing generated)."""
     searxng, model = await asyncio.gather(
-        doctor.searxng_free_checks(services.searxng.url), model_checks(services, tools=not quick)
+        searxng_free_checks(services.searxng.url), model_checks(services, tools=not quick)
     )
-    plan = await search_plan_checks(services) if doctor.first_failure(searxng) is None else []
+    plan = await search_plan_checks(services) if first_failure(searxng) is None else []
     return answer([*searxng, *plan, *model])
 
 
-async def search_plan_checks(services: Services) -> list[doctor.Check]:
+async def search_plan_checks(services: Services) -> list[Check]:
     """The Brave plan and the engines seen suspended: read, no search sent."""
     plan = await asyncio.to_thread(services.plan.read)
     spent = await services.storage.searches_spent()
-    suspended = doctor.suspension_checks(services.searxng.suspensions.current())
-    return [doctor.plan_check(plan, spent, services.settings.search_rate), *suspended]
+    suspended = suspension_checks(services.searxng.suspensions.current())
+    return [plan_check(plan, spent, services.settings.search_rate), *suspended]
 
 
 @router.post("/brave")
 async def brave(services: ServicesDep) -> dict[str, Any]:
     """The Brave key: one real search, one query of the user's Brave plan."""
-    check = await doctor.brave_key_check(
+    check = await brave_key_check(
         services.searxng.url, plan=services.plan, searcher=services.searcher
     )
     return answer([check])

@@ -9,7 +9,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Response
 from fastapi import Path as PathParam
 
-from app.api.bodies import ChatMessage, Regenerate, VersionChoice, errors
+from app.api.bodies import Regenerate, UserMessage, VersionChoice, errors
 from app.api.choices import chosen_model
 from app.api.deps import ConversationId, ServicesDep, StorageDep
 from app.api.sse import EventStream
@@ -41,7 +41,7 @@ def stream_turn(services: Services, lease: Lease, start: TurnInput, model: str) 
 
 @router.post("/chat", responses=STREAMED)
 async def chat(
-    conversation_id: ConversationId, body: ChatMessage, services: ServicesDep
+    conversation_id: ConversationId, body: UserMessage, services: ServicesDep
 ) -> Response:
     model = await chosen_model(services, conversation_id, body.model)
     await services.pending.settle(conversation_id)
@@ -61,7 +61,7 @@ async def regenerate(
 
 @router.post("/edit", responses=STREAMED)
 async def edit_last_message(
-    conversation_id: ConversationId, body: ChatMessage, services: ServicesDep
+    conversation_id: ConversationId, body: UserMessage, services: ServicesDep
 ) -> Response:
     """Send `message` in place of the last one: that question and its answer stay as a
     version of the turn (GET shows them under `versions`)."""

@@ -1,0 +1,280 @@
+"""The answer engine: the rounds of one answer, whichever surface asked (the page's turn,
+/v1, anything later). It owns the tool loop, the caps and the last round without tools,
+the recovery from a failed round (a context overflow, a `tools` field refused, output the
+server could not parse), the refusal remembered per model, and repeat detection (through
+the `ToolRunner`).
+
+A surface gives a `Prompt` (the context it assembles and the request's own fields) and
+reads the engine's events: text, reasoning, usage, a finish reason, a tool step, a
+warning, a round discarded, the client's own tool calls. The answer ends when the events
+end; a failure the engine cannot recover from is raised as the `LLMError` it was."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Generic, Protocol, TypeVar
+
+from app.chat.openai_wire import ChatMessage, FunctionTool, PassedOn, assistant_tool_message
+from app.chat.services import Services
+from app.chat.tool import ToolResult, Waiting
+from app.chat.tools import ToolRunner
+from app.model.failures import Failure, LLMError
+from app.model.tool_calls import ToolCall
+from app.model.usage import RawUsage
+from app.store.rows import ToolRefusal
+
+logger = logging.getLogger(__name__)
+
+REFUSED = "this model rejected the web tools; answering without them"
+REMEMBERED = (
+    "this model rejected the web tools; answering without them, now and in later turns "
+    "(the model picker can clear that)"
+)
+NOT_PARSED = (
+    "this model could not call the web tools (its output did not parse); answering again "
+    "without them"
+)
+
+
+@dataclass(frozen=True)
+class Text:
+    text: str
+
+
+@dataclass(frozen=True)
+class Reasoning:
+    text: str
+
+
+@dataclass(frozen=True)
+class Measured:
+    """The usage the model server reported for one request, as it sent it."""
+
+    usage: RawUsage | None
+
+
+@dataclass(frozen=True)
+class Finished:
+    """A request's finish reason other than stop or tool_calls: ``length`` or
+    ``content_filter``."""
+
+    reason: str
+
+
+@dataclass(frozen=True)
+class Stepped:
+    """One tool call run: its result (text for the model, step for the trail)."""
+
+    result: ToolResult
+
+
+@dataclass(frozen=True)
+class Warned:
+    """Something the user should know of the answer; `refused` when the model's refusal of
+    the tools was remembered now."""
+
+    message: str
+    refused: ToolRefusal | None = None
+
+
+@dataclass(frozen=True)
+class Discarded:
+    """The round's output was garbage (a tool call the server could not parse): forget the
+    last `text_chars` of text and `reasoning_chars` of reasoning sent."""
+
+    text_chars: int
+    reasoning_chars: int
+
+
+@dataclass(frozen=True)
+class ClientCalls:
+    """Calls of the client's own tools: the answer ends here, for the client to run them."""
+
+    calls: list[ToolCall]
+
+
+EngineEvent = (
+    Text | Reasoning | Measured | Finished | Waiting | Stepped | Warned | Discarded | ClientCalls
+)
+
+
+Own = TypeVar("Own")
+"""A surface's own events, passed through the engine (the page's compression notices)."""
+
+
+class Prompt(Protocol[Own]):
+    """The surface's side of the request."""
+
+    def context(self, runner: ToolRunner) -> list[ChatMessage]:
+        """The messages ahead of this answer's tool exchanges, anew (the tool note follows
+        the tools still offered)."""
+
+    def fields(self) -> PassedOn:
+        """The request's fields besides its messages and tools (model, max_tokens...)."""
+
+    def fitted(self, text: str, messages: list[ChatMessage], tools: list[FunctionTool]) -> str:
+        """A tool result as it goes to the model (within the room left, where known)."""
+
+    async def make_room(self) -> list[Own]:
+        """After a context overflow before any output: whatever lets the retry fit, and
+        what the surface tells of it."""
+
+
+@dataclass
+class Round:
+    """What one request streamed."""
+
+    text: list[str] = field(default_factory=list)
+    reasoning: int = 0
+    calls: list[ToolCall] = field(default_factory=list)
+
+    @property
+    def streamed(self) -> bool:
+        return bool(self.text or self.reasoning)
+
+
+@dataclass
+class Engine(Generic[Own]):
+    """The rounds of one answer."""
+
+    services: Services
+    prompt: Prompt[Own]
+    runner: ToolRunner
+    model: str
+    client_tools: list[FunctionTool] = field(default_factory=list)
+    """The client's own function tools (/v1): a call of one ends the answer."""
+    messages: list[ChatMessage] = field(default_factory=list)
+    """The request's messages: the prompt's context, then this answer's tool exchanges."""
+    assembled: int = 0
+    """How many of `messages` are the prompt's context."""
+    produced: bool = False
+    """Text, reasoning or a tool step was kept: a retry after an overflow would repeat it."""
+    forced: bool = False
+    """Room was made once after an overflow: a second one fails."""
+
+    async def answer(self, refusal: ToolRefusal | None) -> AsyncIterator[EngineEvent | Own]:
+        """The answer's events, round after round, until the model answers without a
+        call of ours; `refusal` is the model's refusal of the tools remembered earlier."""
+        if refusal and self.runner.declarations():
+            # Not declared at all: the server would refuse them again, and the retry costs
+            # a round trip (and the tool note a share of the context) every time.
+            self.runner.withdraw()
+            yield Warned(withheld_notice(refusal))
+        self.assemble()
+        rounds = self.services.settings.max_tool_rounds
+        for number in range(rounds + 1):
+            if number == rounds:
+                self.runner.withdraw()  # the last round: answer now
+            payload = self.payload()
+            said = Round()
+            try:
+                async for event in self.stream_round(payload, said):
+                    yield event
+            except LLMError as error:
+                async for recovery in self.recover(error, "tools" in payload, said):
+                    yield recovery
+                continue
+            if not said.calls:
+                return
+            if theirs := [c for c in said.calls if c.name in self.client_names]:
+                # The client runs its own; a call of ours in the same round is dropped (its
+                # exchange could not be in the history the client sends back).
+                yield ClientCalls(theirs)
+                return
+            async for event in self.run_tools(said):
+                yield event
+
+    @property
+    def client_names(self) -> set[str]:
+        return {t["function"]["name"] for t in self.client_tools}
+
+    def assemble(self) -> None:
+        """The prompt's context anew, this answer's tool exchanges kept after it."""
+        fresh = self.prompt.context(self.runner)
+        self.messages, self.assembled = [*fresh, *self.messages[self.assembled :]], len(fresh)
+
+    def tools(self) -> list[FunctionTool]:
+        return [*self.client_tools, *self.runner.declarations()]
+
+    def payload(self) -> PassedOn:
+        payload: PassedOn = {**self.prompt.fields(), "messages": self.messages}
+        if tools := self.tools():
+            payload["tools"] = tools
+        else:
+            payload.pop("tool_choice", None)  # a server refuses tool_choice without tools
+            payload.pop("parallel_tool_calls", None)
+        return payload
+
+    async def stream_round(self, payload: PassedOn, said: Round) -> AsyncIterator[EngineEvent]:
+        """One request: its text and reasoning passed on, its tool calls kept in `said`."""
+        async for event in self.services.model.stream(payload):
+            if event.type == "delta":
+                said.text.append(event.text)
+                yield Text(event.text)
+            elif event.type == "reasoning":
+                said.reasoning += len(event.text)
+                yield Reasoning(event.text)
+            elif event.type == "usage":
+                yield Measured(event.usage)
+            elif event.type == "tool_calls":
+                said.calls = event.tool_calls
+            elif event.type == "finish" and event.text in ("length", "content_filter"):
+                yield Finished(event.text)
+        self.produced = self.produced or said.streamed
+
+    async def recover(
+        self, error: LLMError, declared: bool, said: Round
+    ) -> AsyncIterator[EngineEvent | Own]:
+        """After a failed round, what lets the next one succeed; or the error again."""
+        if error.kind == Failure.TOOLS_UNSUPPORTED and declared:
+            # The round runs again without tools, ours and the client's (once: the retry
+            # declares none), and without the note that offers them.
+            logger.info("%s refused the tools: answering without them", self.model)
+            self.runner.withdraw()
+            self.client_tools = []
+            self.assemble()
+            async for event in self.without_tools(error, said):
+                yield event
+        elif error.kind == Failure.CONTEXT_OVERFLOW and not self.produced and not self.forced:
+            self.forced = True
+            for own in await self.prompt.make_room():
+                yield own
+            self.assemble()
+        else:
+            raise error
+
+    async def without_tools(self, error: LLMError, said: Round) -> AsyncIterator[EngineEvent]:
+        """What the user is told when the tools are dropped: a server that refuses their
+        declarations is remembered (every later answer would be refused too); llama.cpp,
+        which streams the text and then fails when it does not parse as a tool call, has
+        that text discarded: it is garbage."""
+        message, refused = REFUSED, None
+        if error.tools_refused:
+            refused = await self.services.storage.refuse_tools(self.model, error.message)
+            message = REMEMBERED
+        if said.streamed:
+            yield Discarded(sum(map(len, said.text)), said.reasoning)
+            message = NOT_PARSED
+        yield Warned(message, refused)
+
+    async def run_tools(self, said: Round) -> AsyncIterator[EngineEvent]:
+        """A round's calls of our tools: each result to the model, each step told."""
+        self.messages.append(assistant_tool_message("".join(said.text), said.calls))
+        for call in said.calls:
+            if waiting := await self.runner.waiting(call):
+                yield waiting  # said while it waits; its step follows
+            result = await self.runner.run(call)
+            self.produced = True
+            yield Stepped(result)
+            text = self.prompt.fitted(result.text, self.messages, self.tools())
+            self.messages.append({"role": "tool", "tool_call_id": call.id, "content": text})
+
+
+def withheld_notice(refusal: ToolRefusal) -> str:
+    return (
+        f"web tools not offered: this model refused them on {refusal['at'][:10]} "
+        f"({refusal['reason']}); answering without them. Clear that in the model picker to "
+        "try them again."
+    )

@@ -1,0 +1,153 @@
+"""What a tool of ours is: a name, a description, its arguments as a typed pydantic model
+(the JSON schema the model and MCP clients read is derived from it), its cap per answer
+and its run. The tools themselves are one module each (app/chat/web_search.py,
+app/chat/web_fetch.py), registered in app/chat/registry.py (docs/architecture.md,
+"Adding a tool")."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any, ClassVar, Generic, Protocol, TypeVar
+
+from pydantic import BaseModel, ValidationError
+from pydantic_core import ErrorDetails
+
+from app import config
+from app.chat.events import FetchEvent, SearchEvent, Step
+from app.chat.given_addresses import AddressKey, GivenAddresses
+from app.chat.openai_wire import FunctionTool
+from app.chat.settings import ChatSettings
+from app.pages.fetch import Extract
+from app.search.searcher import Searcher
+from app.store.rows import Message
+from app.webtext import untrusted
+
+Arguments = TypeVar("Arguments", bound=BaseModel)
+
+
+@dataclass
+class ToolResult:
+    """What one call gives: text for the model, a step of the trail, maybe a warning."""
+
+    text: str
+    event: Step
+    warning: str | None = None
+
+
+class Answering(Protocol):
+    """What a tool's run may read of the answer it runs in, and add to (the runner of
+    app/chat/tools.py is one)."""
+
+    searcher: Searcher
+    settings: config.Settings
+    locale: str
+    """The answer's search locale."""
+    engines: str | None
+    history: list[Message]
+    history_read: bool
+    given: GivenAddresses
+    """The addresses web_fetch may read."""
+    queried: set[AddressKey]
+    snippets: dict[int, str]
+    excerpts: dict[int, str]
+
+    @property
+    def extract(self) -> Extract:
+        """The page extractor (the service's extraction process)."""
+
+    def cite(
+        self, url: str, title: str, domain: str, *, date: str | None = None, read: bool = False
+    ) -> int:
+        """The source's number, for [n] citations."""
+
+
+@dataclass(frozen=True)
+class Waiting:
+    """A search about to wait for the search plan's rate, long enough to say so."""
+
+    query: str
+    seconds: float
+
+
+class Tool(ABC, Generic[Arguments]):
+    """One tool, as the model, the MCP server and the command line know it."""
+
+    name: ClassVar[str]
+    description: ClassVar[str]
+    """What the model (and an agent) reads: say the limits and the cost here."""
+    arguments: type[Arguments]
+    placeholder: ClassVar[str]
+    """The tool note's placeholder for the uses left, e.g. "searches" for {searches}."""
+
+    @abstractmethod
+    def cap(self, chosen: ChatSettings) -> int:
+        """The uses per answer the settings allow (0: not offered)."""
+
+    @abstractmethod
+    async def run(self, arguments: Arguments, runner: Answering) -> ToolResult:
+        """The call's result; a failure as text for the model, never an exception."""
+
+    async def waiting(self, arguments: Arguments, runner: Answering) -> Waiting | None:
+        """What the call will wait for before it runs, when that is worth saying."""
+        return None
+
+    @cached_property
+    def parameters(self) -> dict[str, Any]:  # a JSON schema: free-form JSON by nature
+        """The arguments' JSON schema, without pydantic's titles (tokens the model pays
+        for and reads nothing in)."""
+        schema: dict[str, Any] = untitled(self.arguments.model_json_schema())
+        return schema
+
+    @cached_property
+    def declaration(self) -> FunctionTool:
+        return {
+            "type": "function",
+            "function": {
+                "name": self.name,
+                "description": self.description,
+                "parameters": self.parameters,
+            },
+        }
+
+    def parse(self, arguments: dict[str, Any]) -> Arguments | str:
+        """The arguments (the JSON object a model or an agent wrote: free-form until here)
+        checked against their types, or what is wrong with them, said so the model can
+        correct itself (small models send numbers, lists, objects)."""
+        try:
+            return self.arguments.model_validate(arguments)
+        except ValidationError as exc:
+            return "; ".join(problem(error, arguments) for error in exc.errors())
+
+
+def problem(error: ErrorDetails, arguments: dict[str, Any]) -> str:
+    name = ".".join(str(part) for part in error["loc"])
+    if error["type"] == "string_type" and name in arguments:
+        return f"{name!r} as {type(arguments[name]).__name__} instead of text"
+    return f"{name!r}: {error['msg']}"
+
+
+def untitled(schema: Any) -> Any:
+    """A JSON schema without its "title" keys (a property named "title" stays)."""
+    if isinstance(schema, dict):
+        return {
+            key: untitled(value)
+            for key, value in schema.items()
+            if not (key == "title" and isinstance(value, str))
+        }
+    if isinstance(schema, list):
+        return [untitled(item) for item in schema]
+    return schema
+
+
+def failed(
+    event: SearchEvent | FetchEvent, what: str, detail: str = "", source: str = ""
+) -> ToolResult:
+    """A failure goes to the model as text, never as an empty result, and to the user. Its
+    detail may quote a server (an error body, a redirect's address, an engine's message):
+    the model gets that as untrusted data, like a page."""
+    message = f"{what}: {detail}" if detail else what
+    text = f"{what}:\n{untrusted(detail, source)}" if detail else what
+    event["error"] = message  # each caller's own event, shown nowhere yet
+    return ToolResult(text, event, warning=message)
