@@ -27,7 +27,7 @@ from app.api.factory import create_app
 from app.search.embedded import EmbeddedSearxng, free_port
 from tests import components
 from tests.browser import browser, open_page
-from tests.components import CHROMIUM, DOCKER, LLAMA, POSTGRESQL, require
+from tests.components import require
 from tests.fakes.brave_api import FakeBrave
 from tests.fakes.llm_server import FakeLLM
 from tests.fakes.pages import PageServer
@@ -72,8 +72,7 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 
 @pytest.fixture(scope="session")
 def chromium() -> Path:
-    """Debian's Chromium, found on PATH."""
-    require(CHROMIUM)
+    """Debian's Chromium, found on PATH (`pytest_runtest_setup` made sure it is there)."""
     found = components.chromium_executable()
     assert found is not None
     return found
@@ -81,21 +80,20 @@ def chromium() -> Path:
 
 @pytest.fixture(scope="session")
 def postgresql() -> None:
-    """Debian's PostgreSQL server binaries, for the clusters the tests start."""
-    require(POSTGRESQL)
+    """Debian's PostgreSQL server binaries, for the clusters the tests start: the tier's
+    anchor (`pytest_runtest_setup` made sure they are there)."""
 
 
 @pytest.fixture(scope="session")
 def llamacpp(request: pytest.FixtureRequest) -> tuple[Path, Path]:
     """llama-server and the tiny Gemma model, built and assembled once (cached)."""
-    require(LLAMA)
     return built(request)
 
 
 @pytest.fixture(scope="session")
 def docker() -> None:
-    """A Docker engine with the Compose plugin, for the Compose stack's tests."""
-    require(DOCKER)
+    """A Docker engine with the Compose plugin, for the Compose stack's tests: the tier's
+    anchor (`pytest_runtest_setup` made sure it answers)."""
 
 
 def shared_path(*parts: str) -> Path:

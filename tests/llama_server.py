@@ -43,6 +43,13 @@ CMAKE_FLAGS = [
     "-DLLAMA_BUILD_EXAMPLES=OFF",
 ]
 TOOLS = ("cmake", "make", "g++")
+
+
+def missing_tools() -> list[str]:
+    """The build tools this machine lacks."""
+    return [tool for tool in TOOLS if shutil.which(tool) is None]
+
+
 START_SECONDS = 60.0
 
 
@@ -86,7 +93,7 @@ def _publish(source: Path, target: Path) -> None:
 
 
 def _build_server(cache: Path, log: Path) -> None:
-    missing = [tool for tool in TOOLS if shutil.which(tool) is None]
+    missing = missing_tools()
     if missing:
         raise RuntimeError(f"building llama-server needs {', '.join(missing)} (apt: cmake g++)")
     with tempfile.TemporaryDirectory(dir=cache, prefix="build-") as scratch:
@@ -119,7 +126,7 @@ def build_missing() -> str | None:
     cache = cache_dir()
     if (cache / "llama-server").exists() and (cache / "model.gguf").exists():
         return None
-    missing = [tool for tool in TOOLS if shutil.which(tool) is None]
+    missing = missing_tools()
     return f"not built yet, and building it needs {', '.join(missing)}" if missing else None
 
 
