@@ -16,6 +16,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Generic, Protocol, TypeVar
 
+from app.chat.gathered import Gathered
 from app.chat.openai_wire import ChatMessage, FunctionTool, PassedOn, assistant_tool_message
 from app.chat.services import Services
 from app.chat.tool import ToolResult, Waiting
@@ -65,9 +66,11 @@ class Finished:
 
 @dataclass(frozen=True)
 class Stepped:
-    """One tool call run: its result (text for the model, step for the trail)."""
+    """One tool call run: its result (text for the model, step for the trail), and what
+    the answer's tools have gathered with it (the surface's own copy)."""
 
     result: ToolResult
+    gathered: Gathered
 
 
 @dataclass(frozen=True)
@@ -267,7 +270,7 @@ class Engine(Generic[Own]):
                 yield waiting  # said while it waits; its step follows
             result = await self.runner.run(call)
             self.produced = True
-            yield Stepped(result)
+            yield Stepped(result, self.runner.gathered())
             text = self.prompt.fitted(result.text, self.messages, self.tools())
             self.messages.append({"role": "tool", "tool_call_id": call.id, "content": text})
 
