@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any
 
 from app import config
 from app.chat.events import Source, Step, WarningEvent
@@ -21,7 +20,7 @@ from app.chat.given_addresses import AddressKey, GivenAddresses
 from app.chat.openai_wire import FunctionTool
 from app.chat.registry import REGISTRY, TOOLS
 from app.chat.settings import ChatSettings
-from app.chat.tool import ToolResult, Waiting
+from app.chat.tool import CallArguments, ToolResult, Waiting
 from app.model.tool_calls import ToolCall
 from app.pages.fetch import Extract, extract_in_thread
 from app.search.searcher import Searcher
@@ -145,7 +144,7 @@ class ToolRunner:
         )
 
 
-def loaded(arguments: str) -> dict[str, Any] | None:
+def loaded(arguments: str) -> CallArguments | None:
     """A call's arguments as the JSON object they should be; None when they are not one."""
     try:
         value = json.loads(arguments or "{}")

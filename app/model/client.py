@@ -38,6 +38,7 @@ from app.model.windows import (
     read_lmstudio,
     read_ollama,
 )
+from app.model.wire import RequestBody, ServerObject
 from app.transport import AiohttpTransport
 
 T = TypeVar("T")
@@ -63,7 +64,7 @@ class ModelEvent:
     usage: RawUsage | None = None
 
 
-async def request_body(body: dict[str, Any]) -> bytes:
+async def request_body(body: RequestBody) -> bytes:
     """The request's JSON. A long history (megabytes) is encoded in a thread, a message at
     a time: encoding it whole is one C call that holds the GIL, and so the event loop and
     every other stream."""
@@ -73,7 +74,7 @@ async def request_body(body: dict[str, Any]) -> bytes:
     return await asyncio.to_thread(encode_in_parts, body)
 
 
-def encode_in_parts(body: dict[str, Any]) -> bytes:
+def encode_in_parts(body: RequestBody) -> bytes:
     others = jsoncodec.dumps({k: v for k, v in body.items() if k != "messages"})[1:-1]
     parts = b",".join(jsoncodec.dumps(m) for m in body["messages"])
     return b"{" + others + (b"," if others else b"") + b'"messages":[' + parts + b"]}"
@@ -105,7 +106,7 @@ class ModelClient:
     async def aclose(self) -> None:
         await self.http.aclose()
 
-    async def stream(self, payload: dict[str, Any]) -> AsyncIterator[ModelEvent]:
+    async def stream(self, payload: RequestBody) -> AsyncIterator[ModelEvent]:
         """Stream one completion. Closing this iterator closes the upstream connection,
         which is how Stop reaches the model server.
 
@@ -152,7 +153,7 @@ class ModelClient:
             yield event
 
     async def open_stream(
-        self, stack: AsyncExitStack, bounds: Bounds, body: dict[str, Any]
+        self, stack: AsyncExitStack, bounds: Bounds, body: RequestBody
     ) -> AsyncIterator[ServerSentEvent]:
         """The request sent and its answer's events, open until `stack` closes; an error
         answer raised as the failure it names."""
@@ -188,7 +189,7 @@ class ModelClient:
         except (TimeoutError, httpx.TransportError, httpx.StreamError):
             pass  # the answer was whole at [DONE]; this connection is simply not reused
 
-    async def complete(self, payload: dict[str, Any]) -> tuple[str, RawUsage | None]:
+    async def complete(self, payload: RequestBody) -> tuple[str, RawUsage | None]:
         """One non-streamed completion: its text and raw usage. Its first byte comes only
         with the whole answer, so only the total limit applies."""
         try:
@@ -314,7 +315,7 @@ def safe_json(response: httpx.Response) -> object:
         return response.text[:500]
 
 
-def parse_chunk(data: str) -> dict[str, Any]:
+def parse_chunk(data: str) -> ServerObject:
     """One stream chunk's JSON object; anything else is the server's fault (upstream)."""
     try:
         chunk = jsoncodec.loads(data)
@@ -328,7 +329,7 @@ def parse_chunk(data: str) -> dict[str, Any]:
     return chunk
 
 
-def chunk_events(chunk: dict[str, Any], tools: ToolCallAssembler) -> list[ModelEvent]:
+def chunk_events(chunk: ServerObject, tools: ToolCallAssembler) -> list[ModelEvent]:
     """Events of one streamed chunk; tool-call deltas go to the assembler. A chunk of
     another shape fails as upstream rather than as a crash in the middle of the turn."""
     try:
@@ -339,7 +340,7 @@ def chunk_events(chunk: dict[str, Any], tools: ToolCallAssembler) -> list[ModelE
         ) from exc
 
 
-def shaped_events(chunk: dict[str, Any], tools: ToolCallAssembler) -> list[ModelEvent]:
+def shaped_events(chunk: ServerObject, tools: ToolCallAssembler) -> list[ModelEvent]:
     events = []
     if chunk.get("usage"):
         events.append(ModelEvent("usage", usage=chunk["usage"]))

@@ -4,8 +4,6 @@ the last message. See docs/architecture.md."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from app import jsoncodec
 from app.store.conversations import Conversations
 from app.store.errors import Conflict
@@ -167,7 +165,10 @@ class Turns(Conversations):
             totals: Totals = jsoncodec.loads(row.totals or "{}")
             for key, value in outcome["totals"].items():
                 totals[key] = totals.get(key, 0) + value
-            changes: dict[str, Any] = {"totals": jsoncodec.dumps_text(totals), "updated": now()}
+            changes: dict[str, str | int] = {
+                "totals": jsoncodec.dumps_text(totals),
+                "updated": now(),
+            }
             if outcome["summary"] is not None:
                 changes["summary"] = outcome["summary"]
             if outcome["summarized"] is not None:
