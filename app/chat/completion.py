@@ -47,7 +47,7 @@ MIN_RESULT_TOKENS = 64
 UNTRUSTED_CLOSE = "\n</untrusted-data"
 CITATION = re.compile(r"\[(\d{1,3})\]")
 
-EventType = Literal["reasoning", "delta", "discard", "tool_calls", "done"]
+CompletionEventType = Literal["reasoning", "delta", "discard", "tool_calls", "done"]
 
 
 @dataclass(frozen=True)
@@ -92,7 +92,7 @@ class CompletionEvent:
     ``tool_calls`` of the client's tools; ``done`` last, with the finish reason, the usage
     summed over every model request, the citations and the sources."""
 
-    type: EventType
+    type: CompletionEventType
     text: str = ""
     discarded: tuple[int, int] = (0, 0)
     tool_calls: list[ToolCall] = field(default_factory=list)

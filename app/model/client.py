@@ -47,7 +47,7 @@ LARGE_REQUEST_CHARS = 200_000
 """A request whose messages hold more text than this is encoded in a thread."""
 JSON_HEADERS = {"Content-Type": "application/json"}
 
-EventType = Literal["reasoning", "delta", "tool_calls", "finish", "usage"]
+ModelEventType = Literal["reasoning", "delta", "tool_calls", "finish", "usage"]
 
 
 @dataclass
@@ -58,7 +58,7 @@ class ModelEvent:
     ``tool_calls`` with ``text`` set are calls the model wrote as text in its answer
     instead of as ``tool_calls`` (``text`` is what it wrote, never shown as a delta)."""
 
-    type: EventType
+    type: ModelEventType
     text: str = ""
     tool_calls: list[ToolCall] = field(default_factory=list)
     usage: RawUsage | None = None
