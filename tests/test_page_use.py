@@ -409,6 +409,50 @@ def test_the_keyboard_reaches_the_message_box_in_few_steps(page, chat, llm):
     expect(page.locator("#composer-input")).to_be_focused()
 
 
+def test_escape_and_keep_leave_the_delete_undone_and_the_focus_on_the_row(page, chat, llm):
+    """The inline confirmation starts on Keep, so an Enter pressed out of habit deletes
+    nothing; Escape keeps too; either way the keyboard goes on from the same row, and so
+    does Escape in a rename."""
+    older, newer = two_conversations(chat, llm)
+    page.reload()
+    page.wait_for_selector("body[data-ready]", state="attached")
+    row = page.locator(f'.conversation-item[data-id="{older}"]')
+    row.locator("a").focus()
+    page.keyboard.press("Delete")
+    expect(row.locator(".confirm-delete")).to_be_visible()
+    expect(row.get_by_role("button", name="Keep")).to_be_focused()
+    page.keyboard.press("Enter")
+    expect(row.locator("a")).to_be_focused()
+    page.keyboard.press("Delete")
+    expect(row.locator(".confirm-delete")).to_be_visible()
+    page.keyboard.press("Escape")
+    expect(row.locator(".confirm-delete")).to_have_count(0)
+    expect(row.locator("a")).to_be_focused()
+    page.keyboard.press("F2")
+    expect(row.locator("input")).to_be_focused()
+    page.keyboard.press("Escape")
+    expect(row.locator("a")).to_be_focused()
+    listed = [c["id"] for c in httpx.get(f"{chat.url}/api/conversations").json()]
+    assert listed == [newer, older]  # nothing deleted
+
+
+def test_the_arrow_keys_reach_the_search_results(page, chat, llm):
+    two_conversations(chat, llm)
+    page.reload()
+    page.wait_for_selector("body[data-ready]", state="attached")
+    page.keyboard.press("Control+k")
+    page.keyboard.type("nginx")
+    rows = page.locator(".conversation-item")
+    expect(rows).to_have_count(1)
+    page.keyboard.press("ArrowDown")
+    expect(rows.first.locator("a")).to_be_focused()
+    page.keyboard.press("ArrowUp")
+    expect(page.locator("#chat-search")).to_be_focused()
+    page.keyboard.press("ArrowDown")
+    page.keyboard.press("Enter")
+    expect(page.locator(".message.user")).to_contain_text("Nginx proxy")
+
+
 # -- 13. Settings ---------------------------------------------------------------------------
 
 

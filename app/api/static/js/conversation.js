@@ -24,7 +24,8 @@ const FOLLOW_SLACK = 48; // px from the bottom that still counts as "at the bott
 
 export class ConversationView {
   /**
-   * hooks: {created(id), changed(), openStatus(), openSettings()} from main.js.
+   * hooks: {created(id), changed(), turnEnded(ended), openStatus(), openSettings()} from
+   * main.js.
    */
   constructor(config, hooks) {
     this.config = config;
@@ -272,6 +273,7 @@ export class ConversationView {
   /** After runTurn (turn.js): the page as the service now has the conversation. */
   async afterTurn(answer, ended, id) {
     this.hooks.changed();
+    this.hooks.turnEnded(ended);
     if (!this.shows(id)) {
       // Its conversation is not on screen: opening it reads what the service kept.
       document.body.dataset.turnsEnded = String(Number(document.body.dataset.turnsEnded || 0) + 1);
