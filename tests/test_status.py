@@ -4,10 +4,12 @@ user's plan) and the panel on the page, on the real SearXNG and the fakes."""
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from playwright.sync_api import expect
 
 from app import config
 from app.search.embedded import free_port
@@ -16,6 +18,8 @@ from tests.chat_client import new_conversation, send
 from tests.conftest import ChatService, chat_env, on_socket
 from tests.fakes.llm_server import FakeLLM, Reply, tools_unsupported
 from tests.fakes.loopback import LoopbackFake, LoopbackHandler
+from tests.page_actions import send as type_and_send
+from tests.page_actions import wait_turn_end
 
 QUICK_IDS = [
     "searxng_reachable",
@@ -325,6 +329,32 @@ def test_a_dead_model_server_opens_the_status_view_by_itself(browser, service, b
             fix = page.locator("#view-status [data-check='model_window'] .status-fix").inner_text()
             assert "num_ctx" in fix
             screenshot(page, f"status-warning-{'dark' if dark else 'light'}.png")
+        finally:
+            page.context.close()
+
+
+def test_the_sidebar_dots_follow_what_the_turns_meet(browser, service, brave):
+    """Green, then red once an answer finds the model server gone, then green again once an
+    answer comes: the dots say what the turns meet, not what the page load saw."""
+    model_dot = "#status-dots .status-dot[title^='model server']"
+    with FakeLLM(models=["fake-model"]) as model_server:
+        port = int(model_server.url.rsplit(":", 1)[1])
+        running = service(fake=model_server)
+        page = open_page(browser, running.url + "/")
+        try:
+            page.wait_for_selector("body[data-ready]", state="attached")
+            expect(page.locator(model_dot)).to_have_class(re.compile(r"\bok\b"))
+            model_server.stop()
+            type_and_send(page, "Is it up?")
+            wait_turn_end(page)
+            expect(page.locator(".error-card")).to_be_visible()
+            expect(page.locator(model_dot)).to_have_class(re.compile(r"\bfail\b"))
+            model_server.start(port)
+            model_server.script(Reply(text="It is."))
+            type_and_send(page, "Is it up?")
+            wait_turn_end(page)
+            expect(page.locator(".message.assistant .answer").last).to_have_text("It is.")
+            expect(page.locator(model_dot)).to_have_class(re.compile(r"\bok\b"))
         finally:
             page.context.close()
 
