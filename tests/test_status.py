@@ -16,7 +16,7 @@ from app.search.embedded import free_port
 from tests.browser import open_page
 from tests.chat_client import new_conversation, send
 from tests.conftest import ChatService, chat_env, on_socket
-from tests.fakes.llm_server import FakeLLM, Reply, tools_unsupported
+from tests.fakes.llm_server import FakeLLM, Reply, invalid_api_key, tools_unsupported
 from tests.fakes.loopback import LoopbackFake, LoopbackHandler
 from tests.page_actions import send as type_and_send
 from tests.page_actions import wait_turn_end
@@ -357,6 +357,32 @@ def test_the_sidebar_dots_follow_what_the_turns_meet(browser, service, brave):
             expect(page.locator(model_dot)).to_have_class(re.compile(r"\bok\b"))
         finally:
             page.context.close()
+
+
+def test_a_refused_key_is_what_open_status_shows_until_an_answer_comes(browser, chat, llm):
+    """A server that lists its models without a key (llama-server does) passes every free
+    check while it refuses each answer: the card's Open status must show the refusal, and
+    an answer given later clears it."""
+    page = open_page(browser, chat.url + "/")
+    try:
+        page.wait_for_selector("body[data-ready]", state="attached")
+        llm.script(invalid_api_key())
+        type_and_send(page, "Hello?")
+        wait_turn_end(page)
+        page.locator(".error-card").get_by_role("button", name="Open status").click()
+        wait_checked(page)
+        assert rows(page)["model_key_refused"] == "fail"
+        row = page.locator("#view-status [data-check='model_key_refused']")
+        assert "LLM_API_KEY" in row.locator(".status-fix").inner_text()
+        assert "fake-model" in row.locator(".status-detail").inner_text()
+        expect(page.locator("#status-dots .status-dot[title^='model server']")).to_have_class(
+            re.compile(r"\bfail\b")
+        )
+    finally:
+        page.context.close()
+    llm.script(Reply(text="Hi."))
+    assert send(chat, new_conversation(chat), "Hello again?")[-1]["type"] == "done"
+    assert "model_key_refused" not in by_id(status(chat, quick=True))
 
 
 def test_a_model_that_accepts_tools_again_is_said_to_be_still_withheld(chat, brave, llm):
