@@ -168,6 +168,58 @@ def test_the_text_left_in_the_box_stays_with_its_conversation(page, llm):
     expect(page.locator("#composer-input")).to_have_value("A new idea")
 
 
+def test_the_text_left_in_a_box_survives_a_reload(page, llm):
+    llm.script(Reply(text="First answer."))
+    send(page, "First question")
+    wait_turn_end(page)
+    first = conversation_id(page)
+    page.locator("#composer-input").press_sequentially("Half a follow-up")
+    page.locator("#new-conversation").click()
+    page.locator("#composer-input").press_sequentially("A new idea")
+    page.reload()
+    page.wait_for_selector("body[data-ready]", state="attached")
+    expect(page.locator("#composer-input")).to_have_value("A new idea")
+    page.locator(f'.conversation-item[data-id="{first}"] a').click()
+    expect(page.locator("#composer-input")).to_have_value("Half a follow-up")
+    page.reload()
+    page.wait_for_selector("body[data-ready]", state="attached")
+    expect(page.locator("#composer-input")).to_have_value("Half a follow-up")
+    llm.script(Reply(text="Second answer."))
+    page.ended_before = turns_ended(page)
+    page.locator("#composer-input").press("Enter")
+    wait_turn_end(page)
+    page.reload()
+    page.wait_for_selector("body[data-ready]", state="attached")
+    expect(page.locator(".message.assistant .answer").last).to_have_text("Second answer.")
+    expect(page.locator("#composer-input")).to_have_value("")  # sent, the draft went
+
+
+def test_a_message_given_back_by_a_failure_keeps_its_card_and_retry_after_a_reload(page, llm):
+    llm.script(server_error(500))
+    send(page, "My carefully written question")
+    wait_turn_end(page)
+    expect(page.locator(".error-card")).to_contain_text("Your message is back in the box below.")
+    for _ in range(2):  # and again after the Retry's own reload
+        page.reload()
+        page.wait_for_selector("body[data-ready]", state="attached")
+        expect(page.locator("#composer-input")).to_have_value("My carefully written question")
+        card = page.locator(".error-card")
+        expect(card).to_have_count(1)
+        expect(card.locator("h3")).to_have_text("The model server failed")
+        expect(card).to_contain_text("Your message is back in the box below.")
+        expect(page.locator(".empty")).to_have_count(0)
+    llm.script(Reply(text="It worked this time."))
+    page.ended_before = turns_ended(page)
+    card.get_by_role("button", name="Retry").click()
+    wait_turn_end(page)
+    expect(page.locator(".message.assistant .answer").last).to_have_text("It worked this time.")
+    page.reload()
+    page.wait_for_selector("body[data-ready]", state="attached")
+    expect(page.locator(".message.assistant .answer").last).to_have_text("It worked this time.")
+    expect(page.locator(".error-card")).to_have_count(0)
+    expect(page.locator("#composer-input")).to_have_value("")
+
+
 # -- 5. one error card; no empty conversation -------------------------------------------------
 
 
