@@ -54,6 +54,7 @@ def test_a_citation_shows_its_source_and_never_leaves_the_conversation(page, llm
     seen = page.locator(".seen li.flash")
     expect(seen).to_be_visible()  # its list opened at that entry
     expect(seen).to_have_attribute("value", "2")
+    expect(page.locator(".flash")).to_have_count(1)  # [1]'s source no longer lit beside it
     assert page.url == address
     assert page.log.errors == []
 
@@ -208,6 +209,11 @@ def test_a_message_given_back_by_a_failure_keeps_its_card_and_retry_after_a_relo
         expect(card.locator("h3")).to_have_text("The model server failed")
         expect(card).to_contain_text("Your message is back in the box below.")
         expect(page.locator(".empty")).to_have_count(0)
+        # Nothing answered, nothing measured, nothing to export (nor is it listed).
+        expect(page.locator("#totals")).to_have_text("No turns yet")
+        expect(page.locator(".context-label")).to_contain_text("measured after the first answer")
+        expect(page.locator("#export-conversation")).to_be_disabled()
+        expect(page.locator(".conversation-item")).to_have_count(0)
     llm.script(Reply(text="It worked this time."))
     page.ended_before = turns_ended(page)
     card.get_by_role("button", name="Retry").click()

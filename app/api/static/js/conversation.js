@@ -237,7 +237,6 @@ export class ConversationView {
       }
       this.messages.replaceChildren();
       this.hooks.created(this.conversation.id);
-      $("#export-conversation").disabled = false;
     }
     this.input.value = "";
     dropDraft(typedIn); // "" when a new conversation's text became this one's message

@@ -26,8 +26,11 @@ export function renderHeader(view) {
   pill.title = `Web tools per answer; the search locale is ${settings.search_locale}. Change them in Settings.`;
   renderToolRefusal(view);
   renderTotals(view);
-  renderContextBar(view, view.conversation && view.conversation.budget);
-  $("#export-conversation").disabled = !view.conversation;
+  // A conversation whose first message failed has an estimate but nothing measured, and
+  // nothing to export (nor is it listed).
+  const answered = view.conversation && view.conversation.messages.some((m) => m.role === "assistant");
+  renderContextBar(view, answered ? view.conversation.budget : null);
+  $("#export-conversation").disabled = !view.conversation || !view.conversation.messages.length;
   renderTitle(view);
 }
 
