@@ -160,6 +160,22 @@ def test_escape_stops_too(page, llm):
     expect(page.locator(".badge.interrupted")).to_be_visible()
 
 
+def test_enter_while_an_answer_streams_says_why_it_waits(page, llm):
+    llm.script(Reply(text=LONG_ANSWER, chunk_delay=0.05))
+    send(page, "A long story, please.")
+    expect(page.locator(".message.assistant .answer")).to_contain_text("Sentence number 2")
+    page.locator("#composer-input").fill("And a follow-up")
+    page.locator("#composer-input").press("Enter")
+    hint = page.locator("#composer-hint")
+    expect(hint).to_be_visible()
+    expect(hint).to_contain_text("send this once it ends, or press Stop")
+    expect(page.locator("#composer-input")).to_have_value("And a follow-up")
+    expect(page.locator(".message.user")).to_have_count(1)
+    page.locator("#stop").click()
+    wait_turn_end(page)
+    expect(hint).to_be_hidden()
+
+
 @pytest.mark.parametrize(
     ("reply", "title", "action", "restored"),
     [

@@ -37,6 +37,7 @@ export class ConversationView {
     this.input = $("#composer-input");
     this.sendButton = $("#send");
     this.stopButton = $("#stop");
+    this.hint = $("#composer-hint");
     this.picker = $("#model-picker");
     this.jump = $("#jump-latest");
     this.bind();
@@ -224,6 +225,12 @@ export class ConversationView {
   async submit() {
     const message = this.input.value;
     const typedIn = this.draftId;
+    if (this.streaming && message.trim()) {
+      // Said, not silently ignored: one answer at a time in a conversation.
+      this.hint.textContent = "An answer is still coming: send this once it ends, or press Stop (Esc). Your text stays here.";
+      this.hint.hidden = false;
+      return;
+    }
     if (this.streaming || !message.trim()) return;
     if (!this.conversation) {
       this.starting = true; // no second send while the conversation is being made
@@ -337,6 +344,7 @@ export class ConversationView {
     const on = this.streaming;
     this.sendButton.hidden = on;
     this.stopButton.hidden = !on;
+    if (!on) this.hint.hidden = true;
     if (!on && document.activeElement === document.body) this.input.focus();
   }
 
