@@ -14,6 +14,7 @@ from tests.browser import open_page
 from tests.chat_client import new_conversation
 from tests.chat_client import send as api_send
 from tests.conftest import ChatService, chat_env
+from tests.fakes.conventions import lmstudio_stream
 from tests.fakes.llm_server import (
     FakeLLM,
     Reply,
@@ -512,6 +513,36 @@ def test_the_arrow_keys_reach_the_search_results(page, chat, llm):
 
 
 # -- 13. Settings ---------------------------------------------------------------------------
+
+
+def test_the_two_settings_are_named_apart_and_a_saved_form_offers_close(page):
+    sidebar = page.locator("#open-settings")
+    chat_settings = page.get_by_role("button", name="Chat settings")
+    expect(sidebar).to_have_text("Settings")
+    expect(chat_settings).to_be_visible()
+    chat_settings.click()
+    page.locator("#setting-web_fetch").uncheck()
+    dialog = page.locator("#settings-dialog")
+    expect(dialog.get_by_role("button", name="Cancel")).to_be_visible()
+    dialog.locator("button[type=submit]").click()
+    expect(dialog.locator(".saved")).to_contain_text("Saved 1 change")
+    expect(dialog.get_by_role("button", name="Cancel")).to_have_count(0)  # nothing to cancel
+    dialog.get_by_role("button", name="Close", exact=True).click()
+    expect(dialog).to_be_hidden()
+
+
+def test_an_answer_says_only_what_its_server_reported(page, llm):
+    """No "cost not reported" under every answer of a local server, and the totals count
+    an answer without usage in plain words."""
+    llm.script(lmstudio_stream("fake-model", ["Four ", "minutes."]))  # it sends no usage
+    send(page, "How long do pierogi boil?")
+    wait_turn_end(page)
+    stats = page.locator(".message.assistant .answer-stats")
+    expect(stats).to_contain_text("usage not reported")
+    expect(stats).not_to_contain_text("cost")
+    totals = page.locator("#totals")
+    expect(totals).to_contain_text("1 answer without token counts")
+    expect(totals).not_to_contain_text("attempt")
 
 
 def test_help_tips_stay_inside_the_viewport(browser, chat):

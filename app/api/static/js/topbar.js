@@ -64,11 +64,11 @@ function totalsParts(view) {
   if (totals.searches) parts.push(plural(totals.searches, "search", "searches"));
   if (totals.fetches) parts.push(plural(totals.fetches, "page", "pages"));
   if (totals.requests_with_cost) {
-    const unreported = totals.requests_unreported_cost ? ` +${totals.requests_unreported_cost} not reported` : "";
+    const unreported = totals.requests_unreported_cost ? ` (${plural(totals.requests_unreported_cost, "request", "requests")} without a cost)` : "";
     parts.push(`${format.cost(totals.cost)}${unreported}`);
   }
   if (turns) parts.push(plural(turns, "turn", "turns"));
-  if (totals.turns_unreported) parts.push(`+${plural(totals.turns_unreported, "attempt", "attempts")} with usage not reported`);
+  if (totals.turns_unreported) parts.push(`${plural(totals.turns_unreported, "answer", "answers")} without token counts`);
   return parts;
 }
 
