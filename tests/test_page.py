@@ -602,6 +602,65 @@ def test_the_menu_reaches_every_view_at_400_px(browser, chat):
         page.context.close()
 
 
+OVERLAPS = """([a, b]) => !(a.right <= b.left || b.right <= a.left || a.bottom <= b.top
+    || b.bottom <= a.top)"""
+
+
+def covered(page, selector: str) -> list[str]:
+    """The texts of `selector`'s elements the jump button lies over."""
+    return page.evaluate(
+        f"""(selector) => {{
+            const jump = document.querySelector("#jump-latest").getBoundingClientRect();
+            const overlaps = {OVERLAPS};
+            return [...document.querySelectorAll(selector)]
+                .filter((node) => overlaps([node.getBoundingClientRect(), jump]))
+                .map((node) => node.textContent);
+        }}""",
+        selector,
+    )
+
+
+@pytest.mark.parametrize(("width", "height"), [(1280, 700), (390, 760)], ids=["wide", "phone"])
+def test_jump_to_latest_covers_no_answers_figures_or_sources(browser, chat, llm, width, height):
+    page = open_page(browser, chat.url, width=width, height=height)
+    try:
+        for n in range(3):
+            llm.script(Reply(text=[f"Paragraph {k} of answer {n}.\n\n" for k in range(12)]))
+            send(page, f"Question {n}")
+            wait_turn_end(page)
+        stats = page.locator(".answer-stats")
+        expect(stats).to_have_count(3)
+        for index in range(3):  # each answer's figures brought to the bottom edge in turn
+            page.locator("#messages").evaluate(
+                """(m, i) => {
+                    const row = m.querySelectorAll(".answer-stats")[i];
+                    m.scrollTop += row.getBoundingClientRect().bottom
+                        - m.getBoundingClientRect().bottom + 8;
+                }""",
+                index,
+            )
+            if index < 2:
+                expect(page.locator("#jump-latest")).to_be_visible()
+            assert covered(page, ".answer-stats > :not(.spacer), .source-chip") == []
+    finally:
+        page.context.close()
+
+
+def test_on_a_phone_the_lab_and_status_scroll_below_the_menu_button(browser, chat):
+    """The ☰ floats over the page on a phone: a view that scrolls under it had its first
+    words (the lab chart's "all") hidden behind it."""
+    page = open_page(browser, chat.url + "/#/lab", width=390, height=700)
+    try:
+        for view in ("lab", "status"):
+            page.evaluate(f"location.hash = '#/{view}'")
+            expect(page.locator(f"#view-{view}")).to_be_visible()
+            menu = page.locator("#open-sidebar").bounding_box()
+            scroller = page.locator(f"#view-{view}").bounding_box()
+            assert scroller["y"] >= menu["y"] + menu["height"], (view, scroller, menu)
+    finally:
+        page.context.close()
+
+
 def test_the_view_follows_the_stream_until_the_reader_scrolls_up(browser, chat, llm):
     page = open_page(browser, chat.url, width=1000, height=500)
     try:
