@@ -13,6 +13,7 @@ import asyncio
 from collections.abc import AsyncIterator, Awaitable
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any, Literal, TypeVar, cast
 
 import httpx
@@ -80,6 +81,17 @@ def encode_in_parts(body: RequestBody) -> bytes:
     return b"{" + others + (b"," if others else b"") + b'"messages":[' + parts + b"]}"
 
 
+@dataclass(frozen=True)
+class KeyRefused:
+    """The model server's last refusal of our key, kept for Status: llama-server and some
+    proxies list their models without a key, so the free checks can pass while every
+    answer is refused."""
+
+    model: str
+    message: str
+    at: datetime
+
+
 class ModelClient:
     """One OpenAI-compatible server (``LLM_BASE_URL`` ends with ``/v1``)."""
 
@@ -89,6 +101,8 @@ class ModelClient:
         self.limits = limits or Limits()
         self.ollama_windows: dict[str, OllamaWindow] = {}
         """What Ollama last said of each model's window (read_window), for the context bar."""
+        self.key_refused: KeyRefused | None = None
+        """Set by an answer refused for the key, cleared by the next one given."""
         # Reads are bounded by `limits` with deadlines of our own: httpx's read timeout
         # cannot tell the wait for the first byte from the wait between two events.
         self.http = httpx.AsyncClient(
@@ -175,8 +189,17 @@ class ModelClient:
             await bounds.step(
                 self.limits.idle, response.aread(), silent="the error body did not arrive"
             )
-            raise classify(response.status_code, safe_json(response), response.headers)
+            raise self.refused(body, response)
+        self.key_refused = None
         return source.aiter_sse()
+
+    def refused(self, body: dict[str, Any], response: httpx.Response) -> LLMError:
+        """The failure an error answer names; a refused key is kept for Status."""
+        error = classify(response.status_code, safe_json(response), response.headers)
+        if error.kind is Failure.AUTH:
+            model = str(body.get("model", ""))
+            self.key_refused = KeyRefused(model, error.message, datetime.now(UTC))
+        return error
 
     async def drain(self, events: AsyncIterator[ServerSentEvent]) -> None:
         """Read the body's end after [DONE], which usually came in the same packet: a
@@ -208,7 +231,8 @@ class ModelClient:
         except HTTP_ERRORS as exc:
             raise http_failure(exc, self.base_url) from exc
         if response.status_code != 200:
-            raise classify(response.status_code, safe_json(response), response.headers)
+            raise self.refused(payload, response)
+        self.key_refused = None
         try:
             data = response.json()
             message = (data.get("choices") or [{}])[0].get("message") or {}

@@ -18,6 +18,7 @@ from app.store.rows import (
     now,
     settings_of,
 )
+from app.store.titles import title_from
 
 
 class Turns(Conversations):
@@ -60,7 +61,7 @@ class Turns(Conversations):
         if position == 0 and row.title == NEW_TITLE:
             self.db.execute(
                 "UPDATE conversations SET title = ?, title_from_message = 1 WHERE rowid = ?",
-                (" ".join(text.split())[:60].strip(), row.rowid),
+                (title_from(text), row.rowid),
             )
         self.insert(row.rowid, position, {"role": "user", "content": text, "created": now()})
 

@@ -20,7 +20,12 @@ from typing_extensions import TypedDict
 from app.api.deps import ServicesDep
 from app.chat.services import Services
 from app.doctor.check import Check, first_failure
-from app.doctor.model import model_quick_checks, remembered_refusal_check, tool_check
+from app.doctor.model import (
+    key_refused_check,
+    model_quick_checks,
+    remembered_refusal_check,
+    tool_check,
+)
 from app.doctor.searxng import brave_key_check, plan_check, searxng_free_checks, suspension_checks
 
 router = APIRouter(prefix="/api/status")
@@ -38,6 +43,8 @@ def answer(checks: list[Check]) -> Checked:
 
 async def model_checks(state: Services, *, tools: bool) -> list[Check]:
     checks = await model_quick_checks(state.model, state.settings, state.served.reread_window)
+    if refused := key_refused_check(state.model.key_refused):
+        return [*checks, refused]  # what a tiny request would meet too: not sent again
     if tools and first_failure(checks) is None:
         model = state.settings.default_model
         tool_calling = await tool_check(state.model, model)
