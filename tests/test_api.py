@@ -331,8 +331,8 @@ def test_first_message_names_the_conversation_and_the_picked_model_is_kept(chat,
     message = "  How do I   keep a sourdough starter alive while I am away for two weeks?"
     done(send(chat, created["id"], message, model="fake-small"))
     stored = get_conversation(chat, created["id"])
-    # Whitespace collapsed, cut to 60 characters.
-    assert stored["title"].rstrip() == "How do I keep a sourdough starter alive while I am away for"
+    # Whitespace collapsed, cut between words to 60 characters with the ellipsis.
+    assert stored["title"] == "How do I keep a sourdough starter alive while I am away for…"
     assert stored["settings"]["model"] == "fake-small"
     assert llm.requests[-1].body["model"] == "fake-small"
 
