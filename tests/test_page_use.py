@@ -227,6 +227,27 @@ def test_a_message_given_back_by_a_failure_keeps_its_card_and_retry_after_a_relo
     expect(page.locator("#composer-input")).to_have_value("")
 
 
+def test_a_long_message_of_yours_folds_and_its_code_is_monospace(page, llm):
+    code = "```nginx\nserver {\n    listen 80;\n}\n```"
+    message = "Why does this fail?\n" + code + "\n" + "\n".join(f"log line {n}" for n in range(30))
+    llm.script(Reply(text="Look at line 2."))
+    send(page, message)
+    wait_turn_end(page)
+    bubble = page.locator(".message.user .bubble")
+    font = bubble.locator(".bubble-code").evaluate("node => getComputedStyle(node).fontFamily")
+    assert "mono" in font.lower(), font
+    assert bubble.evaluate("node => node.textContent") == message  # exactly what was sent
+    folded = bubble.bounding_box()["height"]
+    toggle = page.get_by_role("button", name="Show more")
+    toggle.click()
+    expect(page.get_by_role("button", name="Show less")).to_have_attribute("aria-expanded", "true")
+    assert bubble.bounding_box()["height"] > folded * 1.5
+    page.get_by_role("button", name="Show less").click()
+    expect(page.get_by_role("button", name="Show more")).to_be_visible()
+    page.locator(".message.user .edit").click()
+    expect(page.locator(".edit-box textarea")).to_have_value(message)
+
+
 # -- 5. one error card; no empty conversation -------------------------------------------------
 
 
