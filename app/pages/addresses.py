@@ -79,7 +79,7 @@ REFUSED_NETWORKS = tuple(
 def parse(url: str) -> httpx.URL:
     try:
         return httpx.URL(url.strip())
-    except httpx.InvalidURL as exc:
+    except (httpx.InvalidURL, UnicodeError) as exc:  # UnicodeError: a lone surrogate, from JSON
         raise FetchRefused(f"not a valid address: {url!r} ({exc})") from exc
 
 
@@ -152,7 +152,8 @@ def _literal(host: str) -> IPAddress | None:
     if "%" in host:
         # Browsers decode it (%31%32%37.0.0.1 is 127.0.0.1); no real host needs it.
         raise FetchRefused(f"{host} is percent-encoded ({unquote(host)}): not fetched")
-    if not HOST_NAME.fullmatch(host):
+    if not HOST_NAME.fullmatch(host) or any(len(label) > 63 for label in host.split(".")):
+        # A label over 63 characters: the resolver's IDNA codec would raise, not refuse.
         raise FetchRefused(f"{host} is not a valid host name")
     try:
         return _numeric_ipv4(host)
