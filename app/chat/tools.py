@@ -16,7 +16,7 @@ from typing import Any
 
 from app import config
 from app.chat.events import Source, Step, WarningEvent
-from app.chat.given_addresses import AddressKey, GivenAddresses, masked
+from app.chat.given_addresses import MASK, GivenAddresses, Planted, masked
 from app.chat.openai_wire import FunctionTool
 from app.chat.registry import REGISTRY, TOOLS
 from app.chat.settings import ChatSettings
@@ -54,7 +54,7 @@ class ToolRunner:
     given: GivenAddresses = field(default_factory=GivenAddresses)
     """The addresses web_fetch may read; the history's are added at the first fetch."""
     history_read: bool = False
-    queried: set[AddressKey] = field(default_factory=set)
+    planted: Planted = field(default_factory=Planted)
     """Addresses the model wrote in its queries: never given by a result that echoes them."""
     snippets: dict[int, str] = field(default_factory=dict)
     """Each search result's text by source number, for the answer's digest."""
@@ -170,11 +170,13 @@ class ToolRunner:
     def digest_entry(self, number: int) -> str:
         source = self.sources[number - 1]
         dated = f" ({source['date']})" if source.get("date") else ""
-        head = f"[{number}] {source['title']}{dated}\n{source['url']}"
+        # A title or snippet may echo the query: what the model wrote there is never given,
+        # in this answer or in the later ones that read this digest.
+        url = MASK if self.planted.written(source["url"]) else source["url"]
+        head = f"[{number}] {masked(source['title'], self.planted)}{dated}\n{url}"
         if number in self.excerpts:
             return f"{head}\nThe page read, its start:\n{self.excerpts[number]}"
-        # A snippet may echo the query: what the model wrote there is never given.
-        return masked(f"{head}\n{self.snippets[number]}", self.queried)
+        return f"{head}\n{masked(self.snippets[number], self.planted)}"
 
 
 def loaded(arguments: str) -> dict[str, Any] | None:
