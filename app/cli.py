@@ -230,7 +230,7 @@ def cmd_serve(args: argparse.Namespace, settings: config.Settings) -> int:
     if not config.is_loopback(args.host) and not settings.auth_token:
         settings = dataclasses.replace(settings, auth_token=compose_token(settings, args.host))
     for entry in sorted(settings.fetch_allow_hosts):
-        if addresses.names_this_service(entry, args.host, args.port):
+        if addresses.names_this_service(entry, args.port):
             raise config.ConfigError(
                 f"FETCH_ALLOW_HOSTS names this service itself ({entry}): through web_fetch "
                 "the model could read your conversations; remove it"

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from app.chat.events import Source
-from app.chat.given_addresses import AddressKey, masked
+from app.chat.given_addresses import MASK, Planted, masked
 from app.webtext import untrusted
 
 DIGEST_MAX_CHARS = 4_000
@@ -24,8 +24,8 @@ class Gathered:
     """Each search result's text by source number, for the answer's digest."""
     excerpts: Mapping[int, str] = field(default_factory=dict)
     """The start of each page read, by source number, for the answer's digest."""
-    queried: frozenset[AddressKey] = frozenset()
-    """Addresses the model wrote in its queries: a snippet echoing one is masked."""
+    planted: Planted = field(default_factory=Planted)
+    """Addresses the model wrote in its queries: a title or snippet echoing one is masked."""
 
     def digest(self) -> str:
         """The results in short, for follow-up questions ("what else did the second result
@@ -52,11 +52,13 @@ class Gathered:
     def digest_entry(self, number: int) -> str:
         source = self.sources[number - 1]
         dated = f" ({source['date']})" if source.get("date") else ""
-        head = f"[{number}] {source['title']}{dated}\n{source['url']}"
+        # A title or snippet may echo the query: what the model wrote there is never given,
+        # in this answer or in the later ones that read this digest.
+        url = MASK if self.planted.written(source["url"]) else source["url"]
+        head = f"[{number}] {masked(source['title'], self.planted)}{dated}\n{url}"
         if number in self.excerpts:
             return f"{head}\nThe page read, its start:\n{self.excerpts[number]}"
-        # A snippet may echo the query: what the model wrote there is never given.
-        return masked(f"{head}\n{self.snippets[number]}", self.queried)
+        return f"{head}\n{masked(self.snippets[number], self.planted)}"
 
     def renumbered(self, order: list[int]) -> Gathered:
         """The same, numbered anew: `order` lists the old numbers in their new order (see
@@ -66,5 +68,5 @@ class Gathered:
             sources=tuple(self.sources[old - 1] for old in order),
             snippets={new[n]: text for n, text in self.snippets.items()},
             excerpts={new[n]: text for n, text in self.excerpts.items()},
-            queried=self.queried,
+            planted=self.planted,
         )

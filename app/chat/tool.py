@@ -16,7 +16,7 @@ from pydantic_core import ErrorDetails
 
 from app import config
 from app.chat.events import FetchEvent, SearchEvent, Step
-from app.chat.given_addresses import AddressKey, GivenAddresses
+from app.chat.given_addresses import GivenAddresses, Planted
 from app.chat.openai_wire import FunctionTool
 from app.chat.settings import ChatSettings
 from app.pages.fetch import Extract
@@ -55,7 +55,8 @@ class Answering(Protocol):
     history_read: bool
     given: GivenAddresses
     """The addresses web_fetch may read."""
-    queried: set[AddressKey]
+    planted: Planted
+    """The addresses the model wrote in its search queries."""
     snippets: dict[int, str]
     excerpts: dict[int, str]
 

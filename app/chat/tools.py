@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from app import config
 from app.chat.events import Source, Step, WarningEvent
 from app.chat.gathered import Gathered
-from app.chat.given_addresses import AddressKey, GivenAddresses
+from app.chat.given_addresses import GivenAddresses, Planted
 from app.chat.openai_wire import FunctionTool
 from app.chat.registry import REGISTRY, TOOLS
 from app.chat.settings import ChatSettings
@@ -50,7 +50,7 @@ class ToolRunner:
     given: GivenAddresses = field(default_factory=GivenAddresses)
     """The addresses web_fetch may read; the history's are added at the first fetch."""
     history_read: bool = False
-    queried: set[AddressKey] = field(default_factory=set)
+    planted: Planted = field(default_factory=Planted)
     """Addresses the model wrote in its queries: never given by a result that echoes them."""
     snippets: dict[int, str] = field(default_factory=dict)
     """Each search result's text by source number, for the answer's digest."""
@@ -140,7 +140,7 @@ class ToolRunner:
             sources=tuple(source.copy() for source in self.sources),
             snippets=dict(self.snippets),
             excerpts=dict(self.excerpts),
-            queried=frozenset(self.queried),
+            planted=Planted(set(self.planted.parts)),
         )
 
 

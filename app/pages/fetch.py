@@ -219,7 +219,8 @@ async def _get(
             return await _request(url, address, max_bytes, timeout)
         except httpx.ConnectError as exc:
             failure = exc
-    raise FetchFailed(f"cannot connect to {url.host}: {failure}")
+    # raw_host: url.host decodes IDNA, and raises on a name such as xn--a.org.
+    raise FetchFailed(f"cannot connect to {url.raw_host.decode('ascii')}: {failure}")
 
 
 async def _request(
@@ -243,7 +244,13 @@ async def _request(
     verify = tls_context(certifi.where())
     async with httpx.AsyncClient(timeout=timeout, trust_env=False, verify=verify) as client:
         request = client.build_request("GET", target, headers=headers, extensions=extensions)
-        response = await client.send(request, stream=True)
+        try:
+            response = await client.send(request, stream=True)
+        except (httpx.InvalidURL, UnicodeError) as exc:
+            # httpx builds the next request of a redirect even when it does not follow it,
+            # and raises these, not an httpx.HTTPError, for a Location it cannot build
+            # (http:foo, http://xn--/): a failure of this page like any other.
+            raise FetchFailed(f"{url} redirects to an invalid address ({exc})") from exc
         try:
             return await _reply(url, response, max_bytes)
         finally:
