@@ -23,6 +23,7 @@ from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp_types import CallToolResult, TextContent
 
+from app.pages.addresses import names_this_service
 from app.search import client as search_client
 from tests.conftest import ROOT, ChatService, chat_env
 from tests.fakes.pages import ARTICLE_TITLE
@@ -440,7 +441,17 @@ def serving(service: subprocess.Popen[str], url: str) -> bool:
 
 
 @pytest.mark.parametrize("spelling", SELF)
-def test_web_fetch_may_not_be_allowed_to_read_the_service_in_any_spelling(spelling, tmp_path):
+def test_every_spelling_of_this_machine_is_the_service_itself(spelling):
+    """Read as the fetcher reads a host: each one reaches a service on 127.0.0.1:PORT."""
+    port = free_port()
+    assert names_this_service(f"{spelling}:{port}", port)
+    assert not names_this_service(f"{spelling}:{port + 1}", port)  # another port, another server
+
+
+def test_web_fetch_may_not_be_allowed_to_read_the_service_itself(tmp_path):
+    """End to end, with the spelling that once got through: serve refuses to start, so MCP's
+    web_fetch never reads the memory."""
+    spelling = SELF[0]
     stderr, read = served_memory(spelling, tmp_path / "data")
     assert "PIN 4921" not in read
     assert read == ""  # it never served
