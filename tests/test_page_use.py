@@ -51,10 +51,13 @@ def test_a_citation_shows_its_source_and_never_leaves_the_conversation(page, llm
     expect(chip).to_have_class(re.compile("flash"))
     assert page.url == address
     expect(page.locator(".message.user")).to_have_count(1)
-    citations.nth(1).click()  # a result the model saw, not a page it read
-    seen = page.locator(".seen li.flash")
-    expect(seen).to_be_visible()  # its list opened at that entry
-    expect(seen).to_have_attribute("value", "2")
+    # A result the model only saw, but cited: a chip beside the page read, in the order
+    # cited, not folded away in the list of results seen.
+    chips = page.locator(".source-chip .source-number")
+    expect(chips).to_have_text(["1", "2"])
+    expect(page.locator(".seen li")).to_have_count(19)
+    citations.nth(1).click()
+    expect(page.locator(".source-chip").nth(1)).to_have_class(re.compile("flash"))
     expect(page.locator(".flash")).to_have_count(1)  # [1]'s source no longer lit beside it
     assert page.url == address
     assert page.log.errors == []
@@ -342,8 +345,9 @@ def test_a_chip_shows_the_pages_title_and_host_and_numbers_start_at_one(page, ll
     expect(chip.locator(".source-title")).to_have_text("Pierogi, step by step")
     expect(chip.locator(".source-host")).to_have_text("127.0.0.1")
     expect(page.locator(".answer a.citation")).to_have_text(["[1]", "[2]"])
-    seen = page.locator(".seen li")
-    expect(seen.first).to_have_attribute("value", "2")  # the second one cited comes next
+    # The second one cited comes next, a chip too; the results only seen follow, folded.
+    expect(page.locator(".source-chip .source-number")).to_have_text(["1", "2"])
+    expect(page.locator(".seen li").first).to_have_attribute("value", "3")
 
 
 # -- 10. the top bar on a phone -------------------------------------------------------------

@@ -312,7 +312,7 @@ export class AnswerView {
 
   renderSources() {
     clear(this.sourcesBox);
-    if (this.sources.length) this.sourcesBox.append(sourceList(this.sources, (n) => this.shownNumber(n), this.id));
+    if (this.sources.length) this.sourcesBox.append(sourceList(this.sources, (n) => this.shownNumber(n), this.id, (n) => this.citedOrder().includes(n)));
   }
 
   renderStats(usage) {
