@@ -27,9 +27,9 @@ SCHEMA = json.loads((ROOT / "tests" / "compose_spec" / "compose-spec.json").read
 SECRET = "0" * 64
 
 # The forms of the Compose Specification's interpolation: $$, ${VAR}, ${VAR:-default},
-# ${VAR-default}, ${VAR:?error}, ${VAR?error}, $VAR.
+# ${VAR-default}, ${VAR:?error}, ${VAR?error}, ${VAR:+replacement}, ${VAR+replacement}, $VAR.
 VARIABLE = re.compile(
-    r"\$(?:(?P<dollar>\$)|\{(?P<name>[A-Za-z_][A-Za-z0-9_]*)(?:(?P<op>:?[-?])(?P<arg>[^}]*))?\}"
+    r"\$(?:(?P<dollar>\$)|\{(?P<name>[A-Za-z_][A-Za-z0-9_]*)(?:(?P<op>:?[-?+])(?P<arg>[^}]*))?\}"
     r"|(?P<bare>[A-Za-z_][A-Za-z0-9_]*))"
 )
 
@@ -59,6 +59,8 @@ def interpolate_text(text: str, env: dict[str, str]) -> str:
             raise InterpolationError(f"required variable {name} is missing a value: {arg}")
         if op.endswith("-") and unset:
             return arg
+        if op.endswith("+"):
+            return "" if unset else arg
         return env.get(name, "")
 
     result = VARIABLE.sub(value, text)
@@ -311,8 +313,36 @@ def test_the_locale_change_command_recreates_chat_too():
     assert command.removeprefix("docker compose ") in (ROOT / "compose.yaml").read_text()
 
 
-def test_the_renderer_knows_whether_there_is_a_brave_key():
-    assert SERVICES["searxng-settings"]["environment"]["BRAVE_API_KEY"] == "${BRAVE_API_KEY:-}"
+def test_the_renderer_knows_whether_there_is_a_brave_key_but_never_the_key():
+    key = "BSA-the-users-own-key"
+    for env, told in (({"BRAVE_API_KEY": key}, "set"), ({"BRAVE_API_KEY": ""}, "")):
+        renderer = resolved(**env)["services"]["searxng-settings"]
+        assert renderer["environment"]["BRAVE_API_KEY"] == told
+        assert key not in json.dumps(renderer)
+        engines = yaml.safe_load(render_settings("pl-PL", brave_api_key=told))["engines"]
+        ours = next(e for e in engines if e["name"] == config.ENGINE_NAME)
+        assert ours.get("disabled", False) is not bool(told)
+    assert resolved(BRAVE_API_KEY=key)["services"]["searxng"]["environment"]["BRAVE_API_KEY"] == key
+
+
+def test_every_container_has_a_read_only_root_and_memory_for_what_it_writes():
+    for name, service in SERVICES.items():
+        assert service["read_only"] is True, name
+        assert "/tmp" in service["tmpfs"], name
+    # PostgreSQL's socket and lock file; its cluster is on its volume.
+    assert "/var/run/postgresql" in SERVICES["postgres"]["tmpfs"]
+
+
+def test_searxng_cannot_reach_postgresql_or_the_model_server():
+    """SearXNG reads what the internet sends: only the chat services share its network."""
+    networks = {name: set(service.get("networks", ())) for name, service in SERVICES.items()}
+    assert networks["searxng"] == {"frontend"}
+    for name in ("postgres", "llama", "proxy"):
+        assert networks[name] == {"backend"}, name
+    for name in ("chat", "chat-replica"):
+        assert networks[name] == {"frontend", "backend"}, name
+    assert SERVICES["searxng-settings"]["network_mode"] == "none"
+    assert set(COMPOSE["networks"]) == {"frontend", "backend"}
 
 
 def test_searxng_binds_ipv4_keeps_a_cache_volume_and_checks_health_with_wget():

@@ -152,13 +152,11 @@ def services(stack: Stack) -> dict[str, list[dict]]:
 
 
 def replicas(stack: Stack) -> dict[str, dict]:
-    """Each running chat replica by its address on the stack's network."""
+    """Each running chat replica by its address on the backend network, where the proxy
+    reaches it."""
     running = [c for c in services(stack)["chat-replica"] if c["State"]["Running"]]
-    return {
-        network["IPAddress"]: container
-        for container in running
-        for network in container["NetworkSettings"]["Networks"].values()
-    }
+    backend = f"{stack.project}_backend"
+    return {c["NetworkSettings"]["Networks"][backend]["IPAddress"]: c for c in running}
 
 
 def in_replica(stack: Stack, index: int, path: str, *token: str) -> dict:
@@ -209,6 +207,19 @@ def test_both_replicas_are_healthy_and_healthz_answers_through_the_proxy(scale):
     ).stdout
     workers = [line for line in top.splitlines() if "granian" in line or "searxng" in line]
     assert len(workers) >= 3, top  # the main process and two workers
+
+
+def test_searxng_cannot_reach_postgresql_and_the_replicas_can(scale):
+    """SearXNG reads what the internet sends; PostgreSQL is on a network it is not on, by
+    name or by address."""
+    postgres = services(scale)["postgres"][0]
+    address = postgres["NetworkSettings"]["Networks"][f"{scale.project}_backend"]["IPAddress"]
+    assert scale.connects("chat-replica", "postgres", 5432, "scale")
+    assert scale.connects("chat-replica", address, 5432, "scale")
+    assert not scale.connects("searxng", "postgres", 5432, "scale")
+    assert not scale.connects("searxng", address, 5432, "scale")
+    for name, containers in services(scale).items():
+        assert all(c["HostConfig"]["ReadonlyRootfs"] for c in containers), name
 
 
 def test_a_conversation_made_through_the_proxy_is_seen_by_both_replicas(scale):
