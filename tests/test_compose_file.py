@@ -244,7 +244,16 @@ NOT_FOR_CHAT = {
     "POSTGRES_PASSWORD": "postgres, and the replicas' PGPASSWORD",
     "CHAT_REPLICAS": "chat-replica's number of containers",
     "SEARXNG_WORKERS": "searxng's GRANIAN_WORKERS",
+    "BRAVE_API_KEY_FILE": "searxng, as a secret",
+    "POSTGRES_PASSWORD_FILE": "postgres, and the replicas' PGPASSWORD_FILE, as a secret",
 }
+KEY_FILES = {
+    "LLM_API_KEY_FILE": "llm-api-key",
+    "AUTH_TOKEN_FILE": "auth-token",
+    "BRAVE_API_KEY_FILE": "brave-api-key",
+    "POSTGRES_PASSWORD_FILE": "postgres-password",
+}
+"""The keys a user may keep in files, and the Compose secret each becomes."""
 
 
 def test_every_chat_setting_of_env_example_reaches_the_chat_container():
@@ -255,7 +264,9 @@ def test_every_chat_setting_of_env_example_reaches_the_chat_container():
     missing = sorted(documented - set(NOT_FOR_CHAT) - set(chat))
     assert not missing, f"not passed to the chat service: {missing}"
     for name in documented - set(NOT_FOR_CHAT):
-        if name != "SEARCH_LOCALE":  # SEARCH_LOCALE has Compose's own default
+        if name in KEY_FILES:  # a path in the container: the secret's, when one is given
+            assert chat[name] == f"${{{name}:+/run/secrets/{KEY_FILES[name]}}}", name
+        elif name != "SEARCH_LOCALE":  # SEARCH_LOCALE has Compose's own default
             assert chat[name] == f"${{{name}:-}}", (name, chat[name])
     # What a user writes in .env arrives as written.
     values = {"ALLOWED_HOSTS": "chat.lan", "LOG_LEVEL": "DEBUG", "FETCH_TIMEOUT": "7"}
@@ -268,7 +279,7 @@ def test_every_chat_setting_of_env_example_reaches_the_chat_container():
 def test_the_replicas_get_every_chat_setting_and_postgresql_instead_of_sqlite():
     chat = resolved(LOG_LEVEL="DEBUG")["services"]["chat"]["environment"]
     replica = resolved(LOG_LEVEL="DEBUG")["services"]["chat-replica"]["environment"]
-    own = {"DATABASE_URL", "PGPASSWORD"}
+    own = {"DATABASE_URL", "PGPASSWORD", "PGPASSWORD_FILE"}
     assert {k: v for k, v in replica.items() if k not in own} == {
         k: v for k, v in chat.items() if k not in own
     }
@@ -323,6 +334,44 @@ def test_the_renderer_knows_whether_there_is_a_brave_key_but_never_the_key():
         ours = next(e for e in engines if e["name"] == config.ENGINE_NAME)
         assert ours.get("disabled", False) is not bool(told)
     assert resolved(BRAVE_API_KEY=key)["services"]["searxng"]["environment"]["BRAVE_API_KEY"] == key
+
+
+def test_keys_in_files_reach_only_the_services_that_read_them_as_compose_secrets():
+    given = {name: f"./keys/{secret}" for name, secret in KEY_FILES.items()}
+    stack = resolved(**given)
+    assert {name: entry["file"] for name, entry in stack["secrets"].items()} == {
+        secret: given[name] for name, secret in KEY_FILES.items()
+    }
+    services = stack["services"]
+    secrets = {name: set(service.get("secrets", ())) for name, service in services.items()}
+    assert secrets["chat"] == {"llm-api-key", "auth-token"}
+    assert secrets["chat-replica"] == {"llm-api-key", "auth-token", "postgres-password"}
+    assert secrets["searxng"] == {"brave-api-key"}
+    assert secrets["postgres"] == {"postgres-password"}
+    assert not secrets["searxng-settings"] and not secrets["llama"] and not secrets["proxy"]
+    read = {
+        ("chat", "LLM_API_KEY_FILE"): "/run/secrets/llm-api-key",
+        ("chat", "AUTH_TOKEN_FILE"): "/run/secrets/auth-token",
+        ("chat-replica", "PGPASSWORD_FILE"): "/run/secrets/postgres-password",
+        ("searxng", "BRAVE_API_KEY_FILE"): "/run/secrets/brave-api-key",
+        ("postgres", "POSTGRES_PASSWORD_FILE"): "/run/secrets/postgres-password",
+        ("searxng-settings", "BRAVE_API_KEY"): "set",
+    }
+    for (service, variable), value in read.items():
+        assert services[service]["environment"][variable] == value, (service, variable)
+    assert schema_errors(stack) == []
+
+
+def test_keys_in_env_need_no_file():
+    """The newcomer's way: .env alone, the secrets' files /dev/null and never read."""
+    stack = resolved(LLM_API_KEY="sk-1", POSTGRES_PASSWORD="f00d")
+    assert {entry["file"] for entry in stack["secrets"].values()} == {"/dev/null"}
+    chat, postgres = stack["services"]["chat"], stack["services"]["postgres"]
+    assert (chat["environment"]["LLM_API_KEY"], chat["environment"]["LLM_API_KEY_FILE"]) == (
+        "sk-1",
+        "",
+    )
+    assert postgres["environment"]["POSTGRES_PASSWORD_FILE"] == ""
 
 
 def test_every_container_has_a_read_only_root_and_memory_for_what_it_writes():
