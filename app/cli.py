@@ -388,8 +388,10 @@ def cmd_migrate_db(args: argparse.Namespace, settings: config.Settings) -> int:
 
     try:
         configured = settings.database_url or str(settings.data_dir / DATABASE)
-        source = transfer.location(args.source or configured)
-        report = transfer.migrate(source, transfer.location(args.to), replace=args.replace)
+        password = settings.database_password  # PGPASSWORD_FILE's, for a URL given here
+        source = transfer.location(config.with_password(args.source or configured, password))
+        target = transfer.location(config.with_password(args.to, password))
+        report = transfer.migrate(source, target, replace=args.replace)
     except transfer.TransferRefused as exc:
         print(f"refused: {exc}", file=sys.stderr)
         return EXIT_REFUSED

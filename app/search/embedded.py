@@ -144,7 +144,7 @@ def ensure_venv(path: Path, lock: Path = config.SEARXNG_LOCK) -> Path:
 # must have nothing of ours to leak.
 PASSED_TO_SEARXNG = frozenset(
     {"PATH", "HOME", "LANG", "LANGUAGE", "TZ", "TMPDIR", "BRAVE_API_KEY", "BRAVE_API_URL"}
-    | {"SEARCH_PLAN_FILE"}
+    | {"BRAVE_API_KEY_FILE", "SEARCH_PLAN_FILE"}
     | {"SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE"}
     | {f"{name}_proxy" for name in ("http", "https", "all", "no")}
     | {f"{name}_PROXY" for name in ("HTTP", "HTTPS", "ALL", "NO")}
@@ -244,7 +244,7 @@ class EmbeddedSearxng:
             else write_settings(
                 self.workdir,
                 self.locale,
-                brave_api_key=self.environ.get("BRAVE_API_KEY", ""),
+                brave_api_key=config.secret(self.environ, "BRAVE_API_KEY"),
                 allow_http_engine=brave_url.startswith("http://"),
             )
         )

@@ -10,6 +10,7 @@ from datetime import UTC, datetime, timedelta
 from app import jsoncodec
 from app.store.dialect import search_words
 from app.store.errors import Conflict, Damaged
+from app.store.nul import json_text
 from app.store.rows import (
     Conversation,
     Entry,
@@ -43,7 +44,7 @@ class Conversations(Versions):
             self.db.execute(
                 "INSERT INTO conversations (id, title, created, updated, settings) "
                 "VALUES (?, ?, ?, ?, ?)",
-                (conversation_id, title, stamp, stamp, jsoncodec.dumps_text(settings)),
+                (conversation_id, title, stamp, stamp, json_text(settings)),
             )
         return self.load(conversation_id)
 
@@ -143,7 +144,7 @@ class Conversations(Versions):
                 self.db.execute(
                     "UPDATE conversations SET settings = ?, "
                     f"updated = CASE WHEN {HAS_MESSAGES} THEN updated ELSE ? END WHERE rowid = ?",
-                    (jsoncodec.dumps_text(merged), now(), row.rowid),
+                    (json_text(merged), now(), row.rowid),
                 )
             if title is not None:
                 self.db.execute(

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any, TypeAlias, cast
 
 from app import jsoncodec
+from app.store.nul import json_text
 from app.store.picker import Picker
 from app.store.rows import Message, check_id, now
 
@@ -74,10 +75,10 @@ class LegacyImport(Picker):
                     int(bool(conversation.get("title_from_message"))),
                     str(conversation.get("created") or stamp),
                     str(conversation.get("updated") or stamp),
-                    jsoncodec.dumps_text(conversation["settings"]),
+                    json_text(conversation["settings"]),
                     str(conversation.get("summary") or ""),
                     int(conversation.get("summarized") or 0),
-                    *(None if value is None else jsoncodec.dumps_text(value) for value in optional),
+                    *(None if value is None else json_text(value) for value in optional),
                 ),
             )
             (rowid,) = inserted.fetchone()

@@ -14,6 +14,7 @@ from typing_extensions import TypedDict
 
 from app import jsoncodec
 from app.store.errors import Damaged, InvalidId
+from app.store.nul import json_text
 
 ID_PATTERN = r"^[a-z0-9][a-z0-9-]{5,63}$"
 ID = re.compile(ID_PATTERN)
@@ -195,7 +196,7 @@ def detailed(role: str, content: str, digest: str | None, details: str) -> Messa
 def message_columns(message: Message) -> tuple[str, str, str, str | None]:
     """A message as the messages table holds it: role, content, details (JSON), digest."""
     details = {k: v for k, v in message.items() if k not in ("role", "content", "digest")}
-    return message["role"], message["content"], jsoncodec.dumps_text(details), message.get("digest")
+    return message["role"], message["content"], json_text(details), message.get("digest")
 
 
 def measured_messages(usage: str) -> int:

@@ -7,6 +7,7 @@ from __future__ import annotations
 from app import jsoncodec
 from app.store.conversations import Conversations
 from app.store.errors import Conflict
+from app.store.nul import json_text
 from app.store.rows import (
     NEW_TITLE,
     Conversation,
@@ -167,7 +168,7 @@ class Turns(Conversations):
             for key, value in outcome["totals"].items():
                 totals[key] = totals.get(key, 0) + value
             changes: dict[str, str | int] = {
-                "totals": jsoncodec.dumps_text(totals),
+                "totals": json_text(totals),
                 "updated": now(),
             }
             if outcome["summary"] is not None:
@@ -175,9 +176,9 @@ class Turns(Conversations):
             if outcome["summarized"] is not None:
                 changes["summarized"] = outcome["summarized"]
             if outcome["budget"] is not None:
-                changes["budget"] = jsoncodec.dumps_text(outcome["budget"])
+                changes["budget"] = json_text(outcome["budget"])
             if outcome["usage"] is not None:
-                changes["usage"] = jsoncodec.dumps_text(outcome["usage"])
+                changes["usage"] = json_text(outcome["usage"])
             assignments = ", ".join(f"{column} = ?" for column in changes)
             self.db.execute(
                 f"UPDATE conversations SET {assignments} WHERE rowid = ?",
@@ -210,5 +211,5 @@ class Turns(Conversations):
             return
         self.db.execute(
             "UPDATE conversations SET settings = ?, updated = ? WHERE rowid = ?",
-            (jsoncodec.dumps_text({**settings, "model": model}), now(), row.rowid),
+            (json_text({**settings, "model": model}), now(), row.rowid),
         )

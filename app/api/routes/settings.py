@@ -66,8 +66,8 @@ async def get_memory(storage: StorageDep) -> dict[str, str]:
 @router.put("/memory", responses=errors(413, 415, 422))
 async def put_memory(body: MemoryText, services: ServicesDep) -> dict[str, str]:
     async with services.memory_lock:  # shared with compression's merge
-        await services.storage.write_memory(body.text)
-    return {"text": body.text}
+        text = await services.storage.write_memory(body.text)
+    return {"text": text}
 
 
 @router.post("/memory/facts/remove", responses=errors(404, 409, 413, 415, 422))
@@ -78,7 +78,7 @@ async def remove_fact(body: MemoryFact, services: ServicesDep) -> dict[str, str]
         text = context.remove_fact(await storage.read_memory(), body.fact)
         if text is None:
             raise refused("that fact is not in memory.md (edited or removed since?)", 404)
-        await storage.write_memory(text)
+        text = await storage.write_memory(text)
     return {"text": text}
 
 
@@ -89,7 +89,7 @@ async def keep_fact(body: MemoryFact, services: ServicesDep) -> dict[str, str]:
     async with services.memory_lock:
         text, added = context.merge_facts(await storage.read_memory(), [body.fact])
         if added:
-            await storage.write_memory(text)
+            text = await storage.write_memory(text)
     return {"text": text}
 
 
