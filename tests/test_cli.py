@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from tests.conftest import run_cli
 
 
@@ -41,3 +43,46 @@ def test_empty_query_is_refused_before_any_search():
     run = run_cli("search", "  ", searxng_url="http://127.0.0.1:9")
     assert run.returncode == 2
     assert "query is empty" in run.stderr
+
+
+# What only some commands use: the web stack (serve), the extractor and the language model
+# (fetch, extract, measure-locale), the MCP SDK (mcp). A command that needs none of them
+# starts without them: most of a quick command's time was these imports.
+HEAVY = ("uvicorn", "fastapi", "trafilatura", "lxml", "numpy", "py3langid", "mcp")
+
+
+def imported_by(*args: str, **env: str) -> set[str]:
+    """The top-level packages `python -X importtime -m app ...` imports, as it lists them."""
+    run = run_cli(*args, PYTHONPROFILEIMPORTTIME="1", **env)
+    lines = [line for line in run.stderr.splitlines() if line.startswith("import time:")]
+    return {line.rpartition("|")[2].strip().split(".")[0] for line in lines}
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("--help",),
+        ("search", "x"),
+        ("export", "--all"),
+        ("doctor",),
+        ("searxng-settings", "{tmp}"),
+    ],
+    ids=" ".join,
+)
+def test_a_quick_command_starts_without_what_only_others_use(args, tmp_path):
+    given = [arg.format(tmp=tmp_path) for arg in args]
+    imported = imported_by(
+        *given,
+        searxng_url="http://127.0.0.1:9",
+        LLM_BASE_URL="http://127.0.0.1:9/v1",
+        DATA_DIR=str(tmp_path),
+    )
+    assert "app" in imported  # the listing is read
+    assert imported.isdisjoint(HEAVY), sorted(imported.intersection(HEAVY))
+
+
+def test_extract_imports_the_extractor_it_runs(tmp_path):
+    page = tmp_path / "page.html"
+    page.write_text("<html><body><p>Hello.</p></body></html>")
+    imported = imported_by("extract", str(page), searxng_url="")
+    assert {"trafilatura", "lxml"} <= imported
