@@ -9,7 +9,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any, ClassVar, Generic, Protocol, TypeAlias, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, TypeAlias, TypeVar
 
 from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
@@ -19,10 +19,12 @@ from app.chat.events import FetchEvent, SearchEvent, Step
 from app.chat.given_addresses import GivenAddresses, Planted
 from app.chat.openai_wire import FunctionTool
 from app.chat.settings import ChatSettings
-from app.pages.fetch import Extract
-from app.search.searcher import Searcher
 from app.store.rows import Message
 from app.webtext import untrusted
+
+if TYPE_CHECKING:  # the fetcher and the searcher: imported by who runs the tools
+    from app.pages.fetch import Extract
+    from app.search.searcher import Searcher
 
 Arguments = TypeVar("Arguments", bound=BaseModel)
 
