@@ -9,6 +9,9 @@ from tests.chat_client import new_conversation
 from tests.fakes.llm_server import Reply
 
 MEASURED = {"prompt_tokens": 900, "completion_tokens": 10}
+SMALL_CHAT = {"KEEP_RECENT_MESSAGES": "2", "MAX_COMPLETION_TOKENS": "200"}
+"""The settings of a service that keeps the last 2 messages verbatim: with a
+small_conversation, a few turns need a compression."""
 
 
 def summary_reply(summary: str, facts: list[str]) -> Reply:

@@ -21,7 +21,7 @@ from tests.fakes.llm_server import Reply, ToolCall, context_length_exceeded, ser
 from tests.fakes.pages import POISON_ADDRESS, POISON_FACTS
 from tests.llama_server import MODEL_ALIAS, strict_llama
 from tests.llama_turns import ENGLISH, QUIET, service_env
-from tests.summaries import MEASURED, small_conversation, summary_reply
+from tests.summaries import MEASURED, SMALL_CHAT, small_conversation, summary_reply
 
 __all__ = ["strict_llama"]  # a fixture, imported to be used here
 
@@ -30,8 +30,7 @@ __all__ = ["strict_llama"]  # a fixture, imported to be used here
 def small_chat(request, llm, searxng, tmp_path) -> Iterator[ChatService]:
     """Keeps the last 2 messages verbatim; conversations get a 1,000-token budget."""
     llm.clear()
-    env = chat_env(llm, tmp_path, KEEP_RECENT_MESSAGES="2", MAX_COMPLETION_TOKENS="200")
-    with service_for(request, env, searxng.url) as service:
+    with service_for(request, chat_env(llm, tmp_path, **SMALL_CHAT), searxng.url) as service:
         yield service
 
 
@@ -296,13 +295,7 @@ def test_one_compression_saves_at_most_three_facts_each_at_most_200_characters(s
 def small_chat_on_backend(request, llm, searxng, tmp_path, database_url) -> Iterator[ChatService]:
     """small_chat on each storage backend (the compression's notice is kept with the answer)."""
     llm.clear()
-    env = chat_env(
-        llm,
-        tmp_path,
-        KEEP_RECENT_MESSAGES="2",
-        MAX_COMPLETION_TOKENS="200",
-        DATABASE_URL=database_url,
-    )
+    env = chat_env(llm, tmp_path, **SMALL_CHAT, DATABASE_URL=database_url)
     with service_for(request, env, searxng.url) as service:
         yield service
 

@@ -15,7 +15,7 @@ from app.store.database import Database
 from tests.chat_client import Events, done, get_conversation, new_conversation, send, stream
 from tests.conftest import ChatService, chat_env, service_for, store_of
 from tests.fakes.llm_server import Reply, ToolCall, content_filtered, server_error
-from tests.summaries import MEASURED, small_conversation, summary_reply
+from tests.summaries import MEASURED, SMALL_CHAT, small_conversation, summary_reply
 
 
 @pytest.fixture
@@ -31,13 +31,7 @@ def chat(request, llm, pages, searxng, brave, tmp_path, database_url) -> Iterato
 def small_chat(request, llm, searxng, tmp_path, database_url) -> Iterator[ChatService]:
     """test_compression's small_chat (2 messages kept verbatim), on the test's backend."""
     llm.clear()
-    env = chat_env(
-        llm,
-        tmp_path,
-        KEEP_RECENT_MESSAGES="2",
-        MAX_COMPLETION_TOKENS="200",
-        DATABASE_URL=database_url,
-    )
+    env = chat_env(llm, tmp_path, **SMALL_CHAT, DATABASE_URL=database_url)
     with service_for(request, env, searxng.url) as service:
         yield service
 
