@@ -589,6 +589,23 @@ def test_the_export_loads_no_image_wherever_the_markdown_hides_it(chat, llm, hid
         assert "<img" not in html
 
 
+def test_what_is_too_long_to_render_is_exported_as_written(chat, llm):
+    """Past 64 KB a message is exported as a code block, and a paragraph of over 1,000
+    inline elements as its text (each costs mdformat a search of the others): shown as
+    written, the image in them never loaded."""
+    image = "![x](https://a.example/?d=S)"
+    long_message = f"{image} " + "word " * 14_000
+    many_elements = "*a*" * 600 + f" {image}"
+    llm.script(Reply(text=many_elements))
+    conversation = new_conversation(chat)
+    send(chat, conversation, long_message)
+    exported = chat.http.get(f"/api/conversations/{conversation}/export").text
+    html = VIEWERS["CommonMark"].render(exported)
+    assert "<img" not in html
+    assert f"<pre><code>{image} word word" in html
+    assert "<p>" + "*a*" * 600 + f" {image}</p>" in html
+
+
 ORDINARY = """## Pierogi
 
 Boil **1 kg** of potatoes, then *mash* them ([the recipe](https://recipes.example/pierogi)).

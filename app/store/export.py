@@ -29,7 +29,15 @@ ADDRESS_LIKE = re.compile(
     re.I,
 )
 MARKDOWN_PUNCTUATION = re.compile(r"([\\`*_\[\]()<>!#|~])")
-UNESCAPED_LESS_THAN = re.compile(r"(\\*)<(?! )")
+# From the first of a run of backslashes only: tried from each, a long run costs its square.
+UNESCAPED_LESS_THAN = re.compile(r"(?<!\\)(\\*)<(?! )")
+MAX_RENDERED_CHARS = 65_536
+"""A longer message is exported as a code block, shown as it was written: parsing and
+writing back cost about 0.1 ms an inline element, and a message may have 4 MiB."""
+MAX_INLINE_ELEMENTS = 1_000
+"""A paragraph, heading or table cell of more inline elements is exported as its text:
+mdformat finds an element's next sibling by searching them all, a cost that grows with
+their square."""
 
 
 def every_less_than_escaped(text: str, node: object, context: object) -> str:
@@ -130,19 +138,26 @@ def inert(text: str) -> str:
     its images made links, its raw HTML text, its misleading links their target; code
     (fenced blocks, inline spans) is left as it is, since a viewer shows it as text."""
     env: dict[str, Any] = {}
+    if len(text) > MAX_RENDERED_CHARS:
+        code = Token("fence", "code", 0, content=text + "\n", markup="```", block=True)
+        return WRITER.render([code], PARSER.options, env).rstrip("\n")
     tokens = defused(PARSER.parse(text, env))
     return WRITER.render(tokens, PARSER.options, env).rstrip("\n")
 
 
 def defused(tokens: list[Token]) -> list[Token]:
     """Blocks of raw HTML become code blocks (shown as they are), and each paragraph's,
-    heading's or table cell's inline content is defused."""
+    heading's or table cell's inline content is defused (or, past MAX_INLINE_ELEMENTS, its
+    source shown as text)."""
     out = []
     for token in tokens:
         if token.type == "html_block":
             token = Token("fence", "code", 0, content=token.content, markup="```", block=True)
         elif token.children is not None:
-            token.children = relinked(inline_defused(token.children))
+            many = len(token.children) > MAX_INLINE_ELEMENTS
+            token.children = relinked(
+                inline_defused([text_token(token.content)] if many else token.children)
+            )
         out.append(token)
     return out
 
