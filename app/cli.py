@@ -31,7 +31,7 @@ from app.pages import addresses
 from app.pages.errors import FetchFailed, FetchRefused
 from app.pages.extract import extract_file
 from app.pages.fetch import fetch_page
-from app.search import embedded, language
+from app.search import embedded, lab
 from app.search.client import Counter, SearchError, Searxng
 from app.search.plan import PlanReader
 from app.search.searcher import Searcher
@@ -138,38 +138,34 @@ def cmd_search(args: argparse.Namespace, settings: config.Settings) -> int:
         return asyncio.run(run(url))
 
 
-def default_locales(settings: config.Settings) -> str:
-    locales = language.default_locales(settings.search_locale)
-    if not locales:
-        raise config.ConfigError(
-            "give --locales (e.g. all,pl,pl-PL): SEARCH_LOCALE is not set to a language"
-        )
-    return ",".join(locales)
-
-
 def cmd_measure_locale(args: argparse.Namespace, settings: config.Settings) -> int:
-    locales = [
-        config.check_locale(item.strip())
-        for item in (args.locales or default_locales(settings)).split(",")
-        if item.strip()
-    ]
-    target = args.target or language.language_of(locales[-1])
-    if target in ("all", "auto"):
-        raise config.ConfigError("give --target: the last locale names no language")
+    """The search lab's measurement (app/search/lab.py), with its defaults and checks, as
+    the page's lab and the MCP server's measure_locale run it."""
 
-    async def run(url: str) -> list[language.LocaleRow]:
+    async def run(url: str) -> lab.Measurement:
         async with searcher(url, settings) as client:
-            return await language.measure(
-                client, args.query, locales, target, args.top, args.engines
+            return await lab.measurement(
+                client,
+                args.query,
+                locales=args.locales or "",
+                locale="",
+                target=args.target or "",
+                top=str(args.top),
+                engines=args.engines or "",
+                home=settings.search_locale,
             )
 
-    with searxng_url(settings) as url:
-        rows = asyncio.run(run(url))
+    try:
+        with searxng_url(settings) as url:
+            found = asyncio.run(run(url))
+    except (lab.LabRefused, lab.UnknownEngine) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_REFUSED
     if args.json:
-        report = {"query": args.query, "target": target, "top": args.top, "rows": rows}
-        print(json.dumps(report, default=vars, ensure_ascii=False, indent=2))
+        print(json.dumps(asdict(found), ensure_ascii=False, indent=2))
         return 0
-    print(f"Results in '{target}' among the top {args.top} for {args.query!r}:\n")
+    target, rows = found.target, found.rows
+    print(f"Results in '{target}' among the top {found.top} for {found.query!r}:\n")
     width = max(len("locale"), *(len(r.locale) for r in rows))
     print(f"| {'locale':<{width}} | in '{target}' |")
     print(f"|{'-' * (width + 2)}|{'-' * (len(target) + 8)}|")
@@ -422,8 +418,15 @@ def parser() -> argparse.ArgumentParser:
     )
     measure.add_argument("query")
     measure.add_argument("--locales", help="comma list (default: all,<lang>,SEARCH_LOCALE)")
-    measure.add_argument("--target", help="language to count (default: the last locale's)")
-    measure.add_argument("--top", type=int, default=20, help="results per locale (default 20)")
+    measure.add_argument(
+        "--target", help="language to count (default: the last locale's, else SEARCH_LOCALE's)"
+    )
+    measure.add_argument(
+        "--top",
+        type=int,
+        default=20,
+        help=f"results per locale (default 20, at most {lab.MAX_TOP})",
+    )
     measure.add_argument("--engines", help="comma list of SearXNG engine names")
     measure.add_argument("--json", action="store_true", help="print the measurement as JSON")
     measure.set_defaults(run=cmd_measure_locale)

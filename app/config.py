@@ -11,7 +11,7 @@ import string
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeAlias
 
 from app.errors import ServiceError
 
@@ -125,8 +125,13 @@ def auth_token(token: str) -> str:
 # not run, or break the stream it reads (and its usage report).
 RESERVED_MODEL_PARAMS = ("model", "messages", "tools", "stream", "stream_options")
 
+ModelParameters: TypeAlias = dict[str, Any]
+"""One model's MODEL_PARAMS entry: request fields (temperature, top_k, a server's own)
+passed to the model server as the user wrote them. Free-form JSON: a server's fields are
+its own."""
 
-def model_params(raw: str) -> dict[str, dict[str, Any]]:
+
+def model_params(raw: str) -> dict[str, ModelParameters]:
     """MODEL_PARAMS: a JSON object of extra request parameters per model id."""
     if not raw.strip():
         return {}
@@ -194,7 +199,7 @@ class Settings:
     models: tuple[str, ...]
     default_model: str
     summary_model: str
-    model_params: dict[str, dict[str, Any]]
+    model_params: dict[str, ModelParameters]
     data_dir: Path
     database_url: str
     """DATABASE_URL: a postgresql:// URL selects PostgreSQL (several replicas can share

@@ -9,7 +9,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any, ClassVar, Generic, Protocol, TypeVar
+from typing import Any, ClassVar, Generic, Protocol, TypeAlias, TypeVar
 
 from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
@@ -25,6 +25,12 @@ from app.store.rows import Message
 from app.webtext import untrusted
 
 Arguments = TypeVar("Arguments", bound=BaseModel)
+
+JsonSchema: TypeAlias = dict[str, Any]
+"""A tool's arguments as JSON Schema, derived by pydantic: free-form JSON by nature."""
+CallArguments: TypeAlias = dict[str, Any]
+"""A call's arguments as a model or an agent wrote them: free-form JSON until `Tool.parse`
+checks them against the tool's own model."""
 
 
 @dataclass
@@ -94,10 +100,10 @@ class Tool(ABC, Generic[Arguments]):
         return None
 
     @cached_property
-    def parameters(self) -> dict[str, Any]:  # a JSON schema: free-form JSON by nature
+    def parameters(self) -> JsonSchema:
         """The arguments' JSON schema, without pydantic's titles (tokens the model pays
         for and reads nothing in)."""
-        schema: dict[str, Any] = untitled(self.arguments.model_json_schema())
+        schema: JsonSchema = untitled(self.arguments.model_json_schema())
         return schema
 
     @cached_property
@@ -111,7 +117,7 @@ class Tool(ABC, Generic[Arguments]):
             },
         }
 
-    def parse(self, arguments: dict[str, Any]) -> Arguments | str:
+    def parse(self, arguments: CallArguments) -> Arguments | str:
         """The arguments (the JSON object a model or an agent wrote: free-form until here)
         checked against their types, or what is wrong with them, said so the model can
         correct itself (small models send numbers, lists, objects)."""
@@ -121,7 +127,7 @@ class Tool(ABC, Generic[Arguments]):
             return "; ".join(problem(error, arguments) for error in exc.errors())
 
 
-def problem(error: ErrorDetails, arguments: dict[str, Any]) -> str:
+def problem(error: ErrorDetails, arguments: CallArguments) -> str:
     name = ".".join(str(part) for part in error["loc"])
     if error["type"] == "string_type" and name in arguments:
         return f"{name!r} as {type(arguments[name]).__name__} instead of text"

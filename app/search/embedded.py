@@ -24,7 +24,7 @@ import time
 import venv
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, TypeAlias
 
 import httpx
 import yaml
@@ -41,10 +41,14 @@ class SearxngError(ServiceError):
     status = 502
 
 
+YamlObject: TypeAlias = dict[str, Any]
+"""A mapping of SearXNG's settings.yml (the document, an engine's entry), edited in place
+and written back: free-form, SearXNG's own schema."""
+
 # Key-free engines of the pinned SearXNG, searched when there is no Brave API key so that a
 # first run still answers. They scrape result pages and get blocked after a few dozen
 # queries: the Brave API is the reliable path (doctor says so).
-KEYLESS_ENGINES: tuple[dict[str, Any], ...] = (
+KEYLESS_ENGINES: tuple[YamlObject, ...] = (
     {"name": "duckduckgo", "disabled": False},
     # Off in SearXNG's defaults.
     {"name": "mojeek", "disabled": False},
@@ -75,7 +79,7 @@ def render_settings(
     return yaml.safe_dump(settings, sort_keys=False, allow_unicode=True)
 
 
-def use_keyless_engines(settings: dict[str, Any], ours: dict[str, Any]) -> None:
+def use_keyless_engines(settings: YamlObject, ours: YamlObject) -> None:
     """Disable our engine (it is still loaded: asked for by name, it says the key is
     missing); search KEYLESS_ENGINES when it was the only source."""
     ours["disabled"] = True

@@ -132,14 +132,17 @@ class Conversations(Versions):
     def change(
         self, conversation_id: str, title: str | None, settings: StoredSettings
     ) -> Conversation:
-        """Rename and change settings; a turn running meanwhile keeps its own copy. A
-        rename alone leaves the conversation's place in the list (its "updated")."""
+        """Rename and change settings; a turn running meanwhile keeps its own copy. Neither
+        moves the conversation in the list (its "updated": the last turn), except that one
+        with no message yet counts its settings as a change (drop_empty's hour starts
+        again)."""
         with self.write():
             row = self.row(conversation_id)
             if settings:
                 merged = {**jsoncodec.loads(row.settings), **settings}
                 self.db.execute(
-                    "UPDATE conversations SET settings = ?, updated = ? WHERE rowid = ?",
+                    "UPDATE conversations SET settings = ?, "
+                    f"updated = CASE WHEN {HAS_MESSAGES} THEN updated ELSE ? END WHERE rowid = ?",
                     (jsoncodec.dumps_text(merged), now(), row.rowid),
                 )
             if title is not None:

@@ -6,11 +6,16 @@ from __future__ import annotations
 import logging
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, TypeAlias, cast
 
 from app import jsoncodec
 from app.store.picker import Picker
 from app.store.rows import Message, check_id, now
+
+LegacyConversation: TypeAlias = dict[str, Any]
+"""A conversation file of earlier versions as read: its id, title, settings and messages
+checked (`parse_conversation`), the rest kept as the file had it. Free-form JSON: those
+versions wrote what they wrote."""
 
 logger = logging.getLogger(__name__)
 
@@ -51,7 +56,7 @@ class LegacyImport(Picker):
             )
         return imported
 
-    def import_one(self, conversation: dict[str, Any]) -> int:
+    def import_one(self, conversation: LegacyConversation) -> int:
         """One conversation as `parse_conversation` read it; 0 if its id is here already."""
         with self.write(durable=True):
             exists = "SELECT 1 FROM conversations WHERE id = ?"
@@ -84,7 +89,7 @@ class LegacyImport(Picker):
             return 1
 
 
-def parse_conversation(raw: bytes) -> dict[str, Any]:
+def parse_conversation(raw: bytes) -> LegacyConversation:
     """A conversation file of earlier versions, or ValueError saying what is wrong."""
     try:
         conversation = jsoncodec.loads(raw.decode("utf-8"))

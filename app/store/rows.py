@@ -6,7 +6,11 @@ from __future__ import annotations
 
 import re
 from datetime import UTC, datetime
-from typing import Any, NamedTuple, NotRequired, TypeAlias, TypedDict
+from typing import Any, NamedTuple, NotRequired, TypeAlias
+
+# pydantic reads a TypedDict on Python 3.11 only from typing_extensions (/api/config answers
+# the tool refusals).
+from typing_extensions import TypedDict
 
 from app import jsoncodec
 from app.store.errors import Damaged, InvalidId
@@ -17,11 +21,13 @@ NEW_TITLE = "New conversation"
 
 StoredSettings: TypeAlias = dict[str, Any]
 """A conversation's settings as stored (JSON): app/chat reads them over its defaults; the
-store does not read into them, but for the model a turn picked."""
+store does not read into them, but for the model a turn picked. Free-form here: their
+fields are app/chat's (`ChatSettings`), and a stored key no setting has any more is kept."""
 Totals: TypeAlias = dict[str, int | float]
 """What a conversation's turns used, added up by name (tokens, searches, pages read)."""
 ContextReport: TypeAlias = dict[str, Any]
-"""The context budget's report of the last turn (JSON), kept as the turn gave it."""
+"""The context budget's report of the last turn (JSON), kept as the turn gave it. Free-form
+here: its shape is app/chat's (`BudgetReport`), which the store does not know."""
 
 
 class Message(TypedDict):

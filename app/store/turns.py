@@ -4,8 +4,6 @@ the last message. See docs/architecture.md."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from app import jsoncodec
 from app.store.conversations import Conversations
 from app.store.errors import Conflict
@@ -20,6 +18,7 @@ from app.store.rows import (
     now,
     settings_of,
 )
+from app.store.titles import title_from
 
 
 class Turns(Conversations):
@@ -62,7 +61,7 @@ class Turns(Conversations):
         if position == 0 and row.title == NEW_TITLE:
             self.db.execute(
                 "UPDATE conversations SET title = ?, title_from_message = 1 WHERE rowid = ?",
-                (" ".join(text.split())[:60].strip(), row.rowid),
+                (title_from(text), row.rowid),
             )
         self.insert(row.rowid, position, {"role": "user", "content": text, "created": now()})
 
@@ -167,7 +166,10 @@ class Turns(Conversations):
             totals: Totals = jsoncodec.loads(row.totals or "{}")
             for key, value in outcome["totals"].items():
                 totals[key] = totals.get(key, 0) + value
-            changes: dict[str, Any] = {"totals": jsoncodec.dumps_text(totals), "updated": now()}
+            changes: dict[str, str | int] = {
+                "totals": jsoncodec.dumps_text(totals),
+                "updated": now(),
+            }
             if outcome["summary"] is not None:
                 changes["summary"] = outcome["summary"]
             if outcome["summarized"] is not None:

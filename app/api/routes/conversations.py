@@ -4,11 +4,10 @@ their settings, delete. Their turns are app/api/routes/turns.py."""
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 
 from fastapi import APIRouter, Response
 
-from app.api.bodies import ConversationChange, NewConversation, errors
+from app.api.bodies import AS_STORED, ConversationChange, NewConversation, OpenApiResponses, errors
 from app.api.choices import check_budget, check_model
 from app.api.deps import ConversationId, ServicesDep, StorageDep
 from app.chat.settings import ChatSettings
@@ -17,15 +16,12 @@ from app.store.rows import Conversation, Entry
 
 router = APIRouter(prefix="/api/conversations")
 
-MARKDOWN_RESPONSE: dict[int | str, dict[str, Any]] = {
+MARKDOWN_RESPONSE: OpenApiResponses = {
     200: {
         "description": "the conversation as Markdown",
         "content": {"text/markdown": {"schema": {"type": "string"}}},
     }
 }
-# The answers are the stored dicts as they are: declared as plain objects, so that FastAPI
-# neither documents nor converts them field by field.
-AS_STORED = dict[str, Any]
 
 
 @router.get("", response_model=list[AS_STORED])

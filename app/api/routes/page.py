@@ -4,16 +4,19 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import Any
+from typing import Any, NotRequired
 
 import httpx
 from fastapi import APIRouter, Request
 from fastapi.responses import FileResponse, Response
 from fastapi.staticfiles import StaticFiles
+from typing_extensions import TypedDict
 
 from app.api.deps import ServicesDep
 from app.api.lag import LagProbe
 from app.chat.services import Services
+from app.search.failures import FailureView
+from app.search.plan import PlanView
 from app.store.errors import Unavailable
 
 router = APIRouter()
@@ -53,8 +56,34 @@ class PageFiles(StaticFiles):
         return response
 
 
+class DatabaseState(TypedDict):
+    backend: str
+    answers: bool
+
+
+class SearchPlanState(TypedDict):
+    """The Brave plan as its last answer stated it, what this service sent, what SearXNG
+    suspended."""
+
+    plan: PlanView | None
+    rate_per_second: float
+    queries_today: int | None
+    queries_this_month: int | None
+    suspended: list[FailureView]
+
+
+class Health(TypedDict):
+    status: str
+    search: str
+    database: DatabaseState
+    search_plan: SearchPlanState
+    loop_lag_ms: NotRequired[float]
+    """LOOP_LAG_PROBE only: the event loop's worst lateness since the last call."""
+    loop_lag_own_ms: NotRequired[float]
+
+
 @router.get("/healthz")
-async def healthz(request: Request, services: ServicesDep) -> dict[str, Any]:
+async def healthz(request: Request, services: ServicesDep) -> Health:
     """The service is up; whether its SearXNG answers too, and which database it uses and
     whether that answers (nothing private). With LOOP_LAG_PROBE=1, also the event loop's
     worst lateness since the last call, and the same less the time the loop waited for a
@@ -65,7 +94,7 @@ async def healthz(request: Request, services: ServicesDep) -> dict[str, Any]:
     except httpx.HTTPError:
         search = "unreachable"
     database = await services.storage.ping()
-    health: dict[str, Any] = {
+    health: Health = {
         "status": "ok" if search == "ok" and database.answers else "degraded",
         "search": search,
         "database": {"backend": database.backend, "answers": database.answers},
@@ -79,7 +108,7 @@ async def healthz(request: Request, services: ServicesDep) -> dict[str, Any]:
     return health
 
 
-async def search_plan(services: Services) -> dict[str, Any]:
+async def search_plan(services: Services) -> SearchPlanState:
     """The Brave plan as its last answer stated it (None before one), the queries this
     service sent today and this month, and the engines SearXNG suspended: no search."""
     plan = await asyncio.to_thread(services.plan.read)

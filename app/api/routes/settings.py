@@ -4,20 +4,42 @@ memory.md with its facts, and the search cache."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from fastapi import APIRouter, Response
+from typing_extensions import TypedDict
 
 from app.api.bodies import MemoryFact, MemoryText, PickerModels, errors, refused, settings_help
 from app.api.deps import ModelPath, ServicesDep, StorageDep
 from app.chat import context
 from app.chat.settings import ChatSettings, presets
+from app.store.rows import StoredSettings, ToolRefusal
 
 router = APIRouter(prefix="/api")
 
 
+class PickerList(TypedDict):
+    configured: list[str]
+    """MODELS"""
+    server: list[str]
+    """Listed by the model server, beyond MODELS."""
+    added: list[str]
+    """Added by the user in Settings."""
+
+
+class PageConfig(TypedDict):
+    """What the page starts from."""
+
+    models: PickerList
+    tool_refusals: list[ToolRefusal]
+    default_model: str
+    summary_model: str
+    defaults: StoredSettings
+    help: dict[str, str]
+    presets: dict[str, str]
+    auth: bool
+
+
 @router.get("/config")
-async def api_config(services: ServicesDep) -> dict[str, Any]:
+async def api_config(services: ServicesDep) -> PageConfig:
     settings, storage = services.settings, services.storage
     listed = await services.model.models() or []
     return {

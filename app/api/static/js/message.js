@@ -306,7 +306,9 @@ export class AnswerView {
     }
     if (searches) items.push(`${searches} search${searches === 1 ? "" : "es"}`);
     if (pages) items.push(`${pages} page${pages === 1 ? "" : "s"}`);
-    if (usage) items.push(usage.cost === null || usage.cost === undefined ? "cost not reported" : format.cost(usage.cost));
+    // A cost only when the server gave one: local servers never do, and saying so under
+    // every answer says nothing.
+    if (usage && usage.cost !== null && usage.cost !== undefined) items.push(format.cost(usage.cost));
     const meta = answerMeta(this.model, this.at);
     if (meta) this.stats.append(meta);
     for (const item of items) this.stats.append(el("span", { text: item }));
