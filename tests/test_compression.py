@@ -21,9 +21,15 @@ from tests.fakes.llm_server import Reply, ToolCall, context_length_exceeded, ser
 from tests.fakes.pages import POISON_ADDRESS, POISON_FACTS
 from tests.llama_server import MODEL_ALIAS, strict_llama
 from tests.llama_turns import ENGLISH, QUIET, service_env
-from tests.summaries import MEASURED, SMALL_CHAT, small_conversation, summary_reply
+from tests.summaries import (
+    MEASURED,
+    SMALL_CHAT,
+    small_chat_on_backend,
+    small_conversation,
+    summary_reply,
+)
 
-__all__ = ["strict_llama"]  # a fixture, imported to be used here
+__all__ = ["small_chat_on_backend", "strict_llama"]  # fixtures, imported to be used here
 
 
 @pytest.fixture
@@ -289,15 +295,6 @@ def test_one_compression_saves_at_most_three_facts_each_at_most_200_characters(s
         "reason": "over the limit of 3 new facts per compression",
     }
     assert memory_lines(small_chat) == ["- Drinks tea", "- Runs Debian 12", "- Edits with vim"]
-
-
-@pytest.fixture
-def small_chat_on_backend(request, llm, searxng, tmp_path, database_url) -> Iterator[ChatService]:
-    """small_chat on each storage backend (the compression's notice is kept with the answer)."""
-    llm.clear()
-    env = chat_env(llm, tmp_path, **SMALL_CHAT, DATABASE_URL=database_url)
-    with service_for(request, env, searxng.url) as service:
-        yield service
 
 
 # A page's planted fact, paraphrased by the summary model so that no run of its words is the
