@@ -148,7 +148,7 @@ def test_a_memory_edit_during_compression_is_kept(llm, searxng, tmp_path):
         send(service, conversation_id, "I run Debian on my servers. " * 30)
         summary = json.dumps({"summary": "Debian servers.", "facts": ["User runs Debian"]})
         llm.script(
-            Reply(text=summary, chunk_delay=1.0),  # the summary call takes a second
+            Reply(text=[summary], chunk_delay=1.0),  # the summary call takes a second
             Reply(text="Second answer."),
         )
         thread = streaming_in_background(service, conversation_id, "And packaging? " * 30)
