@@ -133,7 +133,9 @@ def create_app(settings: config.Settings, searxng_url: str) -> FastAPI:
         },
     )
     app.state.lag = LagProbe()
-    app.state.access = access.Guard(allowed_hosts=settings.allowed_hosts, token=settings.auth_token)
+    app.state.access = access.Guard(
+        allowed_hosts=settings.allowed_hosts, token=settings.auth_token, storage=storage
+    )
     app.state.mcp = McpEndpoint()
     app.exception_handler(ServiceError)(service_error)
     app.exception_handler(RequestValidationError)(invalid_request)

@@ -11,7 +11,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import FileResponse, Response
 from fastapi.staticfiles import StaticFiles
 
-from app.api.deps import ServicesDep
+from app.api.deps import GuardDep, ServicesDep
 from app.api.lag import LagProbe
 from app.chat.services import Services
 from app.store.errors import Unavailable
@@ -54,11 +54,12 @@ class PageFiles(StaticFiles):
 
 
 @router.get("/healthz")
-async def healthz(request: Request, services: ServicesDep) -> dict[str, Any]:
+async def healthz(request: Request, services: ServicesDep, guard: GuardDep) -> dict[str, Any]:
     """The service is up; whether its SearXNG answers too, and which database it uses and
-    whether that answers (nothing private). With LOOP_LAG_PROBE=1, also the event loop's
-    worst lateness since the last call, and the same less the time the loop waited for a
-    core (see app/api/lag.py)."""
+    whether that answers: open to anyone, for health checks (Compose's, a proxy's). The
+    figures (the Brave plan and the queries sent; with LOOP_LAG_PROBE=1 the event loop's
+    worst lateness since the last call, see app/api/lag.py) only with the token, when
+    AUTH_TOKEN is set: they say how much the household searches."""
     try:
         answer = await services.searxng.http.get("/healthz", timeout=2)
         search = "ok" if answer.status_code == 200 else "unhealthy"
@@ -69,8 +70,10 @@ async def healthz(request: Request, services: ServicesDep) -> dict[str, Any]:
         "status": "ok" if search == "ok" and database.answers else "degraded",
         "search": search,
         "database": {"backend": database.backend, "answers": database.answers},
-        "search_plan": await search_plan(services),
     }
+    if await guard.check_token(dict(request.scope["headers"]), request.scope) is not None:
+        return health
+    health["search_plan"] = await search_plan(services)
     if services.settings.loop_lag_probe:
         lag: LagProbe = request.app.state.lag
         health["loop_lag_ms"], own = lag.take()
