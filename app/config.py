@@ -221,6 +221,8 @@ class Settings:
     max_connections: int
     """MAX_CONNECTIONS: connections served at once; beyond, the one that waited longest
     for its headers is closed."""
+    v1_answers_per_client: int
+    """V1_ANSWERS_PER_CLIENT: /v1 answers one client address may run at once."""
 
 
 def search_rate(raw: str) -> float | None:
@@ -331,4 +333,5 @@ def load(environ: dict[str, str] | None = None) -> Settings:
         loop_lag_probe=env.get("LOOP_LAG_PROBE", "") == "1",
         header_timeout=integer(env, "HEADER_TIMEOUT", 10, 1),
         max_connections=integer(env, "MAX_CONNECTIONS", 500, 10),
+        v1_answers_per_client=integer(env, "V1_ANSWERS_PER_CLIENT", 4, 1),
     )
