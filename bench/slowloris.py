@@ -25,8 +25,13 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import app_root_argument, code_version, machine_load, percentile  # noqa: E402
-from bench.common import service  # noqa: E402
+from bench.common import (  # noqa: E402
+    app_root_argument,
+    code_version,
+    machine_load,
+    percentile,
+    service,
+)
 from tests.conftest import chat_env  # noqa: E402
 from tests.fakes.llm_server import FakeLLM  # noqa: E402
 
