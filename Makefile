@@ -33,6 +33,7 @@ run: $(BIN)/python
 # test that needs none of Chromium, PostgreSQL, llama-server or Docker (tests/components.py
 # marks each test's tiers from the fixtures it uses), on two workers a core: most of these
 # tests wait on servers on loopback (3 min 42 s with two, 5 min 18 s with one, on 2 cores).
+# What else keeps it short is in docs/architecture.md ("The tiers, and make check").
 CORES := $(shell nproc 2>/dev/null || echo 2)
 HEAVY_TIERS := not chromium and not postgresql and not llamacpp and not docker
 check: $(BIN)/python

@@ -11,7 +11,8 @@ import string
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeAlias
+from urllib.parse import quote, urlsplit, urlunsplit
 
 from app.errors import ServiceError
 
@@ -125,8 +126,13 @@ def auth_token(token: str) -> str:
 # not run, or break the stream it reads (and its usage report).
 RESERVED_MODEL_PARAMS = ("model", "messages", "tools", "stream", "stream_options")
 
+ModelParameters: TypeAlias = dict[str, Any]
+"""One model's MODEL_PARAMS entry: request fields (temperature, top_k, a server's own)
+passed to the model server as the user wrote them. Free-form JSON: a server's fields are
+its own."""
 
-def model_params(raw: str) -> dict[str, dict[str, Any]]:
+
+def model_params(raw: str) -> dict[str, ModelParameters]:
     """MODEL_PARAMS: a JSON object of extra request parameters per model id."""
     if not raw.strip():
         return {}
@@ -194,11 +200,13 @@ class Settings:
     models: tuple[str, ...]
     default_model: str
     summary_model: str
-    model_params: dict[str, dict[str, Any]]
+    model_params: dict[str, ModelParameters]
     data_dir: Path
     database_url: str
     """DATABASE_URL: a postgresql:// URL selects PostgreSQL (several replicas can share
-    it); empty: SQLite in DATA_DIR (chat.db)."""
+    it); empty: SQLite in DATA_DIR (chat.db). With PGPASSWORD_FILE, its password in it."""
+    database_password: str
+    """What PGPASSWORD_FILE holds (empty without it), for the URLs migrate-db is given."""
     context_budget_tokens: int
     keep_recent_messages: int
     keep_sources_turns: int
@@ -266,6 +274,20 @@ def setting_locale(value: str) -> str:
         raise ConfigError(f"SEARCH_LOCALE: {exc}") from None
 
 
+def secret(env: Mapping[str, str], name: str) -> str:
+    """NAME, or what the file NAME_FILE names holds: Compose passes a secret as such a file
+    (/run/secrets/...), which neither the environment nor `docker inspect` shows."""
+    path = env.get(f"{name}_FILE", "").strip()
+    if not path:
+        return env.get(name, "")
+    if env.get(name, ""):
+        raise ConfigError(f"both {name} and {name}_FILE are set: keep one")
+    try:
+        return Path(path).read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{name}_FILE: cannot read it ({exc})") from None
+
+
 def database_url(raw: str) -> str:
     """DATABASE_URL: empty, or a PostgreSQL URL (postgresql:// or postgres://)."""
     url = raw.strip()
@@ -278,8 +300,20 @@ def database_url(raw: str) -> str:
     return url
 
 
+def with_password(url: str, password: str) -> str:
+    """A postgresql:// URL with the password in it (libpq reads PGPASSWORD itself, but
+    never a file: PGPASSWORD_FILE's goes in the URL); any other URL, or none, as it is."""
+    if not password or not url.startswith(("postgresql://", "postgres://")):
+        return url
+    parts = urlsplit(url)
+    userinfo, _, host = parts.netloc.rpartition("@")
+    netloc = f"{userinfo.partition(':')[0]}:{quote(password, safe='')}@{host}"
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
 def load(environ: dict[str, str] | None = None) -> Settings:
     env = os.environ if environ is None else environ
+    password = secret(env, "PGPASSWORD") if env.get("PGPASSWORD_FILE", "").strip() else ""
     models = comma_list(env.get("MODELS", ""))
     default_model = env.get("DEFAULT_MODEL", "").strip() or (models[0] if models else "")
     if default_model and default_model not in models:
@@ -289,9 +323,9 @@ def load(environ: dict[str, str] | None = None) -> Settings:
         search_locale=setting_locale(env.get("SEARCH_LOCALE", "").strip() or "all"),
         searxng_venv=Path(env.get("SEARXNG_VENV") or ROOT / ".venv-searxng"),
         searxng_secret=env.get("SEARXNG_SECRET", ""),
-        brave_api_key=env.get("BRAVE_API_KEY", ""),
+        brave_api_key=secret(env, "BRAVE_API_KEY"),
         brave_api_url=env.get("BRAVE_API_URL", ""),
-        auth_token=auth_token(env.get("AUTH_TOKEN", "")),
+        auth_token=auth_token(secret(env, "AUTH_TOKEN")),
         log_level=log_level(env.get("LOG_LEVEL", "")),
         allowed_hosts=frozenset(
             h.lower().rstrip(".") for h in comma_list(env.get("ALLOWED_HOSTS", ""))
@@ -301,7 +335,7 @@ def load(environ: dict[str, str] | None = None) -> Settings:
         llm_base_url=(env.get("LLM_BASE_URL", "").strip() or "http://127.0.0.1:11434/v1").rstrip(
             "/"
         ),
-        llm_api_key=env.get("LLM_API_KEY", ""),
+        llm_api_key=secret(env, "LLM_API_KEY"),
         llm_first_byte_timeout=integer(env, "LLM_FIRST_BYTE_TIMEOUT", 60, 1),
         llm_idle_timeout=integer(env, "LLM_IDLE_TIMEOUT", 300, 1),
         llm_total_timeout=integer(env, "LLM_TOTAL_TIMEOUT", 900, 1),
@@ -318,7 +352,8 @@ def load(environ: dict[str, str] | None = None) -> Settings:
         summary_model=env.get("SUMMARY_MODEL", "").strip() or default_model,
         model_params=model_params(env.get("MODEL_PARAMS", "")),
         data_dir=Path(env.get("DATA_DIR", "").strip() or ROOT / "data"),
-        database_url=database_url(env.get("DATABASE_URL", "")),
+        database_url=with_password(database_url(env.get("DATABASE_URL", "")), password),
+        database_password=password,
         context_budget_tokens=integer(env, "CONTEXT_BUDGET_TOKENS", 102_400, 1_000),
         keep_recent_messages=integer(env, "KEEP_RECENT_MESSAGES", 8, 2),
         keep_sources_turns=integer(env, "KEEP_SOURCES_TURNS", 3),

@@ -299,7 +299,7 @@ def children(pid: int) -> list[int]:
 
 SERVE = ["app", "serve"]
 FLOOR = ["uvicorn", "bench.floor_app:app", "--log-level", "warning"]
-FLOOR += ["--loop", "uvloop", "--http", "httptools"]  # as app/cli.py serves
+FLOOR += ["--loop", "uvloop", "--http", "httptools"]  # as app/cli/serve.py serves
 
 
 def service_log() -> int:

@@ -26,7 +26,7 @@ Configuration (``settings.yml``):
   - name: braveapi
     engine: brave_api
     shortcut: bapi
-    api_key: ""           # empty: read BRAVE_API_KEY from the environment
+    api_key: ""           # empty: BRAVE_API_KEY, or the file BRAVE_API_KEY_FILE names
     base_url: ""          # empty: BRAVE_API_URL, else https://api.search.brave.com
     results_per_page: 20  # Brave's ``count``, 1..20
     inactive: false       # see below
@@ -345,7 +345,17 @@ def record_plan(resp: Any, code: str | None) -> None:
 
 
 def token() -> str:
-    return api_key or os.environ.get("BRAVE_API_KEY", "")
+    """api_key, else BRAVE_API_KEY, else what the file BRAVE_API_KEY_FILE names holds
+    (Compose's secret, which the environment never shows)."""
+    key = api_key or os.environ.get("BRAVE_API_KEY", "")
+    path = os.environ.get("BRAVE_API_KEY_FILE", "").strip()
+    if key or not path:
+        return key
+    try:
+        with open(path, encoding="utf-8") as file:
+            return file.read().strip()
+    except (OSError, UnicodeDecodeError):
+        return ""  # no key: every query says so, and init() logs it
 
 
 def api_root() -> str:

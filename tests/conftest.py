@@ -3,7 +3,9 @@ heavy components (tests/components.py) and the tiers they mark."""
 
 from __future__ import annotations
 
+import contextlib
 import http.cookiejar
+import io
 import os
 import subprocess
 import sys
@@ -25,6 +27,7 @@ from starlette.testclient import TestClient
 from app import config
 from app.api.factory import create_app
 from app.api.serving import server_config
+from app.cli import main
 from app.search.embedded import EmbeddedSearxng, free_port
 from tests import components
 from tests.browser import browser, open_page
@@ -176,6 +179,28 @@ def run_cli(*args: str, searxng_url: str, **env: str) -> subprocess.CompletedPro
         cwd=ROOT,
         env={**os.environ, "SEARXNG_URL": searxng_url, **env},
         timeout=120,
+    )
+
+
+def run_main(*args: str, searxng_url: str, **env: str) -> subprocess.CompletedProcess[str]:
+    """`python -m app ...` in this process: what `run_cli` gives (exit status, output), from
+    the same `main` with the same environment, without a Python to start. For what a command
+    does; `run_cli` where the process is the point (its imports, signals, a SearXNG it
+    starts and stops, `serve`)."""
+    out, err, saved = io.StringIO(), io.StringIO(), dict(os.environ)
+    os.environ.update({"SEARXNG_URL": searxng_url, **env})
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            with contextlib.chdir(ROOT):
+                try:
+                    status = main(list(args))
+                except SystemExit as exc:  # argparse's refusals, and the tools' arguments
+                    status = exc.code if isinstance(exc.code, int) else 1
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+    return subprocess.CompletedProcess(
+        ["python", "-m", "app", *args], status, out.getvalue(), err.getvalue()
     )
 
 

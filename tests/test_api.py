@@ -252,6 +252,32 @@ def test_a_conversation_with_no_message_is_not_listed(chat, llm):
     assert chat.http.get("/api/conversations").json() == []
 
 
+@pytest.mark.parametrize(
+    ("first_message", "title"),
+    [
+        (
+            "```nginx\nserver { listen 80; }\n```\nWhy does this fail?",
+            "server { listen 80; } Why does this fail?",
+        ),
+        ("# Plans\n- **Lyon** in [May](https://example.org/may)", "Plans Lyon in May"),
+        (
+            "Which is better for a home lab: FETCH_ALLOW_HOSTS or a second instance of it?",
+            "Which is better for a home lab: FETCH_ALLOW_HOSTS or a…",
+        ),
+        ("FETCHME=" + "a" * 70, "FETCHME=" + "a" * 51 + "…"),
+    ],
+    ids=["code", "markdown", "long", "one-long-word"],
+)
+def test_a_first_message_titles_the_conversation_in_plain_words(chat, llm, first_message, title):
+    """The sidebar's title reads as words: no Markdown marks, cut between words with an
+    ellipsis (never a bare cut inside one, as "FETCHME=" was)."""
+    llm.script(Reply(text="Noted."))
+    conversation = create_conversation(chat)["id"]
+    done(send(chat, conversation, first_message))
+    assert get_conversation(chat, conversation)["title"] == title
+    assert len(title) <= 60
+
+
 def test_search_finds_by_title_and_by_message_text(chat, llm):
     llm.script(Reply(text="Boil them for four minutes in salted water."))
     dinner = create_conversation(chat, title="Dinner plans")["id"]
@@ -305,8 +331,8 @@ def test_first_message_names_the_conversation_and_the_picked_model_is_kept(chat,
     message = "  How do I   keep a sourdough starter alive while I am away for two weeks?"
     done(send(chat, created["id"], message, model="fake-small"))
     stored = get_conversation(chat, created["id"])
-    # Whitespace collapsed, cut to 60 characters.
-    assert stored["title"].rstrip() == "How do I keep a sourdough starter alive while I am away for"
+    # Whitespace collapsed, cut between words to 60 characters with the ellipsis.
+    assert stored["title"] == "How do I keep a sourdough starter alive while I am away for…"
     assert stored["settings"]["model"] == "fake-small"
     assert llm.requests[-1].body["model"] == "fake-small"
 

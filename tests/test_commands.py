@@ -18,7 +18,7 @@ import pytest
 
 from app.search.embedded import free_port
 from app.store.database import Database
-from tests.conftest import API_KEY, ROOT, run_cli
+from tests.conftest import API_KEY, ROOT, run_cli, run_main
 from tests.fakes.conventions import ollama_routes
 from tests.fakes.llm_server import FakeLLM, Reply, ToolCall, tools_unsupported
 from tests.fakes.pages import ARTICLE_TITLE
@@ -42,7 +42,7 @@ another twenty so that the crust can brown.</p>
 
 def test_fetch_prints_the_page_as_the_model_gets_it(pages):
     url = f"{pages.url}/article"
-    run = run_cli("fetch", url, searxng_url=NO_SEARXNG, FETCH_ALLOW_HOSTS=pages.host)
+    run = run_main("fetch", url, searxng_url=NO_SEARXNG, FETCH_ALLOW_HOSTS=pages.host)
     assert run.returncode == 0, run.stderr
     lines = run.stdout.splitlines()
     # Inside the block that tells the model never to obey it.
@@ -59,7 +59,7 @@ def test_fetch_prints_the_page_as_the_model_gets_it(pages):
 
 def test_fetch_json_has_the_page_fields(pages):
     url = f"{pages.url}/article"
-    run = run_cli("fetch", url, "--json", searxng_url=NO_SEARXNG, FETCH_ALLOW_HOSTS=pages.host)
+    run = run_main("fetch", url, "--json", searxng_url=NO_SEARXNG, FETCH_ALLOW_HOSTS=pages.host)
     assert run.returncode == 0, run.stderr
     page = json.loads(run.stdout)
     assert page["url"] == url
@@ -85,7 +85,7 @@ def test_fetch_json_has_the_page_fields(pages):
     ],
 )
 def test_fetch_refuses_private_addresses_and_says_why(address, reason):
-    run = run_cli("fetch", address, searxng_url=NO_SEARXNG, FETCH_ALLOW_HOSTS="")
+    run = run_main("fetch", address, searxng_url=NO_SEARXNG, FETCH_ALLOW_HOSTS="")
     assert run.returncode == 2, (run.stdout, run.stderr)
     assert run.stdout == ""
     assert run.stderr.startswith("refused: ")
@@ -95,7 +95,7 @@ def test_fetch_refuses_private_addresses_and_says_why(address, reason):
 
 def test_fetch_of_the_loopback_page_server_needs_the_allow_list(pages):
     asked = len(pages.requests)
-    run = run_cli("fetch", f"{pages.url}/article", searxng_url=NO_SEARXNG, FETCH_ALLOW_HOSTS="")
+    run = run_main("fetch", f"{pages.url}/article", searxng_url=NO_SEARXNG, FETCH_ALLOW_HOSTS="")
     assert run.returncode == 2
     assert run.stderr.startswith("refused: ") and "not allowed" in run.stderr
     assert len(pages.requests) == asked  # refused before any connection
@@ -103,7 +103,7 @@ def test_fetch_of_the_loopback_page_server_needs_the_allow_list(pages):
 
 def test_fetch_of_a_missing_page_exits_1(pages):
     url = f"{pages.url}/status?code=404"
-    run = run_cli("fetch", url, searxng_url=NO_SEARXNG, FETCH_ALLOW_HOSTS=pages.host)
+    run = run_main("fetch", url, searxng_url=NO_SEARXNG, FETCH_ALLOW_HOSTS=pages.host)
     assert run.returncode == 1
     assert run.stdout == ""
     assert "error:" in run.stderr and "404" in run.stderr
@@ -111,7 +111,7 @@ def test_fetch_of_a_missing_page_exits_1(pages):
 
 def test_fetch_of_an_unreachable_server_exits_1():
     port = free_port()  # nothing listens there
-    run = run_cli(
+    run = run_main(
         "fetch",
         f"http://127.0.0.1:{port}/page",
         searxng_url=NO_SEARXNG,
@@ -124,7 +124,7 @@ def test_fetch_of_an_unreachable_server_exits_1():
 
 def test_fetch_of_an_image_exits_1_saying_it_is_not_a_page(pages):
     url = f"{pages.url}/image.png"
-    run = run_cli("fetch", url, searxng_url=NO_SEARXNG, FETCH_ALLOW_HOSTS=pages.host)
+    run = run_main("fetch", url, searxng_url=NO_SEARXNG, FETCH_ALLOW_HOSTS=pages.host)
     assert run.returncode == 1
     assert "image/png" in run.stderr and "not a web page" in run.stderr
 
@@ -142,7 +142,7 @@ def saved_pages(tmp_path: Path) -> tuple[Path, Path]:
 
 def test_extract_prints_the_main_text_of_html_and_gzipped_html(tmp_path):
     html, packed = saved_pages(tmp_path)
-    run = run_cli("extract", str(html), str(packed), searxng_url=NO_SEARXNG)
+    run = run_main("extract", str(html), str(packed), searxng_url=NO_SEARXNG)
     assert run.returncode == 0, run.stderr
     out = run.stdout
     assert f"== {html}: Notes on sourdough (" in out
@@ -156,7 +156,7 @@ def test_extract_prints_the_main_text_of_html_and_gzipped_html(tmp_path):
 def test_extract_json_maps_each_file_as_given(tmp_path):
     html, packed = saved_pages(tmp_path)
     relative = os.path.relpath(html, ROOT)  # run_cli runs in the checkout
-    run = run_cli("extract", "--json", relative, str(packed), searxng_url=NO_SEARXNG)
+    run = run_main("extract", "--json", relative, str(packed), searxng_url=NO_SEARXNG)
     assert run.returncode == 0, run.stderr
     result = json.loads(run.stdout)
     assert list(result) == [relative, str(packed)]
@@ -171,7 +171,7 @@ def test_extract_json_maps_each_file_as_given(tmp_path):
 
 def test_extract_of_a_missing_file_says_which(tmp_path):
     missing = tmp_path / "nowhere.html"
-    run = run_cli("extract", str(missing), searxng_url=NO_SEARXNG)
+    run = run_main("extract", str(missing), searxng_url=NO_SEARXNG)
     assert run.returncode == 1
     assert run.stdout == ""
     assert str(missing) in run.stderr and "No such file" in run.stderr
@@ -183,7 +183,7 @@ def test_extract_of_a_damaged_gzip_file_is_a_clear_error(tmp_path, damage):
     broken = tmp_path / "saved.html.gz"
     packed = gzip.compress(PAGE.encode("utf-8"))
     broken.write_bytes(b"<html>plain</html>" if damage == "not gzip" else packed[:150])
-    run = run_cli("extract", str(broken), searxng_url=NO_SEARXNG)
+    run = run_main("extract", str(broken), searxng_url=NO_SEARXNG)
     assert run.returncode == 1
     assert "Traceback" not in run.stderr
     assert run.stderr.startswith(f"error: {broken}: ")
@@ -216,7 +216,7 @@ EVERY_CHECK = [
 
 def test_doctor_all_ok(searxng, brave):
     with FakeLLM(models=["fake-model"], n_ctx=8192) as llm:
-        run = run_cli(
+        run = run_main(
             "doctor",
             searxng_url=searxng.url,
             LLM_BASE_URL=llm.api_base,
@@ -236,7 +236,7 @@ def test_doctor_all_ok(searxng, brave):
 def test_doctor_names_a_rejected_brave_key(fresh_searxng, brave, llm):
     llm.clear()
     brave.fail_next(422, "SUBSCRIPTION_TOKEN_INVALID")
-    run = run_cli(
+    run = run_main(
         "doctor",
         searxng_url=fresh_searxng.url,
         LLM_BASE_URL=llm.api_base,
@@ -257,7 +257,7 @@ def test_doctor_does_not_blame_the_key_for_an_engine_error(fresh_searxng, brave,
     network and SearXNG's /stats/errors instead of asking for another key."""
     llm.clear()
     brave.fail_next(500, "INTERNAL_ERROR", times=3)
-    run = run_cli(
+    run = run_main(
         "doctor",
         searxng_url=fresh_searxng.url,
         LLM_BASE_URL=llm.api_base,
@@ -291,7 +291,7 @@ def test_doctor_with_a_wrong_brave_key_in_its_own_searxng(brave, llm):
 
 def test_doctor_with_no_model_server_says_to_fix_llm_base_url(searxng, brave):
     closed = free_port()
-    run = run_cli(
+    run = run_main(
         "doctor",
         searxng_url=searxng.url,
         LLM_BASE_URL=f"http://127.0.0.1:{closed}/v1",
@@ -311,7 +311,7 @@ def test_doctor_says_the_chat_still_withholds_tools_a_model_accepts_now(
     database.refuse_tools("fake-model", "fake-model does not support tools")
     database.close()
     llm.clear()
-    run = run_cli(
+    run = run_main(
         "doctor",
         searxng_url=searxng.url,
         LLM_BASE_URL=llm.api_base,
@@ -327,7 +327,7 @@ def test_doctor_says_the_chat_still_withholds_tools_a_model_accepts_now(
 def test_doctor_reports_a_model_without_tool_calling(searxng, brave, llm):
     llm.clear()
     llm.script(tools_unsupported())
-    run = run_cli(
+    run = run_main(
         "doctor", searxng_url=searxng.url, LLM_BASE_URL=llm.api_base, DEFAULT_MODEL="fake-model"
     )
     assert run.returncode == 1
@@ -349,7 +349,7 @@ def doctor_line(stdout: str, name: str) -> tuple[str, str]:
 def doctor_against_ollama(searxng, **shape: int) -> subprocess.CompletedProcess[str]:
     """`doctor` with qwen3:8b on a fake Ollama shaped as `ollama_routes` takes it."""
     with FakeLLM(models=["qwen3:8b"], routes=ollama_routes("qwen3:8b", **shape)) as ollama:
-        return run_cli(
+        return run_main(
             "doctor",
             searxng_url=searxng.url,
             LLM_BASE_URL=ollama.api_base,
@@ -506,7 +506,7 @@ def test_serve_runs_its_own_searxng_and_stops_it(brave, llm, tmp_path, stop_sign
     ],
 )
 def test_invalid_setting_is_a_clear_error_naming_it(name, value):
-    run = run_cli("serve", "--port", str(free_port()), searxng_url=NO_SEARXNG, **{name: value})
+    run = run_main("serve", "--port", str(free_port()), searxng_url=NO_SEARXNG, **{name: value})
     assert run.returncode == 1
     assert run.stderr.startswith("error: ")
     assert name in run.stderr

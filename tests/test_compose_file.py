@@ -27,9 +27,9 @@ SCHEMA = json.loads((ROOT / "tests" / "compose_spec" / "compose-spec.json").read
 SECRET = "0" * 64
 
 # The forms of the Compose Specification's interpolation: $$, ${VAR}, ${VAR:-default},
-# ${VAR-default}, ${VAR:?error}, ${VAR?error}, $VAR.
+# ${VAR-default}, ${VAR:?error}, ${VAR?error}, ${VAR:+replacement}, ${VAR+replacement}, $VAR.
 VARIABLE = re.compile(
-    r"\$(?:(?P<dollar>\$)|\{(?P<name>[A-Za-z_][A-Za-z0-9_]*)(?:(?P<op>:?[-?])(?P<arg>[^}]*))?\}"
+    r"\$(?:(?P<dollar>\$)|\{(?P<name>[A-Za-z_][A-Za-z0-9_]*)(?:(?P<op>:?[-?+])(?P<arg>[^}]*))?\}"
     r"|(?P<bare>[A-Za-z_][A-Za-z0-9_]*))"
 )
 
@@ -59,6 +59,8 @@ def interpolate_text(text: str, env: dict[str, str]) -> str:
             raise InterpolationError(f"required variable {name} is missing a value: {arg}")
         if op.endswith("-") and unset:
             return arg
+        if op.endswith("+"):
+            return "" if unset else arg
         return env.get(name, "")
 
     result = VARIABLE.sub(value, text)
@@ -242,7 +244,16 @@ NOT_FOR_CHAT = {
     "POSTGRES_PASSWORD": "postgres, and the replicas' PGPASSWORD",
     "CHAT_REPLICAS": "chat-replica's number of containers",
     "SEARXNG_WORKERS": "searxng's GRANIAN_WORKERS",
+    "BRAVE_API_KEY_FILE": "searxng, as a secret",
+    "POSTGRES_PASSWORD_FILE": "postgres, and the replicas' PGPASSWORD_FILE, as a secret",
 }
+KEY_FILES = {
+    "LLM_API_KEY_FILE": "llm-api-key",
+    "AUTH_TOKEN_FILE": "auth-token",
+    "BRAVE_API_KEY_FILE": "brave-api-key",
+    "POSTGRES_PASSWORD_FILE": "postgres-password",
+}
+"""The keys a user may keep in files, and the Compose secret each becomes."""
 
 
 def test_every_chat_setting_of_env_example_reaches_the_chat_container():
@@ -253,7 +264,9 @@ def test_every_chat_setting_of_env_example_reaches_the_chat_container():
     missing = sorted(documented - set(NOT_FOR_CHAT) - set(chat))
     assert not missing, f"not passed to the chat service: {missing}"
     for name in documented - set(NOT_FOR_CHAT):
-        if name != "SEARCH_LOCALE":  # SEARCH_LOCALE has Compose's own default
+        if name in KEY_FILES:  # a path in the container: the secret's, when one is given
+            assert chat[name] == f"${{{name}:+/run/secrets/{KEY_FILES[name]}}}", name
+        elif name != "SEARCH_LOCALE":  # SEARCH_LOCALE has Compose's own default
             assert chat[name] == f"${{{name}:-}}", (name, chat[name])
     # What a user writes in .env arrives as written.
     values = {"ALLOWED_HOSTS": "chat.lan", "LOG_LEVEL": "DEBUG", "FETCH_TIMEOUT": "7"}
@@ -266,7 +279,7 @@ def test_every_chat_setting_of_env_example_reaches_the_chat_container():
 def test_the_replicas_get_every_chat_setting_and_postgresql_instead_of_sqlite():
     chat = resolved(LOG_LEVEL="DEBUG")["services"]["chat"]["environment"]
     replica = resolved(LOG_LEVEL="DEBUG")["services"]["chat-replica"]["environment"]
-    own = {"DATABASE_URL", "PGPASSWORD"}
+    own = {"DATABASE_URL", "PGPASSWORD", "PGPASSWORD_FILE"}
     assert {k: v for k, v in replica.items() if k not in own} == {
         k: v for k, v in chat.items() if k not in own
     }
@@ -311,8 +324,74 @@ def test_the_locale_change_command_recreates_chat_too():
     assert command.removeprefix("docker compose ") in (ROOT / "compose.yaml").read_text()
 
 
-def test_the_renderer_knows_whether_there_is_a_brave_key():
-    assert SERVICES["searxng-settings"]["environment"]["BRAVE_API_KEY"] == "${BRAVE_API_KEY:-}"
+def test_the_renderer_knows_whether_there_is_a_brave_key_but_never_the_key():
+    key = "BSA-the-users-own-key"
+    for env, told in (({"BRAVE_API_KEY": key}, "set"), ({"BRAVE_API_KEY": ""}, "")):
+        renderer = resolved(**env)["services"]["searxng-settings"]
+        assert renderer["environment"]["BRAVE_API_KEY"] == told
+        assert key not in json.dumps(renderer)
+        engines = yaml.safe_load(render_settings("pl-PL", brave_api_key=told))["engines"]
+        ours = next(e for e in engines if e["name"] == config.ENGINE_NAME)
+        assert ours.get("disabled", False) is not bool(told)
+    assert resolved(BRAVE_API_KEY=key)["services"]["searxng"]["environment"]["BRAVE_API_KEY"] == key
+
+
+def test_keys_in_files_reach_only_the_services_that_read_them_as_compose_secrets():
+    given = {name: f"./keys/{secret}" for name, secret in KEY_FILES.items()}
+    stack = resolved(**given)
+    assert {name: entry["file"] for name, entry in stack["secrets"].items()} == {
+        secret: given[name] for name, secret in KEY_FILES.items()
+    }
+    services = stack["services"]
+    secrets = {name: set(service.get("secrets", ())) for name, service in services.items()}
+    assert secrets["chat"] == {"llm-api-key", "auth-token"}
+    assert secrets["chat-replica"] == {"llm-api-key", "auth-token", "postgres-password"}
+    assert secrets["searxng"] == {"brave-api-key"}
+    assert secrets["postgres"] == {"postgres-password"}
+    assert not secrets["searxng-settings"] and not secrets["llama"] and not secrets["proxy"]
+    read = {
+        ("chat", "LLM_API_KEY_FILE"): "/run/secrets/llm-api-key",
+        ("chat", "AUTH_TOKEN_FILE"): "/run/secrets/auth-token",
+        ("chat-replica", "PGPASSWORD_FILE"): "/run/secrets/postgres-password",
+        ("searxng", "BRAVE_API_KEY_FILE"): "/run/secrets/brave-api-key",
+        ("postgres", "POSTGRES_PASSWORD_FILE"): "/run/secrets/postgres-password",
+        ("searxng-settings", "BRAVE_API_KEY"): "set",
+    }
+    for (service, variable), value in read.items():
+        assert services[service]["environment"][variable] == value, (service, variable)
+    assert schema_errors(stack) == []
+
+
+def test_keys_in_env_need_no_file():
+    """The newcomer's way: .env alone, the secrets' files /dev/null and never read."""
+    stack = resolved(LLM_API_KEY="sk-1", POSTGRES_PASSWORD="f00d")
+    assert {entry["file"] for entry in stack["secrets"].values()} == {"/dev/null"}
+    chat, postgres = stack["services"]["chat"], stack["services"]["postgres"]
+    assert (chat["environment"]["LLM_API_KEY"], chat["environment"]["LLM_API_KEY_FILE"]) == (
+        "sk-1",
+        "",
+    )
+    assert postgres["environment"]["POSTGRES_PASSWORD_FILE"] == ""
+
+
+def test_every_container_has_a_read_only_root_and_memory_for_what_it_writes():
+    for name, service in SERVICES.items():
+        assert service["read_only"] is True, name
+        assert "/tmp" in service["tmpfs"], name
+    # PostgreSQL's socket and lock file; its cluster is on its volume.
+    assert "/var/run/postgresql" in SERVICES["postgres"]["tmpfs"]
+
+
+def test_searxng_cannot_reach_postgresql_or_the_model_server():
+    """SearXNG reads what the internet sends: only the chat services share its network."""
+    networks = {name: set(service.get("networks", ())) for name, service in SERVICES.items()}
+    assert networks["searxng"] == {"frontend"}
+    for name in ("postgres", "llama", "proxy"):
+        assert networks[name] == {"backend"}, name
+    for name in ("chat", "chat-replica"):
+        assert networks[name] == {"frontend", "backend"}, name
+    assert SERVICES["searxng-settings"]["network_mode"] == "none"
+    assert set(COMPOSE["networks"]) == {"frontend", "backend"}
 
 
 def test_searxng_binds_ipv4_keeps_a_cache_volume_and_checks_health_with_wget():

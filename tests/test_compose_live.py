@@ -186,6 +186,18 @@ def test_searxng_is_not_published_and_nothing_runs_as_root(stack):
         assert user and user.split(":")[0] not in ("root", "0"), (name, user)
     for name in ("searxng", "searxng-settings"):
         assert services[name]["HostConfig"]["CapDrop"] == ["ALL"], name
+    for name, container in services.items():
+        assert container["HostConfig"]["ReadonlyRootfs"] is True, name
+
+
+def test_the_settings_renderer_is_told_a_key_is_set_never_the_key(stack):
+    containers = stack.containers()
+    services = {c["Config"]["Labels"]["com.docker.compose.service"]: c for c in containers}
+    renderer, searxng = services["searxng-settings"], services["searxng"]
+    assert "BRAVE_API_KEY=set" in renderer["Config"]["Env"]
+    assert not any(BRAVE_KEY in variable for variable in renderer["Config"]["Env"])
+    assert renderer["HostConfig"]["NetworkMode"] == "none"
+    assert f"BRAVE_API_KEY={BRAVE_KEY}" in searxng["Config"]["Env"]  # our engine's
 
 
 def test_the_readme_locale_change_reaches_brave(stack, fakes):
@@ -261,6 +273,8 @@ def test_the_llm_profile_answers_a_turn_through_llama(stack, llamacpp):
         if c["Config"]["Labels"]["com.docker.compose.service"] == "llama"
     )
     assert llama["Config"]["User"] == "977:977" and llama["HostConfig"]["CapDrop"] == ["ALL"]
+    assert stack.connects("chat", "llama", 8080, "llm")
+    assert not stack.connects("searxng", "llama", 8080, "llm")
     with stack.api() as client:
         conversation = new_conversation(client, web_search=False, web_fetch=False)
         path = f"/api/conversations/{conversation}/chat"

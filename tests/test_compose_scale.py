@@ -40,6 +40,8 @@ from tests.fakes.llm_server import FakeLLM, Reply
 ROOT = Path(__file__).resolve().parent.parent
 REPLICAS = 2
 POSTGRES_URL = "postgresql://chat@postgres:5432/chat"
+LLM_KEY = "sk-compose-secret-for-the-model-server"
+POSTGRES_PASSWORD = secrets.token_hex(16)
 """The README's target for migrate-db, the URL the replicas use (the password: PGPASSWORD)."""
 FETCH = (
     "import sys, urllib.request; "
@@ -108,18 +110,25 @@ def scale(fakes, tmp_path_factory) -> Iterator[ScaleStack]:
     project = f"psc-scale-{uuid.uuid4().hex[:8]}"
     work = tmp_path_factory.mktemp("compose-scale")
     stack = ScaleStack(project, work / ".env", {}, free_port(), secrets.token_hex(16))
+    # The keys as files (the single stack of test_compose_live.py has them in .env).
+    keys = {
+        "BRAVE_API_KEY_FILE": BRAVE_KEY,
+        "LLM_API_KEY_FILE": LLM_KEY,
+        "AUTH_TOKEN_FILE": stack.token,
+        "POSTGRES_PASSWORD_FILE": POSTGRES_PASSWORD,
+    }
+    for name, value in keys.items():
+        (work / name).write_text(value + "\n")
     stack.write_env(
         SEARXNG_SECRET=secrets.token_hex(32),
-        BRAVE_API_KEY=BRAVE_KEY,
         BRAVE_API_URL=f"http://host.docker.internal:{port_of(brave)}",
         COMPOSE_LLM_BASE_URL=f"http://host.docker.internal:{port_of(llm)}/v1",
         MODELS="fake-model",
         DEFAULT_MODEL="fake-model",
-        AUTH_TOKEN=stack.token,
         CHAT_PORT=str(stack.port),
-        POSTGRES_PASSWORD=secrets.token_hex(16),
         CHAT_REPLICAS=str(REPLICAS),
         SEARXNG_WORKERS="2",
+        **{name: str(work / name) for name in keys},
     )
     started = time.monotonic()
     try:
@@ -152,13 +161,11 @@ def services(stack: Stack) -> dict[str, list[dict]]:
 
 
 def replicas(stack: Stack) -> dict[str, dict]:
-    """Each running chat replica by its address on the stack's network."""
+    """Each running chat replica by its address on the backend network, where the proxy
+    reaches it."""
     running = [c for c in services(stack)["chat-replica"] if c["State"]["Running"]]
-    return {
-        network["IPAddress"]: container
-        for container in running
-        for network in container["NetworkSettings"]["Networks"].values()
-    }
+    backend = f"{stack.project}_backend"
+    return {c["NetworkSettings"]["Networks"][backend]["IPAddress"]: c for c in running}
 
 
 def in_replica(stack: Stack, index: int, path: str, *token: str) -> dict:
@@ -209,6 +216,43 @@ def test_both_replicas_are_healthy_and_healthz_answers_through_the_proxy(scale):
     ).stdout
     workers = [line for line in top.splitlines() if "granian" in line or "searxng" in line]
     assert len(workers) >= 3, top  # the main process and two workers
+
+
+def test_searxng_cannot_reach_postgresql_and_the_replicas_can(scale):
+    """SearXNG reads what the internet sends; PostgreSQL is on a network it is not on, by
+    name or by address."""
+    postgres = services(scale)["postgres"][0]
+    address = postgres["NetworkSettings"]["Networks"][f"{scale.project}_backend"]["IPAddress"]
+    assert scale.connects("chat-replica", "postgres", 5432, "scale")
+    assert scale.connects("chat-replica", address, 5432, "scale")
+    assert not scale.connects("searxng", "postgres", 5432, "scale")
+    assert not scale.connects("searxng", address, 5432, "scale")
+    for name, containers in services(scale).items():
+        assert all(c["HostConfig"]["ReadonlyRootfs"] for c in containers), name
+
+
+def test_keys_given_as_files_work_and_no_container_shows_them(scale, fakes):
+    """Each key reached what reads it (the replicas logged in to PostgreSQL, a search went
+    to Brave with its key, the API wants the token, the model server got its key), and no
+    container's environment holds one."""
+    brave, llm = fakes
+    brave.clear()
+    assert in_replica(scale, 1, "/healthz")["database"]["answers"] is True
+    with scale.api(token=None) as client:
+        assert client.get("/api/conversations").status_code == 401
+    llm.script(Reply(text="Done."))
+    with scale.api() as client:
+        conversation = new_conversation(client)
+        path = f"/api/conversations/{conversation}/chat"
+        assert read_events(client, path, {"message": "hi"})[-1]["type"] == "done"
+    assert llm.requests[-1].headers["authorization"] == f"Bearer {LLM_KEY}"
+    search = ["exec", "-T", "chat-replica", "python", "-m", "app", "search", "tea"]
+    scale.compose("--profile", "scale", *search)
+    assert brave.requests and brave.requests[-1].headers.get("x-subscription-token") == BRAVE_KEY
+    for container in scale.containers():
+        shown = json.dumps(container["Config"]["Env"])
+        for key in (BRAVE_KEY, LLM_KEY, scale.token, POSTGRES_PASSWORD):
+            assert key not in shown, container["Name"]
 
 
 def test_a_conversation_made_through_the_proxy_is_seen_by_both_replicas(scale):

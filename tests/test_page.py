@@ -62,7 +62,7 @@ def test_an_answer_streams_in_and_ends_rendered(page, llm):
     stats = answer.locator(".answer-stats")
     expect(stats).to_contain_text("in 800")
     expect(stats).to_contain_text("out 40")
-    expect(stats).to_contain_text("cost not reported")
+    expect(stats).not_to_contain_text("cost")  # the server gave none: nothing to say
     expect(page.locator("#totals")).to_contain_text("1 turn")
     expect(page.locator(".context-label")).to_contain_text("800 tokens measured by the server")
     assert page.log.errors == []
@@ -158,6 +158,22 @@ def test_escape_stops_too(page, llm):
     wait_turn_end(page)
     assert llm.wait_hung_up() is not None
     expect(page.locator(".badge.interrupted")).to_be_visible()
+
+
+def test_enter_while_an_answer_streams_says_why_it_waits(page, llm):
+    llm.script(Reply(text=LONG_ANSWER, chunk_delay=0.05))
+    send(page, "A long story, please.")
+    expect(page.locator(".message.assistant .answer")).to_contain_text("Sentence number 2")
+    page.locator("#composer-input").fill("And a follow-up")
+    page.locator("#composer-input").press("Enter")
+    hint = page.locator("#composer-hint")
+    expect(hint).to_be_visible()
+    expect(hint).to_contain_text("send this once it ends, or press Stop")
+    expect(page.locator("#composer-input")).to_have_value("And a follow-up")
+    expect(page.locator(".message.user")).to_have_count(1)
+    page.locator("#stop").click()
+    wait_turn_end(page)
+    expect(hint).to_be_hidden()
 
 
 @pytest.mark.parametrize(
@@ -582,6 +598,65 @@ def test_the_menu_reaches_every_view_at_400_px(browser, chat):
         page.locator("#open-sidebar").click()
         page.locator("#new-conversation").click()
         expect(page.locator(".empty")).to_be_visible()
+    finally:
+        page.context.close()
+
+
+OVERLAPS = """([a, b]) => !(a.right <= b.left || b.right <= a.left || a.bottom <= b.top
+    || b.bottom <= a.top)"""
+
+
+def covered(page, selector: str) -> list[str]:
+    """The texts of `selector`'s elements the jump button lies over."""
+    return page.evaluate(
+        f"""(selector) => {{
+            const jump = document.querySelector("#jump-latest").getBoundingClientRect();
+            const overlaps = {OVERLAPS};
+            return [...document.querySelectorAll(selector)]
+                .filter((node) => overlaps([node.getBoundingClientRect(), jump]))
+                .map((node) => node.textContent);
+        }}""",
+        selector,
+    )
+
+
+@pytest.mark.parametrize(("width", "height"), [(1280, 700), (390, 760)], ids=["wide", "phone"])
+def test_jump_to_latest_covers_no_answers_figures_or_sources(browser, chat, llm, width, height):
+    page = open_page(browser, chat.url, width=width, height=height)
+    try:
+        for n in range(3):
+            llm.script(Reply(text=[f"Paragraph {k} of answer {n}.\n\n" for k in range(12)]))
+            send(page, f"Question {n}")
+            wait_turn_end(page)
+        stats = page.locator(".answer-stats")
+        expect(stats).to_have_count(3)
+        for index in range(3):  # each answer's figures brought to the bottom edge in turn
+            page.locator("#messages").evaluate(
+                """(m, i) => {
+                    const row = m.querySelectorAll(".answer-stats")[i];
+                    m.scrollTop += row.getBoundingClientRect().bottom
+                        - m.getBoundingClientRect().bottom + 8;
+                }""",
+                index,
+            )
+            if index < 2:
+                expect(page.locator("#jump-latest")).to_be_visible()
+            assert covered(page, ".answer-stats > :not(.spacer), .source-chip") == []
+    finally:
+        page.context.close()
+
+
+def test_on_a_phone_the_lab_and_status_scroll_below_the_menu_button(browser, chat):
+    """The ☰ floats over the page on a phone: a view that scrolls under it had its first
+    words (the lab chart's "all") hidden behind it."""
+    page = open_page(browser, chat.url + "/#/lab", width=390, height=700)
+    try:
+        for view in ("lab", "status"):
+            page.evaluate(f"location.hash = '#/{view}'")
+            expect(page.locator(f"#view-{view}")).to_be_visible()
+            menu = page.locator("#open-sidebar").bounding_box()
+            scroller = page.locator(f"#view-{view}").bounding_box()
+            assert scroller["y"] >= menu["y"] + menu["height"], (view, scroller, menu)
     finally:
         page.context.close()
 

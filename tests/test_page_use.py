@@ -14,6 +14,7 @@ from tests.browser import open_page
 from tests.chat_client import new_conversation
 from tests.chat_client import send as api_send
 from tests.conftest import ChatService, chat_env
+from tests.fakes.conventions import lmstudio_stream
 from tests.fakes.llm_server import (
     FakeLLM,
     Reply,
@@ -50,10 +51,14 @@ def test_a_citation_shows_its_source_and_never_leaves_the_conversation(page, llm
     expect(chip).to_have_class(re.compile("flash"))
     assert page.url == address
     expect(page.locator(".message.user")).to_have_count(1)
-    citations.nth(1).click()  # a result the model saw, not a page it read
-    seen = page.locator(".seen li.flash")
-    expect(seen).to_be_visible()  # its list opened at that entry
-    expect(seen).to_have_attribute("value", "2")
+    # A result the model only saw, but cited: a chip beside the page read, in the order
+    # cited, not folded away in the list of results seen.
+    chips = page.locator(".source-chip .source-number")
+    expect(chips).to_have_text(["1", "2"])
+    expect(page.locator(".seen li")).to_have_count(19)
+    citations.nth(1).click()
+    expect(page.locator(".source-chip").nth(1)).to_have_class(re.compile("flash"))
+    expect(page.locator(".flash")).to_have_count(1)  # [1]'s source no longer lit beside it
     assert page.url == address
     assert page.log.errors == []
 
@@ -168,6 +173,84 @@ def test_the_text_left_in_the_box_stays_with_its_conversation(page, llm):
     expect(page.locator("#composer-input")).to_have_value("A new idea")
 
 
+def test_the_text_left_in_a_box_survives_a_reload(page, llm):
+    llm.script(Reply(text="First answer."))
+    send(page, "First question")
+    wait_turn_end(page)
+    first = conversation_id(page)
+    page.locator("#composer-input").press_sequentially("Half a follow-up")
+    page.locator("#new-conversation").click()
+    page.locator("#composer-input").press_sequentially("A new idea")
+    page.reload()
+    page.wait_for_selector("body[data-ready]", state="attached")
+    expect(page.locator("#composer-input")).to_have_value("A new idea")
+    page.locator(f'.conversation-item[data-id="{first}"] a').click()
+    expect(page.locator("#composer-input")).to_have_value("Half a follow-up")
+    page.reload()
+    page.wait_for_selector("body[data-ready]", state="attached")
+    expect(page.locator("#composer-input")).to_have_value("Half a follow-up")
+    llm.script(Reply(text="Second answer."))
+    page.ended_before = turns_ended(page)
+    page.locator("#composer-input").press("Enter")
+    wait_turn_end(page)
+    page.reload()
+    page.wait_for_selector("body[data-ready]", state="attached")
+    expect(page.locator(".message.assistant .answer").last).to_have_text("Second answer.")
+    expect(page.locator("#composer-input")).to_have_value("")  # sent, the draft went
+
+
+def test_a_message_given_back_by_a_failure_keeps_its_card_and_retry_after_a_reload(page, llm):
+    llm.script(server_error(500))
+    send(page, "My carefully written question")
+    wait_turn_end(page)
+    expect(page.locator(".error-card")).to_contain_text("Your message is back in the box below.")
+    for _ in range(2):  # and again after the Retry's own reload
+        page.reload()
+        page.wait_for_selector("body[data-ready]", state="attached")
+        expect(page.locator("#composer-input")).to_have_value("My carefully written question")
+        card = page.locator(".error-card")
+        expect(card).to_have_count(1)
+        expect(card.locator("h3")).to_have_text("The model server failed")
+        expect(card).to_contain_text("Your message is back in the box below.")
+        expect(page.locator(".empty")).to_have_count(0)
+        # Nothing answered, nothing measured, nothing to export (nor is it listed).
+        expect(page.locator("#totals")).to_have_text("No turns yet")
+        expect(page.locator(".context-label")).to_contain_text("measured after the first answer")
+        expect(page.locator("#export-conversation")).to_be_disabled()
+        expect(page.locator(".conversation-item")).to_have_count(0)
+    llm.script(Reply(text="It worked this time."))
+    page.ended_before = turns_ended(page)
+    card.get_by_role("button", name="Retry").click()
+    wait_turn_end(page)
+    expect(page.locator(".message.assistant .answer").last).to_have_text("It worked this time.")
+    page.reload()
+    page.wait_for_selector("body[data-ready]", state="attached")
+    expect(page.locator(".message.assistant .answer").last).to_have_text("It worked this time.")
+    expect(page.locator(".error-card")).to_have_count(0)
+    expect(page.locator("#composer-input")).to_have_value("")
+
+
+def test_a_long_message_of_yours_folds_and_its_code_is_monospace(page, llm):
+    code = "```nginx\nserver {\n    listen 80;\n}\n```"
+    message = "Why does this fail?\n" + code + "\n" + "\n".join(f"log line {n}" for n in range(30))
+    llm.script(Reply(text="Look at line 2."))
+    send(page, message)
+    wait_turn_end(page)
+    bubble = page.locator(".message.user .bubble")
+    font = bubble.locator(".bubble-code").evaluate("node => getComputedStyle(node).fontFamily")
+    assert "mono" in font.lower(), font
+    assert bubble.evaluate("node => node.textContent") == message  # exactly what was sent
+    folded = bubble.bounding_box()["height"]
+    toggle = page.get_by_role("button", name="Show more")
+    toggle.click()
+    expect(page.get_by_role("button", name="Show less")).to_have_attribute("aria-expanded", "true")
+    assert bubble.bounding_box()["height"] > folded * 1.5
+    page.get_by_role("button", name="Show less").click()
+    expect(page.get_by_role("button", name="Show more")).to_be_visible()
+    page.locator(".message.user .edit").click()
+    expect(page.locator(".edit-box textarea")).to_have_value(message)
+
+
 # -- 5. one error card; no empty conversation -------------------------------------------------
 
 
@@ -262,8 +345,9 @@ def test_a_chip_shows_the_pages_title_and_host_and_numbers_start_at_one(page, ll
     expect(chip.locator(".source-title")).to_have_text("Pierogi, step by step")
     expect(chip.locator(".source-host")).to_have_text("127.0.0.1")
     expect(page.locator(".answer a.citation")).to_have_text(["[1]", "[2]"])
-    seen = page.locator(".seen li")
-    expect(seen.first).to_have_attribute("value", "2")  # the second one cited comes next
+    # The second one cited comes next, a chip too; the results only seen follow, folded.
+    expect(page.locator(".source-chip .source-number")).to_have_text(["1", "2"])
+    expect(page.locator(".seen li").first).to_have_attribute("value", "3")
 
 
 # -- 10. the top bar on a phone -------------------------------------------------------------
@@ -409,7 +493,81 @@ def test_the_keyboard_reaches_the_message_box_in_few_steps(page, chat, llm):
     expect(page.locator("#composer-input")).to_be_focused()
 
 
+def test_escape_and_keep_leave_the_delete_undone_and_the_focus_on_the_row(page, chat, llm):
+    """The inline confirmation starts on Keep, so an Enter pressed out of habit deletes
+    nothing; Escape keeps too; either way the keyboard goes on from the same row, and so
+    does Escape in a rename."""
+    older, newer = two_conversations(chat, llm)
+    page.reload()
+    page.wait_for_selector("body[data-ready]", state="attached")
+    row = page.locator(f'.conversation-item[data-id="{older}"]')
+    row.locator("a").focus()
+    page.keyboard.press("Delete")
+    expect(row.locator(".confirm-delete")).to_be_visible()
+    expect(row.get_by_role("button", name="Keep")).to_be_focused()
+    page.keyboard.press("Enter")
+    expect(row.locator("a")).to_be_focused()
+    page.keyboard.press("Delete")
+    expect(row.locator(".confirm-delete")).to_be_visible()
+    page.keyboard.press("Escape")
+    expect(row.locator(".confirm-delete")).to_have_count(0)
+    expect(row.locator("a")).to_be_focused()
+    page.keyboard.press("F2")
+    expect(row.locator("input")).to_be_focused()
+    page.keyboard.press("Escape")
+    expect(row.locator("a")).to_be_focused()
+    listed = [c["id"] for c in httpx.get(f"{chat.url}/api/conversations").json()]
+    assert listed == [newer, older]  # nothing deleted
+
+
+def test_the_arrow_keys_reach_the_search_results(page, chat, llm):
+    two_conversations(chat, llm)
+    page.reload()
+    page.wait_for_selector("body[data-ready]", state="attached")
+    page.keyboard.press("Control+k")
+    page.keyboard.type("nginx")
+    rows = page.locator(".conversation-item")
+    expect(rows).to_have_count(1)
+    page.keyboard.press("ArrowDown")
+    expect(rows.first.locator("a")).to_be_focused()
+    page.keyboard.press("ArrowUp")
+    expect(page.locator("#chat-search")).to_be_focused()
+    page.keyboard.press("ArrowDown")
+    page.keyboard.press("Enter")
+    expect(page.locator(".message.user")).to_contain_text("Nginx proxy")
+
+
 # -- 13. Settings ---------------------------------------------------------------------------
+
+
+def test_the_two_settings_are_named_apart_and_a_saved_form_offers_close(page):
+    sidebar = page.locator("#open-settings")
+    chat_settings = page.get_by_role("button", name="Chat settings")
+    expect(sidebar).to_have_text("Settings")
+    expect(chat_settings).to_be_visible()
+    chat_settings.click()
+    page.locator("#setting-web_fetch").uncheck()
+    dialog = page.locator("#settings-dialog")
+    expect(dialog.get_by_role("button", name="Cancel")).to_be_visible()
+    dialog.locator("button[type=submit]").click()
+    expect(dialog.locator(".saved")).to_contain_text("Saved 1 change")
+    expect(dialog.get_by_role("button", name="Cancel")).to_have_count(0)  # nothing to cancel
+    dialog.get_by_role("button", name="Close", exact=True).click()
+    expect(dialog).to_be_hidden()
+
+
+def test_an_answer_says_only_what_its_server_reported(page, llm):
+    """No "cost not reported" under every answer of a local server, and the totals count
+    an answer without usage in plain words."""
+    llm.script(lmstudio_stream("fake-model", ["Four ", "minutes."]))  # it sends no usage
+    send(page, "How long do pierogi boil?")
+    wait_turn_end(page)
+    stats = page.locator(".message.assistant .answer-stats")
+    expect(stats).to_contain_text("usage not reported")
+    expect(stats).not_to_contain_text("cost")
+    totals = page.locator("#totals")
+    expect(totals).to_contain_text("1 answer without token counts")
+    expect(totals).not_to_contain_text("attempt")
 
 
 def test_help_tips_stay_inside_the_viewport(browser, chat):

@@ -27,6 +27,7 @@ from tests.conftest import (
     chat_env,
     on_socket,
     run_cli,
+    run_main,
     searxng_env,
 )
 from tests.fakes.blocked_site import BlockedSite
@@ -123,7 +124,7 @@ def test_a_used_up_month_is_named_in_the_turn_and_on_the_status_panel(plan_servi
 def test_a_used_up_month_is_named_by_doctor(fresh_searxng, brave, llm, tmp_path):
     brave.monthly_quota = 10
     brave.spend(10)
-    run = run_cli(
+    run = run_main(
         "doctor",
         searxng_url=fresh_searxng.url,
         SEARCH_PLAN_FILE=str(fresh_searxng.plan_file),
@@ -277,7 +278,7 @@ def test_a_commands_searches_count_with_the_services(
 
 
 def test_doctor_names_a_blocked_key_free_engine_and_until_when(blocked_searxng, llm, tmp_path):
-    run = run_cli(
+    run = run_main(
         "doctor",
         searxng_url=blocked_searxng.url,
         SEARCH_PLAN_FILE=str(blocked_searxng.plan_file),

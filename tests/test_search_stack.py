@@ -13,7 +13,7 @@ import pytest
 
 from app.search.client import SearchResponse, Searxng
 from app.search.embedded import EmbeddedSearxng
-from tests.conftest import API_KEY, run_cli, searxng_env
+from tests.conftest import API_KEY, run_main, searxng_env
 
 
 def search(searxng: EmbeddedSearxng, **params: str) -> dict:
@@ -101,7 +101,7 @@ def test_results_carry_date_description_and_extra_snippets(searxng, brave):
 def test_rate_limit_reaches_the_cli_as_a_clear_error(fresh_searxng, brave):
     # Refused again when retried (app/search/searcher.py): the search fails, and says why.
     brave.fail_next(429, "RATE_LIMITED", times=2)
-    run = run_cli("search", "rust", searxng_url=fresh_searxng.url)
+    run = run_main("search", "rust", searxng_url=fresh_searxng.url)
     assert run.returncode != 0
     assert "too many requests" in run.stderr
     assert "RATE_LIMITED" in run.stderr
@@ -110,7 +110,7 @@ def test_rate_limit_reaches_the_cli_as_a_clear_error(fresh_searxng, brave):
     # instead of calling Brave again.
     time.sleep(1.5)  # past the per-second suspension
     brave.fail_next(429, "QUOTA_LIMITED")
-    assert run_cli("search", "rust", searxng_url=fresh_searxng.url).returncode != 0
+    assert run_main("search", "rust", searxng_url=fresh_searxng.url).returncode != 0
     calls = len(brave.requests)
 
     async def search() -> SearchResponse:
@@ -126,10 +126,10 @@ def test_rate_limit_suspension_lasts_as_long_as_brave_says(fresh_searxng, brave)
     # The fake's X-RateLimit-Reset says a couple of seconds; without it SearXNG would
     # suspend the engine for an hour. Refused twice: the search's one retry fails too.
     brave.fail_next(429, "RATE_LIMITED", times=2)
-    assert run_cli("search", "rust", searxng_url=fresh_searxng.url).returncode != 0
+    assert run_main("search", "rust", searxng_url=fresh_searxng.url).returncode != 0
     deadline = time.monotonic() + 15
     while time.monotonic() < deadline:
-        if run_cli("search", "rust", searxng_url=fresh_searxng.url).returncode == 0:
+        if run_main("search", "rust", searxng_url=fresh_searxng.url).returncode == 0:
             return
         time.sleep(0.5)
     pytest.fail("the engine stayed suspended past Brave's reset delay")
@@ -137,7 +137,7 @@ def test_rate_limit_suspension_lasts_as_long_as_brave_says(fresh_searxng, brave)
 
 def test_invalid_token_reaches_the_cli_with_brave_code_and_detail(fresh_searxng, brave):
     brave.fail_next(422, "SUBSCRIPTION_TOKEN_INVALID")
-    run = run_cli("search", "rust", searxng_url=fresh_searxng.url)
+    run = run_main("search", "rust", searxng_url=fresh_searxng.url)
     assert run.returncode != 0
     assert "SUBSCRIPTION_TOKEN_INVALID" in run.stderr
     assert "Brave API 422" in run.stderr
@@ -145,7 +145,7 @@ def test_invalid_token_reaches_the_cli_with_brave_code_and_detail(fresh_searxng,
 
 def test_validation_error_names_the_field(fresh_searxng, brave):
     brave.fail_next(422, "VALIDATION")
-    run = run_cli("search", "rust", searxng_url=fresh_searxng.url)
+    run = run_main("search", "rust", searxng_url=fresh_searxng.url)
     assert run.returncode != 0
     assert "VALIDATION" in run.stderr
 
@@ -155,7 +155,7 @@ def test_missing_api_key_is_named(brave):
     with EmbeddedSearxng("all", environ=env) as keyless:
         # Without a key our engine is off by default (key-free engines search instead);
         # asked for by name, it says what is missing.
-        run = run_cli(
+        run = run_main(
             "search", "rust", "--engines", "braveapi", searxng_url=keyless.url, BRAVE_API_KEY=""
         )
     assert run.returncode != 0
@@ -164,13 +164,13 @@ def test_missing_api_key_is_named(brave):
 
 
 def test_unreachable_searxng_is_a_clear_error():
-    run = run_cli("search", "rust", searxng_url="http://127.0.0.1:9")
+    run = run_main("search", "rust", searxng_url="http://127.0.0.1:9")
     assert run.returncode != 0
     assert "SearXNG is not reachable at http://127.0.0.1:9" in run.stderr
 
 
 def test_search_prints_date_title_url_and_content(searxng, brave):
-    run = run_cli("search", "linux kernel", "--locale", "en", searxng_url=searxng.url)
+    run = run_main("search", "linux kernel", "--locale", "en", searxng_url=searxng.url)
     assert run.returncode == 0, run.stderr
     first = run.stdout.splitlines()[0]
     assert re.match(r"^(\d{4}-\d{2}-\d{2}|-{10})  \S", first)
@@ -178,7 +178,7 @@ def test_search_prints_date_title_url_and_content(searxng, brave):
 
 
 def test_search_json_lists_the_documented_fields(searxng, brave):
-    run = run_cli("search", "linux kernel", "--json", "--page", "2", searxng_url=searxng.url)
+    run = run_main("search", "linux kernel", "--json", "--page", "2", searxng_url=searxng.url)
     assert run.returncode == 0, run.stderr
     results = json.loads(run.stdout)
     assert results

@@ -4,18 +4,22 @@ user's plan) and the panel on the page, on the real SearXNG and the fakes."""
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from playwright.sync_api import expect
 
 from app import config
 from app.search.embedded import free_port
 from tests.browser import open_page
 from tests.chat_client import new_conversation, send
 from tests.conftest import ChatService, chat_env, on_socket
-from tests.fakes.llm_server import FakeLLM, Reply, tools_unsupported
+from tests.fakes.llm_server import FakeLLM, Reply, invalid_api_key, tools_unsupported
 from tests.fakes.loopback import LoopbackFake, LoopbackHandler
+from tests.page_actions import send as type_and_send
+from tests.page_actions import wait_turn_end
 
 QUICK_IDS = [
     "searxng_reachable",
@@ -327,6 +331,58 @@ def test_a_dead_model_server_opens_the_status_view_by_itself(browser, service, b
             screenshot(page, f"status-warning-{'dark' if dark else 'light'}.png")
         finally:
             page.context.close()
+
+
+def test_the_sidebar_dots_follow_what_the_turns_meet(browser, service, brave):
+    """Green, then red once an answer finds the model server gone, then green again once an
+    answer comes: the dots say what the turns meet, not what the page load saw."""
+    model_dot = "#status-dots .status-dot[title^='model server']"
+    with FakeLLM(models=["fake-model"]) as model_server:
+        port = int(model_server.url.rsplit(":", 1)[1])
+        running = service(fake=model_server)
+        page = open_page(browser, running.url + "/")
+        try:
+            page.wait_for_selector("body[data-ready]", state="attached")
+            expect(page.locator(model_dot)).to_have_class(re.compile(r"\bok\b"))
+            model_server.stop()
+            type_and_send(page, "Is it up?")
+            wait_turn_end(page)
+            expect(page.locator(".error-card")).to_be_visible()
+            expect(page.locator(model_dot)).to_have_class(re.compile(r"\bfail\b"))
+            model_server.start(port)
+            model_server.script(Reply(text="It is."))
+            type_and_send(page, "Is it up?")
+            wait_turn_end(page)
+            expect(page.locator(".message.assistant .answer").last).to_have_text("It is.")
+            expect(page.locator(model_dot)).to_have_class(re.compile(r"\bok\b"))
+        finally:
+            page.context.close()
+
+
+def test_a_refused_key_is_what_open_status_shows_until_an_answer_comes(browser, chat, llm):
+    """A server that lists its models without a key (llama-server does) passes every free
+    check while it refuses each answer: the card's Open status must show the refusal, and
+    an answer given later clears it."""
+    page = open_page(browser, chat.url + "/")
+    try:
+        page.wait_for_selector("body[data-ready]", state="attached")
+        llm.script(invalid_api_key())
+        type_and_send(page, "Hello?")
+        wait_turn_end(page)
+        page.locator(".error-card").get_by_role("button", name="Open status").click()
+        wait_checked(page)
+        assert rows(page)["model_key_refused"] == "fail"
+        row = page.locator("#view-status [data-check='model_key_refused']")
+        assert "LLM_API_KEY" in row.locator(".status-fix").inner_text()
+        assert "fake-model" in row.locator(".status-detail").inner_text()
+        expect(page.locator("#status-dots .status-dot[title^='model server']")).to_have_class(
+            re.compile(r"\bfail\b")
+        )
+    finally:
+        page.context.close()
+    llm.script(Reply(text="Hi."))
+    assert send(chat, new_conversation(chat), "Hello again?")[-1]["type"] == "done"
+    assert "model_key_refused" not in by_id(status(chat, quick=True))
 
 
 def test_a_model_that_accepts_tools_again_is_said_to_be_still_withheld(chat, brave, llm):

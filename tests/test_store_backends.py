@@ -130,6 +130,26 @@ def test_search_splits_and_folds_words_alike_on_both_backends(store):
     assert found == SEARCHES
 
 
+def test_saved_settings_leave_a_conversation_in_its_place_on_both_backends(store):
+    """The list is by the last turn: saving a conversation's settings does not move it to
+    the top (a rename neither). One with no message yet counts it as a change, so it is
+    not dropped as untouched for an hour."""
+    database = Database(store)
+    try:
+        older = database.create("Older", {})["id"]
+        database.put_message(older, 0, {"role": "user", "content": "first"})
+        newer = database.create("Newer", {})["id"]
+        database.put_message(newer, 0, {"role": "user", "content": "second"})
+        database.change(older, None, {"web_fetch": False})
+        database.change(older, "Older, renamed", {})
+        assert [entry["id"] for entry in database.list()] == [newer, older]
+        empty = database.create("Empty", {})
+        database.change(empty["id"], None, {"web_fetch": False})
+        assert database.load(empty["id"])["updated"] > empty["updated"]
+    finally:
+        database.close()
+
+
 # -- PostgreSQL's schema -----------------------------------------------------------------------
 
 

@@ -79,3 +79,16 @@ def test_a_missing_component_skips_with_its_reason_and_fails_in_ci(tmp_path):
     assert in_ci.returncode != 0
     assert "2 errors" in in_ci.stdout  # each fails in its set-up, naming what it needs
     assert all(f"CI must run every tier; this test {reason}" in in_ci.stdout for reason in needs)
+
+
+def test_pytest_starts_without_the_property_testing_libraries():
+    """No test uses hypothesis or schemathesis in-process (test_schema runs schemathesis's
+    command), so every pytest process, each xdist worker too, starts without them."""
+    done = pytest_run(
+        "--collect-only", "-q", "tests/test_jsoncodec.py", PYTHONPROFILEIMPORTTIME="1"
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = [line for line in done.stderr.splitlines() if line.startswith("import time:")]
+    imported = {line.rpartition("|")[2].strip().split(".")[0] for line in lines}
+    assert "pytest" in imported  # the listing is read
+    assert imported.isdisjoint({"hypothesis", "schemathesis"})

@@ -15,7 +15,9 @@ from app.store.database import Database
 from tests.chat_client import Events, done, get_conversation, new_conversation, send, stream
 from tests.conftest import ChatService, chat_env, service_for, store_of
 from tests.fakes.llm_server import Reply, ToolCall, content_filtered, server_error
-from tests.summaries import MEASURED, small_conversation, summary_reply
+from tests.summaries import MEASURED, small_chat_on_backend, small_conversation, summary_reply
+
+__all__ = ["small_chat_on_backend"]  # a fixture, imported to be used here
 
 
 @pytest.fixture
@@ -23,21 +25,6 @@ def chat(request, llm, pages, searxng, brave, tmp_path, database_url) -> Iterato
     """conftest's chat service, on the backend of the test."""
     llm.clear()
     env = chat_env(llm, tmp_path, pages, DATABASE_URL=database_url)
-    with service_for(request, env, searxng.url) as service:
-        yield service
-
-
-@pytest.fixture
-def small_chat(request, llm, searxng, tmp_path, database_url) -> Iterator[ChatService]:
-    """test_compression's small_chat (2 messages kept verbatim), on the test's backend."""
-    llm.clear()
-    env = chat_env(
-        llm,
-        tmp_path,
-        KEEP_RECENT_MESSAGES="2",
-        MAX_COMPLETION_TOKENS="200",
-        DATABASE_URL=database_url,
-    )
     with service_for(request, env, searxng.url) as service:
         yield service
 
@@ -272,7 +259,10 @@ def test_the_next_turns_projected_size_follows_the_version_shown(chat, llm):
     assert projected_after(1) - with_short > 2000  # and again after a follow-up went
 
 
-def test_a_turn_folded_into_the_summary_keeps_its_versions_but_cannot_switch(small_chat, llm):
+def test_a_turn_folded_into_the_summary_keeps_its_versions_but_cannot_switch(
+    small_chat_on_backend, llm
+):
+    small_chat = small_chat_on_backend
     conversation_id = small_conversation(small_chat)
     llm.script(Reply(text="First.", usage=MEASURED), Reply(text="Second.", usage=MEASURED))
     done(send(small_chat, conversation_id, "I prefer Python over Node.js for scripts."))

@@ -43,9 +43,9 @@ from app.store.storage import Storage
 logger = logging.getLogger(__name__)
 
 Scope = MutableMapping[str, Any]
-Message = MutableMapping[str, Any]
-Receive = Callable[[], Awaitable[Message]]
-Send = Callable[[Message], Awaitable[None]]
+AsgiMessage = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[AsgiMessage]]
+Send = Callable[[AsgiMessage], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 Refusal = tuple[int, str, dict[str, str]]
@@ -380,7 +380,7 @@ def with_safety_headers(send: Send) -> Send:
     """`send`, with SAFETY_HEADERS added to the response's headers (only to its start: a
     stream's events pass through untouched)."""
 
-    async def sending(message: Message) -> None:
+    async def sending(message: AsgiMessage) -> None:
         if message["type"] == "http.response.start":
             given = list(message.get("headers", []))
             names = {name.lower() for name, _ in given}
@@ -419,7 +419,7 @@ def replay(body: bytes, receive: Receive) -> Receive:
     client's hang-up, which is how Stop reaches the model server)."""
     sent = False
 
-    async def wrapped() -> Message:
+    async def wrapped() -> AsgiMessage:
         nonlocal sent
         if not sent:
             sent = True

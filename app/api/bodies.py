@@ -4,7 +4,7 @@ exercise them). One rule for unknown fields everywhere: refused."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeAlias
 
 from fastapi import HTTPException
 from pydantic import (
@@ -21,6 +21,15 @@ from pydantic.fields import FieldInfo
 from app import config
 from app.chat import context
 from app.chat.context import MAX_FACT_CHARS
+from app.store.rows import StoredSettings
+
+OpenApiResponses: TypeAlias = dict[int | str, dict[str, Any]]
+"""A route's other responses for its OpenAPI entry, as FastAPI takes them: OpenAPI's
+response objects, free-form there."""
+AS_STORED: TypeAlias = dict[str, Any]
+"""A conversation (or its list entries) answered as the store gives it: declared as a
+plain object, so that FastAPI neither documents nor converts it field by field (its shape
+is app.store.rows' `Conversation`, checked by mypy where it is built)."""
 
 MAX_MESSAGE_CHARS = 200_000
 MAX_MEMORY_CHARS = 200_000
@@ -124,7 +133,7 @@ class ConversationSettings(BaseModel):
         except config.ConfigError as exc:
             raise ValueError(str(exc)) from None
 
-    def changes(self) -> dict[str, Any]:
+    def changes(self) -> StoredSettings:
         return self.model_dump(exclude_unset=True)
 
 
@@ -193,7 +202,7 @@ class VersionChoice(Body):
     """The version to show, from 1 (as the page's "2/3" counts)."""
 
 
-def errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
+def errors(*statuses: int) -> OpenApiResponses:
     """The error responses a route can give, for its OpenAPI entry."""
     return {status: {"model": DetailBody} for status in statuses}
 

@@ -3,10 +3,9 @@ server offers before anything is stored or sent upstream."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from app.api.bodies import refused
 from app.chat.services import Services
+from app.store.rows import StoredSettings
 
 
 async def check_model(services: Services, model: str) -> str:
@@ -21,7 +20,7 @@ async def check_model(services: Services, model: str) -> str:
     return model
 
 
-async def check_budget(services: Services, chosen: dict[str, Any], model: str) -> None:
+async def check_budget(services: Services, chosen: StoredSettings, model: str) -> None:
     """A budget past the window the model server serves could never be used."""
     budget = chosen.get("context_budget")
     if budget is None or not model:

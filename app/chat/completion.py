@@ -24,6 +24,7 @@ from babel.languages import get_official_languages
 from app import config
 from app.chat import context, engine
 from app.chat.events import Source, Step
+from app.chat.gathered import Gathered
 from app.chat.openai_wire import ChatMessage, FunctionTool, PassedOn
 from app.chat.services import Services
 from app.chat.settings import DEFAULT_TOOL_NOTE, ChatSettings
@@ -46,7 +47,7 @@ MIN_RESULT_TOKENS = 64
 UNTRUSTED_CLOSE = "\n</untrusted-data"
 CITATION = re.compile(r"\[(\d{1,3})\]")
 
-EventType = Literal["reasoning", "delta", "discard", "tool_calls", "done"]
+CompletionEventType = Literal["reasoning", "delta", "discard", "tool_calls", "done"]
 
 
 @dataclass(frozen=True)
@@ -91,7 +92,7 @@ class CompletionEvent:
     ``tool_calls`` of the client's tools; ``done`` last, with the finish reason, the usage
     summed over every model request, the citations and the sources."""
 
-    type: EventType
+    type: CompletionEventType
     text: str = ""
     discarded: tuple[int, int] = (0, 0)
     tool_calls: list[ToolCall] = field(default_factory=list)
@@ -115,6 +116,8 @@ class ClientPrompt:
     usage: Usage = field(default_factory=Usage)
     measured: bool = False
     finish: str = "stop"
+    gathered: Gathered = field(default_factory=Gathered)
+    """What the tools gathered, as the last step handed it: the answer's sources."""
 
     def context(self, runner: ToolRunner) -> list[ChatMessage]:
         """[date][tool note] as a system message ahead of the client's own messages."""
@@ -258,7 +261,8 @@ async def answer(
     except LLMError as error:
         logger.info("v1 answer failed (%s): %s", error.kind, error.message)
         raise
-    cited = citations(prompt.text, runner.sources)
+    sources = list(prompt.gathered.sources)
+    cited = citations(prompt.text, sources)
     if request.sources_in_text and cited:
         yield CompletionEvent("delta", sources_list(cited))
     logger.info("v1 answer complete: %d chars, %s", len(prompt.text), prompt.finish)
@@ -267,7 +271,7 @@ async def answer(
         finish_reason=prompt.finish,
         usage=prompt.usage if prompt.measured else None,
         citations=cited,
-        sources=list(runner.sources),
+        sources=sources,
     )
 
 
@@ -288,8 +292,10 @@ def told(prompt: ClientPrompt, said: engine.EngineEvent) -> CompletionEvent | No
         case Waiting(query, seconds) if activity:
             line = f"Search {query!r} waits {seconds:.0f} s for the search plan's rate"
             return CompletionEvent("reasoning", line + "\n")
-        case engine.Stepped(result) if activity and (line := activity_line(result)):
-            return CompletionEvent("reasoning", line + "\n")
+        case engine.Stepped(result, gathered):
+            prompt.gathered = gathered
+            if activity and (line := activity_line(result)):
+                return CompletionEvent("reasoning", line + "\n")
         case engine.Warned(message) if activity:
             return CompletionEvent("reasoning", f"Note: {message}\n")
         case engine.Discarded(text_chars, reasoning_chars):

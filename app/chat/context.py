@@ -18,6 +18,7 @@ from typing import Any, TypedDict
 
 from app.chat.openai_wire import ChatMessage
 from app.errors import ServiceError
+from app.hostnames import names_a_host
 
 MAX_FACTS_PER_COMPRESSION = 3
 MAX_FACT_CHARS = 200
@@ -339,6 +340,8 @@ def refusal(fact: str, web: str) -> str | None:
         return f"longer than {MAX_FACT_CHARS} characters"
     if ADDRESS.search(fact):
         return "contains a web address"
+    if names_a_host(fact):
+        return "names a web host (a domain or an IP address)"
     if quotes_the_web(fact, web):
         return "repeats what a web page or search result said"
     return None
@@ -347,8 +350,9 @@ def refusal(fact: str, web: str) -> str | None:
 def review_facts(memory: str, proposed: list[str], web_text: str) -> tuple[str, FactReview]:
     """memory.md with the proposed facts that pass, and what became of each. Memory sits
     in every conversation's system prompt, so what a web page wrote must not get there:
-    a fact that is too long, holds an address or repeats the folded web results is
-    refused; duplicates are skipped; past MAX_FACTS_PER_COMPRESSION the rest are refused."""
+    a fact that is too long, holds an address, names a host or repeats the folded web
+    results is refused; duplicates are skipped; past MAX_FACTS_PER_COMPRESSION the rest
+    are refused."""
     web = words(web_text)
     refused: list[RefusedFact] = []
     passing = []

@@ -16,6 +16,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Generic, Protocol, TypeVar
 
+from app.chat.gathered import Gathered
 from app.chat.openai_wire import ChatMessage, FunctionTool, PassedOn, assistant_tool_message
 from app.chat.services import Services
 from app.chat.tool import ToolResult, Waiting
@@ -65,9 +66,11 @@ class Finished:
 
 @dataclass(frozen=True)
 class Stepped:
-    """One tool call run: its result (text for the model, step for the trail)."""
+    """One tool call run: its result (text for the model, step for the trail), and what
+    the answer's tools have gathered with it (the surface's own copy)."""
 
     result: ToolResult
+    gathered: Gathered
 
 
 @dataclass(frozen=True)
@@ -122,13 +125,15 @@ class Prompt(Protocol[Own]):
         what the surface tells of it."""
 
 
-@dataclass
+@dataclass(frozen=True)
 class Round:
-    """What one request streamed."""
+    """What one request streamed, returned as its last event: its text, the length of its
+    reasoning, its tool calls; `failed`, the error that ended it early."""
 
-    text: list[str] = field(default_factory=list)
+    text: str = ""
     reasoning: int = 0
     calls: list[ToolCall] = field(default_factory=list)
+    failed: LLMError | None = None
 
     @property
     def streamed(self) -> bool:
@@ -169,11 +174,13 @@ class Engine(Generic[Own]):
                 self.runner.withdraw()  # the last round: answer now
             payload = self.payload()
             said = Round()
-            try:
-                async for event in self.stream_round(payload, said):
+            async for event in self.stream_round(payload):
+                if isinstance(event, Round):
+                    said = event
+                else:
                     yield event
-            except LLMError as error:
-                async for recovery in self.recover(error, "tools" in payload, said):
+            if said.failed:
+                async for recovery in self.recover(said.failed, "tools" in payload, said):
                     yield recovery
                 continue
             if not said.calls:
@@ -207,22 +214,31 @@ class Engine(Generic[Own]):
             payload.pop("parallel_tool_calls", None)
         return payload
 
-    async def stream_round(self, payload: PassedOn, said: Round) -> AsyncIterator[EngineEvent]:
-        """One request: its text and reasoning passed on, its tool calls kept in `said`."""
-        async for event in self.services.model.stream(payload):
-            if event.type == "delta":
-                said.text.append(event.text)
-                yield Text(event.text)
-            elif event.type == "reasoning":
-                said.reasoning += len(event.text)
-                yield Reasoning(event.text)
-            elif event.type == "usage":
-                yield Measured(event.usage)
-            elif event.type == "tool_calls":
-                said.calls = event.tool_calls
-            elif event.type == "finish" and event.text in ("length", "content_filter"):
-                yield Finished(event.text)
+    async def stream_round(self, payload: PassedOn) -> AsyncIterator[EngineEvent | Round]:
+        """One request: its text and reasoning passed on, then what it streamed (`Round`),
+        with the error that cut it, if one did."""
+        text: list[str] = []
+        reasoning, calls = 0, []
+        try:
+            async for event in self.services.model.stream(payload):
+                if event.type == "delta":
+                    text.append(event.text)
+                    yield Text(event.text)
+                elif event.type == "reasoning":
+                    reasoning += len(event.text)
+                    yield Reasoning(event.text)
+                elif event.type == "usage":
+                    yield Measured(event.usage)
+                elif event.type == "tool_calls":
+                    calls = event.tool_calls
+                elif event.type == "finish" and event.text in ("length", "content_filter"):
+                    yield Finished(event.text)
+        except LLMError as error:
+            yield Round("".join(text), reasoning, calls, failed=error)
+            return
+        said = Round("".join(text), reasoning, calls)
         self.produced = self.produced or said.streamed
+        yield said
 
     async def recover(
         self, error: LLMError, declared: bool, said: Round
@@ -255,19 +271,19 @@ class Engine(Generic[Own]):
             refused = await self.services.storage.refuse_tools(self.model, error.message)
             message = REMEMBERED
         if said.streamed:
-            yield Discarded(sum(map(len, said.text)), said.reasoning)
+            yield Discarded(len(said.text), said.reasoning)
             message = NOT_PARSED
         yield Warned(message, refused)
 
     async def run_tools(self, said: Round) -> AsyncIterator[EngineEvent]:
         """A round's calls of our tools: each result to the model, each step told."""
-        self.messages.append(assistant_tool_message("".join(said.text), said.calls))
+        self.messages.append(assistant_tool_message(said.text, said.calls))
         for call in said.calls:
             if waiting := await self.runner.waiting(call):
                 yield waiting  # said while it waits; its step follows
             result = await self.runner.run(call)
             self.produced = True
-            yield Stepped(result)
+            yield Stepped(result, self.runner.gathered())
             text = self.prompt.fitted(result.text, self.messages, self.tools())
             self.messages.append({"role": "tool", "tool_call_id": call.id, "content": text})
 

@@ -24,6 +24,12 @@ Compared: the host (any case, a trailing dot dropped), the port (the default one
 the path (one trailing slash dropped) and the query, exactly. Not compared: the scheme
 (http and https) and the fragment (never sent).
 
+A search engine echoes the query in its results' titles and snippets, and not always as it
+was written: percent-encoded otherwise (``%3F``, ``%2f``), cut short, or followed by its own
+``…`` or ``”``. So an address the model wrote in a query is recognised in an echo by its
+parts (``Planted``): any address there with the same host, or the same path and query once
+decoded, is the model's, never given; the digest kept for later turns masks it.
+
 Redirects of an address given are followed, each hop checked by the fetcher's address rules
 but not against this list: the server that redirects was reached by an address that carried
 nothing of the conversation, so the hop it names carries nothing of it either.
@@ -32,9 +38,9 @@ nothing of the conversation, so the hop it names carries nothing of it either.
 from __future__ import annotations
 
 import re
-from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Literal
+from urllib.parse import unquote
 
 import httpx
 
@@ -55,11 +61,13 @@ BARE_ADDRESS = re.compile(
     r"(?:/[^\s<>\"'`]*)?",
     re.IGNORECASE,
 )
-# What text puts right after an address: the end of a sentence, a closing bracket, Markdown
-# emphasis. The address is counted with them and without each of the last few.
-TRAILING = ".,;:!?)]}>*_'\""
+# What text puts right after an address: the end of a sentence, a closing bracket or quote,
+# Markdown emphasis, an ellipsis. The address is counted with them and without each of the
+# last few.
+TRAILING = ".,;:!?)]}>*_'\"…”’»›"
 MAX_TRAILING = 3
 DEFAULT_PORTS = {"http": 80, "https": 443}
+MASK = "(an address from the search query)"
 
 
 @dataclass(frozen=True)
@@ -103,11 +111,10 @@ def address_key(url: str) -> AddressKey | None:
 class GivenAddresses:
     found: dict[AddressKey, GivenAddress] = field(default_factory=dict)
 
-    def add(self, url: str, origin: Origin, unless: Collection[AddressKey] = ()) -> None:
-        """Count an address, unless its key is among ``unless``. The first spelling is
-        kept; the most trusted origin wins."""
+    def add(self, url: str, origin: Origin) -> None:
+        """Count an address. The first spelling is kept; the most trusted origin wins."""
         key = address_key(url)
-        if key is None or key in unless:
+        if key is None:
             return
         known = self.found.get(key)
         if known is None:
@@ -116,12 +123,13 @@ class GivenAddresses:
             self.found[key] = GivenAddress(known.url, origin)
 
     def add_text(
-        self, text: str, origin: Origin, *, bare: bool = False, unless: Collection[AddressKey] = ()
+        self, text: str, origin: Origin, *, bare: bool = False, planted: Planted | None = None
     ) -> None:
-        """Count every address written in a text; with ``bare``, also those written without
-        http(s):// (read over https)."""
+        """Count every address written in a text, except echoes of one ``planted``; with
+        ``bare``, also those written without http(s):// (read over https)."""
         for url in addresses_in(text, bare=bare):
-            self.add(url, origin, unless)
+            if planted is None or not planted.echoed(url):
+                self.add(url, origin)
 
     def get(self, url: str) -> GivenAddress | None:
         key = address_key(url)
@@ -149,20 +157,61 @@ def _endings(match: str) -> list[str]:
     return variants[::-1]
 
 
-def masked(text: str, keys: Collection[AddressKey]) -> str:
-    """The text with every address among ``keys`` replaced by a note: a digest of this
-    turn's results must not carry an address the model wrote in a query to later turns,
-    where it would count as the web's."""
-    if not keys:
+@dataclass(frozen=True)
+class Parts:
+    """An address as an echo of it is recognised: its host, and its path and query
+    percent-decoded, in lower case, without a trailing slash."""
+
+    host: str
+    target: str
+
+
+def address_parts(url: str) -> Parts | None:
+    key = address_key(url)
+    if key is None:
+        return None
+    target = key.path + (f"?{key.query}" if key.query else "")
+    for _ in range(3):  # %253F is %3F is ?
+        target = unquote(target)
+    return Parts(unquote(key.host), target.lower().rstrip("/"))
+
+
+@dataclass
+class Planted:
+    """The addresses the model wrote in this answer's search queries, by their parts."""
+
+    parts: set[Parts] = field(default_factory=set)
+
+    def add(self, query: str) -> None:
+        """Every address written in a query, with or without a scheme."""
+        found = (address_parts(url) for url in addresses_in(query, bare=True))
+        self.parts |= {parts for parts in found if parts is not None}
+
+    def written(self, url: str) -> bool:
+        """The address is one of them, however spelt (a result's own address)."""
+        return bool(self.parts) and address_parts(url) in self.parts
+
+    def echoed(self, url: str) -> bool:
+        """An address in a result's title or snippet that may be an echo of one of them:
+        the same host, or the same path and query (more than a bare slash)."""
+        if not self.parts:
+            return False
+        parts = address_parts(url)
+        return parts is not None and any(
+            parts.host == own.host or (own.target and parts.target.startswith(own.target))
+            for own in self.parts
+        )
+
+
+def masked(text: str, planted: Planted) -> str:
+    """The text with every echo of an address the model planted in a query replaced by a
+    note: a digest of this answer's results must not carry it to later turns, where it
+    would count as the web's."""
+    if not planted.parts:
         return text
 
     def mask(match: re.Match[str]) -> str:
-        hit = any(address_key(v) in keys for v in _endings(match.group(0)))
-        return "(an address from the search query)" if hit else match.group(0)
+        hit = any(planted.echoed(v) for v in _endings(match.group(0)))
+        return MASK if hit else match.group(0)
 
     return URL_IN_TEXT.sub(mask, text)
-
-
-def keys_in(text: str) -> set[AddressKey]:
-    """The keys of the addresses written in a text, with or without a scheme."""
-    return {key for url in addresses_in(text, bare=True) if (key := address_key(url))}

@@ -11,8 +11,10 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from app.store.export import CODE_SPAN, FENCE
-
+# Code as most answers write it: a fence's opening line, an inline span. (A number misread
+# here only renumbers a citation, unlike the export's images: app/store/export.py parses.)
+FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
+CODE_SPAN = re.compile(r"(`+).+?\1")
 CITATION = re.compile(r"\[(\d{1,3}(?:[ \t]*,[ \t]*\d{1,3})*)\]")
 """A citation as the page reads it: one number or a list, `[3]`, `[3, 21]`."""
 

@@ -30,8 +30,8 @@ from app.chat.events import (
     TurnUsage,
     WarningEvent,
 )
+from app.chat.gathered import Gathered
 from app.chat.pending import PendingSaves
-from app.chat.tools import ToolRunner
 from app.model.failures import LLMError
 from app.model.usage import RawUsage, Usage, normalize_usage
 from app.store.errors import Unavailable
@@ -123,13 +123,17 @@ class Clock:
 
 @dataclass
 class TurnOutcome:
-    """What a turn produced, gathered while it streams: plain data, written by a Saver."""
+    """What a turn produced, gathered while it streams: plain data, written by a Saver.
+    It changes only through its methods below, each given what a step of the turn
+    returned (app/chat/turn.py calls them): it holds nothing of the steps' own state."""
 
     model: str
     position: int
     """Where the answer goes in the log: right after the user's message."""
     floor: int = 0
     """The measured prompt is at least the new message's estimate."""
+    keep_message: bool = False
+    """Regenerate and Edit: a failure before any output does not take the message back."""
     written: Streamed = field(default_factory=Streamed)
     thought: Streamed = field(default_factory=Streamed)
     activity: list[Step] = field(default_factory=list)
@@ -144,18 +148,14 @@ class TurnOutcome:
     error: ErrorEvent | None = None
     truncated: bool = False
     rewind: bool = False
-    keep_message: bool = False
-    """Regenerate and Edit: a failure before any output does not take the message back."""
     breakdown: dict[str, int] = field(default_factory=dict)
-    kept: dict[int, str] = field(default_factory=dict)
-    """Earlier answers' sources sent with them this turn, by position."""
     digest: str = ""
     """This turn's tool results in short, kept with the answer for follow-up questions."""
     budget: Budget | None = None
     clock: Clock = field(default_factory=Clock)
-    runner: ToolRunner | None = None
-    """The turn's tools: the answer's sources are theirs, numbered anew once the answer is
-    written."""
+    gathered: Gathered = field(default_factory=Gathered)
+    """What the tools gathered, as the last step handed it: the answer's sources, numbered
+    anew once the answer is written."""
     numbered: bool = False
 
     @property
@@ -164,7 +164,23 @@ class TurnOutcome:
 
     @property
     def sources(self) -> list[Source]:
-        return self.runner.sources if self.runner else []
+        return list(self.gathered.sources)
+
+    @property
+    def reasoning(self) -> str:
+        return str(self.thought)
+
+    @property
+    def produced(self) -> bool:
+        return bool(self.written or self.thought or self.activity)
+
+    def budgeted(self, report: Budget) -> None:
+        """What the turn budgets against (step 1), for the context bar."""
+        self.budget = report
+
+    def assembled(self, breakdown: dict[str, int]) -> None:
+        """What fills the context, as the last assembly of the request's messages left it."""
+        self.breakdown = breakdown
 
     def folded(self, folded: Folded) -> Event:
         """A compression of this turn, kept with the answer (its notice and Undo stay), as
@@ -178,13 +194,24 @@ class TurnOutcome:
         self.compressions.append(folded.notice)
         return folded.notice
 
-    @property
-    def reasoning(self) -> str:
-        return str(self.thought)
+    def wrote(self, text: str) -> None:
+        self.clock.tick(thinking=False)
+        self.written.add(text)
 
-    @property
-    def produced(self) -> bool:
-        return bool(self.written or self.thought or self.activity)
+    def thinks(self, text: str) -> None:
+        self.clock.tick(thinking=True)
+        self.thought.add(text)
+
+    def stepped(self, step: Step, gathered: Gathered) -> None:
+        """A tool's step for the trail, and what the tools have gathered with it."""
+        self.clock.pause()  # running tools is neither thinking nor writing
+        self.activity.append(step)
+        self.gathered = gathered
+        self.digest = gathered.digest()
+
+    def cut_short(self) -> None:
+        """The model server stopped the answer at its length limit."""
+        self.truncated = True
 
     def warn(self, message: str) -> WarningEvent:
         """A warning kept with the answer, as the event that tells the user now."""
@@ -214,6 +241,10 @@ class TurnOutcome:
             "reported": bool(self.usages),
         }
 
+    def ended(self, status: str) -> None:
+        """The turn ended so: ``complete``, or ``interrupted`` (Stop)."""
+        self.status = status
+
     def fail(self, error: LLMError, message: str) -> ErrorEvent:
         """The error event; before any output the user's message leaves the log and goes
         back to the input (a content filter always rewinds: the same text would fail),
@@ -230,21 +261,28 @@ class TurnOutcome:
         }
         return self.error
 
+    def settle(self) -> None:
+        """Before the outcome is written: a turn still running was stopped; the answer is
+        numbered as it cites its sources."""
+        if self.status == "running":
+            self.status = "interrupted"
+        self.number_as_cited()
+
     def number_as_cited(self) -> None:
         """Once, at the end: the answer's text, its sources, its digest and the trail's
         pages use the numbers as the answer cites them (app/chat/numbering.py), so a follow-up
         question about "[2]" means the same source to the user and to the model."""
-        if self.numbered or self.runner is None:
+        if self.numbered:
             return
         self.numbered = True
-        order = numbering.cited_order(self.text, len(self.sources))
+        order = numbering.cited_order(self.text, len(self.gathered.sources))
         if order == sorted(order):
             return
         new = {old: position for position, old in enumerate(order, 1)}
         self.written = Streamed(numbering.renumbered(self.text, new))
-        self.runner.renumber(order)
+        self.gathered = self.gathered.renumbered(order)
         if self.digest:
-            self.digest = self.runner.digest()
+            self.digest = self.gathered.digest()
         for step in self.activity:
             if step["type"] == "fetch" and "source" in step:
                 step["source"] = new[step["source"]]
@@ -442,9 +480,7 @@ class Saver:
             return True
         if self.lease.pending:
             return False
-        if self.outcome.status == "running":
-            self.outcome.status = "interrupted"
-        self.outcome.number_as_cited()
+        self.outcome.settle()
         await self.settled(within=CHECKPOINT_WAIT)
         if (self.lost or self.writing) and not (await self.storage.ping()).answers:
             # No wait for a connection that will not come.

@@ -7,11 +7,11 @@ from __future__ import annotations
 import dataclasses
 import functools
 from dataclasses import dataclass
-from typing import Any
 
 from app import config
 from app.chat.context import DEFAULT_COMPRESS_PROMPT
 from app.chat.given_addresses import MAX_ADDRESS_CHARS
+from app.store.rows import StoredSettings
 from app.webtext import MAX_QUERY_CHARS
 
 PRESETS_DIR = config.ROOT / "presets"
@@ -70,14 +70,14 @@ class ChatSettings:
         )
 
     @classmethod
-    def of(cls, stored: dict[str, Any], settings: config.Settings) -> ChatSettings:
+    def of(cls, stored: StoredSettings, settings: config.Settings) -> ChatSettings:
         """What a conversation stores over the defaults. Its values were checked when they
         were set; a key no setting has any more is left out."""
         known = {f.name for f in dataclasses.fields(cls)}
         chosen = {name: value for name, value in stored.items() if name in known}
         return dataclasses.replace(cls.defaults(settings), **chosen)
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> StoredSettings:
         return dataclasses.asdict(self)
 
     @property

@@ -9,22 +9,30 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any, ClassVar, Generic, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, TypeAlias, TypeVar
 
 from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
 
 from app import config
 from app.chat.events import FetchEvent, SearchEvent, Step
-from app.chat.given_addresses import AddressKey, GivenAddresses
+from app.chat.given_addresses import GivenAddresses, Planted
 from app.chat.openai_wire import FunctionTool
 from app.chat.settings import ChatSettings
-from app.pages.fetch import Extract
-from app.search.searcher import Searcher
 from app.store.rows import Message
 from app.webtext import untrusted
 
+if TYPE_CHECKING:  # the fetcher and the searcher: imported by who runs the tools
+    from app.pages.fetch import Extract
+    from app.search.searcher import Searcher
+
 Arguments = TypeVar("Arguments", bound=BaseModel)
+
+JsonSchema: TypeAlias = dict[str, Any]
+"""A tool's arguments as JSON Schema, derived by pydantic: free-form JSON by nature."""
+CallArguments: TypeAlias = dict[str, Any]
+"""A call's arguments as a model or an agent wrote them: free-form JSON until `Tool.parse`
+checks them against the tool's own model."""
 
 
 @dataclass
@@ -49,7 +57,8 @@ class Answering(Protocol):
     history_read: bool
     given: GivenAddresses
     """The addresses web_fetch may read."""
-    queried: set[AddressKey]
+    planted: Planted
+    """The addresses the model wrote in its search queries."""
     snippets: dict[int, str]
     excerpts: dict[int, str]
 
@@ -94,10 +103,10 @@ class Tool(ABC, Generic[Arguments]):
         return None
 
     @cached_property
-    def parameters(self) -> dict[str, Any]:  # a JSON schema: free-form JSON by nature
+    def parameters(self) -> JsonSchema:
         """The arguments' JSON schema, without pydantic's titles (tokens the model pays
         for and reads nothing in)."""
-        schema: dict[str, Any] = untitled(self.arguments.model_json_schema())
+        schema: JsonSchema = untitled(self.arguments.model_json_schema())
         return schema
 
     @cached_property
@@ -111,7 +120,7 @@ class Tool(ABC, Generic[Arguments]):
             },
         }
 
-    def parse(self, arguments: dict[str, Any]) -> Arguments | str:
+    def parse(self, arguments: CallArguments) -> Arguments | str:
         """The arguments (the JSON object a model or an agent wrote: free-form until here)
         checked against their types, or what is wrong with them, said so the model can
         correct itself (small models send numbers, lists, objects)."""
@@ -121,7 +130,7 @@ class Tool(ABC, Generic[Arguments]):
             return "; ".join(problem(error, arguments) for error in exc.errors())
 
 
-def problem(error: ErrorDetails, arguments: dict[str, Any]) -> str:
+def problem(error: ErrorDetails, arguments: CallArguments) -> str:
     name = ".".join(str(part) for part in error["loc"])
     if error["type"] == "string_type" and name in arguments:
         return f"{name!r} as {type(arguments[name]).__name__} instead of text"

@@ -2,7 +2,7 @@
 (app/chat/registry.py), told to the model in plain words; a spent tool is withdrawn; an
 identical call is answered from the first result; arguments of the wrong type, or a
 failure, are text the model reads. It numbers the answer's sources for [n] citations and
-keeps the digest of what the tools gave, for follow-up questions.
+gathers what the tools gave, handed out as a value (`Gathered`) for the answer's digest.
 
 What the web says reaches the model inside <untrusted-data> blocks it is told never to obey
 (app/webtext.py); web_fetch reads only an address given to the model (app/chat/web_fetch.py).
@@ -12,23 +12,19 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any
 
 from app import config
 from app.chat.events import Source, Step, WarningEvent
-from app.chat.given_addresses import AddressKey, GivenAddresses, masked
+from app.chat.gathered import Gathered
+from app.chat.given_addresses import GivenAddresses, Planted
 from app.chat.openai_wire import FunctionTool
 from app.chat.registry import REGISTRY, TOOLS
 from app.chat.settings import ChatSettings
-from app.chat.tool import ToolResult, Waiting
+from app.chat.tool import CallArguments, ToolResult, Waiting
 from app.model.tool_calls import ToolCall
 from app.pages.fetch import Extract, extract_in_thread
 from app.search.searcher import Searcher
 from app.store.rows import Message
-from app.webtext import untrusted
-
-DIGEST_MAX_CHARS = 4_000
-"""A turn's kept sources at most (about 1,300 tokens): they ride along for several turns."""
 
 
 def caps(chosen: ChatSettings) -> dict[str, int]:
@@ -54,7 +50,7 @@ class ToolRunner:
     given: GivenAddresses = field(default_factory=GivenAddresses)
     """The addresses web_fetch may read; the history's are added at the first fetch."""
     history_read: bool = False
-    queried: set[AddressKey] = field(default_factory=set)
+    planted: Planted = field(default_factory=Planted)
     """Addresses the model wrote in its queries: never given by a result that echoes them."""
     snippets: dict[int, str] = field(default_factory=dict)
     """Each search result's text by source number, for the answer's digest."""
@@ -137,47 +133,18 @@ class ToolRunner:
         )
         return len(self.sources)
 
-    def digest(self) -> str:
-        """This turn's results in short, for follow-up questions ("what else did the second
-        result say?"): numbered as the answer cites them, pages read first (what an answer
-        most likely rests on), then the other results, within DIGEST_MAX_CHARS; wrapped as
-        web data once, here, so the history's text stays the same from turn to turn and the
-        server's prompt cache keeps hitting. Empty when no tool gave anything."""
-        order = [*self.excerpts, *(n for n in self.snippets if n not in self.excerpts)]
-        kept: dict[int, str] = {}
-        size = 0
-        for number in order:
-            entry = self.digest_entry(number)
-            if size + len(entry) > DIGEST_MAX_CHARS:
-                break
-            kept[number] = entry
-            size += len(entry) + 2
-        if not kept:
-            return ""
-        entries = [kept[n] for n in sorted(kept)]
-        if len(kept) < len(order):
-            entries.append(f"({len(order) - len(kept)} more results not kept)")
-        return untrusted("\n\n".join(entries), "earlier_results")
-
-    def renumber(self, order: list[int]) -> None:
-        """Number the sources anew: `order` lists the old numbers in their new order (see
-        app/chat/numbering.py); the digest built after this uses the new numbers."""
-        new = {old: position for position, old in enumerate(order, 1)}
-        self.sources = [self.sources[old - 1] for old in order]
-        self.snippets = {new[n]: text for n, text in self.snippets.items()}
-        self.excerpts = {new[n]: text for n, text in self.excerpts.items()}
-
-    def digest_entry(self, number: int) -> str:
-        source = self.sources[number - 1]
-        dated = f" ({source['date']})" if source.get("date") else ""
-        head = f"[{number}] {source['title']}{dated}\n{source['url']}"
-        if number in self.excerpts:
-            return f"{head}\nThe page read, its start:\n{self.excerpts[number]}"
-        # A snippet may echo the query: what the model wrote there is never given.
-        return masked(f"{head}\n{self.snippets[number]}", self.queried)
+    def gathered(self) -> Gathered:
+        """What the tools gathered so far, as a copy the caller keeps: a source found
+        again later (read, this time) changes the runner's, not a copy handed out."""
+        return Gathered(
+            sources=tuple(source.copy() for source in self.sources),
+            snippets=dict(self.snippets),
+            excerpts=dict(self.excerpts),
+            planted=Planted(set(self.planted.parts)),
+        )
 
 
-def loaded(arguments: str) -> dict[str, Any] | None:
+def loaded(arguments: str) -> CallArguments | None:
     """A call's arguments as the JSON object they should be; None when they are not one."""
     try:
         value = json.loads(arguments or "{}")

@@ -12,17 +12,17 @@ import asyncio
 import json
 import logging
 from collections.abc import AsyncGenerator, AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import date
 
 from app.chat import context, engine
 from app.chat.compression import compress, foldable, memory_trouble, read_memory, unsummarised
-from app.chat.events import ErrorEvent, Event, WarningEvent
+from app.chat.events import ErrorEvent, Event
 from app.chat.openai_wire import ChatMessage, FunctionTool, PassedOn
-from app.chat.outcome import Saver, TurnOutcome
+from app.chat.outcome import Budget, Saver, TurnOutcome
 from app.chat.services import Services
 from app.chat.settings import ChatSettings
-from app.chat.tool import ToolResult, Waiting
+from app.chat.tool import Waiting
 from app.chat.tools import ToolRunner, caps
 from app.model.failures import Failure, LLMError
 from app.store.errors import Unavailable
@@ -45,7 +45,9 @@ async def run_turn(
     outcome, runner, settings = turn.outcome, turn.runner, services.settings
     try:
         # 1. Project the next request's size from the last measured prompt.
-        budget, projected = await project(turn)
+        projection = await project(turn)
+        turn.projected(projection)
+        budget, projected = projection.budget, projection.projected
 
         # 2. Compress when over budget: old turns into the summary, facts into memory.
         trouble = memory_trouble(start.memory_damaged)
@@ -63,7 +65,7 @@ async def run_turn(
                 yield event
 
         # 5. Record the measured usage; it is step 1's input next turn.
-        outcome.status = "complete"
+        outcome.ended("complete")
         async for event in record(turn.saver):
             yield event
     except LLMError as error:
@@ -76,7 +78,7 @@ async def run_turn(
         async for event in record(turn.saver):
             yield event
     except (asyncio.CancelledError, GeneratorExit):
-        outcome.status = "interrupted"  # Stop, and only Stop: keep what came, marked
+        outcome.ended("interrupted")  # Stop, and only Stop: keep what came, marked
         logger.info("turn %s interrupted after %d chars", lease.conversation_id, len(outcome.text))
         raise
     except Exception as exc:  # a bug of ours or a shape nobody expected: say so, keep text
@@ -105,6 +107,8 @@ class Turn:
     memory: str
     reserve: int = 0
     """The reply's share of the budget: each request's max_tokens."""
+    kept: dict[int, str] = field(default_factory=dict)
+    """Earlier answers' sources sent with them this turn, by position."""
 
     @classmethod
     def begin(cls, services: Services, lease: Lease, start: TurnInput, model: str) -> Turn:
@@ -112,9 +116,11 @@ class Turn:
         chosen = ChatSettings.of(conversation["settings"], services.settings)
         pending = conversation["messages"][-1]["content"]
         outcome = TurnOutcome(
-            model, position=len(conversation["messages"]), floor=context.estimate_tokens(pending)
+            model,
+            position=len(conversation["messages"]),
+            floor=context.estimate_tokens(pending),
+            keep_message=start.keeps_message,
         )
-        outcome.keep_message = start.keeps_message
         runner = ToolRunner(
             searcher=services.searcher,
             settings=services.settings,
@@ -125,7 +131,6 @@ class Turn:
             history=conversation["messages"],
             extract=services.extraction,
         )
-        outcome.runner = runner
         saver = Saver(lease, outcome, waiting=services.pending, asked=pending)
         return cls(services, conversation, chosen, saver, runner, model, pending, start.memory)
 
@@ -143,9 +148,16 @@ class Turn:
         self.conversation = folded.applied(self.conversation)
         return [self.outcome.folded(folded)]
 
+    def projected(self, projection: Projection) -> None:
+        """Step 1's result: the reply's share, the kept sources, the context bar's budget."""
+        self.reserve, self.kept = projection.reserve, projection.kept
+        self.outcome.budgeted(projection.report)
+
     def context(self, runner: ToolRunner) -> list[ChatMessage]:
         """[persona][memory][summary][date][tool note][history], from the conversation."""
-        return assemble(self.conversation, self.chosen, runner, self.outcome, self.memory)
+        assembled = assemble(self.conversation, self.chosen, runner, self.kept, self.memory)
+        self.outcome.assembled(assembled.breakdown)
+        return assembled.messages
 
     def fields(self) -> PassedOn:
         return {
@@ -162,7 +174,7 @@ class Turn:
     async def make_room(self) -> list[Event]:
         """Compress once after an overflow: the estimate was short, so the earlier answers'
         sources go first."""
-        self.outcome.kept = {}
+        self.kept = {}
         told = await self.fold()
         self.memory = (await read_memory(self.services))[0]  # said once already if damaged
         return told
@@ -174,13 +186,11 @@ class Turn:
         outcome, saver = self.outcome, self.saver
         match said:
             case engine.Text(text):
-                outcome.clock.tick(thinking=False)
-                outcome.written.add(text)
+                outcome.wrote(text)
                 yield {"type": "delta", "text": text}
                 await saver.checkpoint()
             case engine.Reasoning(text):
-                outcome.clock.tick(thinking=True)
-                outcome.thought.add(text)
+                outcome.thinks(text)
                 yield {"type": "reasoning", "text": text}
                 await saver.checkpoint()
             case engine.Measured(usage):
@@ -188,17 +198,19 @@ class Turn:
             case engine.Finished("content_filter"):
                 raise LLMError(Failure.CONTENT_FILTER, "the model server filtered the answer")
             case engine.Finished(_):
-                outcome.truncated = True
+                outcome.cut_short()
             case Waiting(query, seconds):
                 yield {"type": "search_wait", "query": query, "seconds": seconds}
-            case engine.Stepped(result):
-                async for event in self.stepped(result):
-                    yield event
+            case engine.Stepped(result, gathered):
+                outcome.stepped(result.event, gathered)
+                yield result.event
+                if result.warning:
+                    yield outcome.warn(result.warning)
+                await saver.checkpoint(force=True)
             case engine.Warned(message, refused):
-                warning: WarningEvent = {"type": "warning", "message": message}
+                warning = outcome.warn(message)
                 if refused:
                     warning["tools_refused"] = refused
-                outcome.warnings.append(message)
                 yield warning
             case engine.Discarded(text_chars, reasoning_chars):
                 outcome.discard(text_chars, reasoning_chars)
@@ -209,36 +221,39 @@ class Turn:
             case _:
                 yield said  # the turn's own: a compression and its warnings
 
-    async def stepped(self, result: ToolResult) -> AsyncIterator[Event]:
-        outcome = self.outcome
-        outcome.clock.pause()  # running tools is neither thinking nor writing
-        outcome.activity.append(result.event)
-        outcome.digest = self.runner.digest()
-        yield result.event
-        if result.warning:
-            yield outcome.warn(result.warning)
-        await self.saver.checkpoint(force=True)
+
+@dataclass(frozen=True)
+class Projection:
+    """Step 1's result: the budget, the next request's projected size with the kept
+    sources that fit, the reply's share of the budget, and the context bar's report."""
+
+    budget: int
+    projected: int
+    reserve: int
+    """Each request's max_tokens."""
+    kept: dict[int, str]
+    """The earlier answers' sources that go with them, by position."""
+    report: Budget
 
 
-async def project(turn: Turn) -> tuple[int, int]:
-    """The budget and the next request's projected size, with the kept sources that fit
-    (the outcome holds them, and the budget for the context bar); the reply's share set."""
+async def project(turn: Turn) -> Projection:
+    """The budget and the next request's projected size, with the kept sources that fit."""
     services, model = turn.services, turn.model
     window = await services.served.window(model)
     budget = context.effective_budget(turn.chosen.context_budget, window)
-    turn.reserve = context.completion_reserve(services.settings.max_completion_tokens, budget)
+    reserve = context.completion_reserve(services.settings.max_completion_tokens, budget)
     base = measured_base(turn.conversation)
-    projected = context.projected_tokens(base, turn.pending, turn.reserve)
-    turn.outcome.kept, projected = fit_sources(
+    projected = context.projected_tokens(base, turn.pending, reserve)
+    kept, projected = fit_sources(
         kept_sources(turn.conversation, services.settings.keep_sources_turns), projected, budget
     )
-    turn.outcome.budget = {
+    report: Budget = {
         "limit": budget,
         "window": window,
         "window_note": services.served.window_note(model),
         "projected": projected,
     }
-    return budget, projected
+    return Projection(budget, projected, reserve, kept, report)
 
 
 async def record(saver: Saver) -> AsyncIterator[Event]:
@@ -341,17 +356,26 @@ def fit_sources(kept: dict[int, str], projected: int, budget: int) -> tuple[dict
     return fitting, projected
 
 
+@dataclass(frozen=True)
+class Assembled:
+    """The request's messages, and the breakdown of what fills the context (estimated
+    tokens per part, for the context bar)."""
+
+    messages: list[ChatMessage]
+    breakdown: dict[str, int]
+
+
 def assemble(
     conversation: Conversation,
     chosen: ChatSettings,
     runner: ToolRunner,
-    outcome: TurnOutcome,
+    kept: dict[int, str],
     memory: str,
-) -> list[ChatMessage]:
+) -> Assembled:
     """The request's messages, and the breakdown of what fills the context."""
     # A compression may have folded answers whose sources were to go with them.
     start = conversation.get("summarized", 0)
-    kept = {p: text for p, text in outcome.kept.items() if p >= start}
+    kept = {p: text for p, text in kept.items() if p >= start}
     history = model_history(conversation, kept)
     layers = context.Layers(
         persona=chosen.system_prompt,
@@ -361,10 +385,10 @@ def assemble(
         tool_note=runner.note(chosen.tool_note) if runner.declarations() else "",
     )
     declarations = json.dumps(runner.declarations()) if runner.declarations() else ""
-    outcome.breakdown = context.breakdown(
+    breakdown = context.breakdown(
         layers,
         history,
         context.estimate_tokens(declarations),
         sum(context.estimate_tokens(text) for text in kept.values()),
     )
-    return context.assemble(layers, history)
+    return Assembled(context.assemble(layers, history), breakdown)

@@ -8,7 +8,6 @@ from pydantic import BaseModel, Field, StrictInt, StrictStr
 
 from app import config
 from app.chat.events import ListedResult, SearchEvent
-from app.chat.given_addresses import keys_in
 from app.chat.settings import ChatSettings
 from app.chat.tool import Answering, Tool, ToolResult, Waiting, failed
 from app.errors import ServiceError
@@ -81,7 +80,7 @@ class WebSearch(Tool[SearchArguments]):
                 f"search refused: the query has {len(query):,} characters, more than the "
                 f"{MAX_QUERY_CHARS} allowed; search with fewer words",
             )
-        runner.queried |= keys_in(query)
+        runner.planted.add(query)
         try:
             config.check_locale(locale)
             engines = runner.engines
@@ -105,8 +104,10 @@ class WebSearch(Tool[SearchArguments]):
         lines = []
         for result in response.results:
             number = runner.cite(result.url, result.title, result.domain, date=result.day)
-            runner.given.add(result.url, "result", runner.queried)
-            runner.given.add_text(f"{result.title}\n{result.content}", "web", unless=runner.queried)
+            if not runner.planted.written(result.url):
+                runner.given.add(result.url, "result")
+            echo = f"{result.title}\n{result.content}"
+            runner.given.add_text(echo, "web", planted=runner.planted)
             runner.snippets.setdefault(number, clipped(result.content, SNIPPET_KEEP_CHARS))
             lines.append(result.for_model(number))
         event["results"] = [

@@ -6,7 +6,7 @@ from dataclasses import asdict, dataclass
 from typing import Literal
 
 State = Literal["ok", "warning", "fail"]
-Part = Literal["searxng", "engine", "model", "access"]
+CheckedPart = Literal["searxng", "engine", "model", "access"]
 QUICK_TIMEOUT = 5.0
 """Seconds for each free check's request (a healthy local service answers in milliseconds)."""
 
@@ -16,7 +16,7 @@ class Check:
     """One check's outcome. `ok` (not failed) is what the command line prints and exits on."""
 
     id: str
-    part: Part
+    part: CheckedPart
     name: str
     state: State
     detail: str

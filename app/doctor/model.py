@@ -9,7 +9,7 @@ from collections.abc import Awaitable, Callable
 from app import config
 from app.chat.web_search import WEB_SEARCH
 from app.doctor.check import QUICK_TIMEOUT, Check, first_failure
-from app.model.client import ModelClient, safe_json
+from app.model.client import KeyRefused, ModelClient, safe_json
 from app.model.failures import Failure, LLMError
 from app.model.windows import OllamaWindow
 from app.store.database import Database, stored
@@ -194,6 +194,23 @@ def remembered_refusal_check(refusal: ToolRefusal | None, tools: Check) -> Check
         f"no: it refused them on {refusal['at'][:10]} ({refusal['reason']}), and accepts them now",
         f"click Try tools again next to the model picker (or DELETE "
         f"/api/models/tool-refusals/{model})",
+    )
+
+
+def key_refused_check(refused: KeyRefused | None) -> Check | None:
+    """An answer the model server refused for the key since the last one it gave: the
+    free checks may all pass (a server that lists its models without a key) while the chat
+    cannot answer, so Status says which setting the failure concerns (None otherwise)."""
+    if refused is None:
+        return None
+    return Check(
+        "model_key_refused",
+        "model",
+        "answers given with LLM_API_KEY",
+        "fail",
+        f"refused at {refused.at:%H:%M} UTC for {refused.model or 'the model'}: {refused.message}",
+        "set LLM_API_KEY to a key this model server accepts, restart the service, then "
+        "retry the answer",
     )
 
 

@@ -50,7 +50,7 @@ MEASURE_DESCRIPTION = (
 )
 READ_ONLY = ToolAnnotations(read_only_hint=True, open_world_hint=True)
 
-Query = Annotated[
+QueryText = Annotated[
     str, Field(description="what to search for", min_length=1, max_length=MAX_QUERY_CHARS)
 ]
 
@@ -63,7 +63,7 @@ def build_server(tools: WebTools) -> MCPServer:
         return await tools.search(arguments)
 
     async def measure_locale(
-        query: Query,
+        query: QueryText,
         locales: Annotated[
             list[str] | None,
             Field(

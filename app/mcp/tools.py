@@ -126,8 +126,8 @@ class WebTools:
                 timeout=self.settings.fetch_timeout,
                 extract=self.extract,
             )
-        except FetchRefused as exc:
-            raise ToolError(f"fetch refused: {exc}") from exc
+        except FetchRefused as exc:  # may quote where a page redirected to
+            raise tool_failure("fetch refused", str(exc), "web_fetch") from exc
         except FetchFailed as exc:
             raise tool_failure("fetch failed", str(exc), "web_fetch") from exc
         return part_for_model(page, arguments.start, min(arguments.max_tokens or limit, limit))
@@ -167,6 +167,7 @@ class WebTools:
 
 
 def tool_failure(what: str, detail: str, source: str) -> ToolError:
-    """A failure that may quote a server (an error body, an engine's message): the detail
-    reaches the agent as untrusted data, as it reaches our model."""
+    """A failure or refusal that may quote a server (an error body, an engine's message, a
+    redirect's address): the detail reaches the agent as untrusted data, as it reaches our
+    model."""
     return ToolError(f"{what}:\n{untrusted(detail, source)}")

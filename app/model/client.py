@@ -13,6 +13,7 @@ import asyncio
 from collections.abc import AsyncIterator, Awaitable
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any, Literal, TypeVar, cast
 
 import httpx
@@ -38,6 +39,7 @@ from app.model.windows import (
     read_lmstudio,
     read_ollama,
 )
+from app.model.wire import RequestBody, ServerObject
 from app.transport import AiohttpTransport
 
 T = TypeVar("T")
@@ -46,7 +48,7 @@ LARGE_REQUEST_CHARS = 200_000
 """A request whose messages hold more text than this is encoded in a thread."""
 JSON_HEADERS = {"Content-Type": "application/json"}
 
-EventType = Literal["reasoning", "delta", "tool_calls", "finish", "usage"]
+ModelEventType = Literal["reasoning", "delta", "tool_calls", "finish", "usage"]
 
 
 @dataclass
@@ -57,13 +59,13 @@ class ModelEvent:
     ``tool_calls`` with ``text`` set are calls the model wrote as text in its answer
     instead of as ``tool_calls`` (``text`` is what it wrote, never shown as a delta)."""
 
-    type: EventType
+    type: ModelEventType
     text: str = ""
     tool_calls: list[ToolCall] = field(default_factory=list)
     usage: RawUsage | None = None
 
 
-async def request_body(body: dict[str, Any]) -> bytes:
+async def request_body(body: RequestBody) -> bytes:
     """The request's JSON. A long history (megabytes) is encoded in a thread, a message at
     a time: encoding it whole is one C call that holds the GIL, and so the event loop and
     every other stream."""
@@ -73,10 +75,21 @@ async def request_body(body: dict[str, Any]) -> bytes:
     return await asyncio.to_thread(encode_in_parts, body)
 
 
-def encode_in_parts(body: dict[str, Any]) -> bytes:
+def encode_in_parts(body: RequestBody) -> bytes:
     others = jsoncodec.dumps({k: v for k, v in body.items() if k != "messages"})[1:-1]
     parts = b",".join(jsoncodec.dumps(m) for m in body["messages"])
     return b"{" + others + (b"," if others else b"") + b'"messages":[' + parts + b"]}"
+
+
+@dataclass(frozen=True)
+class KeyRefused:
+    """The model server's last refusal of our key, kept for Status: llama-server and some
+    proxies list their models without a key, so the free checks can pass while every
+    answer is refused."""
+
+    model: str
+    message: str
+    at: datetime
 
 
 class ModelClient:
@@ -88,6 +101,8 @@ class ModelClient:
         self.limits = limits or Limits()
         self.ollama_windows: dict[str, OllamaWindow] = {}
         """What Ollama last said of each model's window (read_window), for the context bar."""
+        self.key_refused: KeyRefused | None = None
+        """Set by an answer refused for the key, cleared by the next one given."""
         # Reads are bounded by `limits` with deadlines of our own: httpx's read timeout
         # cannot tell the wait for the first byte from the wait between two events.
         self.http = httpx.AsyncClient(
@@ -105,7 +120,7 @@ class ModelClient:
     async def aclose(self) -> None:
         await self.http.aclose()
 
-    async def stream(self, payload: dict[str, Any]) -> AsyncIterator[ModelEvent]:
+    async def stream(self, payload: RequestBody) -> AsyncIterator[ModelEvent]:
         """Stream one completion. Closing this iterator closes the upstream connection,
         which is how Stop reaches the model server.
 
@@ -152,7 +167,7 @@ class ModelClient:
             yield event
 
     async def open_stream(
-        self, stack: AsyncExitStack, bounds: Bounds, body: dict[str, Any]
+        self, stack: AsyncExitStack, bounds: Bounds, body: RequestBody
     ) -> AsyncIterator[ServerSentEvent]:
         """The request sent and its answer's events, open until `stack` closes; an error
         answer raised as the failure it names."""
@@ -174,8 +189,17 @@ class ModelClient:
             await bounds.step(
                 self.limits.idle, response.aread(), silent="the error body did not arrive"
             )
-            raise classify(response.status_code, safe_json(response), response.headers)
+            raise self.refused(body, response)
+        self.key_refused = None
         return source.aiter_sse()
+
+    def refused(self, body: dict[str, Any], response: httpx.Response) -> LLMError:
+        """The failure an error answer names; a refused key is kept for Status."""
+        error = classify(response.status_code, safe_json(response), response.headers)
+        if error.kind is Failure.AUTH:
+            model = str(body.get("model", ""))
+            self.key_refused = KeyRefused(model, error.message, datetime.now(UTC))
+        return error
 
     async def drain(self, events: AsyncIterator[ServerSentEvent]) -> None:
         """Read the body's end after [DONE], which usually came in the same packet: a
@@ -188,7 +212,7 @@ class ModelClient:
         except (TimeoutError, httpx.TransportError, httpx.StreamError):
             pass  # the answer was whole at [DONE]; this connection is simply not reused
 
-    async def complete(self, payload: dict[str, Any]) -> tuple[str, RawUsage | None]:
+    async def complete(self, payload: RequestBody) -> tuple[str, RawUsage | None]:
         """One non-streamed completion: its text and raw usage. Its first byte comes only
         with the whole answer, so only the total limit applies."""
         try:
@@ -207,7 +231,8 @@ class ModelClient:
         except HTTP_ERRORS as exc:
             raise http_failure(exc, self.base_url) from exc
         if response.status_code != 200:
-            raise classify(response.status_code, safe_json(response), response.headers)
+            raise self.refused(payload, response)
+        self.key_refused = None
         try:
             data = response.json()
             message = (data.get("choices") or [{}])[0].get("message") or {}
@@ -314,7 +339,7 @@ def safe_json(response: httpx.Response) -> object:
         return response.text[:500]
 
 
-def parse_chunk(data: str) -> dict[str, Any]:
+def parse_chunk(data: str) -> ServerObject:
     """One stream chunk's JSON object; anything else is the server's fault (upstream)."""
     try:
         chunk = jsoncodec.loads(data)
@@ -328,7 +353,7 @@ def parse_chunk(data: str) -> dict[str, Any]:
     return chunk
 
 
-def chunk_events(chunk: dict[str, Any], tools: ToolCallAssembler) -> list[ModelEvent]:
+def chunk_events(chunk: ServerObject, tools: ToolCallAssembler) -> list[ModelEvent]:
     """Events of one streamed chunk; tool-call deltas go to the assembler. A chunk of
     another shape fails as upstream rather than as a crash in the middle of the turn."""
     try:
@@ -339,7 +364,7 @@ def chunk_events(chunk: dict[str, Any], tools: ToolCallAssembler) -> list[ModelE
         ) from exc
 
 
-def shaped_events(chunk: dict[str, Any], tools: ToolCallAssembler) -> list[ModelEvent]:
+def shaped_events(chunk: ServerObject, tools: ToolCallAssembler) -> list[ModelEvent]:
     events = []
     if chunk.get("usage"):
         events.append(ModelEvent("usage", usage=chunk["usage"]))

@@ -10,6 +10,8 @@ import secrets
 from dataclasses import dataclass, field
 from typing import Any
 
+from app.model.wire import RequestBody, ServerObject
+
 
 @dataclass
 class ToolCall:
@@ -26,7 +28,7 @@ class ToolCallAssembler:
 
     calls: dict[int, ToolCall] = field(default_factory=dict)
 
-    def add(self, delta: dict[str, Any]) -> None:
+    def add(self, delta: ServerObject) -> None:
         index = delta.get("index", len(self.calls))
         function = delta.get("function") or {}
         call = self.calls.get(index)
@@ -52,7 +54,7 @@ HOLD_LIMIT = 4000
 """Characters of content held back at most while it may be a tool call written as text."""
 
 
-def declared_tools(payload: dict[str, Any]) -> frozenset[str]:
+def declared_tools(payload: RequestBody) -> frozenset[str]:
     return frozenset(
         tool.get("function", {}).get("name", "")
         for tool in payload.get("tools") or []

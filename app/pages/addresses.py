@@ -19,7 +19,7 @@ from urllib.parse import unquote
 
 import httpx
 
-from app.config import host_port
+from app.config import allow_key, host_port
 from app.pages.errors import FetchFailed, FetchRefused
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
@@ -79,7 +79,7 @@ REFUSED_NETWORKS = tuple(
 def parse(url: str) -> httpx.URL:
     try:
         return httpx.URL(url.strip())
-    except httpx.InvalidURL as exc:
+    except (httpx.InvalidURL, UnicodeError) as exc:  # UnicodeError: a lone surrogate, from JSON
         raise FetchRefused(f"not a valid address: {url!r} ({exc})") from exc
 
 
@@ -135,9 +135,14 @@ async def resolve(host: str, port: int) -> list[IPAddress]:
     """Every address the system resolver gives for a host name (never for an IP address:
     those are read by _literal, so no spelling of one ever turns into a DNS query)."""
     try:
-        infos = await asyncio.to_thread(socket.getaddrinfo, host, port, type=socket.SOCK_STREAM)
+        return await asyncio.to_thread(lookup, host, port)
     except socket.gaierror as exc:
         raise FetchFailed(f"cannot resolve {host}: {exc.strerror}") from exc
+
+
+def lookup(host: str, port: int) -> list[IPAddress]:
+    """The system resolver's addresses for a host name, in its order, each once."""
+    infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
     return list(dict.fromkeys(ipaddress.ip_address(info[4][0]) for info in infos))
 
 
@@ -152,7 +157,8 @@ def _literal(host: str) -> IPAddress | None:
     if "%" in host:
         # Browsers decode it (%31%32%37.0.0.1 is 127.0.0.1); no real host needs it.
         raise FetchRefused(f"{host} is percent-encoded ({unquote(host)}): not fetched")
-    if not HOST_NAME.fullmatch(host):
+    if not HOST_NAME.fullmatch(host) or any(len(label) > 63 for label in host.split(".")):
+        # A label over 63 characters: the resolver's IDNA codec would raise, not refuse.
         raise FetchRefused(f"{host} is not a valid host name")
     try:
         return _numeric_ipv4(host)
@@ -238,32 +244,43 @@ def _embedded_ipv4(address: ipaddress.IPv6Address) -> ipaddress.IPv4Address | No
     return None
 
 
-def local_addresses(host: str, port: int) -> set[str]:
-    """The addresses a name stands for, those of this machine only (a bind succeeds only on
-    an address of its own)."""
-    try:
-        infos = socket.getaddrinfo(host.strip("[]"), port, type=socket.SOCK_STREAM)
-    except OSError:
-        return set()
-    local = set()
-    for family, _, _, _, address in infos:
-        host_address = str(address[0])  # a str for the IP families getaddrinfo answers with
-        with socket.socket(family, socket.SOCK_STREAM) as probe:
-            try:
-                probe.bind((host_address, 0))
-            except OSError:
-                continue
-        local.add(host_address)
-    return local
-
-
-def names_this_service(entry: str, host: str, port: int) -> bool:
-    """Whether a FETCH_ALLOW_HOSTS entry (host:port) reaches the service itself: through
-    web_fetch, the model would read /api/conversations."""
-    name, _, entry_port = entry.rpartition(":")
+def names_this_service(entry: str, port: int) -> bool:
+    """Whether a FETCH_ALLOW_HOSTS entry (host:port) may reach the service itself, which
+    listens on `port`: through web_fetch, the model would read /api/conversations. The
+    host is read as the fetcher reads it (127.1, 0x7f.1, 127.0.0.1., [::ffff:127.0.0.1] are
+    127.0.0.1; localhost. is localhost), and any address of this machine counts, whichever
+    one the service listens on: 0.0.0.0 reaches a service on 127.0.0.1."""
+    host, _, entry_port = allow_key(entry).rpartition(":")
     if int(entry_port) != port:
         return False
-    reached = local_addresses(name, port)
-    if host in ("0.0.0.0", "::", ""):
-        return bool(reached)
-    return bool(reached & local_addresses(host, port))
+    host = host.removeprefix("[").removesuffix("]")
+    try:
+        literal = _literal(host)
+    except FetchRefused:
+        return False  # the fetcher reads no such host, allowed or not
+    if literal is not None:
+        return on_this_machine(literal)
+    name = host.removesuffix(".")
+    if name == "localhost" or name.endswith(".localhost"):
+        return True  # this machine by definition (RFC 6761), whatever the resolver says
+    try:
+        return any(on_this_machine(address) for address in lookup(name, port))
+    except (OSError, UnicodeError):
+        return False  # the fetcher cannot resolve it either
+
+
+def on_this_machine(address: IPAddress) -> bool:
+    """Whether a connection to the address stays on this machine: a loopback or
+    unspecified address (in any IPv6 form), or one of its own (a bind succeeds only on
+    those)."""
+    if isinstance(address, ipaddress.IPv6Address):
+        address = _embedded_ipv4(address) or address
+    if address.is_loopback or address.is_unspecified:
+        return True
+    family = socket.AF_INET6 if address.version == 6 else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        try:
+            probe.bind((str(address), 0))
+        except OSError:
+            return False
+    return True

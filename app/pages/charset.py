@@ -17,7 +17,7 @@ from typing import Literal
 
 from charset_normalizer import from_bytes
 
-Source = Literal["bom", "utf-8 bytes", "declared", "meta", "detected", "ascii"]
+CharsetSource = Literal["bom", "utf-8 bytes", "declared", "meta", "detected", "ascii"]
 
 META_CHARSET = re.compile(rb"""<meta[^>]*?charset\s*=\s*["']?\s*([A-Za-z0-9_.:-]+)""", re.I)
 # How far into a page to look for <meta charset>: past the long <head> of news sites.
@@ -79,7 +79,7 @@ class Decoded:
     text: str
     charset: str
     """The Python codec the text was decoded with, e.g. "utf-8", "cp1251", "gb18030"."""
-    source: Source
+    source: CharsetSource
     """Why: a byte-order mark, valid UTF-8 bytes, the HTTP header ("declared"), the page's
     <meta>, the detector, or bytes that are all ASCII and declared nothing."""
 
@@ -117,7 +117,7 @@ def _decode(body: bytes, declared: str | None, meta: str | None) -> Decoded:
     text = _utf8(body)
     if text is not None:
         return Decoded(text, "utf-8", "utf-8 bytes")
-    labels: tuple[tuple[str | None, Source], ...] = ((declared, "declared"), (meta, "meta"))
+    labels: tuple[tuple[str | None, CharsetSource], ...] = ((declared, "declared"), (meta, "meta"))
     for label, source in labels:
         labelled = codec_for(label)
         # Text in UTF-16 has NUL bytes in its ASCII markup; without any, the label is wrong.

@@ -37,7 +37,7 @@ from trafilatura.utils import load_html
 # trafilatura is pinned in pyproject.toml, and a move would fail this import loudly.
 from trafilatura.xpaths import BODY_XPATH
 
-from app.pages.charset import Source, decode_html
+from app.pages.charset import CharsetSource, decode_html
 from app.pages.fallback import HEADING_LEVELS, SPACE, fallback_blocks
 
 META_XPATH = "//meta[@property=$name or @name=$name]/@content"
@@ -73,7 +73,7 @@ class Extracted:
     text: str
     charset: str | None = None
     """The codec bytes were decoded with (None for a page given as text), and why."""
-    charset_source: Source | None = None
+    charset_source: CharsetSource | None = None
 
     def as_dict(self) -> dict[str, object]:
         """The shape `extract --json` prints (and score_extraction.py reads)."""

@@ -13,6 +13,7 @@ import asyncio
 import zlib
 from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING
 
 import certifi
 import httpx
@@ -22,9 +23,11 @@ from app.pages import addresses
 from app.pages.addresses import IPAddress
 from app.pages.charset import decode_text
 from app.pages.errors import FetchFailed
-from app.pages.extract import Extracted, extract_html
 from app.transport import tls_context
 from app.webtext import untrusted
+
+if TYPE_CHECKING:
+    from app.pages.extract import Extracted
 
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 
@@ -68,13 +71,22 @@ class _Reply:
     body: bytes
 
 
-Extract = Callable[[bytes, str, str | None], Awaitable[Extracted]]
+Extract = Callable[[bytes, str, str | None], Awaitable["Extracted"]]
 """Title and main text from an HTML body, its final address and its declared charset."""
 
 
 async def extract_in_thread(body: bytes, url: str, charset: str | None) -> Extracted:
     """For a command that fetches one page: nothing else waits on its event loop."""
-    return await asyncio.to_thread(extract_html, body, url, charset)
+    return await asyncio.to_thread(extract_here, body, url, charset)
+
+
+def extract_here(body: bytes, url: str, charset: str | None) -> Extracted:
+    """The extractor imported at its first use (trafilatura, lxml and numpy: about half a
+    second), so that a command that imports the fetcher but extracts nothing starts
+    without it. The service imports it at start, for its extraction process."""
+    from app.pages.extract import extract_html
+
+    return extract_html(body, url, charset)
 
 
 async def fetch_page(
@@ -219,7 +231,8 @@ async def _get(
             return await _request(url, address, max_bytes, timeout)
         except httpx.ConnectError as exc:
             failure = exc
-    raise FetchFailed(f"cannot connect to {url.host}: {failure}")
+    # raw_host: url.host decodes IDNA, and raises on a name such as xn--a.org.
+    raise FetchFailed(f"cannot connect to {url.raw_host.decode('ascii')}: {failure}")
 
 
 async def _request(
@@ -243,7 +256,13 @@ async def _request(
     verify = tls_context(certifi.where())
     async with httpx.AsyncClient(timeout=timeout, trust_env=False, verify=verify) as client:
         request = client.build_request("GET", target, headers=headers, extensions=extensions)
-        response = await client.send(request, stream=True)
+        try:
+            response = await client.send(request, stream=True)
+        except (httpx.InvalidURL, UnicodeError) as exc:
+            # httpx builds the next request of a redirect even when it does not follow it,
+            # and raises these, not an httpx.HTTPError, for a Location it cannot build
+            # (http:foo, http://xn--/): a failure of this page like any other.
+            raise FetchFailed(f"{url} redirects to an invalid address ({exc})") from exc
         try:
             return await _reply(url, response, max_bytes)
         finally:

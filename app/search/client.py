@@ -6,7 +6,7 @@ import asyncio
 import re
 from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, TypeAlias
 from urllib.parse import urlsplit
 
 import httpx
@@ -16,6 +16,11 @@ from app.errors import ServiceError
 from app.search.failures import EngineFailure, Suspensions
 from app.search.plan import PlanReader
 from app.transport import AiohttpTransport
+
+SearxngObject: TypeAlias = dict[str, Any]
+"""A JSON object SearXNG answered (/search, /config, /stats/errors), read key by key and
+defensively: its shape is SearXNG's, and a wrong one is a SearchError. Free-form JSON
+until read."""
 
 # SearXNG reports a failed engine by the class of its exception; this is the class
 # behind each message, to find the engine's own words in /stats/errors.
@@ -180,7 +185,7 @@ class Searxng:
         self.suspensions.answered({result.engine for result in results})
         return SearchResponse(results, [f.line for f in failures], failures)
 
-    async def get_json(self, path: str, params: dict[str, str] | None = None) -> dict[str, Any]:
+    async def get_json(self, path: str, params: dict[str, str] | None = None) -> SearxngObject:
         """The answer's JSON object. The timeout bounds the whole request, not each read:
         a SearXNG that trickles bytes fails too."""
         try:
@@ -254,7 +259,7 @@ def spends_brave(engines: str | None) -> bool:
     return not engines or config.ENGINE_NAME in (e.strip() for e in engines.split(","))
 
 
-def engine_details(stats: dict[str, Any], engine: str, wanted: str | None) -> list[str]:
+def engine_details(stats: SearxngObject, engine: str, wanted: str | None) -> list[str]:
     """The engine's own words for failures of this class in /stats/errors, when they are
     there in the shape SearXNG writes them (without them the category stands alone)."""
     try:

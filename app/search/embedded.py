@@ -24,7 +24,7 @@ import time
 import venv
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, TypeAlias
 
 import httpx
 import yaml
@@ -41,10 +41,14 @@ class SearxngError(ServiceError):
     status = 502
 
 
+YamlObject: TypeAlias = dict[str, Any]
+"""A mapping of SearXNG's settings.yml (the document, an engine's entry), edited in place
+and written back: free-form, SearXNG's own schema."""
+
 # Key-free engines of the pinned SearXNG, searched when there is no Brave API key so that a
 # first run still answers. They scrape result pages and get blocked after a few dozen
 # queries: the Brave API is the reliable path (doctor says so).
-KEYLESS_ENGINES: tuple[dict[str, Any], ...] = (
+KEYLESS_ENGINES: tuple[YamlObject, ...] = (
     {"name": "duckduckgo", "disabled": False},
     # Off in SearXNG's defaults.
     {"name": "mojeek", "disabled": False},
@@ -75,7 +79,7 @@ def render_settings(
     return yaml.safe_dump(settings, sort_keys=False, allow_unicode=True)
 
 
-def use_keyless_engines(settings: dict[str, Any], ours: dict[str, Any]) -> None:
+def use_keyless_engines(settings: YamlObject, ours: YamlObject) -> None:
     """Disable our engine (it is still loaded: asked for by name, it says the key is
     missing); search KEYLESS_ENGINES when it was the only source."""
     ours["disabled"] = True
@@ -140,7 +144,7 @@ def ensure_venv(path: Path, lock: Path = config.SEARXNG_LOCK) -> Path:
 # must have nothing of ours to leak.
 PASSED_TO_SEARXNG = frozenset(
     {"PATH", "HOME", "LANG", "LANGUAGE", "TZ", "TMPDIR", "BRAVE_API_KEY", "BRAVE_API_URL"}
-    | {"SEARCH_PLAN_FILE"}
+    | {"BRAVE_API_KEY_FILE", "SEARCH_PLAN_FILE"}
     | {"SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE"}
     | {f"{name}_proxy" for name in ("http", "https", "all", "no")}
     | {f"{name}_PROXY" for name in ("HTTP", "HTTPS", "ALL", "NO")}
@@ -240,7 +244,7 @@ class EmbeddedSearxng:
             else write_settings(
                 self.workdir,
                 self.locale,
-                brave_api_key=self.environ.get("BRAVE_API_KEY", ""),
+                brave_api_key=config.secret(self.environ, "BRAVE_API_KEY"),
                 allow_http_engine=brave_url.startswith("http://"),
             )
         )

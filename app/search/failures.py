@@ -13,7 +13,9 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import TypedDict
+
+# pydantic reads a TypedDict on Python 3.11 only from typing_extensions (/healthz answers it).
+from typing_extensions import TypedDict
 
 from app import config
 from app.search.plan import Plan, when

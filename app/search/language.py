@@ -5,14 +5,17 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass, field
 
-import py3langid
-
 from app.search.client import Result, SearchError
 from app.search.searcher import Searcher
 
 
 def detect(text: str) -> str:
-    """ISO 639-1 code of the text's language (py3langid's bundled model, no download)."""
+    """ISO 639-1 code of the text's language (py3langid's bundled model, no download).
+    py3langid (with numpy, a fifth of a second of imports) comes at the first detection,
+    in the caller's worker thread: a command that detects nothing starts without it. The
+    service has it from the start, through trafilatura."""
+    import py3langid
+
     language, _score = py3langid.classify(text)
     return str(language)
 

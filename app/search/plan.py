@@ -16,7 +16,10 @@ import re
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import Any
+
+# pydantic reads a TypedDict on Python 3.11 only from typing_extensions (/healthz answers it).
+from typing_extensions import TypedDict
 
 FREE_PLAN_RATE = 1.0
 """Queries a second before Brave's first answer says otherwise: the free plan's."""

@@ -12,6 +12,7 @@ from typing import Any
 
 from app.store.dialect import Dialect, Session, dialect_for
 from app.store.errors import NotFound
+from app.store.nul import NulDropped
 from app.store.rows import (
     CONVERSATION_COLUMNS,
     ConversationRow,
@@ -28,7 +29,7 @@ class Connection:
 
     def __init__(self, target: Path | str) -> None:
         self.dialect: Dialect = dialect_for(target)
-        self.db: Session = self.dialect.db
+        self.db: Session = NulDropped(self.dialect.db)
         self.path = self.dialect.describe()
         """Where the data is, for messages."""
         try:

@@ -10,6 +10,7 @@ from datetime import UTC, datetime, timedelta
 from app import jsoncodec
 from app.store.dialect import search_words
 from app.store.errors import Conflict, Damaged
+from app.store.nul import json_text
 from app.store.rows import (
     Conversation,
     Entry,
@@ -43,7 +44,7 @@ class Conversations(Versions):
             self.db.execute(
                 "INSERT INTO conversations (id, title, created, updated, settings) "
                 "VALUES (?, ?, ?, ?, ?)",
-                (conversation_id, title, stamp, stamp, jsoncodec.dumps_text(settings)),
+                (conversation_id, title, stamp, stamp, json_text(settings)),
             )
         return self.load(conversation_id)
 
@@ -132,15 +133,18 @@ class Conversations(Versions):
     def change(
         self, conversation_id: str, title: str | None, settings: StoredSettings
     ) -> Conversation:
-        """Rename and change settings; a turn running meanwhile keeps its own copy. A
-        rename alone leaves the conversation's place in the list (its "updated")."""
+        """Rename and change settings; a turn running meanwhile keeps its own copy. Neither
+        moves the conversation in the list (its "updated": the last turn), except that one
+        with no message yet counts its settings as a change (drop_empty's hour starts
+        again)."""
         with self.write():
             row = self.row(conversation_id)
             if settings:
                 merged = {**jsoncodec.loads(row.settings), **settings}
                 self.db.execute(
-                    "UPDATE conversations SET settings = ?, updated = ? WHERE rowid = ?",
-                    (jsoncodec.dumps_text(merged), now(), row.rowid),
+                    "UPDATE conversations SET settings = ?, "
+                    f"updated = CASE WHEN {HAS_MESSAGES} THEN updated ELSE ? END WHERE rowid = ?",
+                    (json_text(merged), now(), row.rowid),
                 )
             if title is not None:
                 self.db.execute(

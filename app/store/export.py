@@ -2,8 +2,11 @@
 
 The text comes from the model, so from the pages it read: whatever a Markdown viewer would
 do on its own is taken out. An image would be loaded as soon as the file is opened (an
-address can carry the conversation out), so every image is escaped into text, and so is
-raw HTML; a link whose text names another address than its target shows the target."""
+address can carry the conversation out), so every image becomes a plain link, and raw HTML
+text; a link whose text names another host than its target shows the target. The model's
+Markdown is parsed as a CommonMark viewer parses it (markdown-it-py, with GFM's tables),
+changed as a tree, and written back by mdformat, which escapes whatever a viewer would
+otherwise read as syntax: no string replacement to fall out of step with a parser."""
 
 from __future__ import annotations
 
@@ -12,16 +15,58 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
+import mdformat.plugins
+from markdown_it import MarkdownIt
+from markdown_it.token import Token
+from mdformat.renderer import MDRenderer
+
+from app.hostnames import normalised_host, visible
 from app.store.rows import Conversation
 
-FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
-CODE_SPAN = re.compile(r"(`+).+?\1")
-HTML_TAG = re.compile(r"<(?=[A-Za-z/!?])")
-LINK = re.compile(r"\[([^\[\]\n]*)\]\(\s*<?([^\s()<>]*(?:\([^\s()<>]*\)[^\s()<>]*)*)>?[^)\n]*\)")
 ADDRESS_LIKE = re.compile(
-    r"^(?:[a-z][a-z0-9+.-]*://)?(?:www\.)?[^\s/:@]+\.[a-z]{2,}(?::\d+)?(?:[/?#]\S*)?$", re.I
+    r"^(?:[a-z][a-z0-9+.-]*://)?(?:www\.)?[^\s/:@]+\.(?:[^\W\d_]{2,}|xn--[a-z0-9-]+)\.?"
+    r"(?::\d+)?(?:[/?#]\S*)?$",
+    re.I,
 )
 MARKDOWN_PUNCTUATION = re.compile(r"([\\`*_\[\]()<>!#|~])")
+# From the first of a run of backslashes only: tried from each, a long run costs its square.
+UNESCAPED_LESS_THAN = re.compile(r"(?<!\\)(\\*)<(?! )")
+MAX_RENDERED_CHARS = 65_536
+"""A longer message is exported as a code block, shown as it was written: parsing and
+writing back cost about 0.1 ms an inline element, and a message may have 4 MiB."""
+MAX_INLINE_ELEMENTS = 1_000
+"""A paragraph, heading or table cell of more inline elements is exported as its text:
+mdformat finds an element's next sibling by searching them all, a cost that grows with
+their square."""
+
+
+def every_less_than_escaped(text: str, node: object, context: object) -> str:
+    """mdformat's text as it writes it, with the "<" its escape misses written as "\\<"
+    too: its pattern consumes the character after each "<", so in "<<img ...>" (a "<"
+    then an escaped one, in the source) the second "<" starts raw HTML. A "<" is escaped
+    when an odd number of backslashes stands before it; one followed by a space starts
+    nothing."""
+    return UNESCAPED_LESS_THAN.sub(
+        lambda found: found[0] if len(found[1]) % 2 else f"{found[1]}\\<", text
+    )
+
+
+class LessThanEscapes:
+    """An mdformat extension of ours: its postprocessor of text."""
+
+    RENDERERS: Mapping[str, object] = {}
+    POSTPROCESSORS = {"text": every_less_than_escaped}
+
+
+# The tables plugin is mdformat-gfm's, found by its entry point's name.
+PARSER = MarkdownIt(
+    "commonmark",
+    {
+        "parser_extension": [mdformat.plugins.PARSER_EXTENSIONS["tables"], LessThanEscapes],
+        "mdformat": {"number": True},  # 1. 2. 3., as the model wrote them
+    },
+).enable("table")
+WRITER = MDRenderer()
 
 
 def markdown(conversation: Conversation) -> str:
@@ -89,48 +134,82 @@ def link(title: str, url: str) -> str:
 
 
 def inert(text: str) -> str:
-    """Markdown written by the model, without what a viewer would act on by itself; code
+    """Markdown written by the model, without what a viewer would act on by itself: parsed,
+    its images made links, its raw HTML text, its misleading links their target; code
     (fenced blocks, inline spans) is left as it is, since a viewer shows it as text."""
-    out, fence = [], ""
-    for line in text.split("\n"):
-        marker = FENCE.match(line)
-        if fence:
-            if marker and marker[1][0] == fence[0] and len(marker[1]) >= len(fence):
-                fence = ""
-            out.append(line)
-        elif marker:
-            fence = marker[1]
-            out.append(line)
+    env: dict[str, Any] = {}
+    if len(text) > MAX_RENDERED_CHARS:
+        code = Token("fence", "code", 0, content=text + "\n", markup="```", block=True)
+        return WRITER.render([code], PARSER.options, env).rstrip("\n")
+    tokens = defused(PARSER.parse(text, env))
+    return WRITER.render(tokens, PARSER.options, env).rstrip("\n")
+
+
+def defused(tokens: list[Token]) -> list[Token]:
+    """Blocks of raw HTML become code blocks (shown as they are), and each paragraph's,
+    heading's or table cell's inline content is defused (or, past MAX_INLINE_ELEMENTS, its
+    source shown as text)."""
+    out = []
+    for token in tokens:
+        if token.type == "html_block":
+            token = Token("fence", "code", 0, content=token.content, markup="```", block=True)
+        elif token.children is not None:
+            many = len(token.children) > MAX_INLINE_ELEMENTS
+            token.children = relinked(
+                inline_defused([text_token(token.content)] if many else token.children)
+            )
+        out.append(token)
+    return out
+
+
+def inline_defused(children: list[Token]) -> list[Token]:
+    """Images become links to their address (inside a link, which cannot hold another,
+    their text), raw HTML text."""
+    out: list[Token] = []
+    depth = 0
+    for token in children:
+        depth += token.nesting if token.type in ("link_open", "link_close") else 0
+        if token.type == "image":
+            shown = inline_defused(token.children or [])
+            src = str(token.attrs.get("src", ""))
+            out += shown if depth else linked(src, shown or [text_token(src)])
+        elif token.type == "html_inline":
+            out.append(text_token(token.content))
         else:
-            out.append(outside_code(line))
-    return "\n".join(out)
+            out.append(token)
+    return out
 
 
-def outside_code(line: str) -> str:
-    pieces, start = [], 0
-    for span in CODE_SPAN.finditer(line):
-        pieces += [defused(line[start : span.start()]), span[0]]
-        start = span.end()
-    return "".join([*pieces, defused(line[start:])])
+def relinked(children: list[Token]) -> list[Token]:
+    """A link whose text names another host than its target shows its target instead."""
+    out: list[Token] = []
+    opened = -1
+    for token in children:
+        out.append(token)
+        if token.type == "link_open":
+            opened = len(out) - 1
+        elif token.type == "link_close" and opened >= 0:
+            label = "".join(t.content for t in out[opened + 1 : -1] if t.type != "softbreak")
+            target = str(out[opened].attrs.get("href", ""))
+            if names_another_host(label, target):
+                out[opened + 1 : -1] = [text_token(target)]
+            opened = -1
+    return out
 
 
-def defused(text: str) -> str:
-    """Images become their escaped text, raw HTML text, and a link whose text names another
-    host than its target its text followed by the target."""
-    text = HTML_TAG.sub("&lt;", text.replace("![", "\\!["))
-    return LINK.sub(relinked, text)
+def linked(target: str, shown: list[Token]) -> list[Token]:
+    opening = Token("link_open", "a", 1, attrs={"href": target})
+    return [opening, *shown, Token("link_close", "a", -1)]
 
 
-def relinked(found: re.Match[str]) -> str:
-    label, target = found[1], found[2]
-    if names_another_host(label, target):
-        return f"{label} (<{target}>)"
-    return found[0]
+def text_token(content: str) -> Token:
+    return Token("text", "", 0, content=content)
 
 
 def names_another_host(text: str, url: str) -> bool:
-    """Whether a link's text looks like an address on another host than the link's own."""
-    shown = text.strip().strip("<>`*_")
+    """Whether a link's text looks like an address on another host than the link's own;
+    both hosts compared as DNS takes them (app.hostnames), as the page's renderer does."""
+    shown = visible(text).strip().strip("<>`*_")
     if not ADDRESS_LIKE.match(shown):
         return False
     named = shown if "://" in shown else f"http://{shown}"
@@ -141,4 +220,4 @@ def names_another_host(text: str, url: str) -> bool:
 
 
 def host(url: str) -> str:
-    return (urlsplit(url).hostname or "").removeprefix("www.")
+    return normalised_host(urlsplit(url).hostname or "").removeprefix("www.")

@@ -6,11 +6,17 @@ from __future__ import annotations
 import logging
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, TypeAlias, cast
 
 from app import jsoncodec
+from app.store.nul import json_text
 from app.store.picker import Picker
 from app.store.rows import Message, check_id, now
+
+LegacyConversation: TypeAlias = dict[str, Any]
+"""A conversation file of earlier versions as read: its id, title, settings and messages
+checked (`parse_conversation`), the rest kept as the file had it. Free-form JSON: those
+versions wrote what they wrote."""
 
 logger = logging.getLogger(__name__)
 
@@ -51,7 +57,7 @@ class LegacyImport(Picker):
             )
         return imported
 
-    def import_one(self, conversation: dict[str, Any]) -> int:
+    def import_one(self, conversation: LegacyConversation) -> int:
         """One conversation as `parse_conversation` read it; 0 if its id is here already."""
         with self.write(durable=True):
             exists = "SELECT 1 FROM conversations WHERE id = ?"
@@ -69,10 +75,10 @@ class LegacyImport(Picker):
                     int(bool(conversation.get("title_from_message"))),
                     str(conversation.get("created") or stamp),
                     str(conversation.get("updated") or stamp),
-                    jsoncodec.dumps_text(conversation["settings"]),
+                    json_text(conversation["settings"]),
                     str(conversation.get("summary") or ""),
                     int(conversation.get("summarized") or 0),
-                    *(None if value is None else jsoncodec.dumps_text(value) for value in optional),
+                    *(None if value is None else json_text(value) for value in optional),
                 ),
             )
             (rowid,) = inserted.fetchone()
@@ -84,7 +90,7 @@ class LegacyImport(Picker):
             return 1
 
 
-def parse_conversation(raw: bytes) -> dict[str, Any]:
+def parse_conversation(raw: bytes) -> LegacyConversation:
     """A conversation file of earlier versions, or ValueError saying what is wrong."""
     try:
         conversation = jsoncodec.loads(raw.decode("utf-8"))

@@ -44,7 +44,7 @@ FOLDED_SQL = folded_sql(f"left($1, {INDEXED_CHARS})")
 
 
 @dataclass(frozen=True)
-class Step:
+class MigrationStep:
     """One migration: SQLite's script (statements split by `split_script`), PostgreSQL's
     (sent whole)."""
 
@@ -52,15 +52,15 @@ class Step:
     postgresql: str
 
 
-def both(script: str) -> Step:
+def both(script: str) -> MigrationStep:
     """A step written the same for both."""
-    return Step(script, script)
+    return MigrationStep(script, script)
 
 
 # Each migration takes the schema from its index to the next; the schema version says
 # where a database stands. Append, never edit: a database out there is at some step.
 MIGRATIONS = [
-    Step(
+    MigrationStep(
         sqlite="""
     CREATE TABLE conversations (
         rowid INTEGER PRIMARY KEY,
@@ -179,7 +179,7 @@ MIGRATIONS = [
     """
     ),
     # Search folds the letters unicode61 keeps (ł, ø, đ, ß...): "lodz" finds "Łódź".
-    Step(
+    MigrationStep(
         sqlite="""
     DROP TRIGGER messages_added;
     DROP TRIGGER messages_removed;
@@ -222,7 +222,7 @@ MIGRATIONS = [
     ),
     # An answer's digest of its sources in a column: every turn reads the recent ones, and
     # picking them out of the details' JSON cost more than the rest of the load.
-    Step(
+    MigrationStep(
         sqlite="""
     ALTER TABLE messages ADD COLUMN digest TEXT;
     UPDATE messages
@@ -236,7 +236,7 @@ MIGRATIONS = [
     # Answer versions: a turn's tail (its user message and what follows) set aside when a
     # regenerate or an edit replaced it, as JSON (a TailSnapshot). `slot` is its place
     # among the turn's versions; the shown version's slot is the one no row holds.
-    Step(
+    MigrationStep(
         sqlite="""
     CREATE TABLE turn_versions (
         rowid INTEGER PRIMARY KEY,
@@ -270,7 +270,7 @@ MIGRATIONS = [
     # The search cache (app/store/search_cache.py): a search's response by its key, so a
     # Regenerate or the same question again spends no query; `used` orders them from the
     # least recently used.
-    Step(
+    MigrationStep(
         sqlite="""
     CREATE TABLE search_cache (
         key TEXT PRIMARY KEY,
@@ -293,7 +293,7 @@ MIGRATIONS = [
     # The search plan's turn, shared by every replica of the database (app/store/
     # search_pace.py): who holds it and until when, when the next search may start, by the
     # database's clock; and the replicas waiting for it, first come first served.
-    Step(
+    MigrationStep(
         sqlite="""
     CREATE TABLE search_turn (
         id INTEGER PRIMARY KEY CHECK (id = 1),
@@ -324,7 +324,7 @@ MIGRATIONS = [
     """,
     ),
     # The page's sign-in sessions (sessions.py): a digest of each cookie and its expiry.
-    Step(
+    MigrationStep(
         sqlite="""
     CREATE TABLE sessions (key TEXT PRIMARY KEY, expires REAL NOT NULL);
     """,

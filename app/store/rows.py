@@ -6,10 +6,15 @@ from __future__ import annotations
 
 import re
 from datetime import UTC, datetime
-from typing import Any, NamedTuple, NotRequired, TypeAlias, TypedDict
+from typing import Any, NamedTuple, NotRequired, TypeAlias
+
+# pydantic reads a TypedDict on Python 3.11 only from typing_extensions (/api/config answers
+# the tool refusals).
+from typing_extensions import TypedDict
 
 from app import jsoncodec
 from app.store.errors import Damaged, InvalidId
+from app.store.nul import json_text
 
 ID_PATTERN = r"^[a-z0-9][a-z0-9-]{5,63}$"
 ID = re.compile(ID_PATTERN)
@@ -17,11 +22,13 @@ NEW_TITLE = "New conversation"
 
 StoredSettings: TypeAlias = dict[str, Any]
 """A conversation's settings as stored (JSON): app/chat reads them over its defaults; the
-store does not read into them, but for the model a turn picked."""
+store does not read into them, but for the model a turn picked. Free-form here: their
+fields are app/chat's (`ChatSettings`), and a stored key no setting has any more is kept."""
 Totals: TypeAlias = dict[str, int | float]
 """What a conversation's turns used, added up by name (tokens, searches, pages read)."""
 ContextReport: TypeAlias = dict[str, Any]
-"""The context budget's report of the last turn (JSON), kept as the turn gave it."""
+"""The context budget's report of the last turn (JSON), kept as the turn gave it. Free-form
+here: its shape is app/chat's (`BudgetReport`), which the store does not know."""
 
 
 class Message(TypedDict):
@@ -189,7 +196,7 @@ def detailed(role: str, content: str, digest: str | None, details: str) -> Messa
 def message_columns(message: Message) -> tuple[str, str, str, str | None]:
     """A message as the messages table holds it: role, content, details (JSON), digest."""
     details = {k: v for k, v in message.items() if k not in ("role", "content", "digest")}
-    return message["role"], message["content"], jsoncodec.dumps_text(details), message.get("digest")
+    return message["role"], message["content"], json_text(details), message.get("digest")
 
 
 def measured_messages(usage: str) -> int:

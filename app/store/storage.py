@@ -22,6 +22,7 @@ from app.store.database import DATABASE, Database
 from app.store.errors import Busy, Damaged, Unavailable
 from app.store.files import MEMORY_FILE, memory_text, remove_leftovers, write_atomic
 from app.store.leases import LEASE_SECONDS, new_owner
+from app.store.nul import without_nul
 from app.store.rows import (
     Conversation,
     ConversationRow,
@@ -151,8 +152,12 @@ class Storage:
     async def read_memory(self) -> str:
         return await self.run(memory_text, self.memory_path)
 
-    async def write_memory(self, text: str) -> None:
-        await self.run(write_atomic, self.memory_path, text)
+    async def write_memory(self, text: str) -> str:
+        """memory.md replaced by `text`, without NUL as every text the database keeps
+        (nul.py); what it now holds."""
+        kept = without_nul(text)
+        await self.run(write_atomic, self.memory_path, kept)
+        return kept
 
     # -- the picker's models --------------------------------------------------------------
 

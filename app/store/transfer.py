@@ -23,6 +23,7 @@ from pathlib import Path
 
 from app.errors import ServiceError
 from app.store.database import DATABASE, Database
+from app.store.nul import json_without_nul, without_nul
 
 
 class TransferFailed(ServiceError):
@@ -38,16 +39,33 @@ class TransferRefused(TransferFailed):
     status = 409
 
 
+Row = tuple[object, ...]
+
+
 @dataclass(frozen=True)
 class Table:
     """A table as the transfer copies it: its columns, the first its key."""
 
     name: str
     columns: tuple[str, ...]
+    json: frozenset[str] = frozenset()
+    """The columns holding JSON the store wrote (json_text)."""
 
     @property
     def key(self) -> str:
         return self.columns[0]
+
+    def as_written_now(self, row: Row) -> Row:
+        """The row without the NULs an older version stored (nul.py): on the target as the
+        store writes it today, the source's digest taken of the same."""
+        return tuple(
+            value if not isinstance(value, str) else text_now(value, column in self.json)
+            for column, value in zip(self.columns, row, strict=True)
+        )
+
+
+def text_now(text: str, json: bool) -> str:
+    return json_without_nul(without_nul(text)) if json else without_nul(text)
 
 
 # Parents before children (a message names its conversation's rowid); every table of the
@@ -71,11 +89,18 @@ TABLES = (
             "usage",
             "budget",
         ),
+        frozenset(("settings", "totals", "usage", "budget")),
     ),
     Table(
-        "messages", ("rowid", "conversation", "position", "role", "content", "details", "digest")
+        "messages",
+        ("rowid", "conversation", "position", "role", "content", "details", "digest"),
+        frozenset(("details",)),
     ),
-    Table("turn_versions", ("rowid", "conversation", "position", "slot", "tail")),
+    Table(
+        "turn_versions",
+        ("rowid", "conversation", "position", "slot", "tail"),
+        frozenset(("tail",)),
+    ),
     Table("models", ("position", "id")),
     Table("tool_refusals", ("model", "at", "reason")),
     Table("search_queries", ("day", "queries")),
@@ -85,7 +110,6 @@ TABLES = (
 PAGE_ROWS = 500
 """Rows read (and written) at a time: a large database is never in memory at once."""
 
-Row = tuple[object, ...]
 Digests = dict[str, dict[object, bytes]]
 """By table, by key: a digest of the row's values."""
 
@@ -217,13 +241,13 @@ def sqlite_store(path: Path) -> Database:
 
 def pages(store: Database, table: Table) -> Iterator[list[Row]]:
     """The table's rows in its key's order, PAGE_ROWS at a time (keyset pagination: each
-    page one short query, whatever the table's size)."""
+    page one short query, whatever the table's size), as the store writes them now."""
     columns = ", ".join(table.columns)
     query = f"SELECT {columns} FROM {table.name} ORDER BY {table.key} LIMIT ?"
     rows: list[Row] = store.db.execute(query, (PAGE_ROWS,)).fetchall()
     after = f"SELECT {columns} FROM {table.name} WHERE {table.key} > ? ORDER BY {table.key} LIMIT ?"
     while rows:
-        yield rows
+        yield [table.as_written_now(row) for row in rows]
         if len(rows) < PAGE_ROWS:
             return
         rows = store.db.execute(after, (rows[-1][0], PAGE_ROWS)).fetchall()

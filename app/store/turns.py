@@ -4,11 +4,10 @@ the last message. See docs/architecture.md."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from app import jsoncodec
 from app.store.conversations import Conversations
 from app.store.errors import Conflict
+from app.store.nul import json_text
 from app.store.rows import (
     NEW_TITLE,
     Conversation,
@@ -20,6 +19,7 @@ from app.store.rows import (
     now,
     settings_of,
 )
+from app.store.titles import title_from
 
 
 class Turns(Conversations):
@@ -62,7 +62,7 @@ class Turns(Conversations):
         if position == 0 and row.title == NEW_TITLE:
             self.db.execute(
                 "UPDATE conversations SET title = ?, title_from_message = 1 WHERE rowid = ?",
-                (" ".join(text.split())[:60].strip(), row.rowid),
+                (title_from(text), row.rowid),
             )
         self.insert(row.rowid, position, {"role": "user", "content": text, "created": now()})
 
@@ -167,15 +167,18 @@ class Turns(Conversations):
             totals: Totals = jsoncodec.loads(row.totals or "{}")
             for key, value in outcome["totals"].items():
                 totals[key] = totals.get(key, 0) + value
-            changes: dict[str, Any] = {"totals": jsoncodec.dumps_text(totals), "updated": now()}
+            changes: dict[str, str | int] = {
+                "totals": json_text(totals),
+                "updated": now(),
+            }
             if outcome["summary"] is not None:
                 changes["summary"] = outcome["summary"]
             if outcome["summarized"] is not None:
                 changes["summarized"] = outcome["summarized"]
             if outcome["budget"] is not None:
-                changes["budget"] = jsoncodec.dumps_text(outcome["budget"])
+                changes["budget"] = json_text(outcome["budget"])
             if outcome["usage"] is not None:
-                changes["usage"] = jsoncodec.dumps_text(outcome["usage"])
+                changes["usage"] = json_text(outcome["usage"])
             assignments = ", ".join(f"{column} = ?" for column in changes)
             self.db.execute(
                 f"UPDATE conversations SET {assignments} WHERE rowid = ?",
@@ -208,5 +211,5 @@ class Turns(Conversations):
             return
         self.db.execute(
             "UPDATE conversations SET settings = ?, updated = ? WHERE rowid = ?",
-            (jsoncodec.dumps_text({**settings, "model": model}), now(), row.rowid),
+            (json_text({**settings, "model": model}), now(), row.rowid),
         )

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from app import jsoncodec
 from app.store.leases import Leases
+from app.store.nul import json_text
 from app.store.rows import TailSnapshot, VersionMark, measured_messages
 
 
@@ -53,7 +54,7 @@ class Versions(Leases):
         }
         self.db.execute(
             "INSERT INTO turn_versions (conversation, position, slot, tail) VALUES (?, ?, ?, ?)",
-            (rowid, position, slot, jsoncodec.dumps_text(tail)),
+            (rowid, position, slot, json_text(tail)),
         )
         self.db.execute(
             "DELETE FROM turn_versions WHERE conversation = ? AND position > ?", (rowid, position)

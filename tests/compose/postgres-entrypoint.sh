@@ -22,6 +22,17 @@ if [ "$(id -u)" = "0" ]; then
     exec setpriv --reuid=postgres --regid=postgres --init-groups "$BASH_SOURCE" "$@"
 fi
 
+# POSTGRES_PASSWORD_FILE: the password read from that file (a Compose secret); both set
+# is refused, as there.
+if [ -n "${POSTGRES_PASSWORD_FILE:-}" ]; then
+    if [ -n "${POSTGRES_PASSWORD:-}" ]; then
+        echo >&2 "error: both POSTGRES_PASSWORD and POSTGRES_PASSWORD_FILE are set (but are exclusive)"
+        exit 1
+    fi
+    POSTGRES_PASSWORD="$(< "$POSTGRES_PASSWORD_FILE")"
+fi
+unset POSTGRES_PASSWORD_FILE
+
 user="${POSTGRES_USER:-postgres}"
 database="${POSTGRES_DB:-$user}"
 method="${POSTGRES_HOST_AUTH_METHOD:-scram-sha-256}"

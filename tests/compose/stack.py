@@ -65,13 +65,24 @@ class Stack:
         lines = [f"{k}='{v}'\n" if '"' in v else f"{k}={v}\n" for k, v in self.settings.items()]
         self.env_file.write_text("".join(lines))
 
-    def compose(self, *args: str, timeout: float = UP_SECONDS, check: bool = True) -> str:
+    def run(self, *args: str, timeout: float = UP_SECONDS) -> subprocess.CompletedProcess[str]:
+        """`docker compose ARGS` on the project, whatever its exit status."""
         command = ["docker", "compose", "-p", self.project, "--project-directory", str(ROOT)]
         command += ["-f", str(ROOT / "compose.yaml"), "-f", str(OVERRIDE)]
         command += ["--env-file", str(self.env_file), *args]
         env = {**os.environ, "CA_BUNDLE": str(images.CA_BUNDLE)}
         env["TEST_BUILD_STAMP"] = self.settings.get("TEST_BUILD_STAMP", "0")
-        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=env)
+        return subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=env)
+
+    def connects(self, service: str, host: str, port: int, profile: str | None = None) -> bool:
+        """Whether a TCP connection from the service's (first) container to host:port
+        succeeds (`profile`: the service's, Compose's own option)."""
+        probe = f"import socket; socket.create_connection(({host!r}, {port}), timeout=5)"
+        options = ["--profile", profile] if profile else []
+        return self.run(*options, "exec", "-T", service, "python", "-c", probe).returncode == 0
+
+    def compose(self, *args: str, timeout: float = UP_SECONDS, check: bool = True) -> str:
+        done = self.run(*args, timeout=timeout)
         if check and done.returncode != 0:
             raise AssertionError(
                 f"`docker compose {' '.join(args)}` exited {done.returncode}:\n"

@@ -1478,13 +1478,15 @@ def _render(entry: _Entry, query: _Query) -> dict[str, Any]:
     return result
 
 
-def _search_body(query: _Query, no_hits: bool) -> dict[str, Any]:
+def _search_body(query: _Query, no_hits: bool, first: dict[str, str]) -> dict[str, Any]:
     hour = datetime.now(UTC).replace(minute=0, second=0, microsecond=0).isoformat()
     results: list[dict[str, Any]] = []
     if not no_hits:
         ranked = _ranked(query.q, query.country, query.search_lang, query.freshness, hour)
         start = query.offset * query.count
         results = [_render(e, query) for e in ranked[start : start + query.count]]
+    if results and first:
+        results[0] |= {name: value.replace("{q}", query.q) for name, value in first.items()}
     body: dict[str, Any] = {
         "query": {
             "original": query.q,
@@ -1742,8 +1744,9 @@ class FakeBrave(LoopbackFake):
     """The fake Brave web-search API. Use ``with FakeBrave() as brave:`` or start()/stop().
 
     Tests read ``requests`` to see what the engine sent, call ``fail_next`` to make the next
-    requests fail the way the real API does, and add to ``no_hits_queries`` to get an answer
-    without a ``web`` section.
+    requests fail the way the real API does, add to ``no_hits_queries`` to get an answer
+    without a ``web`` section, and set ``first_result`` to write the first result's fields
+    themselves.
     """
 
     _handler_class = _Handler
@@ -1755,6 +1758,10 @@ class FakeBrave(LoopbackFake):
         self.endpoint = ""
         self.requests: list[RecordedRequest] = []
         self.no_hits_queries: set[str] = set()
+        self.first_result: dict[str, str] = {}
+        """Fields of the first result written by the test ("{q}" in them is the query): a
+        title or description that echoes the query as the engine chose to, a URL of the
+        loopback page server."""
         self._failures: deque[_Failure] = deque()
         self._lock = threading.Lock()
         self._quota_used = 0
@@ -1789,6 +1796,7 @@ class FakeBrave(LoopbackFake):
             self._failures.clear()
             self._quota_used = 0
             self.monthly_quota = MONTHLY_QUOTA
+            self.first_result = {}
 
     # -- request handling (called from server threads) ---------------------------------------
 
@@ -1805,6 +1813,7 @@ class FakeBrave(LoopbackFake):
                     failure = _Failure(429, "QUOTA_LIMITED", None)  # the month is spent
             quota_used = self._quota_used
             no_hits = {s.strip().lower() for s in self.no_hits_queries}
+            first = dict(self.first_result)
         headers = self._rate_headers(quota_used, failure, self.monthly_quota)
         if request.path != SEARCH_PATH:
             return self._error(404, "RESOURCE_NOT_FOUND", None, quota_used, request, headers)
@@ -1822,7 +1831,7 @@ class FakeBrave(LoopbackFake):
             body = _error_body(422, "VALIDATION", None, {"errors": errors})
             return 422, body, headers
         no_hit = query.q.strip().lower() in no_hits
-        return 200, _search_body(query, no_hit), headers
+        return 200, _search_body(query, no_hit, first), headers
 
     @staticmethod
     def _error(

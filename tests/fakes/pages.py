@@ -66,6 +66,7 @@ doradcą w kuchni.</p>
 """
 
 PLAIN_TEXT = "Plain notes.\n\n  Indented line kept as it is.\nLast line.\n"
+NUL_TEXT = "Notes from a dump:\x00 the byte PostgreSQL's text refuses.\n"
 # A real PNG signature and header: what an image looks like to a client.
 PNG = b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00\x00\x01\x00\x00\x00\x01\x08\x06" + bytes(60)
 SLEEP_STEP = 0.05  # slow pages sleep in steps, so stop() is never held up for long
@@ -198,6 +199,9 @@ class _Handler(LoopbackHandler):
 
     def plain(self, path: str, query: dict[str, str]) -> None:
         self.send(200, "text/plain; charset=utf-8", PLAIN_TEXT.encode())
+
+    def nul(self, path: str, query: dict[str, str]) -> None:
+        self.send(200, "text/plain; charset=utf-8", NUL_TEXT.encode())
 
     def echo_host(self, path: str, query: dict[str, str]) -> None:
         """The Host header the client sent, as plain text."""
@@ -345,6 +349,7 @@ ROUTES = {
     "/article": _Handler.article,
     "/short": _Handler.short,
     "/plain": _Handler.plain,
+    "/nul": _Handler.nul,
     "/poisoned": _Handler.poisoned,
     "/echo-host": _Handler.echo_host,
     "/redirect": _Handler.redirect_to,

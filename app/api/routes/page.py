@@ -4,16 +4,19 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import Any
+from typing import Any, NotRequired
 
 import httpx
 from fastapi import APIRouter, Request
 from fastapi.responses import FileResponse, Response
 from fastapi.staticfiles import StaticFiles
+from typing_extensions import TypedDict
 
 from app.api.deps import GuardDep, ServicesDep
 from app.api.lag import LagProbe
 from app.chat.services import Services
+from app.search.failures import FailureView
+from app.search.plan import PlanView
 from app.store.errors import Unavailable
 
 router = APIRouter()
@@ -53,8 +56,35 @@ class PageFiles(StaticFiles):
         return response
 
 
+class DatabaseState(TypedDict):
+    backend: str
+    answers: bool
+
+
+class SearchPlanState(TypedDict):
+    """The Brave plan as its last answer stated it, what this service sent, what SearXNG
+    suspended."""
+
+    plan: PlanView | None
+    rate_per_second: float
+    queries_today: int | None
+    queries_this_month: int | None
+    suspended: list[FailureView]
+
+
+class Health(TypedDict):
+    status: str
+    search: str
+    database: DatabaseState
+    search_plan: NotRequired[SearchPlanState]
+    """With the token (when AUTH_TOKEN is set) only: how much the household searches."""
+    loop_lag_ms: NotRequired[float]
+    """LOOP_LAG_PROBE only: the event loop's worst lateness since the last call."""
+    loop_lag_own_ms: NotRequired[float]
+
+
 @router.get("/healthz")
-async def healthz(request: Request, services: ServicesDep, guard: GuardDep) -> dict[str, Any]:
+async def healthz(request: Request, services: ServicesDep, guard: GuardDep) -> Health:
     """The service is up; whether its SearXNG answers too, and which database it uses and
     whether that answers: open to anyone, for health checks (Compose's, a proxy's). The
     figures (the Brave plan and the queries sent; with LOOP_LAG_PROBE=1 the event loop's
@@ -66,7 +96,7 @@ async def healthz(request: Request, services: ServicesDep, guard: GuardDep) -> d
     except httpx.HTTPError:
         search = "unreachable"
     database = await services.storage.ping()
-    health: dict[str, Any] = {
+    health: Health = {
         "status": "ok" if search == "ok" and database.answers else "degraded",
         "search": search,
         "database": {"backend": database.backend, "answers": database.answers},
@@ -82,7 +112,7 @@ async def healthz(request: Request, services: ServicesDep, guard: GuardDep) -> d
     return health
 
 
-async def search_plan(services: Services) -> dict[str, Any]:
+async def search_plan(services: Services) -> SearchPlanState:
     """The Brave plan as its last answer stated it (None before one), the queries this
     service sent today and this month, and the engines SearXNG suspended: no search."""
     plan = await asyncio.to_thread(services.plan.read)

@@ -4,20 +4,42 @@ memory.md with its facts, and the search cache."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from fastapi import APIRouter, Response
+from typing_extensions import TypedDict
 
 from app.api.bodies import MemoryFact, MemoryText, PickerModels, errors, refused, settings_help
 from app.api.deps import ModelPath, ServicesDep, StorageDep
 from app.chat import context
 from app.chat.settings import ChatSettings, presets
+from app.store.rows import StoredSettings, ToolRefusal
 
 router = APIRouter(prefix="/api")
 
 
+class PickerList(TypedDict):
+    configured: list[str]
+    """MODELS"""
+    server: list[str]
+    """Listed by the model server, beyond MODELS."""
+    added: list[str]
+    """Added by the user in Settings."""
+
+
+class PageConfig(TypedDict):
+    """What the page starts from."""
+
+    models: PickerList
+    tool_refusals: list[ToolRefusal]
+    default_model: str
+    summary_model: str
+    defaults: StoredSettings
+    help: dict[str, str]
+    presets: dict[str, str]
+    auth: bool
+
+
 @router.get("/config")
-async def api_config(services: ServicesDep) -> dict[str, Any]:
+async def api_config(services: ServicesDep) -> PageConfig:
     settings, storage = services.settings, services.storage
     listed = await services.model.models() or []
     return {
@@ -44,8 +66,8 @@ async def get_memory(storage: StorageDep) -> dict[str, str]:
 @router.put("/memory", responses=errors(413, 415, 422))
 async def put_memory(body: MemoryText, services: ServicesDep) -> dict[str, str]:
     async with services.memory_lock:  # shared with compression's merge
-        await services.storage.write_memory(body.text)
-    return {"text": body.text}
+        text = await services.storage.write_memory(body.text)
+    return {"text": text}
 
 
 @router.post("/memory/facts/remove", responses=errors(404, 409, 413, 415, 422))
@@ -56,7 +78,7 @@ async def remove_fact(body: MemoryFact, services: ServicesDep) -> dict[str, str]
         text = context.remove_fact(await storage.read_memory(), body.fact)
         if text is None:
             raise refused("that fact is not in memory.md (edited or removed since?)", 404)
-        await storage.write_memory(text)
+        text = await storage.write_memory(text)
     return {"text": text}
 
 
@@ -67,7 +89,7 @@ async def keep_fact(body: MemoryFact, services: ServicesDep) -> dict[str, str]:
     async with services.memory_lock:
         text, added = context.merge_facts(await storage.read_memory(), [body.fact])
         if added:
-            await storage.write_memory(text)
+            text = await storage.write_memory(text)
     return {"text": text}
 
 

@@ -13,25 +13,38 @@ failed check, never an HTTP error.
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 
 from fastapi import APIRouter
+from typing_extensions import TypedDict
 
 from app.api.deps import ServicesDep
 from app.chat.services import Services
 from app.doctor.check import Check, first_failure
-from app.doctor.model import model_quick_checks, remembered_refusal_check, tool_check
+from app.doctor.model import (
+    key_refused_check,
+    model_quick_checks,
+    remembered_refusal_check,
+    tool_check,
+)
 from app.doctor.searxng import brave_key_check, plan_check, searxng_free_checks, suspension_checks
 
 router = APIRouter(prefix="/api/status")
 
 
-def answer(checks: list[Check]) -> dict[str, Any]:
+class Checked(TypedDict):
+    """Every answer of the Status panel: each check as `Check.as_dict` gives it."""
+
+    checks: list[dict[str, str]]
+
+
+def answer(checks: list[Check]) -> Checked:
     return {"checks": [check.as_dict() for check in checks]}
 
 
 async def model_checks(state: Services, *, tools: bool) -> list[Check]:
     checks = await model_quick_checks(state.model, state.settings, state.served.reread_window)
+    if refused := key_refused_check(state.model.key_refused):
+        return [*checks, refused]  # what a tiny request would meet too: not sent again
     if tools and first_failure(checks) is None:
         model = state.settings.default_model
         tool_calling = await tool_check(state.model, model)
@@ -44,7 +57,7 @@ async def model_checks(state: Services, *, tools: bool) -> list[Check]:
 
 
 @router.get("")
-async def status(services: ServicesDep, quick: bool = False) -> dict[str, Any]:
+async def status(services: ServicesDep, quick: bool = False) -> Checked:
     """Every check but the Brave key's; `quick`: without tool calling (nothing generated)."""
     searxng, model = await asyncio.gather(
         searxng_free_checks(services.searxng.url), model_checks(services, tools=not quick)
@@ -62,7 +75,7 @@ async def search_plan_checks(services: Services) -> list[Check]:
 
 
 @router.post("/brave")
-async def brave(services: ServicesDep) -> dict[str, Any]:
+async def brave(services: ServicesDep) -> Checked:
     """The Brave key: one real search, one query of the user's Brave plan."""
     check = await brave_key_check(
         services.searxng.url, plan=services.plan, searcher=services.searcher

@@ -4,12 +4,20 @@ version of a turn, take the last message back."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Response
 from fastapi import Path as PathParam
+from typing_extensions import TypedDict
 
-from app.api.bodies import Regenerate, UserMessage, VersionChoice, errors
+from app.api.bodies import (
+    AS_STORED,
+    OpenApiResponses,
+    Regenerate,
+    UserMessage,
+    VersionChoice,
+    errors,
+)
 from app.api.choices import chosen_model
 from app.api.deps import ConversationId, ServicesDep, StorageDep
 from app.api.sse import EventStream
@@ -20,13 +28,19 @@ from app.store.storage import Lease, TurnInput
 
 router = APIRouter(prefix="/api/conversations/{conversation_id}")
 
-SSE_RESPONSE: dict[int | str, dict[str, Any]] = {
+SSE_RESPONSE: OpenApiResponses = {
     200: {
         "description": "Server-Sent Events: data: {type, ...} frames",
         "content": {"text/event-stream": {"schema": {"type": "string"}}},
     }
 }
 STREAMED = {**SSE_RESPONSE, **errors(404, 409, 413, 415, 422)}
+
+
+class Rewound(TypedDict):
+    """The user's message taken back, for the input box."""
+
+    message: str
 
 
 def stream_turn(services: Services, lease: Lease, start: TurnInput, model: str) -> Response:
@@ -74,7 +88,7 @@ async def edit_last_message(
 
 @router.put(
     "/turns/{position}/version",
-    response_model=dict[str, Any],
+    response_model=AS_STORED,
     responses=errors(404, 409, 413, 415, 422),
 )
 async def switch_version(
@@ -89,7 +103,5 @@ async def switch_version(
 
 
 @router.post("/rewind", responses=errors(404, 409, 415, 422))
-async def rewind_last_message(
-    conversation_id: ConversationId, storage: StorageDep
-) -> dict[str, Any]:
+async def rewind_last_message(conversation_id: ConversationId, storage: StorageDep) -> Rewound:
     return {"message": await storage.rewind(conversation_id)}

@@ -19,7 +19,8 @@ function showSource(container, id) {
   const list = target.closest("details");
   if (list) list.open = true;
   target.scrollIntoView({ block: "center", behavior: matchMedia("(prefers-reduced-motion: reduce)").matches ? "auto" : "smooth" });
-  target.classList.remove("flash");
+  // One source lit at a time: the one cited last.
+  for (const lit of container.querySelectorAll(".flash")) lit.classList.remove("flash");
   void target.offsetWidth; // restart the highlight when the same source is clicked again
   target.classList.add("flash");
   setTimeout(() => target.classList.remove("flash"), FLASH_MS);

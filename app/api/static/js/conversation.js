@@ -6,6 +6,7 @@ import { api, text as fetchText } from "./api.js";
 import { $, el, clear } from "./dom.js";
 import { bindCitations } from "./citations.js";
 import { compressionNotice } from "./compression.js";
+import { draftOf, dropDraft, keepDraft } from "./drafts.js";
 import { AnswerView, notice, userMessage } from "./message.js";
 import { streams } from "./streams.js";
 import { fillPicker, forgetToolRefusal, pickModel, renderHeader } from "./topbar.js";
@@ -24,18 +25,19 @@ const FOLLOW_SLACK = 48; // px from the bottom that still counts as "at the bott
 
 export class ConversationView {
   /**
-   * hooks: {created(id), changed(), openStatus(), openSettings()} from main.js.
+   * hooks: {created(id), changed(), turnEnded(ended), openStatus(), openSettings()} from
+   * main.js.
    */
   constructor(config, hooks) {
     this.config = config;
     this.hooks = hooks;
     this.conversation = null;
-    this.drafts = new Map(); // conversation id ("" for a new one) -> the text left in its box
     this.following = true;
     this.messages = $("#messages");
     this.input = $("#composer-input");
     this.sendButton = $("#send");
     this.stopButton = $("#stop");
+    this.hint = $("#composer-hint");
     this.picker = $("#model-picker");
     this.jump = $("#jump-latest");
     this.bind();
@@ -63,7 +65,10 @@ export class ConversationView {
         this.submit();
       }
     });
-    this.input.addEventListener("input", () => this.grow());
+    this.input.addEventListener("input", () => {
+      this.grow();
+      keepDraft(this.draftId, this.input.value);
+    });
     this.stopButton.addEventListener("click", () => this.stop());
     this.picker.addEventListener("change", () => pickModel(this));
     $("#forget-tool-refusal").addEventListener("click", () => forgetToolRefusal(this));
@@ -124,15 +129,28 @@ export class ConversationView {
     this.input.focus();
   }
 
+  /** The key of the box's draft (drafts.js): the conversation shown, "" for a new one. */
+  get draftId() {
+    return this.conversation ? this.conversation.id : "";
+  }
+
   /** Each conversation keeps the text left in its box: it does not follow you elsewhere. */
   switchDraft(to) {
-    const from = this.conversation ? this.conversation.id : "";
-    if (from === to) return;
-    if (this.input.value.trim()) this.drafts.set(from, this.input.value);
-    else this.drafts.delete(from);
-    this.input.value = this.drafts.get(to) || "";
-    this.drafts.delete(to);
+    if (this.draftId !== to) keepDraft(this.draftId, this.input.value);
+    else if (this.input.value) return; // the box holds this conversation's text already
+    this.input.value = draftOf(to)?.text || "";
     this.grow();
+  }
+
+  /** A message given back by a failed turn, in the box since: its card, as it was. */
+  givenBackCard() {
+    const failure = this.conversation && draftOf(this.conversation.id)?.failure;
+    if (!failure || this.currentStream()) return false;
+    const card = new AnswerView();
+    card.showError(failure, this.errorActions(failure));
+    card.node.classList.add("given-back");
+    this.messages.append(card.node);
+    return true;
   }
 
   async reload() {
@@ -149,7 +167,7 @@ export class ConversationView {
     // A turn streaming here: its answer is the live one, not the stored checkpoint.
     if (live) messages = messages.slice(0, messages.map((m) => m.role).lastIndexOf("user") + 1);
     if (!messages.length) {
-      this.messages.append(this.emptyState());
+      if (!this.givenBackCard()) this.messages.append(this.emptyState());
       return;
     }
     const folded = this.conversation.summarized || 0;
@@ -172,6 +190,7 @@ export class ConversationView {
     if (live) this.messages.append(live.answer.node);
     else if (messages[messages.length - 1].role === "assistant") this.offerRegenerate(this.lastAnswer);
     else this.messages.append(this.unansweredNotice());
+    this.givenBackCard();
     showVersions(this);
     this.following = true;
     this.scrollDown();
@@ -205,6 +224,13 @@ export class ConversationView {
 
   async submit() {
     const message = this.input.value;
+    const typedIn = this.draftId;
+    if (this.streaming && message.trim()) {
+      // Said, not silently ignored: one answer at a time in a conversation.
+      this.hint.textContent = "An answer is still coming: send this once it ends, or press Stop (Esc). Your text stays here.";
+      this.hint.hidden = false;
+      return;
+    }
     if (this.streaming || !message.trim()) return;
     if (!this.conversation) {
       this.starting = true; // no second send while the conversation is being made
@@ -218,9 +244,10 @@ export class ConversationView {
       }
       this.messages.replaceChildren();
       this.hooks.created(this.conversation.id);
-      $("#export-conversation").disabled = false;
     }
     this.input.value = "";
+    dropDraft(typedIn); // "" when a new conversation's text became this one's message
+    dropDraft(this.conversation.id);
     this.grow();
     this.removeEditButtons();
     this.dropGivenBack();
@@ -272,6 +299,7 @@ export class ConversationView {
   /** After runTurn (turn.js): the page as the service now has the conversation. */
   async afterTurn(answer, ended, id) {
     this.hooks.changed();
+    this.hooks.turnEnded(ended);
     if (!this.shows(id)) {
       // Its conversation is not on screen: opening it reads what the service kept.
       document.body.dataset.turnsEnded = String(Number(document.body.dataset.turnsEnded || 0) + 1);
@@ -316,6 +344,7 @@ export class ConversationView {
     const on = this.streaming;
     this.sendButton.hidden = on;
     this.stopButton.hidden = !on;
+    if (!on) this.hint.hidden = true;
     if (!on && document.activeElement === document.body) this.input.focus();
   }
 

@@ -332,7 +332,7 @@ class SearchLab {
       el("div", { className: "lab-section-head" },
         el("h2", { id: "lab-comparison-title", text: "Compare locales" }),
         el("button", { type: "button", className: "lab-csv", text: "Download CSV", on: { click: () => download(measurementCsv(body), csvName(body)) } })),
-      el("p", { className: "lab-summary", text: `How many of the top ${body.top} results for “${body.query}” are in “${body.target}”, locale by locale (py3langid on title and snippets, as measure-locale counts).` }),
+      el("p", { className: "lab-summary", text: `How many of the top ${body.top} results for “${body.query}” are in “${body.target}”, locale by locale (the language is detected from each result's title and snippets).` }),
       this.chartBox,
       el("div", { className: "lab-table-wrap" }, comparisonTable(body)),
     );

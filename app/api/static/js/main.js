@@ -12,7 +12,7 @@ import { streams } from "./streams.js";
 import { bindTheme } from "./theme.js";
 import { fillPicker, renderHeader, renderTitle } from "./topbar.js";
 
-const state = { config: null, view: null, conversations: [], query: "", labMounted: false };
+const state = { config: null, view: null, conversations: [], query: "", labMounted: false, dots: null };
 
 async function start() {
   auth.onMissing = askToken;
@@ -37,6 +37,7 @@ async function start() {
       refreshList();
     },
     changed: () => refreshList(),
+    turnEnded: (ended) => recheckDots(ended),
     openStatus: () => (location.hash = "#/status"),
     openSettings: (tab) => state.settings.open(tab),
   });
@@ -74,6 +75,7 @@ function bindShell() {
     $("#composer-input").focus();
   });
   $("#conversation-list").addEventListener("keydown", moveInList);
+  $("#chat-search").addEventListener("keydown", intoList);
   $("#new-conversation").addEventListener("click", newConversation);
   $("#open-settings").addEventListener("click", () => state.settings.open("global"));
   let timer = 0;
@@ -253,16 +255,42 @@ function closeMenus() {
   for (const menu of document.querySelectorAll(".item-menu-list")) menu.remove();
 }
 
-/** Arrow keys, Home and End move between the conversations; only one row is a Tab stop. */
+/** Arrow keys, Home and End move between the conversations; only one row is a Tab stop.
+ * Up from the first goes back to the search box the list answers. */
 function moveInList(event) {
   const links = [...document.querySelectorAll(".conversation-item > a")];
   const at = links.indexOf(document.activeElement);
   if (at < 0) return;
+  if (at === 0 && event.key === "ArrowUp") {
+    event.preventDefault();
+    $("#chat-search").focus();
+    return;
+  }
   const to = { ArrowDown: at + 1, ArrowUp: at - 1, Home: 0, End: links.length - 1 }[event.key];
   if (to === undefined || !links[to]) return;
   event.preventDefault();
   setTabStop(links[to]);
   links[to].focus();
+}
+
+/** Down from the search box (Ctrl+K) reaches its results: the first conversation listed. */
+function intoList(event) {
+  if (event.key !== "ArrowDown") return;
+  const first = document.querySelector(".conversation-item > a");
+  if (!first) return;
+  event.preventDefault();
+  setTabStop(first);
+  first.focus();
+}
+
+/** After the list is drawn again (a rename or a delete left undone): the keyboard goes on
+ * from the same conversation, not from the top of the page. */
+async function backToItem(id) {
+  await refreshList();
+  const link = document.querySelector(`.conversation-item[data-id="${CSS.escape(id)}"] > a`);
+  if (!link) return;
+  setTabStop(link);
+  link.focus();
 }
 
 function setTabStop(link) {
@@ -308,7 +336,7 @@ function rename(item, conversation) {
     if (event.key === "Escape") {
       event.stopPropagation();
       finished = true; // nothing saved, however the box goes away
-      refreshList();
+      backToItem(conversation.id);
     }
   });
   input.addEventListener("blur", save, { once: true });
@@ -318,11 +346,19 @@ function rename(item, conversation) {
   input.select();
 }
 
+/** Inline: Delete or Keep. Keep has the focus, so an Enter pressed out of habit deletes
+ * nothing; Escape keeps too. */
 function confirmDelete(item, conversation) {
+  const keep = () => backToItem(conversation.id);
   const yes = el("button", { type: "button", className: "danger confirm-delete", text: "Delete", on: { click: () => remove(conversation) } });
-  const no = el("button", { type: "button", className: "quiet", text: "Keep", on: { click: () => refreshList() } });
+  const no = el("button", { type: "button", className: "quiet keep", text: "Keep", on: { click: keep } });
   item.replaceChildren(el("span", { className: "conversation-empty", text: `Delete “${conversation.title}”?` }), yes, no);
-  yes.focus();
+  item.addEventListener("keydown", (event) => {
+    if (event.key !== "Escape") return;
+    event.stopPropagation();
+    keep();
+  });
+  no.focus();
 }
 
 async function remove(conversation) {
@@ -358,7 +394,17 @@ async function checkStatus() {
   if (result.blocking && ["", "#/"].includes(location.hash)) location.hash = "#/status";
 }
 
+/** A turn's end is news about the servers it used: a failure may mean one went away, and
+ * an answer after a failure that one is back. Checked again then (the free checks), not
+ * after every answer while all is well. */
+function recheckDots(ended) {
+  const allWell = state.dots && Object.values(state.dots.parts).every((value) => value === "ok");
+  if (allWell && (ended === "done" || ended === "interrupted")) return;
+  overview().then(showDots);
+}
+
 function showDots(result) {
+  state.dots = result;
   const dots = clear($("#status-dots"));
   const names = { searxng: "SearXNG", engine: "search engine", model: "model server" };
   const said = [];

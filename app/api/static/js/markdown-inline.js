@@ -193,17 +193,28 @@ function linkOrCitation(s, i, st) {
   return [[externalLink(href, ...(label.length ? label : [parts.url]))], parts.end];
 }
 
-const ADDRESS_LIKE = /^(?:[a-z][a-z0-9+.-]*:\/\/)?(?:www\.)?[^\s/:@]+\.[a-z]{2,}(?::\d+)?(?:[/?#]\S*)?$/i;
+const ADDRESS_LIKE = /^(?:[a-z][a-z0-9+.-]*:\/\/)?(?:www\.)?[^\s/:@]+\.(?:\p{L}{2,}|xn--[a-z0-9-]+)\.?(?::\d+)?(?:[/?#]\S*)?$/iu;
+// What a reader does not see: format characters (Cf: zero-width spaces and joiners, soft
+// hyphens, direction marks); and IDNA's other dots, which a reader and the URL parser take
+// for ".". The export compares hosts by the same rule (app/hostnames.py).
+const UNSEEN = /\p{Cf}/gu;
+const LABEL_DOTS = /[\u3002\uff0e\uff61]/g;
 
 function namesAnotherHost(text, href) {
-  const shown = text.trim().replace(/^[<`*_]+|[>`*_]+$/g, "");
+  const shown = text.replace(UNSEEN, "").replace(LABEL_DOTS, ".").trim().replace(/^[<`*_]+|[>`*_]+$/g, "");
   if (!ADDRESS_LIKE.test(shown)) return false;
   try {
     const named = new URL(/^[a-z][a-z0-9+.-]*:\/\//i.test(shown) ? shown : `http://${shown}`);
-    return named.hostname.replace(/^www\./, "") !== new URL(href).hostname.replace(/^www\./, "");
+    return comparableHost(named) !== comparableHost(new URL(href));
   } catch {
     return true; // it looks like an address but is none: not the link's either
   }
+}
+
+// The URL parser gives a host in lower case and in IDNA's ASCII form; its trailing dot and
+// "www." name the same site.
+function comparableHost(url) {
+  return url.hostname.replace(/\.$/, "").replace(/^www\./, "");
 }
 
 // [1], [1][2] (two matches) and [1, 2] become one link per number, when the page knows it.

@@ -9,15 +9,39 @@ import { sourceList } from "./sources.js";
 
 let answerCount = 0;
 
+const LONG_LINES = 14; // a message of more lines than this shows its start, and "Show more"
+const LONG_CHARS = 1400;
+
 export function userMessage(text, { onEdit } = {}) {
-  return el(
-    "div",
-    { className: "message user" },
-    el("div", { className: "bubble", text }),
-    onEdit
-      ? el("div", { className: "message-actions" }, el("button", { type: "button", className: "quiet edit", text: "Edit", on: { click: onEdit } }))
-      : null,
-  );
+  const bubble = el("div", { className: "bubble" }, bubbleParts(text));
+  const actions = el("div", { className: "message-actions" });
+  if (text.split("\n").length > LONG_LINES || text.length > LONG_CHARS) {
+    bubble.classList.add("collapsed");
+    const toggle = el("button", { type: "button", className: "quiet show-more", text: "Show more", "aria-expanded": "false" });
+    toggle.addEventListener("click", () => {
+      const open = bubble.classList.toggle("collapsed") === false;
+      toggle.textContent = open ? "Show less" : "Show more";
+      toggle.setAttribute("aria-expanded", String(open));
+    });
+    actions.append(toggle);
+  }
+  if (onEdit) actions.append(el("button", { type: "button", className: "quiet edit", text: "Edit", on: { click: onEdit } }));
+  return el("div", { className: "message user" }, bubble, actions.childNodes.length ? actions : null);
+}
+
+/** The message as typed, its ``` fenced blocks in a monospace font: text nodes only, so
+ * the bubble's text stays exactly the message (Edit reads it back). */
+function bubbleParts(text) {
+  const parts = [];
+  const fence = /^ {0,3}(`{3,}|~{3,})[^\n]*\n[\s\S]*?(?:^ {0,3}\1[ \t]*$|(?![\s\S]))/gm;
+  let at = 0;
+  for (const match of text.matchAll(fence)) {
+    if (match.index > at) parts.push(document.createTextNode(text.slice(at, match.index)));
+    parts.push(el("code", { className: "bubble-code", text: match[0] }));
+    at = match.index + match[0].length;
+  }
+  if (at < text.length) parts.push(document.createTextNode(text.slice(at)));
+  return parts;
 }
 
 export function notice(text, kind = "") {
@@ -288,7 +312,7 @@ export class AnswerView {
 
   renderSources() {
     clear(this.sourcesBox);
-    if (this.sources.length) this.sourcesBox.append(sourceList(this.sources, (n) => this.shownNumber(n), this.id));
+    if (this.sources.length) this.sourcesBox.append(sourceList(this.sources, (n) => this.shownNumber(n), this.id, (n) => this.citedOrder().includes(n)));
   }
 
   renderStats(usage) {
@@ -306,7 +330,9 @@ export class AnswerView {
     }
     if (searches) items.push(`${searches} search${searches === 1 ? "" : "es"}`);
     if (pages) items.push(`${pages} page${pages === 1 ? "" : "s"}`);
-    if (usage) items.push(usage.cost === null || usage.cost === undefined ? "cost not reported" : format.cost(usage.cost));
+    // A cost only when the server gave one: local servers never do, and saying so under
+    // every answer says nothing.
+    if (usage && usage.cost !== null && usage.cost !== undefined) items.push(format.cost(usage.cost));
     const meta = answerMeta(this.model, this.at);
     if (meta) this.stats.append(meta);
     for (const item of items) this.stats.append(el("span", { text: item }));

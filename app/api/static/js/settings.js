@@ -81,7 +81,10 @@ export class SettingsDialog {
     }
     this.formError = el("p", { className: "field-error", role: "alert" });
     this.savedNote = el("span", { className: "saved", role: "status" });
-    const foot = el("div", { className: "settings-foot" }, el("button", { type: "submit", className: "primary", text: "Save" }), el("button", { type: "button", className: "quiet", text: "Cancel", on: { click: () => this.close() } }), this.savedNote);
+    // Cancel until saved; then nothing is left to cancel: Close.
+    this.closeButton = el("button", { type: "button", className: "quiet", text: "Cancel", on: { click: () => this.close() } });
+    form.addEventListener("input", () => (this.closeButton.textContent = "Cancel"));
+    const foot = el("div", { className: "settings-foot" }, el("button", { type: "submit", className: "primary", text: "Save" }), this.closeButton, this.savedNote);
     form.append(this.formError, foot);
     form.addEventListener("submit", (event) => {
       event.preventDefault();
@@ -138,6 +141,7 @@ export class SettingsDialog {
         : await api("/api/conversations", { method: "POST", body: { settings: changed } });
       this.hooks.saved(saved);
       this.render();
+      this.closeButton.textContent = "Close";
       this.savedNote.textContent = Object.keys(changed).length ? `Saved ${Object.keys(changed).length} change${Object.keys(changed).length === 1 ? "" : "s"}.` : "Nothing changed.";
     } catch (error) {
       this.showRefusal(error.message, Object.keys(changed));

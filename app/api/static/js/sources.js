@@ -1,18 +1,20 @@
-// An answer's sources under it: a chip for each page it read, then the search results it
-// only saw, folded; each numbered as the answer shows it (AnswerView.shownNumber).
+// An answer's sources under it: a chip for each source it cites and each page it read,
+// then the other search results it only saw, folded; each numbered as the answer shows it
+// (AnswerView.shownNumber).
 
 import { el } from "./dom.js";
 
 const CHIP_TITLE = 48; // characters of a page's title on its chip (the whole one on hover)
 
-/** The sources box of answer `answerId`; `shownNumber(n)`: the number shown for source n. */
-export function sourceList(sources, shownNumber, answerId) {
+/** The sources box of answer `answerId`; `shownNumber(n)`: the number shown for source n;
+ * `cited(n)`: whether the answer cites it. */
+export function sourceList(sources, shownNumber, answerId, cited) {
   const chips = el("div", { className: "sources", "aria-label": "Sources" });
   const seen = [];
   const numbered = sources.map((source, index) => [index + 1, shownNumber(index + 1), source]);
   numbered.sort((a, b) => a[1] - b[1]);
   for (const [number, shown, source] of numbered) {
-    if (source.read) chips.append(sourceChip(source, shown, `${answerId}-source-${number}`));
+    if (source.read || cited(number)) chips.append(sourceChip(source, shown, `${answerId}-source-${number}`));
     else seen.push([number, shown, source]);
   }
   if (seen.length) {

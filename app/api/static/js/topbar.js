@@ -26,8 +26,11 @@ export function renderHeader(view) {
   pill.title = `Web tools per answer; the search locale is ${settings.search_locale}. Change them in Settings.`;
   renderToolRefusal(view);
   renderTotals(view);
-  renderContextBar(view, view.conversation && view.conversation.budget);
-  $("#export-conversation").disabled = !view.conversation;
+  // A conversation whose first message failed has an estimate but nothing measured, and
+  // nothing to export (nor is it listed).
+  const answered = view.conversation && view.conversation.messages.some((m) => m.role === "assistant");
+  renderContextBar(view, answered ? view.conversation.budget : null);
+  $("#export-conversation").disabled = !view.conversation || !view.conversation.messages.length;
   renderTitle(view);
 }
 
@@ -61,11 +64,11 @@ function totalsParts(view) {
   if (totals.searches) parts.push(plural(totals.searches, "search", "searches"));
   if (totals.fetches) parts.push(plural(totals.fetches, "page", "pages"));
   if (totals.requests_with_cost) {
-    const unreported = totals.requests_unreported_cost ? ` +${totals.requests_unreported_cost} not reported` : "";
+    const unreported = totals.requests_unreported_cost ? ` (${plural(totals.requests_unreported_cost, "request", "requests")} without a cost)` : "";
     parts.push(`${format.cost(totals.cost)}${unreported}`);
   }
   if (turns) parts.push(plural(turns, "turn", "turns"));
-  if (totals.turns_unreported) parts.push(`+${plural(totals.turns_unreported, "attempt", "attempts")} with usage not reported`);
+  if (totals.turns_unreported) parts.push(`${plural(totals.turns_unreported, "answer", "answers")} without token counts`);
   return parts;
 }
 

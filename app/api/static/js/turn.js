@@ -5,6 +5,7 @@
 import { ApiError, ConnectionLost, streamTurn } from "./api.js";
 import { $ } from "./dom.js";
 import { compressionNotice } from "./compression.js";
+import { keepDraft } from "./drafts.js";
 import { AnswerView, notice } from "./message.js";
 import { streams } from "./streams.js";
 import { learnToolRefusal, renderContextBar, renderTotals } from "./topbar.js";
@@ -43,7 +44,7 @@ export async function runTurn(view, path, body, { bubble, message }) {
     } else {
       ended = "failed";
       if (view.shows(id)) failLocally(view, error, answer, { bubble, message });
-      else if (error instanceof ApiError && message !== undefined) view.drafts.set(id, message);
+      else if (error instanceof ApiError && message !== undefined) keepDraft(id, message);
       else answer.showError({ kind: "connection", message: error.message }, {});
     }
   } finally {
@@ -84,8 +85,8 @@ function apply(view, event, answer, id) {
       answer.showError(event, view.errorActions(event));
       if (event.restore !== null && event.restore !== undefined) {
         answer.node.classList.add("given-back");
-        if (view.shows(id)) restoreDraft(view, event.restore, answer);
-        else view.drafts.set(id, event.restore);
+        if (view.shows(id)) restoreDraft(view, event, answer);
+        else keepDraft(id, event.restore, event);
       }
       return "error";
     case "done":
@@ -104,12 +105,14 @@ function apply(view, event, answer, id) {
   }
 }
 
-/** The message left the conversation on the server: its bubble goes, its text returns. */
-function restoreDraft(view, text, answer) {
+/** The message left the conversation on the server: its bubble goes, its text returns to
+ * the box, kept there with its failure across a reload (drafts.js). */
+function restoreDraft(view, event, answer) {
   const bubble = answer.node.previousElementSibling;
   if (bubble && bubble.classList.contains("user")) bubble.remove();
   if (!view.input.value.trim()) {
-    view.input.value = text;
+    view.input.value = event.restore;
+    keepDraft(view.draftId, event.restore, event);
     view.grow();
   }
   view.input.focus();
@@ -122,6 +125,7 @@ function failLocally(view, error, answer, { bubble, message }) {
     bubble?.remove();
     answer.node.remove();
     view.input.value = message;
+    keepDraft(view.draftId, message);
     view.grow();
     view.messages.append(notice(`Not sent: ${error.message}`, "warning"));
     return;

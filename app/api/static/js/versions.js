@@ -40,6 +40,7 @@ export function settle(view, answer, ended) {
   const shown = view.messages.querySelectorAll(".message.user:not([hidden])").length;
   if (error && error.restore !== null && error.restore !== undefined && users > shown) {
     view.render();
+    view.dropGivenBack(); // the card kept for a reload: this turn's own takes its place
     view.messages.append(answer.node);
     view.scrollDown();
   } else {
