@@ -224,6 +224,13 @@ class Settings:
     """host:port pairs the fetcher may reach although private (the tests' page server)."""
     loop_lag_probe: bool
     """Measure the event loop's lateness and report it in /healthz (benchmarks)."""
+    header_timeout: int
+    """HEADER_TIMEOUT: seconds a client has to send a request's headers (app/api/serving.py)."""
+    max_connections: int
+    """MAX_CONNECTIONS: connections served at once; beyond, the one that waited longest
+    for its headers is closed."""
+    v1_answers_per_client: int
+    """V1_ANSWERS_PER_CLIENT: /v1 answers one client address may run at once."""
 
 
 def search_rate(raw: str) -> float | None:
@@ -359,4 +366,7 @@ def load(environ: dict[str, str] | None = None) -> Settings:
         fetch_timeout=integer(env, "FETCH_TIMEOUT", 15, 1),
         fetch_allow_hosts=allow_hosts(env.get("FETCH_ALLOW_HOSTS", "")),
         loop_lag_probe=env.get("LOOP_LAG_PROBE", "") == "1",
+        header_timeout=integer(env, "HEADER_TIMEOUT", 10, 1),
+        max_connections=integer(env, "MAX_CONNECTIONS", 500, 10),
+        v1_answers_per_client=integer(env, "V1_ANSWERS_PER_CLIENT", 4, 1),
     )

@@ -11,3 +11,5 @@ class ServiceError(Exception):
     """Something the service refuses or could not do; ``status`` is its HTTP answer."""
 
     status: int = 500
+    headers: dict[str, str] | None = None
+    """Headers of the answer besides its body (a Retry-After)."""

@@ -26,6 +26,7 @@ from starlette.testclient import TestClient
 
 from app import config
 from app.api.factory import create_app
+from app.api.serving import server_config
 from app.cli import main
 from app.search.embedded import EmbeddedSearxng, free_port
 from tests import components
@@ -266,17 +267,9 @@ class ChatService:
         self.server: uvicorn.Server | None = None
         self.in_process: TestClient | None = None
         if socket:
-            trusted = list(self.settings.trusted_proxies)
+            # As `serve` listens: its limits, forwarded headers only from TRUSTED_PROXIES.
             self.server = uvicorn.Server(
-                uvicorn.Config(
-                    app,
-                    host="127.0.0.1",
-                    port=self.port,
-                    log_level="warning",
-                    # As `serve` does: forwarded headers believed only from TRUSTED_PROXIES.
-                    proxy_headers=bool(trusted),
-                    forwarded_allow_ips=trusted,
-                )
+                server_config(app, self.settings, "127.0.0.1", self.port, log_level="warning")
             )
             self.thread = threading.Thread(target=self.server.run, daemon=True)
             self.transport: httpx.BaseTransport | None = None  # a connection pool each client

@@ -5,17 +5,19 @@ size, depth and Unicode limits, unknown fields, damaged files)."""
 from __future__ import annotations
 
 import json
+import re
 import socket
 import sqlite3
 from collections.abc import Iterator
 
 import pytest
+from starlette.websockets import WebSocket, WebSocketDisconnect
 
-from app.api.access import FAILURES_ALLOWED, MAX_BODY_BYTES
+from app.api.access import FAILURES_ALLOWED, MAX_BODY_BYTES, FailureLimiter
 from app.api.json_shape import MAX_JSON_DEPTH
 from tests.browser import open_page, page_server
 from tests.chat_client import get_conversation, new_conversation, send
-from tests.conftest import ChatService, chat_env
+from tests.conftest import ChatService, chat_env, service_for
 from tests.fakes.llm_server import Reply, invalid_api_key
 
 JSON = {"content-type": "application/json"}
@@ -37,6 +39,17 @@ def test_a_rebinding_host_is_refused_before_any_handler(chat, host):
     created = chat.http.post("/api/conversations", json={}, headers={"Host": host}).status_code
     assert created == 421
     assert conversations(chat) == []
+
+
+@pytest.mark.socket  # Host as sent on the wire
+@pytest.mark.parametrize(
+    "host",
+    ["127.0.0.1:{port}, evil.example", "localhost:evil", "127.0.0.1:{port} evil", "localhost:1:2"],
+)
+def test_a_loopback_name_followed_by_anything_but_a_port_is_refused(chat, host):
+    port = chat.url.rsplit(":", 1)[1]
+    response = chat.http.get("/api/memory", headers={"Host": host.format(port=port)})
+    assert response.status_code == 421
 
 
 @pytest.mark.socket  # Host as sent on the wire
@@ -196,6 +209,97 @@ def test_repeated_wrong_tokens_are_slowed(guarded):
     assert guarded.http.get("/api/config", headers=right).status_code == 200
     login = guarded.http.post("/api/session", json={"token": TOKEN})
     assert login.status_code == 200
+
+
+def session_cookie(response) -> dict[str, str]:
+    """The session cookie a sign-in set, as a browser would send it back."""
+    found = re.search(r"session=([^;]+)", response.headers["set-cookie"])
+    assert found is not None
+    return {"Cookie": f"session={found[1]}"}
+
+
+def test_signing_out_ends_the_session_on_every_replica(llm, searxng, tmp_path, database_url):
+    """Two replicas on one database: a cookie signed out on one is refused by the other
+    (a copy of the cookie, kept by whoever saw it, no longer opens anything)."""
+    env = chat_env(llm, tmp_path, AUTH_TOKEN=TOKEN, DATABASE_URL=database_url)
+    first = ChatService(env, searxng.url, socket=False).start()
+    second = ChatService(env, searxng.url, socket=False).start()
+    try:
+        cookie = session_cookie(first.http.post("/api/session", json={"token": TOKEN}))
+        assert second.http.get("/api/config", headers=cookie).status_code == 200
+        assert second.http.delete("/api/session", headers=cookie).status_code == 204
+        assert first.http.get("/api/config", headers=cookie).status_code == 401
+        assert second.http.get("/api/config", headers=cookie).status_code == 401
+        state = first.http.get("/api/session", headers=cookie).json()
+        assert state == {"auth": True, "signed_in": False}
+        # Signing in again works, on either replica.
+        again = session_cookie(second.http.post("/api/session", json={"token": TOKEN}))
+        assert first.http.get("/api/config", headers=again).status_code == 200
+    finally:
+        first.stop()
+        second.stop()
+
+
+@pytest.mark.socket  # X-Forwarded-Proto as a proxy sends it, believed by uvicorn
+@pytest.mark.parametrize(("trusted", "secure"), [("127.0.0.1", True), ("", False)])
+def test_the_cookie_is_secure_behind_a_trusted_https_proxy_only(
+    request, llm, searxng, tmp_path, trusted, secure
+):
+    env = chat_env(llm, tmp_path, AUTH_TOKEN=TOKEN, TRUSTED_PROXIES=trusted)
+    with service_for(request, env, searxng.url) as service:
+        forwarded = {"X-Forwarded-Proto": "https", "X-Forwarded-For": "192.0.2.7"}
+        signed = service.http.post("/api/session", json={"token": TOKEN}, headers=forwarded)
+        assert signed.status_code == 200
+        assert ("; secure" in signed.headers["set-cookie"].lower()) is secure
+        out = service.http.delete("/api/session", headers={**forwarded, **session_cookie(signed)})
+        assert ("; secure" in out.headers["set-cookie"].lower()) is secure
+
+
+def test_healthz_tells_the_figures_only_to_the_token(guarded):
+    """Anyone on the network may ask whether the service is up; how much the household
+    searched (the Brave plan's figures) needs the token."""
+    health = guarded.http.get("/healthz").json()
+    assert set(health) == {"status", "search", "database"}
+    assert health["status"] == "ok"
+    bearer = {"Authorization": f"Bearer {TOKEN}".encode()}
+    full = guarded.http.get("/healthz", headers=bearer).json()
+    assert full["search_plan"]["queries_this_month"] == 0
+    cookie = session_cookie(guarded.http.post("/api/session", json={"token": TOKEN}))
+    assert "search_plan" in guarded.http.get("/healthz", headers=cookie).json()
+
+
+def test_a_flood_of_other_clients_does_not_make_the_limit_forget_a_guesser():
+    limiter = FailureLimiter()
+    for _ in range(FAILURES_ALLOWED):
+        limiter.fail("198.51.100.7")
+    assert limiter.wait("198.51.100.7") > 0
+    for n in range(3000):  # more clients than the table keeps, each failing once
+        limiter.fail(f"10.{n // 65536}.{n // 256 % 256}.{n % 256}")
+    assert limiter.wait("198.51.100.7") > 0
+
+
+def test_the_limit_counts_an_ipv6_guesser_by_its_64():
+    """Each wrong token from a new address of the same /64 (2^64 of them) counts."""
+    limiter = FailureLimiter()
+    for n in range(FAILURES_ALLOWED):
+        limiter.fail(f"2001:db8:1:2::{n + 1:x}")
+    assert limiter.wait("2001:db8:1:2:ffff::9") > 0
+    assert limiter.wait("2001:db8:1:3::1") == 0
+
+
+def test_a_websocket_handshake_is_refused_before_any_route(chat):
+    """No route of ours speaks WebSocket; one added later must not skip the checks."""
+
+    async def echo(websocket: WebSocket) -> None:
+        await websocket.accept()
+        await websocket.send_text("reached the route")
+        await websocket.close()
+
+    chat.app.add_api_websocket_route("/api/echo", echo)
+    with pytest.raises(WebSocketDisconnect) as refused:  # the in-process client's handshake
+        with chat.in_process.websocket_connect("/api/echo", headers={"Origin": "http://e.example"}):
+            pass
+    assert refused.value.code == 1008
 
 
 def test_the_page_asks_for_the_token_and_signs_out(browser, guarded, llm):

@@ -572,6 +572,27 @@ def test_the_proxy_streams_unbuffered_to_the_replicas_and_runs_unprivileged():
     assert "user" not in re.findall(r"^\s*(\w+)", NGINX, re.M)
 
 
+def seconds(value: str) -> int:
+    return int(value.removesuffix("s"))
+
+
+def test_the_proxy_shields_the_replicas_from_slow_clients():
+    """Slowloris at the proxy: nginx waits 60 s for headers by default; here no longer
+    than a replica itself would (HEADER_TIMEOUT), with room for many sockets."""
+    (header,) = nginx_directives("client_header_timeout")
+    assert seconds(header) <= 10
+    assert seconds(nginx_directives("client_body_timeout")[0]) <= 30
+    assert seconds(nginx_directives("keepalive_timeout")[0]) <= 30
+    assert nginx_directives("reset_timedout_connection") == ["on"]
+    (connections,) = nginx_directives("worker_connections")
+    assert int(connections) >= 4096
+    assert int(nginx_directives("worker_rlimit_nofile")[0]) >= 2 * int(connections)
+    (zone,) = nginx_directives("limit_conn_zone")
+    assert zone.startswith("$binary_remote_addr zone=per_client:")
+    assert nginx_directives("limit_conn") == ["per_client 256"]
+    assert nginx_directives("limit_conn_status") == ["429"]
+
+
 def test_the_readme_scale_command_is_compose_yamls_and_leaves_the_single_service_out():
     """`--profile scale up` alone would start the single chat service too (it has no
     profile): the command names the proxy, which brings what it depends on."""

@@ -152,6 +152,53 @@ def test_a_4_mib_body_built_against_the_depth_check_does_not_hold_the_loop(serve
     assert statistics.median(held) < HEALTH_BUDGET_SECONDS, held
 
 
+HALF_OPEN = b"GET /api/conversations HTTP/1.1\r\nHost: 127.0.0.1\r\n"  # never finished
+
+
+def closed_by_the_service(sock: socket.socket) -> bool:
+    """Whether the service closed this socket (it waits for it at most its own timeout)."""
+    try:
+        return sock.recv(1024) == b""
+    except ConnectionResetError:
+        return True
+    except TimeoutError:
+        return False
+
+
+def test_half_open_sockets_are_closed_and_the_owner_is_served(llm, tmp_path):
+    """Slowloris: 300 sockets from a client without the token that never finish their
+    headers, over a limit of 100 connections. The owner's request is answered; the
+    sockets beyond the limit are closed at once, the others after the header timeout,
+    each kind said in the log."""
+    token = "slow-" + "7f3a9c2e" * 5
+    env = chat_env(
+        llm,
+        tmp_path,
+        AUTH_TOKEN=token,
+        SEARXNG_URL="http://127.0.0.1:9",  # nothing here needs a search
+        HEADER_TIMEOUT="2",
+        MAX_CONNECTIONS="100",
+    )
+    with serve(env) as served:
+        port = int(served.url.rsplit(":", 1)[1])
+        sockets = [socket.create_connection(("127.0.0.1", port), timeout=5) for _ in range(300)]
+        try:
+            for sock in sockets:
+                sock.sendall(HALF_OPEN)
+            owner = {"Authorization": f"Bearer {token}"}
+            answer = httpx.get(f"{served.url}/api/conversations", headers=owner, timeout=5)
+            assert answer.status_code == 200
+            for sock in sockets:
+                sock.settimeout(2 + 5)
+            assert all(closed_by_the_service(sock) for sock in sockets)
+        finally:
+            for sock in sockets:
+                sock.close()
+        log = served.output()
+        assert "made room for a new connection (100, MAX_CONNECTIONS)" in log
+        assert "its request's headers did not come within 2 s" in log
+
+
 # -- other web pages get nothing run -----------------------------------------------------------
 
 

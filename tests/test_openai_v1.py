@@ -5,13 +5,19 @@ from __future__ import annotations
 
 import json
 import re
+import threading
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 
 import httpx
 import openai
 import pytest
 
+from app.api.answer_slots import V1_TOTAL_ANSWERS
 from app.chat import context
 from app.chat.completion import CUT_MARKER, history_tokens
+from tests.chat_client import done, new_conversation, send
 from tests.conftest import chat_env, service_for
 from tests.fakes.conventions import llamacpp_stream_unparsed
 from tests.fakes.llm_server import (
@@ -499,3 +505,82 @@ def test_a_streamed_round_the_server_could_not_parse_is_said_to_be_discarded(cha
     assert text == "You may call these toolsWarsaw."
     assert "Note: this model could not call the web tools (its output did not parse)" in reasoning
     assert "tools" not in llm.requests[-1].body
+
+
+# -- one client cannot take the model connections -----------------------------------------------
+
+STREAMED = {
+    "model": "fake-model",
+    "messages": [{"role": "user", "content": "talk slowly"}],
+    "stream": True,
+}
+
+
+@contextmanager
+def held_streams(service, addresses: list[str]) -> Iterator[None]:
+    """One /v1 stream from each address (a client behind the trusted proxy), each holding
+    its model connection open until the block ends."""
+    opened = threading.Semaphore(0)
+    release = threading.Event()
+
+    def hold(address: str) -> None:
+        headers = {"X-Forwarded-For": address}
+        with service.client() as client:
+            with client.stream("POST", "/v1/chat/completions", json=STREAMED, headers=headers) as r:
+                assert r.status_code == 200
+                lines = r.iter_lines()  # kept: a line iterator dropped closes the stream
+                next(lines)
+                opened.release()
+                release.wait(30)
+
+    with ThreadPoolExecutor(len(addresses)) as pool:
+        holders = [pool.submit(hold, address) for address in addresses]
+        try:
+            for _ in addresses:
+                assert opened.acquire(timeout=30), [h.exception() for h in holders if h.done()]
+            yield
+        finally:
+            release.set()
+
+
+@pytest.fixture
+def per_client(request, llm, searxng, pages, tmp_path):
+    """Two /v1 answers at once per client; clients told apart by the proxy on loopback."""
+    llm.clear()
+    env = chat_env(llm, tmp_path, pages, V1_ANSWERS_PER_CLIENT="2", TRUSTED_PROXIES="127.0.0.1")
+    with service_for(request, env, searxng.url) as service:
+        yield service
+
+
+def refused(service, address: str) -> httpx.Response:
+    headers = {"X-Forwarded-For": address}
+    return service.http.post("/v1/chat/completions", json=STREAMED, headers=headers)
+
+
+@pytest.mark.socket  # many streams held open at once, from several clients
+def test_one_client_cannot_take_the_model_connections_from_the_page(per_client, llm):
+    """Beyond its own cap a client gets OpenAI's 429 with a Retry-After, at once; all /v1
+    clients together cannot take the connections the page's turns need."""
+    llm.script(*[Reply(text="word " * 20, stall_after=1) for _ in range(V1_TOTAL_ANSWERS)])
+    with held_streams(per_client, ["192.0.2.1", "192.0.2.1"]):
+        third = refused(per_client, "192.0.2.1")
+        assert third.status_code == 429 and int(third.headers["retry-after"]) > 0
+        error = third.json()["error"]
+        assert (
+            error["code"] == "rate_limit_exceeded" and "V1_ANSWERS_PER_CLIENT" in error["message"]
+        )
+        others = [f"198.51.100.{n // 2}" for n in range(V1_TOTAL_ANSWERS - 2)]
+        with held_streams(per_client, others):
+            beyond = refused(per_client, "203.0.113.9")
+            assert beyond.status_code == 429
+            assert "/v1 answers are running" in beyond.json()["error"]["message"]
+            llm.script(Reply(text="The page's own answer."))
+            conversation = new_conversation(per_client)
+            turn = done(send(per_client, conversation, "hello"))
+            assert turn["status"] == "complete"
+    # The streams ended, their places are free again.
+    llm.script(Reply(text="Again."))
+    again = client_of(per_client).chat.completions.create(
+        model="fake-model", messages=[{"role": "user", "content": "hi"}]
+    )
+    assert again.choices[0].message.content == "Again."

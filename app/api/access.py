@@ -21,8 +21,11 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import ipaddress
 import json
+import logging
 import re
+import secrets
 import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Iterable, MutableMapping
@@ -34,6 +37,10 @@ from fastapi.routing import APIRoute
 
 from app.api.json_shape import checked_shape
 from app.api.openai_shapes import error_body
+from app.store.errors import Unavailable
+from app.store.storage import Storage
+
+logger = logging.getLogger(__name__)
 
 Scope = MutableMapping[str, Any]
 AsgiMessage = MutableMapping[str, Any]
@@ -55,6 +62,7 @@ SESSION_SECONDS = 30 * 24 * 3600
 FAILURES_ALLOWED = 5
 FAILURE_WINDOW_SECONDS = 600.0
 TRACKED_CLIENTS = 1024
+MAX_COOKIE_CHARS = 200
 OPEN_PATHS = frozenset({"/api/session"})
 """The login itself, and the question "is a login needed?", need no token."""
 OPENAI_PREFIX = "/v1"
@@ -75,17 +83,21 @@ def guarded(path: str) -> bool:
     return (path.startswith(TOKEN_PATHS) and path not in OPEN_PATHS) or openai_path(path)
 
 
+HOST_HEADER = re.compile(
+    r"(?:\[(?P<ip6>[0-9a-f:.]+)\]|(?P<name>[a-z0-9._-]+))(?::(?P<port>\d{1,5}))?"
+)
+"""A Host header as RFC 9110 allows it: a name or an address, and perhaps a port of
+digits; nothing else may follow (``127.0.0.1:8080, evil.example`` is not a host)."""
+
+
 def split_host(value: str) -> tuple[str, int | None]:
-    """``host:port`` as sent in a Host header (``[::1]:8080`` for IPv6), lower-cased."""
-    value = value.strip().lower()
-    if value.startswith("["):
-        host, _, rest = value[1:].partition("]")
-        port = rest.removeprefix(":")
-    elif value.count(":") == 1:
-        host, _, port = value.partition(":")
-    else:
-        host, port = value, ""
-    return host.rstrip("."), int(port) if port.isdigit() else None
+    """``host:port`` as sent in a Host header (``[::1]:8080`` for IPv6), lower-cased;
+    ("", None) for anything that is not a host."""
+    found = HOST_HEADER.fullmatch(value.strip().lower())
+    if found is None:
+        return "", None
+    host = (found["ip6"] or found["name"]).rstrip(".")
+    return host, int(found["port"]) if found["port"] else None
 
 
 def host_allowed(host_header: str, allowed: frozenset[str]) -> bool:
@@ -99,39 +111,63 @@ def host_allowed(host_header: str, allowed: frozenset[str]) -> bool:
     return port is not None and f"{host}:{port}" in allowed
 
 
-@dataclass
 class Sessions:
-    """Signed, expiring session cookies; the key derives from AUTH_TOKEN, so changing the
-    token signs everyone out."""
+    """The page's sessions, kept in the database (app/store/sessions.py) so that signing
+    out ends one on every replica. The cookie is 256 random bits; the database holds only
+    its HMAC under a key derived from AUTH_TOKEN, so a copy of the database opens no
+    session, and changing the token signs everyone out."""
 
-    token: str
+    def __init__(self, token: str, storage: Storage) -> None:
+        self.key = hmac.new(token.encode(), b"session cookie", hashlib.sha256).digest()
+        self.storage = storage
 
-    @property
-    def key(self) -> bytes:
-        return hmac.new(self.token.encode(), b"session cookie", hashlib.sha256).digest()
+    def stored_key(self, cookie: str) -> str | None:
+        """What the database holds for this cookie; None for one we cannot have made.
+        (A cookie is whatever the client sends: non-ASCII text must not crash us.)"""
+        if not (cookie.isascii() and 0 < len(cookie) <= MAX_COOKIE_CHARS):
+            return None
+        return hmac.new(self.key, cookie.encode(), hashlib.sha256).hexdigest()
 
-    def issue(self, now: float | None = None) -> str:
-        expiry = str(int((now or time.time()) + SESSION_SECONDS))
-        return f"{expiry}.{self.sign(expiry)}"
+    async def issue(self) -> str:
+        cookie = secrets.token_urlsafe(32)
+        key = self.stored_key(cookie)
+        assert key is not None
+        await self.storage.add_session(key, time.time() + SESSION_SECONDS)
+        return cookie
 
-    def sign(self, expiry: str) -> str:
-        return hmac.new(self.key, expiry.encode(), hashlib.sha256).hexdigest()
+    async def valid(self, cookie: str) -> bool:
+        key = self.stored_key(cookie)
+        return key is not None and await self.storage.session_live(key)
 
-    def valid(self, cookie: str, now: float | None = None) -> bool:
-        expiry, _, signature = cookie.partition(".")
-        # Compared as bytes: compare_digest refuses text that is not ASCII (a cookie is
-        # whatever the client sends), and "²".isdigit() is true but int() refuses it.
-        given = signature.encode("utf-8", "replace")
-        if not (expiry.isascii() and expiry.isdigit()):
-            return False
-        if not hmac.compare_digest(given, self.sign(expiry).encode()):
-            return False
-        return int(expiry) > (now or time.time())
+    async def end(self, cookie: str) -> None:
+        if (key := self.stored_key(cookie)) is not None:
+            await self.storage.end_session(key)
+
+
+def client_key(address: str) -> str:
+    """Whom the wrong-token limit counts: an IPv4 address, or an IPv6 address's /64 (one
+    household or one server is given a whole /64, so counting its addresses one by one
+    would give a guesser 2^64 fresh starts)."""
+    try:
+        ip = ipaddress.ip_address(address)
+    except ValueError:
+        return address
+    if isinstance(ip, ipaddress.IPv6Address):
+        if ip.ipv4_mapped is not None:
+            return str(ip.ipv4_mapped)
+        return str(ipaddress.IPv6Network(f"{ip}/64", strict=False))
+    return str(ip)
 
 
 class FailureLimiter:
-    """Wrong tokens per client address: after FAILURES_ALLOWED within the window, the
-    client is refused until the window has passed since its last failure."""
+    """Wrong tokens per client (``client_key``): after FAILURES_ALLOWED within the window,
+    the client is refused until the window has passed since its last failure.
+
+    Clients are kept in the order of their last failure; beyond TRACKED_CLIENTS only
+    those whose last failure is older than the window are forgotten, so no flood of other
+    clients can make the table forget one that is waiting (the table then grows by one
+    entry, about 300 bytes, per IPv4 address or IPv6 /64 that failed in the last 10
+    minutes: the attacker's cost, not ours)."""
 
     def __init__(self) -> None:
         self.failures: OrderedDict[str, list[float]] = OrderedDict()
@@ -139,20 +175,25 @@ class FailureLimiter:
     def wait(self, client: str, now: float | None = None) -> float:
         """Seconds this client must wait before trying again (0: it may try)."""
         now = now or time.monotonic()
-        recent = [t for t in self.failures.get(client, []) if now - t < FAILURE_WINDOW_SECONDS]
+        times = self.failures.get(client_key(client), [])
+        recent = [t for t in times if now - t < FAILURE_WINDOW_SECONDS]
         if len(recent) < FAILURES_ALLOWED:
             return 0.0
         return FAILURE_WINDOW_SECONDS - (now - recent[-1])
 
     def fail(self, client: str, now: float | None = None) -> None:
         now = now or time.monotonic()
-        times = [t for t in self.failures.pop(client, []) if now - t < FAILURE_WINDOW_SECONDS]
-        self.failures[client] = [*times, now][-FAILURES_ALLOWED:]
+        key = client_key(client)
+        times = [t for t in self.failures.pop(key, []) if now - t < FAILURE_WINDOW_SECONDS]
+        self.failures[key] = [*times, now][-FAILURES_ALLOWED:]
         while len(self.failures) > TRACKED_CLIENTS:
-            self.failures.popitem(last=False)
+            oldest, times = next(iter(self.failures.items()))
+            if now - times[-1] < FAILURE_WINDOW_SECONDS:
+                break  # every client left has failed within the window
+            del self.failures[oldest]
 
     def forget(self, client: str) -> None:
-        self.failures.pop(client, None)
+        self.failures.pop(client_key(client), None)
 
 
 @dataclass
@@ -184,13 +225,21 @@ class Guard:
     """What the checks need to remember: the allowed hosts, the token, the sessions it
     signs and the wrong tokens seen per client. One per app, shared with the login route."""
 
-    def __init__(self, *, allowed_hosts: frozenset[str], token: str) -> None:
+    def __init__(self, *, allowed_hosts: frozenset[str], token: str, storage: Storage) -> None:
         self.allowed_hosts = allowed_hosts
         self.token = token.encode()
-        self.sessions = Sessions(token) if token else None
+        self.sessions = Sessions(token, storage) if token else None
         self.limiter = FailureLimiter()
 
-    def check_token(self, headers: dict[bytes, bytes], scope: Scope) -> Refusal | None:
+    async def signed_in(self, given: Credentials) -> bool:
+        """A live session cookie or the right bearer token (no token needed: always)."""
+        if self.sessions is None:
+            return True
+        if given.cookie and await self.sessions.valid(given.cookie):
+            return True
+        return given.bearer is not None and hmac.compare_digest(given.bearer, self.token)
+
+    async def check_token(self, headers: dict[bytes, bytes], scope: Scope) -> Refusal | None:
         """None when the request may go on; else (status, message, extra headers)."""
         if self.sessions is None:
             return None
@@ -199,11 +248,13 @@ class Guard:
         # The right credential first: others' wrong tokens from the same address (every
         # client of a proxy shares one) must not lock the owner out. With 128 bits or
         # more, the wait below is not what stops guessing; it keeps the log quiet.
-        if given.cookie and self.sessions.valid(given.cookie):
-            return None
-        if given.bearer is not None and hmac.compare_digest(given.bearer, self.token):
-            self.limiter.forget(client)
-            return None
+        try:
+            if await self.signed_in(given):
+                if given.bearer is not None:
+                    self.limiter.forget(client)
+                return None
+        except Unavailable as exc:  # the sessions' database: said as every route says it
+            return exc.status, str(exc), {}
         wait = self.limiter.wait(client)
         if wait > 0:
             return 429, "too many wrong tokens: wait before trying again", retry_after(wait)
@@ -212,14 +263,14 @@ class Guard:
             return 401, "wrong access token", {}
         return 401, "this service needs its access token (AUTH_TOKEN)", {}
 
-    def login(self, token: str, client: str) -> str | None:
+    async def login(self, token: str, client: str) -> str | None:
         """A new session cookie for the right token; None (and a failure counted, unless
         the client is already waiting) if not."""
         if self.sessions is None:
             return None
         if hmac.compare_digest(token.encode(), self.token):
             self.limiter.forget(client)
-            return self.sessions.issue()
+            return await self.sessions.issue()
         if self.limiter.wait(client) <= 0:
             self.limiter.fail(client)
         return None
@@ -233,10 +284,17 @@ class AccessControl:
         self.guard = guard
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
+        if scope["type"] == "lifespan":
             await self.app(scope, receive, send)
             return
-        send = with_safety_headers(send)
+        if scope["type"] != "http":
+            # No route of ours speaks WebSocket, and none of the checks below was written
+            # for one: a handshake is refused before anything of the app sees it.
+            await refuse_unknown(scope, receive, send)
+            return
+        await self.http(scope, receive, with_safety_headers(send))
+
+    async def http(self, scope: Scope, receive: Receive, send: Send) -> None:
         deny = refuse_openai if openai_path(scope["path"]) else refuse
         headers = dict(scope["headers"])
         host = headers.get(b"host", b"").decode("latin-1")
@@ -256,7 +314,7 @@ class AccessControl:
             await deny(send, 403, reason)
             return
         if guarded(scope["path"]):
-            if (refusal := self.guard.check_token(headers, scope)) is not None:
+            if (refusal := await self.guard.check_token(headers, scope)) is not None:
                 await deny(send, *refusal)
                 return
         if method in WITH_BODY and routed(scope):
@@ -271,6 +329,16 @@ class AccessControl:
                 return
             receive = replay(body, receive)
         await self.app(scope, receive, send)
+
+
+async def refuse_unknown(scope: Scope, receive: Receive, send: Send) -> None:
+    """A scope the checks do not know: a WebSocket handshake is closed unanswered (the
+    client sees 403), anything else is an error of the server that sent it."""
+    if scope["type"] != "websocket":
+        raise RuntimeError(f"refused an ASGI scope of type {scope['type']!r}")
+    logger.warning("refused a WebSocket handshake to %s: no route speaks WebSocket", scope["path"])
+    await receive()  # websocket.connect
+    await send({"type": "websocket.close", "code": 1008})
 
 
 def foreign(headers: dict[bytes, bytes], scope: Scope, host: str) -> str | None:

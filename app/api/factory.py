@@ -13,6 +13,7 @@ from starlette.exceptions import HTTPException
 
 from app import config
 from app.api import access, lab, openai_shapes
+from app.api.answer_slots import AnswerSlots
 from app.api.bodies import errors
 from app.api.lag import LagProbe
 from app.api.mcp import McpEndpoint
@@ -63,8 +64,8 @@ async def service_error(request: Request, exc: ServiceError) -> JSONResponse:
     if openai_path(request):
         param, code = getattr(exc, "param", None), getattr(exc, "code", None)
         body = openai_shapes.error_body(exc.status, str(exc), param, code)
-        return JSONResponse(body, status_code=exc.status)
-    return JSONResponse({"detail": str(exc)}, status_code=exc.status)
+        return JSONResponse(body, status_code=exc.status, headers=exc.headers)
+    return JSONResponse({"detail": str(exc)}, status_code=exc.status, headers=exc.headers)
 
 
 async def http_error(request: Request, exc: HTTPException) -> JSONResponse:
@@ -133,8 +134,11 @@ def create_app(settings: config.Settings, searxng_url: str) -> FastAPI:
         },
     )
     app.state.lag = LagProbe()
-    app.state.access = access.Guard(allowed_hosts=settings.allowed_hosts, token=settings.auth_token)
+    app.state.access = access.Guard(
+        allowed_hosts=settings.allowed_hosts, token=settings.auth_token, storage=storage
+    )
     app.state.mcp = McpEndpoint()
+    app.state.answer_slots = AnswerSlots(settings.v1_answers_per_client)
     app.exception_handler(ServiceError)(service_error)
     app.exception_handler(RequestValidationError)(invalid_request)
     app.exception_handler(HTTPException)(http_error)

@@ -50,8 +50,7 @@ def compose_token(settings: config.Settings, host: str) -> str:
 def cmd_serve(args: argparse.Namespace, settings: config.Settings) -> int:
     # Imported here: the web stack is only needed by serve, and every other command
     # starts faster without it.
-    import uvicorn
-
+    from app.api import serving
     from app.api.factory import create_app
     from app.pages import addresses
 
@@ -83,19 +82,8 @@ def cmd_serve(args: argparse.Namespace, settings: config.Settings) -> int:
         # What start-up built lives as long as the process: out of the collector's sight,
         # full collections stop walking it, which they would do mid-stream.
         gc.freeze()
-        uvicorn.run(
-            app,
-            host=args.host,
-            port=args.port,
-            log_level="info",
-            access_log=debug,
-            # uvicorn believes X-Forwarded-For from 127.0.0.1 unless told otherwise: any
-            # local process could then pose as any client (the login limit is per client).
-            proxy_headers=bool(settings.trusted_proxies),
-            forwarded_allow_ips=list(settings.trusted_proxies),
-            loop="uvloop",
-            http="httptools",
-        )
+        options = {"log_level": "info", "access_log": debug, "loop": "uvloop"}
+        serving.run(serving.server_config(app, settings, args.host, args.port, **options))
     return 0
 
 

@@ -19,12 +19,15 @@ from app.store.legacy import LegacyImport
 from app.store.search_cache import SearchCacheRows
 from app.store.search_pace import SearchPaceRows
 from app.store.searches import SearchCounts
+from app.store.sessions import SessionRows
 
 DATABASE = "chat.db"
 """Its file name in DATA_DIR."""
 
 
-class Database(LateOutcomes, LegacyImport, SearchCounts, SearchCacheRows, SearchPaceRows):
+class Database(
+    LateOutcomes, LegacyImport, SearchCounts, SearchCacheRows, SearchPaceRows, SessionRows
+):
     """chat.db opened (its schema brought up to date), with every query."""
 
 

@@ -323,6 +323,15 @@ MIGRATIONS = [
     );
     """,
     ),
+    # The page's sign-in sessions (sessions.py): a digest of each cookie and its expiry.
+    MigrationStep(
+        sqlite="""
+    CREATE TABLE sessions (key TEXT PRIMARY KEY, expires REAL NOT NULL);
+    """,
+        postgresql="""
+    CREATE TABLE sessions (key text PRIMARY KEY, expires double precision NOT NULL);
+    """,
+    ),
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 

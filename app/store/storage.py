@@ -173,6 +173,17 @@ class Storage:
     async def searches_spent(self) -> SearchesSpent:
         return await self.run(self.database.searches_spent)
 
+    # -- the page's sessions ---------------------------------------------------------------
+
+    async def add_session(self, key: str, expires: float) -> None:
+        await self.run(self.database.add_session, key, expires)
+
+    async def session_live(self, key: str) -> bool:
+        return await self.run(self.database.session_live, key)
+
+    async def end_session(self, key: str) -> None:
+        await self.run(self.database.end_session, key)
+
     async def tool_refusals(self) -> list[ToolRefusal]:
         return await self.run(self.database.tool_refusals)
 

@@ -105,6 +105,7 @@ TABLES = (
     Table("tool_refusals", ("model", "at", "reason")),
     Table("search_queries", ("day", "queries")),
     Table("search_cache", ("key", "response", "stored_at", "used")),
+    Table("sessions", ("key", "expires")),
 )
 PAGE_ROWS = 500
 """Rows read (and written) at a time: a large database is never in memory at once."""

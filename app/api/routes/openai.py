@@ -14,6 +14,7 @@ from typing_extensions import TypedDict
 
 from app import jsoncodec
 from app.api import openai_shapes as shapes
+from app.api.answer_slots import AnswerSlots, Slot
 from app.api.deps import ServicesDep
 from app.api.sse import EventStream
 from app.chat.completion import CompletionEvent, CompletionRequest, answer, request_locale
@@ -107,9 +108,27 @@ async def chat_completions(
 ) -> Response | shapes.ChatCompletion:
     length = http.headers.get("content-length", "")
     request = await completion_request(services, body, int(length) if length.isdigit() else None)
+    slots: AnswerSlots = http.app.state.answer_slots
+    slot = slots.take(http.client.host if http.client else "unknown")
+    try:
+        return await respond(services, request, body, http, slot)
+    except BaseException:
+        await slot.release()
+        raise
+
+
+async def respond(
+    services: Services,
+    request: CompletionRequest,
+    body: shapes.ChatCompletionBody,
+    http: Request,
+    slot: Slot,
+) -> Response | shapes.ChatCompletion:
+    """The answer, whole or streamed; `slot` released when it ends (a stream's end)."""
     events = answer(services, request)
     if not body.stream:
         collected = await unless_hung_up(collect(events), http)
+        await slot.release()
         if collected is None:
             return Response(status_code=499)  # no one left to read it
         return shapes.completion_object(request.model, collected)
@@ -124,7 +143,7 @@ async def chat_completions(
         if isinstance(exc, Exception):
             raise upstream_error(exc) from None
         raise
-    return EventStream(streamed(events, first, chunks), closed=nothing, end=DONE)
+    return EventStream(streamed(events, first, chunks), closed=slot.release, end=DONE)
 
 
 async def collect(events: AsyncGenerator[CompletionEvent, None]) -> list[CompletionEvent]:
@@ -220,7 +239,3 @@ async def streamed(
         except Exception as error:  # an error chunk, as OpenAI sends one mid-stream
             failed = upstream_error(error)
             yield shapes.error_body(failed.status, str(failed), code=failed.code)
-
-
-async def nothing() -> None:
-    """Nothing to release when the stream ends: /v1 holds no conversation."""

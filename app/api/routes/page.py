@@ -12,7 +12,7 @@ from fastapi.responses import FileResponse, Response
 from fastapi.staticfiles import StaticFiles
 from typing_extensions import TypedDict
 
-from app.api.deps import ServicesDep
+from app.api.deps import GuardDep, ServicesDep
 from app.api.lag import LagProbe
 from app.chat.services import Services
 from app.search.failures import FailureView
@@ -76,18 +76,20 @@ class Health(TypedDict):
     status: str
     search: str
     database: DatabaseState
-    search_plan: SearchPlanState
+    search_plan: NotRequired[SearchPlanState]
+    """With the token (when AUTH_TOKEN is set) only: how much the household searches."""
     loop_lag_ms: NotRequired[float]
     """LOOP_LAG_PROBE only: the event loop's worst lateness since the last call."""
     loop_lag_own_ms: NotRequired[float]
 
 
 @router.get("/healthz")
-async def healthz(request: Request, services: ServicesDep) -> Health:
+async def healthz(request: Request, services: ServicesDep, guard: GuardDep) -> Health:
     """The service is up; whether its SearXNG answers too, and which database it uses and
-    whether that answers (nothing private). With LOOP_LAG_PROBE=1, also the event loop's
-    worst lateness since the last call, and the same less the time the loop waited for a
-    core (see app/api/lag.py)."""
+    whether that answers: open to anyone, for health checks (Compose's, a proxy's). The
+    figures (the Brave plan and the queries sent; with LOOP_LAG_PROBE=1 the event loop's
+    worst lateness since the last call, see app/api/lag.py) only with the token, when
+    AUTH_TOKEN is set: they say how much the household searches."""
     try:
         answer = await services.searxng.http.get("/healthz", timeout=2)
         search = "ok" if answer.status_code == 200 else "unhealthy"
@@ -98,8 +100,10 @@ async def healthz(request: Request, services: ServicesDep) -> Health:
         "status": "ok" if search == "ok" and database.answers else "degraded",
         "search": search,
         "database": {"backend": database.backend, "answers": database.answers},
-        "search_plan": await search_plan(services),
     }
+    if await guard.check_token(dict(request.scope["headers"]), request.scope) is not None:
+        return health
+    health["search_plan"] = await search_plan(services)
     if services.settings.loop_lag_probe:
         lag: LagProbe = request.app.state.lag
         health["loop_lag_ms"], own = lag.take()

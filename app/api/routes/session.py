@@ -30,7 +30,7 @@ async def session_state(request: Request, guard: GuardDep) -> SessionState:
     if guard.sessions is None:
         return SessionState(auth=False, signed_in=True)
     cookie = request.cookies.get(SESSION_COOKIE)
-    return SessionState(auth=True, signed_in=bool(cookie and guard.sessions.valid(cookie)))
+    return SessionState(auth=True, signed_in=bool(cookie and await guard.sessions.valid(cookie)))
 
 
 @router.post(
@@ -44,13 +44,15 @@ async def sign_in(
     if guard.sessions is None:
         return SessionState(auth=False, signed_in=True)
     client = request.client.host if request.client else "unknown"
-    cookie = guard.login(body.token, client)
+    cookie = await guard.login(body.token, client)
     if cookie is None:
         if (wait := guard.limiter.wait(client)) > 0:
             return json_error(
                 429, "too many wrong tokens: wait before trying again", retry_after(wait)
             )
         return json_error(401, "wrong access token")
+    # The scheme is the request's as uvicorn saw it: https behind a proxy only when the
+    # proxy is one of TRUSTED_PROXIES (its X-Forwarded-Proto is believed from no one else).
     response.set_cookie(
         SESSION_COOKIE,
         cookie,
@@ -64,9 +66,18 @@ async def sign_in(
 
 
 @router.delete("", status_code=204)
-async def sign_out() -> Response:
+async def sign_out(request: Request, guard: GuardDep) -> Response:
+    """Ends the session in the database, for every replica, then drops the cookie."""
+    if guard.sessions is not None and (cookie := request.cookies.get(SESSION_COOKIE)):
+        await guard.sessions.end(cookie)
     response = Response(status_code=204)
-    response.delete_cookie(SESSION_COOKIE, path="/", httponly=True, samesite="strict")
+    response.delete_cookie(
+        SESSION_COOKIE,
+        path="/",
+        httponly=True,
+        samesite="strict",
+        secure=request.url.scheme == "https",
+    )
     return response
 
 
