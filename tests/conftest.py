@@ -13,6 +13,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -192,10 +193,14 @@ def run_main(*args: str, searxng_url: str, **env: str) -> subprocess.CompletedPr
     try:
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             with contextlib.chdir(ROOT):
-                try:
-                    status = main(list(args))
-                except SystemExit as exc:  # argparse's refusals, and the tools' arguments
-                    status = exc.code if isinstance(exc.code, int) else 1
+                # In a thread of its own, as in a process of its own: Playwright's sync API
+                # keeps an event loop running in the main thread once a browser test ran,
+                # and a command's asyncio.run refuses to start beside it.
+                with ThreadPoolExecutor(max_workers=1) as thread:
+                    try:
+                        status = thread.submit(main, list(args)).result()
+                    except SystemExit as exc:  # argparse's refusals, the tools' arguments
+                        status = exc.code if isinstance(exc.code, int) else 1
     finally:
         os.environ.clear()
         os.environ.update(saved)
