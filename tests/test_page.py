@@ -526,6 +526,19 @@ def test_a_new_conversation_offers_examples_in_the_search_language(page, llm):
     expect(examples.first).to_contain_text("Jak")  # SEARCH_LOCALE is pl-PL
 
 
+def test_the_search_locale_stays_one_word_on_a_phone(browser, chat):
+    page = open_page(browser, chat.url, width=400, height=700)
+    try:
+        locale = page.locator(".empty p .nowrap")
+        expect(locale).to_have_text("pl-PL")
+        for width in range(320, 400, 2):  # wherever the line happens to break
+            page.set_viewport_size({"width": width, "height": 700})
+            lines = locale.evaluate("node => node.getClientRects().length")
+            assert lines == 1, f"pl-PL broken over {lines} lines at {width} px"
+    finally:
+        page.context.close()
+
+
 def test_the_page_is_usable_at_400_px(browser, chat, llm):
     page = open_page(browser, chat.url, width=400, height=800)
     try:

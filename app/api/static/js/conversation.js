@@ -209,7 +209,14 @@ export class ConversationView {
       "div",
       { className: "empty" },
       el("h2", { text: "Ask anything; the answer can search the web" }),
-      el("p", { text: `Searches go through your own SearXNG, in ${this.settings.search_locale === "all" ? "any language" : this.settings.search_locale}. Only the search terms leave your machine.` }),
+      el(
+        "p",
+        {},
+        "Searches go through your own SearXNG, in ",
+        // One word: "pl-PL" broken at its hyphen on a phone read as two.
+        el("span", { className: "nowrap", text: this.settings.search_locale === "all" ? "any language" : this.settings.search_locale }),
+        ". Only the search terms leave your machine.",
+      ),
       el(
         "div",
         { className: "examples" },
