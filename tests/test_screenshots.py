@@ -66,8 +66,11 @@ def test_screenshots_of_a_finished_search_and_fetch_answer(browser, chat, llm, p
             else:
                 page.goto(address)
             expect(page.locator(".answer table")).to_be_visible()
-            expect(page.locator(".source-chip")).to_have_count(1)
-            expect(page.locator(".source-chip .source-title")).to_have_text("Pierogi, step by step")
+            # The page read, then the result the answer cites beside it; the others folded.
+            expect(page.locator(".source-chip")).to_have_count(2)
+            expect(page.locator(".source-chip .source-title").first).to_have_text(
+                "Pierogi, step by step"
+            )
             page.locator(".trail summary").click()
             expect(page.locator(".timeline")).to_contain_text("pierogi z kapustą")
             if scheme == "phone":  # the answer's end: its sources and its line of figures
