@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import html as html_lib
 import json
-import multiprocessing
 import os
 import re
 import socket
@@ -502,7 +501,8 @@ def test_a_page_slow_to_extract_is_stopped_and_the_next_page_is_read(pages):
         extraction = ExtractionProcess(deadline=2.0)
         try:
             await extraction(ARTICLE.encode(), "http://x/", "utf-8")  # the worker is up
-            first = multiprocessing.active_children()[0].pid
+            assert extraction.worker is not None
+            first = extraction.worker.pid
             held = asyncio.ensure_future(extraction(slow.encode(), "http://x/", "utf-8"))
             await asyncio.sleep(0.1)  # its turn first
             page = await fetch_page(
@@ -510,7 +510,8 @@ def test_a_page_slow_to_extract_is_stopped_and_the_next_page_is_read(pages):
             )
             with pytest.raises(FetchFailed) as stopped:
                 await held
-            second = multiprocessing.active_children()[0].pid
+            assert extraction.worker is not None
+            second = extraction.worker.pid
             return str(stopped.value), page, first, second
         finally:
             extraction.close()

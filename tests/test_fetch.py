@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import ipaddress
-import multiprocessing
 import os
 import shutil
+import signal
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -320,14 +320,14 @@ def test_the_service_extracts_in_a_worker_process_and_replaces_one_that_dies(
             first = await fetch_page(
                 pages.url + "/article", allow_hosts=frozenset({pages.host}), extract=extraction
             )
-            workers = multiprocessing.active_children()
-            assert len(workers) == 1 and workers[0].pid != os.getpid()
+            assert extraction.worker is not None
+            pid = extraction.worker.pid
+            assert pid != os.getpid()
             # it yields the CPU to the streams
-            niceness = os.getpriority(os.PRIO_PROCESS, workers[0].pid)
-            assert niceness >= worker.EXTRACTION_NICENESS
+            assert os.getpriority(os.PRIO_PROCESS, pid) >= worker.EXTRACTION_NICENESS
             doomed = asyncio.ensure_future(extraction(huge.encode(), "http://x/", "utf-8"))
             await asyncio.sleep(0.3)
-            workers[0].kill()
+            os.kill(pid, signal.SIGKILL)
             with pytest.raises(FetchFailed) as failed:
                 await doomed
             again = await fetch_page(
