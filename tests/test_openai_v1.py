@@ -574,6 +574,13 @@ def test_one_client_cannot_take_the_model_connections_from_the_page(per_client, 
             beyond = refused(per_client, "203.0.113.9")
             assert beyond.status_code == 429
             assert "/v1 answers are running" in beyond.json()["error"]["message"]
+            # As the openai SDK reads it, streamed or not: its RateLimitError, not a failure
+            # of the model server.
+            sdk = client_of(per_client).with_options(max_retries=0)
+            hi = [{"role": "user", "content": "hi"}]
+            for stream in (False, True):
+                with pytest.raises(openai.RateLimitError):
+                    sdk.chat.completions.create(model="fake-model", messages=hi, stream=stream)
             llm.script(Reply(text="The page's own answer."))
             conversation = new_conversation(per_client)
             turn = done(send(per_client, conversation, "hello"))
