@@ -100,7 +100,7 @@ HEAVY = (CHROMIUM, POSTGRESQL, LLAMA, DOCKER)
 
 LIGHT_TIERS = {
     "searxng": frozenset({"searxng", "fresh_searxng"}),
-    "service": frozenset({"chat", "guarded"}),
+    "service": frozenset({"chat", "guarded", "chat_on_backend"}),
 }
 """The tiers that need nothing outside the lock, and the fixtures that mark them."""
 

@@ -435,6 +435,17 @@ def database_url(backend: str, request: pytest.FixtureRequest) -> str:
     return str(request.getfixturevalue("postgres_url")) if backend == "postgresql" else ""
 
 
+@pytest.fixture
+def chat_on_backend(
+    request, llm, pages, searxng, brave, tmp_path, database_url
+) -> Iterator[ChatService]:
+    """`chat` on the storage backend of the test: each test that takes it runs on both."""
+    llm.clear()
+    env = chat_env(llm, tmp_path, pages, DATABASE_URL=database_url)
+    with service_for(request, env, searxng.url) as service:
+        yield service
+
+
 def store_of(data_dir: Path, database_url: str) -> Path | str:
     """What app.store's Database opens for these settings (DATA_DIR's chat.db or the URL)."""
     return database_url or data_dir / "chat.db"

@@ -33,7 +33,7 @@ from app.pages.worker import ExtractionProcess
 from app.search.embedded import free_port
 from tests.browser import open_page, page_server
 from tests.chat_client import new_conversation, send
-from tests.conftest import ROOT, ChatService, chat_env, run_cli, service_for
+from tests.conftest import ROOT, ChatService, chat_env, run_cli
 from tests.fakes.llm_server import Reply
 from tests.fakes.pages import ARTICLE, ARTICLE_TITLE
 
@@ -690,15 +690,6 @@ def test_ordinary_markdown_survives_the_export(chat, llm):
     viewer = VIEWERS["with tables"]
     answer = exported.split("## Assistant", 1)[1].split("\n", 1)[1]
     assert viewer.render(answer).split() == viewer.render(ORDINARY).split()
-
-
-@pytest.fixture
-def chat_on_backend(request, llm, pages, searxng, tmp_path, database_url):
-    """A chat service on each storage backend."""
-    llm.clear()
-    env = chat_env(llm, tmp_path, pages, DATABASE_URL=database_url)
-    with service_for(request, env, searxng.url) as service:
-        yield service
 
 
 def test_the_export_shows_the_target_of_a_link_disguised_as_another_host(chat_on_backend, llm):

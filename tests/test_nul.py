@@ -11,18 +11,16 @@ import json
 import pytest
 
 from tests.chat_client import done, get_conversation, new_conversation, send, stream
-from tests.conftest import ChatService, chat_env, service_for
+from tests.conftest import ChatService, chat_env
 from tests.fakes.llm_server import Reply, ToolCall
 
 NUL = "\x00"
 
 
 @pytest.fixture
-def service(request, llm, pages, searxng, tmp_path, database_url):
-    llm.clear()
-    env = chat_env(llm, tmp_path, pages, DATABASE_URL=database_url)
-    with service_for(request, env, searxng.url) as started:
-        yield started
+def service(chat_on_backend: ChatService) -> ChatService:
+    """conftest's `chat_on_backend`, under this module's name."""
+    return chat_on_backend
 
 
 def stored_text(conversation: dict[str, object]) -> str:

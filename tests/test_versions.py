@@ -5,7 +5,6 @@ backends (SQLite, PostgreSQL)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -13,7 +12,7 @@ import pytest
 
 from app.store.database import Database
 from tests.chat_client import Events, done, get_conversation, new_conversation, send, stream
-from tests.conftest import ChatService, chat_env, service_for, store_of
+from tests.conftest import ChatService, store_of
 from tests.fakes.llm_server import Reply, ToolCall, content_filtered, server_error
 from tests.summaries import MEASURED, small_chat_on_backend, small_conversation, summary_reply
 
@@ -21,12 +20,9 @@ __all__ = ["small_chat_on_backend"]  # a fixture, imported to be used here
 
 
 @pytest.fixture
-def chat(request, llm, pages, searxng, brave, tmp_path, database_url) -> Iterator[ChatService]:
-    """conftest's chat service, on the backend of the test."""
-    llm.clear()
-    env = chat_env(llm, tmp_path, pages, DATABASE_URL=database_url)
-    with service_for(request, env, searxng.url) as service:
-        yield service
+def chat(chat_on_backend: ChatService) -> ChatService:
+    """conftest's `chat_on_backend`, under this module's name."""
+    return chat_on_backend
 
 
 def regenerate(chat, conversation_id: str) -> Events:
