@@ -188,19 +188,27 @@ class Planted:
         self.parts |= {parts for parts in found if parts is not None}
 
     def written(self, url: str) -> bool:
-        """The address is one of them, however spelt (a result's own address)."""
-        return bool(self.parts) and address_parts(url) in self.parts
+        """The address is one of them, however spelt, or carries one in its path or query
+        (a result's own address: a page named after the query repeats it)."""
+        parts = address_parts(url) if self.parts else None
+        return parts is not None and (parts in self.parts or self.carried(parts))
 
     def echoed(self, url: str) -> bool:
         """An address in a result's title or snippet that may be an echo of one of them:
-        the same host, or the same path and query (more than a bare slash)."""
-        if not self.parts:
-            return False
-        parts = address_parts(url)
-        return parts is not None and any(
-            parts.host == own.host or (own.target and parts.target.startswith(own.target))
-            for own in self.parts
+        the same host, or the same path and query (more than a bare slash), or one of them
+        carried in its own path or query."""
+        parts = address_parts(url) if self.parts else None
+        return parts is not None and (
+            any(
+                parts.host == own.host or (own.target and parts.target.startswith(own.target))
+                for own in self.parts
+            )
+            or self.carried(parts)
         )
+
+    def carried(self, parts: Parts) -> bool:
+        """One of them, host and all, inside this address's decoded path or query."""
+        return any(f"{own.host}{own.target}" in parts.target for own in self.parts)
 
 
 def masked(text: str, planted: Planted) -> str:
