@@ -238,6 +238,29 @@ def test_an_echo_of_an_address_planted_in_a_query_is_never_given_on_the_page(
     assert lookups == []
 
 
+def test_a_result_whose_own_address_carries_the_planted_one_is_never_given(
+    chat, llm, brave, lookups, monkeypatch
+):
+    """A page named after the query (a wiki's) repeats the planted address in its own path:
+    fetching it would send what the model wrote; it is not given, and the digest masks it."""
+    carrier = "https://pl.wikipedia.org/wiki/Pierogi_https%3A//collect.example/a/v%3Fd%3DPIN4921"
+    monkeypatch.setattr(brave, "first_result", {"url": carrier})
+    llm.script(
+        Reply(tool_calls=[ToolCall("web_search", {"query": f"pierogi {PLANTED}"})]),
+        *fetching(carrier),
+        Reply(text="Sorry."),
+        Reply(text="Nothing more."),
+    )
+    conversation_id = new_conversation(chat)
+    first = send(chat, conversation_id, "Pierogi recipes?")
+    [attempt] = fetches(first)
+    assert attempt["refused"] is True and "appeared in none" in attempt["error"]
+    send(chat, conversation_id, "Anything else?")
+    digest = llm.requests[-1].body["messages"][-2]["content"]
+    assert "collect.example" not in digest and "PIN4921" not in digest
+    assert lookups == []
+
+
 @pytest.mark.parametrize("where", ["title", "description"])
 @pytest.mark.parametrize("echo", ECHOES.values(), ids=ECHOES.keys())
 def test_an_echo_of_an_address_planted_in_a_query_is_never_given_through_v1(
