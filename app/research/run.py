@@ -1,0 +1,362 @@
+"""A research run, step by step: the plan, rounds of searches and pages read (each page's
+notes), a reflection after each round, the report. Searches and reads go through the
+registry's web_search and web_fetch in a ToolRunner, as the model's own calls do: the one
+Searcher (paced to the plan, the cache first, the locale), the safe fetcher, and its rule
+that only an address from a search result or from the question is read. The run itself
+picks the addresses (search results, in their rank); the model only writes text.
+
+    async with aclosing(research.events()) as events:
+        async for event in events:
+            ...  # the last one is Finished(result)
+
+Every wait goes through `bounded`: Stop (the `stop` event) and the minutes bound end the
+gathering there, and the report is written from what was found."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+from collections.abc import AsyncGenerator, Awaitable, Coroutine, Mapping
+from dataclasses import dataclass, field, replace
+from datetime import date
+from typing import Any, TypeVar
+
+from app.chat.context import completion_reserve
+from app.chat.events import FetchEvent, SearchEvent
+from app.chat.tools import ToolRunner
+from app.errors import ServiceError
+from app.model.tool_calls import ToolCall
+from app.research.budget import Bound, Budget, Spent
+from app.research.events import (
+    Event,
+    Finished,
+    Noted,
+    PageRead,
+    Planned,
+    Progress,
+    Reported,
+    ResearchResult,
+    Searched,
+    SourceView,
+    Status,
+    StepStarted,
+    Tried,
+)
+from app.research.notes import Note, PageNotes, kept_notes, notes_messages, notes_text
+from app.research.plan import (
+    ENGLISH,
+    PlannedQuery,
+    Reflection,
+    ResearchPlan,
+    plan_messages,
+    reflect_messages,
+)
+from app.research.report import (
+    Cited,
+    cited_only,
+    finished,
+    found_text,
+    not_found,
+    report_messages,
+    whole_sentences,
+)
+from app.research.writer import Writer
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+READS_PER_SEARCH = 3
+"""The results of each search read, in their rank, at once (the fetcher has no rate)."""
+STEP_TOKENS = 1024
+"""The reply's share of a structured step (a plan, a page's notes, a reflection)."""
+
+
+class Halted(Exception):
+    """The gathering ends here: a bound reached, or Stop."""
+
+    def __init__(self, bound: Bound, why: str = "") -> None:
+        super().__init__(why or str(bound))
+        self.bound = bound
+        self.why = why
+
+
+@dataclass
+class Research:
+    question: str
+    budget: Budget
+    writer: Writer
+    runner: ToolRunner
+    """web_search and web_fetch, with their uses left set from the budget."""
+    window: int
+    """The model's served window (or the assumed one), which every request fits."""
+    max_completion_tokens: int
+    stop: asyncio.Event = field(default_factory=asyncio.Event)
+    today: date = field(default_factory=date.today)
+    plan: ResearchPlan | None = None
+    notes: list[Note] = field(default_factory=list)
+    tried: Tried = field(default_factory=Tried)
+    answered: set[int] = field(default_factory=set)
+    read: list[int] = field(default_factory=list)
+    """The runner's numbers of the pages read, in order: the report's [1], [2]..."""
+    stopped_by: Bound | None = None
+    cut_short: str | None = None
+
+    @property
+    def spent(self) -> Spent:
+        return self.writer.spent
+
+    async def events(self) -> AsyncGenerator[Event, None]:
+        """The run's events; the last is Finished with the result."""
+        yield StepStarted("plan", self.question)
+        try:
+            self.plan = await self.bounded(
+                self.writer.structured(
+                    "plan",
+                    plan_messages(self.question, self.runner.locale, self.today),
+                    ResearchPlan,
+                    STEP_TOKENS,
+                )
+            )
+            yield Planned(self.plan)
+            yield self.progress()
+            async with contextlib.aclosing(self.gathering(self.plan)) as gathering:
+                async for event in gathering:
+                    yield event
+        except Halted as halt:
+            self.halted(halt)
+        except ServiceError as exc:  # the model server failed, or its output was unreadable
+            logger.info("research failed: %s", exc)
+            yield Finished(self.result("failed", "", error=str(exc)))
+            return
+        async for event in self.ending():
+            yield event
+
+    def halted(self, halt: Halted) -> None:
+        self.stopped_by = halt.bound
+        self.cut_short = halt.why or cut_short_by(halt.bound, self.budget)
+        logger.info("research gathering ended: %s", self.cut_short)
+
+    async def gathering(self, plan: ResearchPlan) -> AsyncGenerator[Event, None]:
+        """Rounds of searches and reads, each followed by a reflection, until nothing is
+        left to search or a bound is reached (Halted)."""
+        queue = [q for sub in plan.subquestions for q in sub.queries]
+        while queue:
+            for planned in queue:
+                async for event in self.searched(planned):
+                    yield event
+            if self.spent.searches >= self.budget.searches:
+                raise Halted(Bound.SEARCHES)
+            yield StepStarted("reflect")
+            reflection = await self.bounded(
+                self.writer.structured(
+                    "reflection", self.reflect_messages(plan), Reflection, STEP_TOKENS
+                )
+            )
+            self.answered.update(reflection.answered)
+            yield self.progress()
+            made = {q.casefold() for q in self.tried.queries}
+            queue = [q for q in reflection.queries if q.query.casefold() not in made]
+
+    def reflect_messages(self, plan: ResearchPlan) -> list[dict[str, str]]:
+        left = self.budget.searches - self.spent.searches
+        return reflect_messages(
+            self.question, plan, notes_text(self.notes), self.tried.queries, left
+        )
+
+    async def searched(self, planned: PlannedQuery) -> AsyncGenerator[Event, None]:
+        """One search, then its first results read and noted."""
+        if planned.query.casefold() in {q.casefold() for q in self.tried.queries}:
+            return
+        if self.spent.searches >= self.budget.searches:
+            raise Halted(Bound.SEARCHES)
+        locale = ENGLISH if planned.english else self.runner.locale
+        yield StepStarted("search", planned.query)
+        arguments = {"query": planned.query, "locale": locale}
+        result = await self.bounded(self.runner.run(call("web_search", arguments)))
+        event: SearchEvent = result.event  # type: ignore[assignment]
+        self.tried.queries.append(planned.query)
+        self.spent.searches += 1
+        self.spent.searches_cached += "cached_age" in event
+        listed = event.get("results", [])
+        cached = "cached_age" in event
+        yield Searched(planned.query, locale, len(listed), cached, event.get("error"))
+        yield self.progress()
+        if error := event.get("error"):
+            # The engines refused (the month's quota, the rate, a suspension): searching
+            # again would only fail again.
+            self.failed("search failed", error)
+            raise Halted(Bound.SEARCH_UNAVAILABLE, f"The searching was cut short: {error}.")
+        urls = [r["url"] for r in listed if not self.was_read(r["url"])][:READS_PER_SEARCH]
+        async for read in self.reading(urls):
+            yield read
+
+    def was_read(self, url: str) -> bool:
+        return any(self.runner.sources[n - 1]["url"] == url for n in self.read)
+
+    async def reading(self, urls: list[str]) -> AsyncGenerator[Event, None]:
+        """The pages read at once (within the pages left), then each one's notes."""
+        left = self.budget.pages - self.spent.pages
+        if left <= 0:
+            raise Halted(Bound.PAGES)
+        for url in urls[:left]:
+            yield StepStarted("read", url)
+        page_tokens = self.page_tokens()
+        calls = [
+            self.runner.run(call("web_fetch", {"url": url, "max_tokens": page_tokens}))
+            for url in urls[:left]
+        ]
+        results = await self.bounded(asyncio.gather(*calls))
+        for url, result in zip(urls, results, strict=False):
+            event: FetchEvent = result.event  # type: ignore[assignment]
+            if error := event.get("error"):
+                self.failed("fetch refused" if event.get("refused") else "fetch failed", error)
+                yield PageRead(url, None, error=error)
+                continue
+            number = event["source"]
+            self.read.append(number)
+            self.spent.pages += 1
+            yield PageRead(event["url"], len(self.read), event.get("title", ""))
+            async for noted in self.noted(len(self.read), result.text):
+                yield noted
+            yield self.progress()
+
+    async def noted(self, source: int, page_text: str) -> AsyncGenerator[Event, None]:
+        assert self.plan is not None
+        found = await self.bounded(
+            self.writer.structured(
+                "notes",
+                notes_messages(self.question, self.plan, page_text),
+                PageNotes,
+                STEP_TOKENS,
+            )
+        )
+        for note in kept_notes(found, source, page_text, len(self.plan.subquestions)):
+            self.notes.append(note)
+            yield Noted(note)
+
+    def page_tokens(self) -> int:
+        """A page's share of the window: what the notes' request leaves beside its reply."""
+        return max(256, self.window - STEP_TOKENS - 512)
+
+    def failed(self, kind: str, what: str) -> None:
+        self.tried.failures.setdefault(kind, []).append(what)
+
+    async def ending(self) -> AsyncGenerator[Event, None]:
+        """The report from the notes, or "nothing found" without any."""
+        if not self.notes or self.plan is None:
+            yield Finished(self.result("nothing_found", ""))
+            return
+        pages = self.pages()
+        missing = not_found(self.plan, self.notes, self.answered)
+        if self.stopped_by is Bound.USER:
+            text = found_text(self.notes, pages, missing, self.cut_short or "")
+            yield Finished(self.result("stopped", text))
+            return
+        yield StepStarted("report")
+        reserve = completion_reserve(self.max_completion_tokens, self.window)
+        messages = report_messages(self.question, self.plan, self.notes, self.window, reserve)
+        try:
+            body = await self.bounded(self.writer.text(messages, reserve), timed=False)
+        except Halted as halt:
+            self.halted(halt)
+            yield Finished(self.result("stopped", found_text(self.notes, pages, missing, "")))
+            return
+        except ServiceError as exc:
+            yield Finished(self.result("failed", "", error=str(exc)))
+            return
+        readable = {page.number for page in pages}
+        text = finished(cited_only(whole_sentences(body), readable), pages, missing, self.cut_short)
+        yield Reported(text)
+        yield self.progress()
+        yield Finished(self.result("stopped" if self.stopped_by else "complete", text))
+
+    def pages(self) -> list[Cited]:
+        """The pages read with a note, numbered as the notes cite them."""
+        noted = {note.source for note in self.notes}
+        return [
+            Cited(n, self.runner.sources[number - 1])
+            for n, number in enumerate(self.read, 1)
+            if n in noted
+        ]
+
+    def sources(self) -> list[SourceView]:
+        """The pages read as the report numbers them, then the results not read."""
+        read = [self.runner.sources[number - 1] for number in self.read]
+        unread = [s for n, s in enumerate(self.runner.sources, 1) if n not in self.read]
+        return [
+            {"n": n, "url": s["url"], "title": s["title"], "read": s["read"]}
+            for n, s in enumerate(read + unread, 1)
+        ]
+
+    def result(self, status: Status, report: str, *, error: str | None = None) -> ResearchResult:
+        missing = not_found(self.plan, self.notes, self.answered) if self.plan else []
+        return ResearchResult(
+            status=status,
+            report=report,
+            plan=self.plan.questions() if self.plan else [],
+            sources=self.sources(),
+            not_found=missing,
+            spent=replace(self.spent),
+            stopped_by=self.stopped_by,
+            tried=self.tried,
+            notes=list(self.notes),
+            error=error,
+            cut_short=self.cut_short,
+        )
+
+    def progress(self) -> Progress:
+        return Progress(replace(self.spent), self.budget)
+
+    async def bounded(self, work: Awaitable[T], *, timed: bool = True) -> T:
+        """The work's result, unless Stop comes first, or (`timed`) the run's minutes end,
+        or its tokens are spent: then the work is cancelled and the gathering Halted."""
+        bound = Bound.USER if self.stop.is_set() else self.spent.reached(self.budget)
+        if bound is not None and (timed or bound is Bound.USER):
+            closed(work)
+            raise Halted(bound)
+        task = asyncio.ensure_future(work)
+        stopping = asyncio.ensure_future(self.stop.wait())
+        left = self.budget.minutes * 60 - self.spent.seconds if timed else None
+        try:
+            done, _ = await asyncio.wait(
+                {task, stopping},
+                timeout=max(0.0, left) if left is not None else None,
+                return_when=asyncio.FIRST_COMPLETED,
+            )
+        finally:
+            stopping.cancel()
+            if not task.done():
+                task.cancel()
+        if task in done:
+            return task.result()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        raise Halted(Bound.USER if self.stop.is_set() else Bound.MINUTES)
+
+
+def closed(work: Awaitable[Any]) -> None:
+    """A coroutine never awaited, closed (else Python warns it was never awaited)."""
+    if isinstance(work, Coroutine):
+        work.close()
+    elif isinstance(work, asyncio.Future):
+        work.cancel()
+
+
+def call(name: str, arguments: Mapping[str, object]) -> ToolCall:
+    return ToolCall(id=f"research-{name}", name=name, arguments=json.dumps(arguments))
+
+
+def cut_short_by(bound: Bound, budget: Budget) -> str:
+    """The bound that ended the gathering, as the report's first line says it."""
+    said = {
+        Bound.SEARCHES: f"its {budget.searches} searches",
+        Bound.PAGES: f"its {budget.pages} pages",
+        Bound.MINUTES: f"its {budget.minutes:g} minutes",
+        Bound.TOKENS: f"its {budget.tokens:,} model tokens",
+    }.get(bound)
+    if said is None:
+        return "The research was stopped; this is what it had found."
+    return f"The research stopped at {said}; this report is written from what it found by then."
