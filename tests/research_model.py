@@ -44,6 +44,10 @@ class ScriptedResearcher:
     """Steps answered with this text instead of their JSON."""
     prose: bool = False
     """The JSON inside words and a code fence, as a model without JSON mode writes it."""
+    silent: set[str] = field(default_factory=set)
+    """Steps the model never answers (a server stuck on them)."""
+    usage: dict[str, int] | None = None
+    """The usage every answer reports (default: the fake's estimate)."""
     asked: list[str] = field(default_factory=list)
     """The steps asked, in order."""
 
@@ -52,6 +56,13 @@ class ScriptedResearcher:
         step = STEP.search(str(messages[0].get("content") or ""))
         name = step[1] if step else "none"
         self.asked.append(name)
+        if name in self.silent:
+            return Reply(silent=True)
+        reply = self.answer(name, messages)
+        reply.usage = self.usage
+        return reply
+
+    def answer(self, name: str, messages: list[dict[str, Any]]) -> Reply:
         if name in self.garbage:
             return Reply(text=self.garbage[name])
         if name == "report":

@@ -3,16 +3,25 @@ Brave, the loopback page server and the fake model, as a user runs the command."
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import subprocess
+from collections.abc import Callable
 from itertools import count
 from typing import Any
 
 import pytest
 
+from app import config
+from app.cli.searching import searcher
+from app.model.client import ModelClient
+from app.research.budget import Budget
+from app.research.events import Event, Finished, ResearchResult, StepStarted
+from app.research.start import prepared
 from tests.conftest import chat_env, run_main
 from tests.fakes.llm_server import Reply
-from tests.research_model import QUESTION, ScriptedResearcher, plan_of
+from tests.research_model import ARTICLE_QUOTE, QUESTION, ScriptedResearcher, plan_of
 from tests.resolving import resolve_everything_privately
 
 RESULT_KEYS = {"status", "report", "plan", "sources", "not_found", "spent", "stopped_by"}
@@ -127,6 +136,32 @@ def test_the_pages_bound_stops_the_reading(
     assert result["stopped_by"] == "pages" and result["spent"]["pages"] == 1
     assert result["spent"]["searches"] == 2  # the second search found a page it could not read
     assert "stopped at its 1 pages" in result["report"]
+
+
+def test_the_minutes_bound_stops_a_slow_step_and_the_report_is_written(
+    llm, pages, brave, searxng, tmp_path, researcher, lookups, monkeypatch, article
+):
+    researcher.silent.add("reflect")  # a model server stuck on its reflection
+    run = research(llm, pages, tmp_path, searxng.url, "--json", "--max-minutes", "0.1")
+    assert run.returncode == 0, run.stderr
+    result = result_of(run)
+    assert result["stopped_by"] == "minutes"
+    assert result["report"].startswith("*The research stopped at its 0.1 minutes;")
+    assert "Pierogi are filled dumplings [1]." in result["report"]
+
+
+def test_the_tokens_bound_derived_from_the_served_window_stops_the_gathering(
+    llm, pages, brave, searxng, tmp_path, researcher, lookups, monkeypatch, article
+):
+    monkeypatch.setattr(llm, "n_ctx", 2048)  # the bound: 4 windows, 8,192 tokens
+    researcher.usage = {"prompt_tokens": 3000, "completion_tokens": 100, "total_tokens": 3100}
+    researcher.reflect = lambda n: {"answered": [], "queries": [{"query": f"pierogi {n}"}]}
+    run = research(llm, pages, tmp_path, searxng.url, "--json")
+    assert run.returncode == 0, run.stderr
+    result = result_of(run)
+    assert result["stopped_by"] == "tokens"
+    assert result["report"].startswith("*The research stopped at its 8,192 model tokens;")
+    assert result["spent"]["searches"] == 1  # plan, notes and reflection spent 9,300
 
 
 def test_nothing_found_writes_no_report_and_says_what_was_tried(
@@ -304,3 +339,46 @@ def test_a_budget_beyond_the_service_caps_is_refused():
     run = run_main("research", QUESTION, "--max-searches", "500", searxng_url="http://127.0.0.1:9")
     assert run.returncode == 2
     assert "searches must be above 0 and at most 50" in run.stderr
+
+
+async def run_until_stopped(
+    settings: config.Settings, searxng_url: str, stop_at: Callable[[Event], bool], delay: float
+) -> ResearchResult:
+    """A run driven as a surface drives it, Stop pressed `delay` seconds after the first
+    event that `stop_at` picks."""
+    client = ModelClient.from_settings(settings)
+    try:
+        async with searcher(searxng_url, settings) as searching:
+            run = await prepared(
+                QUESTION,
+                Budget(),
+                settings=settings,
+                searcher=searching,
+                client=client,
+                locale=settings.search_locale,
+            )
+            async with contextlib.aclosing(run.events()) as events:
+                async for event in events:
+                    if stop_at(event) and not run.stop.is_set():
+                        asyncio.get_running_loop().call_later(delay, run.stop.set)
+                    if isinstance(event, Finished):
+                        return event.result
+    finally:
+        await client.aclose()
+    raise AssertionError("the run ended without its result")
+
+
+def test_stop_keeps_the_plan_the_notes_and_the_sources(
+    llm, pages, brave, searxng, tmp_path, researcher, lookups, article
+):
+    researcher.silent.add("reflect")
+    settings = config.load(chat_env(llm, tmp_path, pages, SEARCH_RATE="50"))
+    reflecting = lambda event: isinstance(event, StepStarted) and event.step == "reflect"  # noqa: E731
+    result = asyncio.run(run_until_stopped(settings, searxng.url, reflecting, delay=0.5))
+    assert result.status == "stopped" and result.stopped_by == "user"
+    assert result.plan == ["What about pierogi boiling time?"]
+    assert [note.quote for note in result.notes] == [ARTICLE_QUOTE]
+    assert f'"{ARTICLE_QUOTE}" [1]' in result.report
+    assert f"1. Pierogi, step by step: <{article}>" in result.report
+    assert "report" not in researcher.asked
+    assert llm.wait_hung_up() is not None  # the reflection in flight was let go
