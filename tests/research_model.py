@@ -37,6 +37,8 @@ class ScriptedResearcher:
     plan: dict[str, Any] = field(default_factory=lambda: plan_of("pierogi boiling time"))
     quotes: list[str] = field(default_factory=lambda: [ARTICLE_QUOTE])
     """Quoted from a page that holds them, for sub-question 1."""
+    invented: list[str] = field(default_factory=list)
+    """Quoted from every page, though no page says them."""
     reflect: Callable[[int], dict[str, Any]] = all_answered
     """The reflection after round n (from 1)."""
     report: str = "Pierogi are filled dumplings [1]. They boil for four minutes [1]."
@@ -71,7 +73,8 @@ class ScriptedResearcher:
             return self.structured(self.plan)
         if name == "notes":
             page = str(messages[-1].get("content") or "")
-            notes = [{"subquestion": 1, "quote": q} for q in self.quotes if q in page]
+            quoted = [q for q in self.quotes if q in page] + self.invented
+            notes = [{"subquestion": 1, "quote": q} for q in quoted]
             return self.structured({"notes": notes})
         if name == "reflect":
             return self.structured(self.reflect(self.asked.count("reflect")))

@@ -100,6 +100,25 @@ def test_a_research_reports_from_the_pages_it_read_each_claim_cited(
     assert formats == ["json_schema", "json_schema", "json_schema", None]
 
 
+def test_a_quote_no_page_holds_is_no_finding(
+    llm, pages, brave, searxng, tmp_path, researcher, lookups, article
+):
+    researcher.quotes = []
+    researcher.invented = ["Pierogi boil for exactly seven minutes"]
+    run = research(llm, pages, tmp_path, searxng.url)
+    assert run.returncode == 3, run.stdout
+    assert "nothing found" in run.stderr and "pages read: 1" in run.stderr
+
+
+def test_a_report_cut_off_mid_sentence_ends_at_its_last_whole_one(
+    llm, pages, brave, searxng, tmp_path, researcher, lookups, article
+):
+    researcher.report = "Pierogi are filled dumplings [1]. They boil for four minu"
+    run = research(llm, pages, tmp_path, searxng.url)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.startswith("Pierogi are filled dumplings [1].\n\n## Sources")
+
+
 def test_the_report_is_printed_alone_on_stdout(
     llm, pages, brave, searxng, tmp_path, researcher, lookups, monkeypatch, article
 ):
