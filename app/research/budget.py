@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
 DEFAULT_SEARCHES = 12
@@ -73,10 +73,15 @@ class Spent:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     started: float = field(default_factory=time.monotonic)
+    until: float | None = None
+    """When a snapshot was taken: its seconds stay what they were then."""
 
     @property
     def seconds(self) -> float:
-        return round(time.monotonic() - self.started, 1)
+        return round((self.until or time.monotonic()) - self.started, 1)
+
+    def snapshot(self) -> Spent:
+        return replace(self, until=time.monotonic())
 
     @property
     def tokens(self) -> int:

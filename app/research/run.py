@@ -19,7 +19,7 @@ import contextlib
 import json
 import logging
 from collections.abc import AsyncGenerator, Awaitable, Coroutine, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import date
 from typing import Any, TypeVar
 
@@ -299,7 +299,7 @@ class Research:
             plan=self.plan.questions() if self.plan else [],
             sources=self.sources(),
             not_found=missing,
-            spent=replace(self.spent),
+            spent=self.spent.snapshot(),
             stopped_by=self.stopped_by,
             tried=self.tried,
             notes=list(self.notes),
@@ -308,7 +308,7 @@ class Research:
         )
 
     def progress(self) -> Progress:
-        return Progress(replace(self.spent), self.budget)
+        return Progress(self.spent.snapshot(), self.budget)
 
     async def bounded(self, work: Awaitable[T], *, timed: bool = True) -> T:
         """The work's result, unless Stop comes first, or (`timed`) the run's minutes end,
