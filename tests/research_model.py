@@ -37,6 +37,8 @@ class ScriptedResearcher:
     plan: dict[str, Any] = field(default_factory=lambda: plan_of("pierogi boiling time"))
     quotes: list[str] = field(default_factory=lambda: [ARTICLE_QUOTE])
     """Quoted from a page that holds them, for sub-question 1."""
+    unnoted: str | None = None
+    """A page whose text holds this gets no note."""
     invented: list[str] = field(default_factory=list)
     """Quoted from every page, though no page says them."""
     reflect: Callable[[int], dict[str, Any]] = all_answered
@@ -74,6 +76,8 @@ class ScriptedResearcher:
         if name == "notes":
             page = str(messages[-1].get("content") or "")
             quoted = [q for q in self.quotes if q in page] + self.invented
+            if self.unnoted is not None and self.unnoted in page:
+                quoted = []
             notes = [{"subquestion": 1, "quote": q} for q in quoted]
             return self.structured({"notes": notes})
         if name == "reflect":

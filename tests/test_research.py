@@ -100,6 +100,24 @@ def test_a_research_reports_from_the_pages_it_read_each_claim_cited(
     assert formats == ["json_schema", "json_schema", "json_schema", None]
 
 
+def test_the_report_numbers_only_the_pages_it_may_cite(
+    llm, pages, brave, searxng, tmp_path, researcher, lookups, monkeypatch
+):
+    """A page read without a note is no source of the report: the first page with one is
+    [1], whatever was read before it."""
+    url = f"{pages.url}/article?about={{q}}"
+    monkeypatch.setattr(brave, "first_result", {"url": url, "title": "Pierogi, step by step"})
+    researcher.plan = plan_of("pierogi dough", "pierogi boiling")
+    researcher.unnoted = "about=pierogi%20dough"
+    run = research(llm, pages, tmp_path, searxng.url, "--json")
+    assert run.returncode == 0, run.stderr
+    result = result_of(run)
+    [first, second] = [s for s in result["sources"] if s["read"]]
+    assert first["n"] == 1 and first["url"].endswith("about=pierogi%20boiling")
+    assert second["n"] == 2 and second["url"].endswith("about=pierogi%20dough")
+    assert result["report"].endswith(f"## Sources\n\n1. Pierogi, step by step: <{first['url']}>\n")
+
+
 def test_a_quote_no_page_holds_is_no_finding(
     llm, pages, brave, searxng, tmp_path, researcher, lookups, article
 ):

@@ -43,10 +43,9 @@ class Searched:
 
 @dataclass(frozen=True)
 class PageRead:
-    """A page asked for: read (its source number) or why not."""
+    """A page asked for: read, or why not."""
 
     url: str
-    number: int | None
     title: str = ""
     error: str | None = None
 

@@ -100,7 +100,9 @@ class Research:
     tried: Tried = field(default_factory=Tried)
     answered: set[int] = field(default_factory=set)
     read: list[int] = field(default_factory=list)
-    """The runner's numbers of the pages read, in order: the report's [1], [2]..."""
+    """The runner's numbers of the pages read, in order."""
+    cited: list[int] = field(default_factory=list)
+    """The runner's numbers of the pages read with a note: the report's [1], [2]..."""
     stopped_by: Bound | None = None
     cut_short: str | None = None
 
@@ -201,29 +203,28 @@ class Research:
         left = self.budget.pages - self.spent.pages
         if left <= 0:
             raise Halted(Bound.PAGES)
-        for url in urls[:left]:
+        urls = urls[:left]
+        for url in urls:
             yield StepStarted("read", url)
-        page_tokens = self.page_tokens()
-        calls = [
-            self.runner.run(call("web_fetch", {"url": url, "max_tokens": page_tokens}))
-            for url in urls[:left]
-        ]
+        arguments = [{"url": url, "max_tokens": self.page_tokens()} for url in urls]
+        calls = [self.runner.run(call("web_fetch", each)) for each in arguments]
         results = await self.bounded(asyncio.gather(*calls))
-        for url, result in zip(urls, results, strict=False):
+        for url, result in zip(urls, results, strict=True):
             event: FetchEvent = result.event  # type: ignore[assignment]
             if error := event.get("error"):
                 self.failed("fetch refused" if event.get("refused") else "fetch failed", error)
-                yield PageRead(url, None, error=error)
+                yield PageRead(url, error=error)
                 continue
-            number = event["source"]
-            self.read.append(number)
+            self.read.append(event["source"])
             self.spent.pages += 1
-            yield PageRead(event["url"], len(self.read), event.get("title", ""))
-            async for noted in self.noted(len(self.read), result.text):
+            yield PageRead(event["url"], event.get("title", ""))
+            async for noted in self.noted(event["source"], result.text):
                 yield noted
             yield self.progress()
 
-    async def noted(self, source: int, page_text: str) -> AsyncGenerator[Event, None]:
+    async def noted(self, number: int, page_text: str) -> AsyncGenerator[Event, None]:
+        """The page's notes, numbered as the report will cite the page: pages with a note
+        are numbered 1, 2... in the order they were read."""
         assert self.plan is not None
         found = await self.bounded(
             self.writer.structured(
@@ -233,7 +234,11 @@ class Research:
                 STEP_TOKENS,
             )
         )
-        for note in kept_notes(found, source, page_text, len(self.plan.subquestions)):
+        source = len(self.cited) + 1
+        kept = kept_notes(found, source, page_text, len(self.plan.subquestions))
+        if kept:
+            self.cited.append(number)
+        for note in kept:
             self.notes.append(note)
             yield Noted(note)
 
@@ -275,23 +280,32 @@ class Research:
 
     def pages(self) -> list[Cited]:
         """The pages read with a note, numbered as the notes cite them."""
-        noted = {note.source for note in self.notes}
-        return [
-            Cited(n, self.runner.sources[number - 1])
-            for n, number in enumerate(self.read, 1)
-            if n in noted
-        ]
+        return [Cited(n, self.runner.sources[number - 1]) for n, number in enumerate(self.cited, 1)]
 
     def sources(self) -> list[SourceView]:
-        """The pages read as the report numbers them, then the results not read."""
-        read = [self.runner.sources[number - 1] for number in self.read]
-        unread = [s for n, s in enumerate(self.runner.sources, 1) if n not in self.read]
+        """The pages the report may cite, as it numbers them; then the other pages read;
+        then the results seen and not read."""
+        order = self.cited + [n for n in self.read if n not in self.cited]
+        order += [n for n in range(1, len(self.runner.sources) + 1) if n not in order]
+        listed = [self.runner.sources[number - 1] for number in order]
         return [
             {"n": n, "url": s["url"], "title": s["title"], "read": s["read"]}
-            for n, s in enumerate(read + unread, 1)
+            for n, s in enumerate(listed, 1)
         ]
 
     def result(self, status: Status, report: str, *, error: str | None = None) -> ResearchResult:
+        spent = self.spent.snapshot()
+        logger.info(
+            "research %s%s: %d searches (%d from the cache), %d pages, %d notes, %.1f s, %d tokens",
+            status,
+            f" (stopped by {self.stopped_by})" if self.stopped_by else "",
+            spent.searches,
+            spent.searches_cached,
+            spent.pages,
+            len(self.notes),
+            spent.seconds,
+            spent.tokens,
+        )
         missing = not_found(self.plan, self.notes, self.answered) if self.plan else []
         return ResearchResult(
             status=status,
@@ -299,7 +313,7 @@ class Research:
             plan=self.plan.questions() if self.plan else [],
             sources=self.sources(),
             not_found=missing,
-            spent=self.spent.snapshot(),
+            spent=spent,
             stopped_by=self.stopped_by,
             tried=self.tried,
             notes=list(self.notes),
