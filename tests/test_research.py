@@ -7,7 +7,7 @@ import asyncio
 import contextlib
 import json
 import subprocess
-from collections.abc import Callable
+from collections.abc import AsyncGenerator, Callable
 from itertools import count
 from typing import Any
 
@@ -378,11 +378,28 @@ def test_a_budget_beyond_the_service_caps_is_refused():
     assert "searches must be above 0 and at most 50" in run.stderr
 
 
-async def run_until_stopped(
-    settings: config.Settings, searxng_url: str, stop_at: Callable[[Event], bool], delay: float
+async def finished(
+    events: AsyncGenerator[Event, None],
+    stop_at: Callable[[Event], bool],
+    stop: asyncio.Event,
+    delay: float,
 ) -> ResearchResult:
-    """A run driven as a surface drives it, Stop pressed `delay` seconds after the first
-    event that `stop_at` picks."""
+    """The events' result, Stop pressed `delay` seconds after the first event that
+    `stop_at` picks."""
+    async with contextlib.aclosing(events):
+        async for event in events:
+            if stop_at(event) and not stop.is_set():
+                asyncio.get_running_loop().call_later(delay, stop.set)
+            if isinstance(event, Finished):
+                return event.result
+    raise AssertionError("the run ended without its result")
+
+
+async def stopped_then_written(
+    settings: config.Settings, searxng_url: str, stop_at: Callable[[Event], bool]
+) -> tuple[ResearchResult, ResearchResult]:
+    """A run driven as a surface drives it: Stop half a second after the event `stop_at`
+    picks, then "write the report from what was found"."""
     client = ModelClient.from_settings(settings)
     try:
         async with searcher(searxng_url, settings) as searching:
@@ -394,28 +411,28 @@ async def run_until_stopped(
                 client=client,
                 locale=settings.search_locale,
             )
-            async with contextlib.aclosing(run.events()) as events:
-                async for event in events:
-                    if stop_at(event) and not run.stop.is_set():
-                        asyncio.get_running_loop().call_later(delay, run.stop.set)
-                    if isinstance(event, Finished):
-                        return event.result
+            stopped = await finished(run.events(), stop_at, run.stop, 0.5)
+            written = await finished(run.written(), lambda _: False, run.stop, 0)
+            return stopped, written
     finally:
         await client.aclose()
-    raise AssertionError("the run ended without its result")
 
 
-def test_stop_keeps_the_plan_the_notes_and_the_sources(
+def test_stop_keeps_the_plan_the_notes_and_the_sources_and_writes_from_them_when_asked(
     llm, pages, brave, searxng, tmp_path, researcher, lookups, article
 ):
     researcher.silent.add("reflect")
     settings = config.load(chat_env(llm, tmp_path, pages, SEARCH_RATE="50"))
     reflecting = lambda event: isinstance(event, StepStarted) and event.step == "reflect"  # noqa: E731
-    result = asyncio.run(run_until_stopped(settings, searxng.url, reflecting, delay=0.5))
+    result, written = asyncio.run(stopped_then_written(settings, searxng.url, reflecting))
     assert result.status == "stopped" and result.stopped_by == "user"
     assert result.plan == ["What about pierogi boiling time?"]
     assert [note.quote for note in result.notes] == [ARTICLE_QUOTE]
     assert f'"{ARTICLE_QUOTE}" [1]' in result.report
     assert f"1. Pierogi, step by step: <{article}>" in result.report
-    assert "report" not in researcher.asked
-    assert llm.wait_hung_up() is not None  # the reflection in flight was let go
+    reflection = researcher.asked.index("reflect")
+    assert llm.wait_hung_up(reflection) is not None  # the reflection in flight was let go
+    assert researcher.asked.count("report") == 1  # asked only once Stop had ended the run
+    assert written.status == "stopped" and written.stopped_by == "user"
+    assert written.report.startswith("*The research was stopped before it was done;")
+    assert "Pierogi are filled dumplings [1]. They boil for four minutes [1]." in written.report

@@ -250,33 +250,47 @@ class Research:
         self.tried.failures.setdefault(kind, []).append(what)
 
     async def ending(self) -> AsyncGenerator[Event, None]:
-        """The report from the notes, or "nothing found" without any."""
+        """The report from the notes, or "nothing found" without any; after Stop, what
+        was found as it was found (`written` makes the report of it, when asked)."""
         if not self.notes or self.plan is None:
             yield Finished(self.result("nothing_found", ""))
             return
-        pages = self.pages()
-        missing = not_found(self.plan, self.notes, self.answered)
         if self.stopped_by is Bound.USER:
-            text = found_text(self.notes, pages, missing, self.cut_short or "")
-            yield Finished(self.result("stopped", text))
+            yield Finished(self.result("stopped", self.found()))
             return
+        async with contextlib.aclosing(self.written()) as writing:
+            async for event in writing:
+                yield event
+
+    async def written(self) -> AsyncGenerator[Event, None]:
+        """The report from the notes: the run's last step, or after Stop "write the report
+        from what was found" (Stop again, and the result is what was found)."""
+        assert self.plan is not None and self.notes, "a report is written from notes"
+        self.stop.clear()
         yield StepStarted("report")
+        pages = self.pages()
         reserve = completion_reserve(self.max_completion_tokens, self.window)
         messages = report_messages(self.question, self.plan, self.notes, self.window, reserve)
         try:
             body = await self.bounded(self.writer.text(messages, reserve), timed=False)
-        except Halted as halt:
-            self.halted(halt)
-            yield Finished(self.result("stopped", found_text(self.notes, pages, missing, "")))
+        except Halted:
+            yield Finished(self.result("stopped", self.found()))
             return
         except ServiceError as exc:
             yield Finished(self.result("failed", "", error=str(exc)))
             return
+        missing = not_found(self.plan, self.notes, self.answered)
         readable = {page.number for page in pages}
         text = finished(cited_only(whole_sentences(body), readable), pages, missing, self.cut_short)
         yield Reported(text)
         yield self.progress()
         yield Finished(self.result("stopped" if self.stopped_by else "complete", text))
+
+    def found(self) -> str:
+        """What was found, without a report: the notes and their sources."""
+        assert self.plan is not None
+        missing = not_found(self.plan, self.notes, self.answered)
+        return found_text(self.notes, self.pages(), missing, self.cut_short or "")
 
     def pages(self) -> list[Cited]:
         """The pages read with a note, numbered as the notes cite them."""
@@ -372,5 +386,5 @@ def cut_short_by(bound: Bound, budget: Budget) -> str:
         Bound.TOKENS: f"its {budget.tokens:,} model tokens",
     }.get(bound)
     if said is None:
-        return "The research was stopped; this is what it had found."
+        return "The research was stopped before it was done; this is from what it had found."
     return f"The research stopped at {said}; this report is written from what it found by then."
