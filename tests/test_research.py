@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import subprocess
 from collections.abc import AsyncGenerator, Callable
 from itertools import count
@@ -262,11 +263,13 @@ def test_a_hostile_page_changes_nothing(
 
 
 def test_a_server_without_json_mode_is_read_as_plain_text(
-    llm, pages, brave, searxng, tmp_path, researcher, lookups, article, monkeypatch
+    llm, pages, brave, searxng, tmp_path, researcher, lookups, article, monkeypatch, caplog
 ):
     monkeypatch.setattr(llm, "response_formats", ())
     researcher.prose = True
-    run = research(llm, pages, tmp_path, searxng.url, "--json")
+    with caplog.at_level(logging.INFO, logger="app.research"):
+        run = research(llm, pages, tmp_path, searxng.url, "--json")
+    assert "the model server refused response_format; reading plain text" in caplog.text
     assert run.returncode == 0, run.stderr
     assert result_of(run)["status"] == "complete"
     # Refused once, then never asked for again.
