@@ -24,7 +24,6 @@ from datetime import date
 from typing import Any, TypeVar
 
 from app.chat.context import completion_reserve
-from app.chat.events import FetchEvent, SearchEvent
 from app.chat.tools import ToolRunner
 from app.errors import ServiceError
 from app.model.tool_calls import ToolCall
@@ -133,8 +132,9 @@ class Research:
             logger.info("research failed: %s", exc)
             yield Finished(self.result("failed", "", error=str(exc)))
             return
-        async for event in self.ending():
-            yield event
+        async with contextlib.aclosing(self.ending()) as ending:
+            async for event in ending:
+                yield event
 
     def halted(self, halt: Halted) -> None:
         self.stopped_by = halt.bound
@@ -147,10 +147,9 @@ class Research:
         queue = [q for sub in plan.subquestions for q in sub.queries]
         while queue:
             for planned in queue:
-                async for event in self.searched(planned):
-                    yield event
-            if self.spent.searches >= self.budget.searches:
-                raise Halted(Bound.SEARCHES)
+                async with contextlib.aclosing(self.searched(planned)) as searched:
+                    async for event in searched:
+                        yield event
             yield StepStarted("reflect")
             reflection = await self.bounded(
                 self.writer.structured(
@@ -161,6 +160,8 @@ class Research:
             yield self.progress()
             made = {q.casefold() for q in self.tried.queries}
             queue = [q for q in reflection.queries if q.query.casefold() not in made]
+            if queue and self.spent.searches >= self.budget.searches:
+                raise Halted(Bound.SEARCHES)  # more was wanted than the budget allows
 
     def reflect_messages(self, plan: ResearchPlan) -> list[dict[str, str]]:
         left = self.budget.searches - self.spent.searches
@@ -178,22 +179,25 @@ class Research:
         yield StepStarted("search", planned.query)
         arguments = {"query": planned.query, "locale": locale}
         result = await self.bounded(self.runner.run(call("web_search", arguments)))
-        event: SearchEvent = result.event  # type: ignore[assignment]
+        told = result.event
+        if told["type"] != "search":  # the runner's refusal: its uses are spent
+            raise Halted(Bound.SEARCHES)
         self.tried.queries.append(planned.query)
         self.spent.searches += 1
-        self.spent.searches_cached += "cached_age" in event
-        listed = event.get("results", [])
-        cached = "cached_age" in event
-        yield Searched(planned.query, locale, len(listed), cached, event.get("error"))
+        self.spent.searches_cached += "cached_age" in told
+        listed = told.get("results", [])
+        cached = "cached_age" in told
+        yield Searched(planned.query, locale, len(listed), cached, told.get("error"))
         yield self.progress()
-        if error := event.get("error"):
+        if error := told.get("error"):
             # The engines refused (the month's quota, the rate, a suspension): searching
             # again would only fail again.
             self.failed("search failed", error)
             raise Halted(Bound.SEARCH_UNAVAILABLE, f"The searching was cut short: {error}.")
         urls = [r["url"] for r in listed if not self.was_read(r["url"])][:READS_PER_SEARCH]
-        async for read in self.reading(urls):
-            yield read
+        async with contextlib.aclosing(self.reading(urls)) as reading:
+            async for step in reading:
+                yield step
 
     def was_read(self, url: str) -> bool:
         return any(self.runner.sources[n - 1]["url"] == url for n in self.read)
@@ -201,6 +205,8 @@ class Research:
     async def reading(self, urls: list[str]) -> AsyncGenerator[Event, None]:
         """The pages read at once (within the pages left), then each one's notes."""
         left = self.budget.pages - self.spent.pages
+        if not urls:
+            return
         if left <= 0:
             raise Halted(Bound.PAGES)
         urls = urls[:left]
@@ -210,7 +216,9 @@ class Research:
         calls = [self.runner.run(call("web_fetch", each)) for each in arguments]
         results = await self.bounded(asyncio.gather(*calls))
         for url, result in zip(urls, results, strict=True):
-            event: FetchEvent = result.event  # type: ignore[assignment]
+            event = result.event
+            if event["type"] != "fetch":  # the runner's refusal: its uses are spent
+                raise Halted(Bound.PAGES)
             if error := event.get("error"):
                 self.failed("fetch refused" if event.get("refused") else "fetch failed", error)
                 yield PageRead(url, error=error)
@@ -218,8 +226,9 @@ class Research:
             self.read.append(event["source"])
             self.spent.pages += 1
             yield PageRead(event["url"], event.get("title", ""))
-            async for noted in self.noted(event["source"], result.text):
-                yield noted
+            async with contextlib.aclosing(self.noted(event["source"], result.text)) as noted:
+                async for note in noted:
+                    yield note
             yield self.progress()
 
     async def noted(self, number: int, page_text: str) -> AsyncGenerator[Event, None]:
