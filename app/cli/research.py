@@ -178,8 +178,6 @@ def told(result: ResearchResult, *, as_json: bool) -> int:
     if result.status == "nothing_found":
         print(nothing_found(result), file=sys.stderr)
         return EXIT_NOTHING_FOUND
-    if result.cut_short and not as_json:
-        print(result.cut_short, file=sys.stderr)
     return 0
 
 

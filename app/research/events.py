@@ -7,6 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
+# pydantic reads a TypedDict on Python 3.11 only from typing_extensions (the surfaces to
+# come answer these as JSON).
 from typing_extensions import TypedDict
 
 from app.research.budget import Bound, Budget, Spent
