@@ -50,8 +50,8 @@ class ScriptedResearcher:
     """The JSON inside words and a code fence, as a model without JSON mode writes it."""
     silent: set[str] = field(default_factory=set)
     """Steps the model never answers (a server stuck on them)."""
-    usage: dict[str, int] | None = None
-    """The usage every answer reports (default: the fake's estimate)."""
+    usage: dict[str, dict[str, int]] = field(default_factory=dict)
+    """The usage each step's answers report (default: the fake's estimate)."""
     asked: list[str] = field(default_factory=list)
     """The steps asked, in order."""
 
@@ -63,7 +63,7 @@ class ScriptedResearcher:
         if name in self.silent:
             return Reply(silent=True)
         reply = self.answer(name, messages)
-        reply.usage = self.usage
+        reply.usage = self.usage.get(name)
         return reply
 
     def answer(self, name: str, messages: list[dict[str, Any]]) -> Reply:

@@ -133,9 +133,22 @@ def test_a_report_cut_off_mid_sentence_ends_at_its_last_whole_one(
     llm, pages, brave, searxng, tmp_path, researcher, lookups, article
 ):
     researcher.report = "Pierogi are filled dumplings [1]. They boil for four minu"
-    run = research(llm, pages, tmp_path, searxng.url)
+    # All the tokens it was given (MAX_COMPLETION_TOKENS): the server stopped it there.
+    researcher.usage["report"] = {"prompt_tokens": 500, "completion_tokens": 2048}
+    run = research(llm, pages, tmp_path, searxng.url, MAX_COMPLETION_TOKENS="2048")
     assert run.returncode == 0, run.stderr
     assert run.stdout.startswith("Pierogi are filled dumplings [1].\n\n## Sources")
+
+
+def test_a_report_that_ends_in_a_list_is_whole(
+    llm, pages, brave, searxng, tmp_path, researcher, lookups, article
+):
+    researcher.report = (
+        "Pierogi are filled dumplings [1]. Their boiling times:\n\n- potato: 4 minutes [1]"
+    )
+    run = research(llm, pages, tmp_path, searxng.url)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.startswith(researcher.report + "\n\n## Sources")
 
 
 def test_the_report_is_printed_alone_on_stdout(
@@ -192,7 +205,8 @@ def test_the_tokens_bound_derived_from_the_served_window_stops_the_gathering(
     llm, pages, brave, searxng, tmp_path, researcher, lookups, monkeypatch, article
 ):
     monkeypatch.setattr(llm, "n_ctx", 2048)  # the bound: 4 windows, 8,192 tokens
-    researcher.usage = {"prompt_tokens": 3000, "completion_tokens": 100, "total_tokens": 3100}
+    usage = {"prompt_tokens": 3000, "completion_tokens": 100, "total_tokens": 3100}
+    researcher.usage = dict.fromkeys(("plan", "notes", "reflect"), usage)
     researcher.reflect = lambda n: {"answered": [], "queries": [{"query": f"pierogi {n}"}]}
     run = research(llm, pages, tmp_path, searxng.url, "--json")
     assert run.returncode == 0, run.stderr

@@ -68,7 +68,7 @@ def by_turns(notes: list[Note]) -> list[Note]:
 
 
 def whole_sentences(text: str) -> str:
-    """The text up to its last whole sentence, when the model was cut off mid-one."""
+    """The text up to its last whole sentence (for a text cut off mid-one)."""
     text = text.rstrip()
     ends = list(SENTENCE_END.finditer(text))
     return text[: ends[-1].end()] if ends else text

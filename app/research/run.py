@@ -281,7 +281,7 @@ class Research:
         reserve = completion_reserve(self.max_completion_tokens, self.window)
         messages = report_messages(self.question, self.plan, self.notes, self.window, reserve)
         try:
-            body = await self.bounded(self.writer.text(messages, reserve), timed=False)
+            written = await self.bounded(self.writer.text(messages, reserve), timed=False)
         except Halted:
             yield Finished(self.result("stopped", self.found()))
             return
@@ -290,7 +290,10 @@ class Research:
             return
         missing = not_found(self.plan, self.notes, self.answered)
         readable = {page.number for page in pages}
-        text = finished(cited_only(whole_sentences(body), readable), pages, missing, self.cut_short)
+        # A report cut off at its tokens ends at its last whole sentence (one that ends
+        # in a list or a table is whole as it is).
+        body = whole_sentences(written.text) if written.cut else written.text
+        text = finished(cited_only(body, readable), pages, missing, self.cut_short)
         yield Reported(text)
         yield self.progress()
         yield Finished(self.result("stopped" if self.stopped_by else "complete", text))

@@ -24,7 +24,7 @@ from app.chat.context import estimate_tokens
 from app.errors import ServiceError
 from app.model.client import ModelClient
 from app.model.failures import Failure, LLMError
-from app.model.usage import normalize_usage
+from app.model.usage import Usage, normalize_usage
 from app.model.wire import RequestBody
 from app.research.budget import Spent
 from app.webtext import clipped
@@ -40,6 +40,14 @@ RESPONSE_FORMAT_REFUSED = re.compile(r"response.?format|json.?schema|json.?objec
 'json_schema'"."""
 FENCE = re.compile(r"^```[a-z]*\s*|\s*```$", re.I)
 SHOWN_CHARS = 200
+
+
+@dataclass(frozen=True)
+class Written:
+    """What the model wrote, and whether it stopped at the tokens it was given."""
+
+    text: str
+    cut: bool
 
 
 class Unreadable(ServiceError):
@@ -59,7 +67,7 @@ class Writer:
     json_mode: bool = True
     """Whether the server takes `response_format`; False once it refused it."""
 
-    async def text(self, messages: list[dict[str, str]], max_tokens: int) -> str:
+    async def text(self, messages: list[dict[str, str]], max_tokens: int) -> Written:
         """A free text (the report)."""
         return await self.ask(messages, max_tokens, None)
 
@@ -67,7 +75,7 @@ class Writer:
         self, step: str, messages: list[dict[str, str]], shape: type[Shape], max_tokens: int
     ) -> Shape:
         """The step's answer read as `shape`; asked again once when it cannot be read."""
-        answer = await self.ask(messages, max_tokens, shape)
+        answer = (await self.ask(messages, max_tokens, shape)).text
         parsed = read_as(answer, shape)
         if parsed is not None:
             return parsed
@@ -77,7 +85,7 @@ class Writer:
             {"role": "assistant", "content": answer},
             {"role": "user", "content": reminder(shape)},
         ]
-        answer = await self.ask(again, max_tokens, shape)
+        answer = (await self.ask(again, max_tokens, shape)).text
         parsed = read_as(answer, shape)
         if parsed is None:
             raise Unreadable(
@@ -88,7 +96,7 @@ class Writer:
 
     async def ask(
         self, messages: list[dict[str, str]], max_tokens: int, shape: type[BaseModel] | None
-    ) -> str:
+    ) -> Written:
         body: RequestBody = {
             "model": self.model,
             "messages": messages,
@@ -105,17 +113,16 @@ class Writer:
                 self.json_mode = False
         return await self.completed(body)
 
-    async def completed(self, body: RequestBody) -> str:
+    async def completed(self, body: RequestBody) -> Written:
         text, raw = await self.client.complete(body)
         usage = normalize_usage(raw)
         if usage is None:  # a server that counts nothing: our pessimistic estimate
             sent = json.dumps(body.get("messages"), ensure_ascii=False)
-            self.spent.prompt_tokens += estimate_tokens(sent)
-            self.spent.completion_tokens += estimate_tokens(text)
-        else:
-            self.spent.prompt_tokens += usage.prompt_tokens
-            self.spent.completion_tokens += usage.completion_tokens
-        return text
+            usage = Usage(estimate_tokens(sent), estimate_tokens(text))
+        self.spent.prompt_tokens += usage.prompt_tokens
+        self.spent.completion_tokens += usage.completion_tokens
+        limit = int(body.get("max_tokens") or 0)
+        return Written(text, cut=0 < limit <= usage.completion_tokens)
 
 
 def schema_format(shape: type[BaseModel]) -> dict[str, object]:
