@@ -7,7 +7,7 @@ from __future__ import annotations
 from datetime import date
 from typing import Annotated
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, StringConstraints
 
 from app.webtext import MAX_QUERY_CHARS
 
@@ -18,7 +18,9 @@ ENGLISH = "en"
 
 
 class PlannedQuery(BaseModel):
-    query: Annotated[str, Field(min_length=1, max_length=MAX_QUERY_CHARS)]
+    query: Annotated[
+        str, StringConstraints(strip_whitespace=True, min_length=1, max_length=MAX_QUERY_CHARS)
+    ]
     english: bool = False
     """Searched in English rather than the search locale (technical documentation)."""
 
@@ -36,8 +38,9 @@ class ResearchPlan(BaseModel):
 
 
 class Reflection(BaseModel):
-    """After a round of searches: the sub-questions the notes answer (numbered from 1),
-    and the searches still worth making (none: the run writes its report)."""
+    """After a round of searches: the sub-questions the notes answer (numbered from 1:
+    the model says them before it chooses; what was found is the notes' to say), and the
+    searches still worth making (none: the run writes its report)."""
 
     answered: list[int] = []
     queries: Annotated[list[PlannedQuery], Field(max_length=MAX_QUERIES)] = []

@@ -88,9 +88,10 @@ def cited_numbers(text: str) -> set[int]:
     return {int(p) for found in CITATION.finditer(text) for p in found[1].split(",")}
 
 
-def not_found(plan: ResearchPlan, notes: list[Note], answered: set[int]) -> list[str]:
-    """The sub-questions no note answers (nor the reflection said were answered)."""
-    noted = {note.subquestion for note in notes} | answered
+def not_found(plan: ResearchPlan, notes: list[Note]) -> list[str]:
+    """The sub-questions no note answers: the notes decide, not what the model said of
+    them when it reflected."""
+    noted = {note.subquestion for note in notes}
     return [q for n, q in enumerate(plan.questions(), 1) if n not in noted]
 
 

@@ -97,7 +97,6 @@ class Research:
     plan: ResearchPlan | None = None
     notes: list[Note] = field(default_factory=list)
     tried: Tried = field(default_factory=Tried)
-    answered: set[int] = field(default_factory=set)
     read: list[int] = field(default_factory=list)
     """The runner's numbers of the pages read, in order."""
     cited: list[int] = field(default_factory=list)
@@ -156,7 +155,6 @@ class Research:
                     "reflection", self.reflect_messages(plan), Reflection, STEP_TOKENS
                 )
             )
-            self.answered.update(reflection.answered)
             yield self.progress()
             made = {q.casefold() for q in self.tried.queries}
             queue = [q for q in reflection.queries if q.query.casefold() not in made]
@@ -288,7 +286,7 @@ class Research:
         except ServiceError as exc:
             yield Finished(self.result("failed", "", error=str(exc)))
             return
-        missing = not_found(self.plan, self.notes, self.answered)
+        missing = not_found(self.plan, self.notes)
         readable = {page.number for page in pages}
         # A report cut off at its tokens ends at its last whole sentence (one that ends
         # in a list or a table is whole as it is).
@@ -301,7 +299,7 @@ class Research:
     def found(self) -> str:
         """What was found, without a report: the notes and their sources."""
         assert self.plan is not None
-        missing = not_found(self.plan, self.notes, self.answered)
+        missing = not_found(self.plan, self.notes)
         return found_text(self.notes, self.pages(), missing, self.cut_short or "")
 
     def pages(self) -> list[Cited]:
@@ -332,7 +330,7 @@ class Research:
             spent.seconds,
             spent.tokens,
         )
-        missing = not_found(self.plan, self.notes, self.answered) if self.plan else []
+        missing = not_found(self.plan, self.notes) if self.plan else []
         return ResearchResult(
             status=status,
             report=report,

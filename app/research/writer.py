@@ -21,6 +21,7 @@ from pydantic import BaseModel, ValidationError
 
 from app import config
 from app.chat.context import estimate_tokens
+from app.chat.tool import JsonSchema, untitled
 from app.errors import ServiceError
 from app.model.client import ModelClient
 from app.model.failures import Failure, LLMError
@@ -129,12 +130,18 @@ def schema_format(shape: type[BaseModel]) -> dict[str, object]:
     """OpenAI's structured-output field, the one convention all four servers accept."""
     return {
         "type": "json_schema",
-        "json_schema": {"name": shape.__name__, "schema": shape.model_json_schema()},
+        "json_schema": {"name": shape.__name__, "schema": schema_of(shape)},
     }
 
 
+def schema_of(shape: type[BaseModel]) -> JsonSchema:
+    """The shape's JSON schema without pydantic's titles, as our tools declare theirs."""
+    schema: JsonSchema = untitled(shape.model_json_schema())
+    return schema
+
+
 def reminder(shape: type[BaseModel]) -> str:
-    schema = json.dumps(shape.model_json_schema(), ensure_ascii=False)
+    schema = json.dumps(schema_of(shape), ensure_ascii=False)
     return (
         "That answer could not be read. Answer again with one JSON object only, no other "
         f"text, matching this JSON schema: {schema}"
