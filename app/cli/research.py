@@ -7,6 +7,7 @@ import argparse
 import asyncio
 import contextlib
 import json
+import shutil
 import signal
 import sys
 from collections.abc import Iterator
@@ -154,14 +155,15 @@ class ProgressLine:
             )
         else:
             return
-        width = 100
+        # One column short of the terminal's width: a line that wraps is no longer rewritten.
+        width = shutil.get_terminal_size().columns - 1
         line = f"{self.counters}  {self.step}"[:width]
         self.stream.write(f"\r{line:<{width}}")
         self.stream.flush()
 
     def done(self) -> None:
         if self.live:
-            self.stream.write("\r" + " " * 100 + "\r")
+            self.stream.write("\r" + " " * (shutil.get_terminal_size().columns - 1) + "\r")
             self.stream.flush()
 
 
