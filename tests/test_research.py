@@ -7,7 +7,10 @@ import asyncio
 import contextlib
 import json
 import logging
+import signal
 import subprocess
+import sys
+import time
 from collections.abc import AsyncGenerator, Callable
 from itertools import count
 from typing import Any
@@ -20,7 +23,7 @@ from app.model.client import ModelClient
 from app.research.budget import Budget
 from app.research.events import Event, Finished, ResearchResult, StepStarted
 from app.research.start import prepared
-from tests.conftest import chat_env, run_main
+from tests.conftest import ROOT, chat_env, run_main
 from tests.fakes.llm_server import Reply
 from tests.research_model import ARTICLE_QUOTE, QUESTION, ScriptedResearcher, plan_of
 from tests.resolving import resolve_everything_privately
@@ -453,3 +456,23 @@ def test_stop_keeps_the_plan_the_notes_and_the_sources_and_writes_from_them_when
     assert written.status == "stopped" and written.stopped_by == "user"
     assert written.report.startswith("*The research was stopped before it was done;")
     assert "Pierogi are filled dumplings [1]. They boil for four minutes [1]." in written.report
+
+
+def test_ctrl_c_stops_the_command_and_lets_the_model_go(llm, tmp_path, researcher):
+    """In a process of its own, as a user presses Ctrl-C (here while the model plans:
+    nothing is found yet, and that is what it says)."""
+    researcher.silent.add("plan")
+    env = {**chat_env(llm, tmp_path), "SEARXNG_URL": "http://127.0.0.1:9"}
+    command = [sys.executable, "-m", "app", "research", QUESTION, "--json"]
+    process = subprocess.Popen(
+        command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    deadline = time.monotonic() + 60
+    while not llm.requests and time.monotonic() < deadline:
+        time.sleep(0.05)
+    process.send_signal(signal.SIGINT)
+    out, err = process.communicate(timeout=30)
+    assert process.returncode == 3, err
+    assert json.loads(out)["stopped_by"] == "user"
+    assert "The research was stopped before it was done" in err
+    assert llm.wait_hung_up() is not None

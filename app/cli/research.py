@@ -10,13 +10,14 @@ import json
 import shutil
 import signal
 import sys
+import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, TextIO
 
 from app import config
 from app.cli.exits import EXIT_ERROR, EXIT_REFUSED
 from app.cli.searching import searcher, searxng_url
-from app.research.budget import DEFAULT_MINUTES, DEFAULT_PAGES, DEFAULT_SEARCHES, Budget
+from app.research.budget import DEFAULT_MINUTES, DEFAULT_PAGES, DEFAULT_SEARCHES, Budget, Spent
 
 if TYPE_CHECKING:
     from app.research.events import Event, ResearchResult
@@ -85,6 +86,8 @@ async def researched(
     from app.research.events import Finished
     from app.research.start import prepared
 
+    progress = ProgressLine(sys.stderr, budget)
+    ticking = asyncio.create_task(progress.ticking())
     client = ModelClient.from_settings(settings)
     try:
         async with searcher(url, settings) as searching:
@@ -96,15 +99,15 @@ async def researched(
                 client=client,
                 locale=locale,
             )
-            progress = ProgressLine(sys.stderr)
             with stopped_by_ctrl_c(research):
                 async with contextlib.aclosing(research.events()) as events:
                     async for event in events:
                         progress.show(event)
                         if isinstance(event, Finished):
-                            progress.done()
                             return event.result
     finally:
+        ticking.cancel()
+        progress.done()
         await client.aclose()
     raise RuntimeError("a research ends with its result")
 
@@ -131,35 +134,46 @@ def stopped_by_ctrl_c(research: Research) -> Iterator[None]:
 
 class ProgressLine:
     """The step and the counters against the budget on one line of a terminal, rewritten
-    in place; nothing when stderr is not a terminal (a pipe, a log)."""
+    in place, its seconds every second (a slow model's step can take minutes); nothing
+    when stderr is not a terminal (a pipe, a log)."""
 
-    def __init__(self, stream: TextIO) -> None:
+    def __init__(self, stream: TextIO, budget: Budget) -> None:
         self.stream = stream
         self.live = stream.isatty()
+        self.budget = budget
+        self.spent = Spent()
         self.step = ""
-        self.counters = ""
 
     def show(self, event: Event) -> None:
         from app.research.events import Progress, StepStarted
 
-        if not self.live:
-            return
         if isinstance(event, StepStarted):
             self.step = f"{event.step}: {event.about}" if event.about else event.step
         elif isinstance(event, Progress):
-            spent, budget = event.spent, event.budget
-            self.counters = (
-                f"searches {spent.searches}/{budget.searches}  pages {spent.pages}/"
-                f"{budget.pages}  {spent.seconds:.0f}/{budget.minutes * 60:.0f} s  tokens "
-                f"{spent.tokens:,}/{budget.tokens:,}"
-            )
+            self.spent, self.budget = event.spent, event.budget
         else:
             return
+        self.render()
+
+    def render(self) -> None:
+        if not self.live:
+            return
+        budget, spent = self.budget, self.spent
+        seconds = time.monotonic() - spent.started
+        counters = (
+            f"searches {spent.searches}/{budget.searches}  pages {spent.pages}/{budget.pages}"
+            f"  {seconds:.0f}/{budget.minutes * 60:.0f} s  tokens {spent.tokens:,}/"
+            f"{budget.tokens:,}"
+        )
         # One column short of the terminal's width: a line that wraps is no longer rewritten.
         width = shutil.get_terminal_size().columns - 1
-        line = f"{self.counters}  {self.step}"[:width]
-        self.stream.write(f"\r{line:<{width}}")
+        self.stream.write(f"\r{f'{counters}  {self.step}'[:width]:<{width}}")
         self.stream.flush()
+
+    async def ticking(self) -> None:
+        while self.live:
+            await asyncio.sleep(1)
+            self.render()
 
     def done(self) -> None:
         if self.live:
