@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from app import config
+from app.chat.context import MESSAGE_OVERHEAD_TOKENS, estimate_tokens
 from app.cli.searching import searcher
 from app.model.client import ModelClient
 from app.research.budget import Budget
@@ -120,6 +121,39 @@ def test_the_report_numbers_only_the_pages_it_may_cite(
     assert first["n"] == 1 and first["url"].endswith("about=pierogi%20boiling")
     assert second["n"] == 2 and second["url"].endswith("about=pierogi%20dough")
     assert result["report"].endswith(f"## Sources\n\n1. Pierogi, step by step: <{first['url']}>\n")
+
+
+ARTICLE_SENTENCES = [
+    "Pierogi are filled dumplings made by wrapping unleavened dough",
+    "Families in Kraków still argue about the best filling",
+    "every grandmother has a rule about how thin the dough must be rolled",
+    "How long they boil depends on the filling",
+    "a raw filling needs longer than one that was cooked before",
+]
+
+
+def test_every_request_fits_a_small_served_window(
+    llm, pages, brave, searxng, tmp_path, researcher, lookups, monkeypatch
+):
+    """A model served with 1,024 tokens: pages cut to what is left, the notes the
+    reflection and the report carry selected to fit, each reply's share a quarter."""
+    monkeypatch.setattr(llm, "n_ctx", 1024)
+    url = f"{pages.url}/article?about={{q}}"
+    monkeypatch.setattr(brave, "first_result", {"url": url, "title": "Pierogi, step by step"})
+    researcher.plan = plan_of(*(f"pierogi {n}" for n in range(1, 7)))
+    researcher.quotes = ARTICLE_SENTENCES
+    few = {"prompt_tokens": 10, "completion_tokens": 10}  # the tokens bound is not tested here
+    researcher.usage = dict.fromkeys(("plan", "notes", "reflect"), few)
+    run = research(llm, pages, tmp_path, searxng.url, "--json")
+    assert run.returncode == 0, run.stderr
+    assert result_of(run)["spent"]["pages"] == 6
+    report = next(r.body for r in llm.requests if "step: report" in str(r.body["messages"]))
+    notes = [line for line in report["messages"][1]["content"].splitlines() if "(sub-q" in line]
+    assert 0 < len(notes) < 6 * 5  # some of the 30 notes, not all
+    for request in llm.requests:
+        messages = request.body["messages"]
+        sent = sum(estimate_tokens(m["content"]) + MESSAGE_OVERHEAD_TOKENS for m in messages)
+        assert sent + request.body["max_tokens"] <= 1024
 
 
 def test_a_quote_no_page_holds_is_no_finding(

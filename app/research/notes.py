@@ -10,8 +10,11 @@ from typing import Annotated
 
 from pydantic import BaseModel, Field
 
+from app.chat.context import estimate_tokens
 from app.research.plan import ResearchPlan
 
+PROMPT_MARGIN_TOKENS = 256
+"""Room left in the window beside the estimate of a prompt that carries the notes."""
 MAX_NOTES_PER_PAGE = 5
 MAX_QUOTE_CHARS = 600
 SPACE = re.compile(r"\s+")
@@ -74,5 +77,25 @@ def folded(text: str) -> str:
     return SPACE.sub(" ", text).strip().casefold()
 
 
-def notes_text(notes: list[Note]) -> str:
-    return "\n".join(note.line() for note in notes)
+def fitted_text(notes: list[Note], room: int) -> str:
+    """The notes that fit in `room` tokens, each sub-question's first notes first, never
+    one cut."""
+    lines = []
+    for note in by_turns(notes):
+        line = note.line()
+        room -= estimate_tokens(line) + 1
+        if room < 0:
+            break
+        lines.append(line)
+    return "\n".join(lines)
+
+
+def by_turns(notes: list[Note]) -> list[Note]:
+    """Each sub-question's first note, then each one's second, and so on: what a small
+    window keeps covers every sub-question before it deepens one."""
+    rank: dict[int, int] = {}
+    order = []
+    for index, note in enumerate(notes):
+        rank[note.subquestion] = rank.get(note.subquestion, 0) + 1
+        order.append((rank[note.subquestion], index, note))
+    return [note for _, _, note in sorted(order, key=lambda item: item[:2])]

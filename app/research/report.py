@@ -12,11 +12,9 @@ from dataclasses import dataclass
 from app.chat.context import estimate_tokens
 from app.chat.events import Source
 from app.chat.numbering import CITATION
-from app.research.notes import Note
+from app.research.notes import PROMPT_MARGIN_TOKENS, Note, fitted_text
 from app.research.plan import ResearchPlan
 
-PROMPT_MARGIN_TOKENS = 256
-"""Room left in the window beside the estimate of the report's prompt."""
 SENTENCE_END = re.compile(r"[.!?…](?:[\"”')\]]|\s*\[\d+(?:,\s*\d+)*\])*(?=\s|$)")
 
 
@@ -45,26 +43,8 @@ def report_messages(
     )
     lead = f"Question: {question}\n\nSub-questions:\n{numbered}\n\nNotes:\n"
     room = window - reserve - estimate_tokens(system + lead) - PROMPT_MARGIN_TOKENS
-    lines = []
-    for note in by_turns(notes):
-        line = note.line()
-        room -= estimate_tokens(line) + 1
-        if room < 0:
-            break
-        lines.append(line)
-    user = lead + "\n".join(lines)
+    user = lead + fitted_text(notes, room)
     return [{"role": "system", "content": system}, {"role": "user", "content": user}]
-
-
-def by_turns(notes: list[Note]) -> list[Note]:
-    """Each sub-question's first note, then each one's second, and so on: what a small
-    window keeps covers every sub-question before it deepens one."""
-    rank: dict[int, int] = {}
-    order = []
-    for index, note in enumerate(notes):
-        rank[note.subquestion] = rank.get(note.subquestion, 0) + 1
-        order.append((rank[note.subquestion], index, note))
-    return [note for _, _, note in sorted(order, key=lambda item: item[:2])]
 
 
 def whole_sentences(text: str) -> str:

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from datetime import date
 from typing import Any, TypeVar
 
-from app.chat.context import completion_reserve
+from app.chat.context import completion_reserve, estimate_tokens
 from app.chat.tools import ToolRunner
 from app.errors import ServiceError
 from app.model.tool_calls import ToolCall
@@ -43,7 +43,14 @@ from app.research.events import (
     StepStarted,
     Tried,
 )
-from app.research.notes import Note, PageNotes, kept_notes, notes_messages, notes_text
+from app.research.notes import (
+    PROMPT_MARGIN_TOKENS,
+    Note,
+    PageNotes,
+    fitted_text,
+    kept_notes,
+    notes_messages,
+)
 from app.research.plan import (
     ENGLISH,
     PlannedQuery,
@@ -69,8 +76,12 @@ T = TypeVar("T")
 
 READS_PER_SEARCH = 3
 """The results of each search read, in their rank, at once (the fetcher has no rate)."""
+PAGE_MIN_TOKENS = 128
+NOTES_PROMPT_TOKENS = 512
+"""The notes' request beside the page: its instructions, the question, the sub-questions."""
 STEP_TOKENS = 1024
-"""The reply's share of a structured step (a plan, a page's notes, a reflection)."""
+"""The reply's share of a structured step (a plan, a page's notes, a reflection), at most
+a quarter of the window."""
 
 
 class Halted(Exception):
@@ -117,7 +128,7 @@ class Research:
                     "plan",
                     plan_messages(self.question, self.runner.locale, self.today),
                     ResearchPlan,
-                    STEP_TOKENS,
+                    self.step_tokens,
                 )
             )
             yield Planned(self.plan)
@@ -152,7 +163,7 @@ class Research:
             yield StepStarted("reflect")
             reflection = await self.bounded(
                 self.writer.structured(
-                    "reflection", self.reflect_messages(plan), Reflection, STEP_TOKENS
+                    "reflection", self.reflect_messages(plan), Reflection, self.step_tokens
                 )
             )
             yield self.progress()
@@ -162,10 +173,13 @@ class Research:
                 raise Halted(Bound.SEARCHES)  # more was wanted than the budget allows
 
     def reflect_messages(self, plan: ResearchPlan) -> list[dict[str, str]]:
+        """The reflection's request, with the notes that fit the window beside its reply."""
         left = self.budget.searches - self.spent.searches
-        return reflect_messages(
-            self.question, plan, notes_text(self.notes), self.tried.queries, left
-        )
+        bare = reflect_messages(self.question, plan, "", self.tried.queries, left)
+        used = sum(estimate_tokens(m["content"]) for m in bare)
+        room = self.window - self.step_tokens - PROMPT_MARGIN_TOKENS - used
+        notes = fitted_text(self.notes, room)
+        return reflect_messages(self.question, plan, notes, self.tried.queries, left)
 
     async def searched(self, planned: PlannedQuery) -> AsyncGenerator[Event, None]:
         """One search, then its first results read and noted."""
@@ -238,7 +252,7 @@ class Research:
                 "notes",
                 notes_messages(self.question, self.plan, page_text),
                 PageNotes,
-                STEP_TOKENS,
+                self.step_tokens,
             )
         )
         source = len(self.cited) + 1
@@ -251,7 +265,11 @@ class Research:
 
     def page_tokens(self) -> int:
         """A page's share of the window: what the notes' request leaves beside its reply."""
-        return max(256, self.window - STEP_TOKENS - 512)
+        return max(PAGE_MIN_TOKENS, self.window - self.step_tokens - NOTES_PROMPT_TOKENS)
+
+    @property
+    def step_tokens(self) -> int:
+        return completion_reserve(STEP_TOKENS, self.window)
 
     def failed(self, kind: str, what: str) -> None:
         self.tried.failures.setdefault(kind, []).append(what)
