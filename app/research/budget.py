@@ -17,7 +17,7 @@ WINDOWS_OF_TOKENS = 4
 """The tokens bound by default: the served window this many times over. A run reads a page
 per request, so a few windows' worth is many pages' notes and a report."""
 DEFAULT_WINDOW = 8192
-"""The window assumed when the model server does not say its own."""
+"""The window a budget made before its model is known counts with (a dry run)."""
 
 
 class Bound(StrEnum):
@@ -56,9 +56,9 @@ class Budget:
         return self
 
 
-def tokens_for(window: int | None) -> int:
-    """The tokens bound for a model served with this window (DEFAULT_WINDOW when unsaid)."""
-    return (window or DEFAULT_WINDOW) * WINDOWS_OF_TOKENS
+def tokens_for(window: int) -> int:
+    """The tokens bound for a model served with this window."""
+    return window * WINDOWS_OF_TOKENS
 
 
 @dataclass

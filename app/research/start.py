@@ -18,6 +18,8 @@ from app.search.searcher import Searcher
 
 
 class NoModel(ServiceError):
+    """No model is configured to research with."""
+
     status = 400
 
 
@@ -29,17 +31,15 @@ async def prepared(
     searcher: Searcher,
     client: ModelClient,
     locale: str,
-    tokens_given: bool = False,
     stop: asyncio.Event | None = None,
 ) -> Research:
-    """The run, its budget's tokens derived from the served window unless given."""
+    """The run, its budget's tokens derived from the window its model is served with."""
     model = settings.default_model
     if not model:
         raise NoModel("no model to research with: set DEFAULT_MODEL (or MODELS)")
     served = await client.served_window(model)
     window = effective_budget(settings.context_budget_tokens, served)
-    if not tokens_given:
-        budget = replace(budget, tokens=tokens_for(window))
+    budget = replace(budget, tokens=tokens_for(window))
     runner = ToolRunner(
         searcher,
         settings,
