@@ -48,6 +48,8 @@ class ScriptedResearcher:
     """Steps answered with this text instead of their JSON."""
     prose: bool = False
     """The JSON inside words and a code fence, as a model without JSON mode writes it."""
+    slow: dict[str, float] = field(default_factory=dict)
+    """Seconds a step's answer takes to come, all at once (a long prompt on a slow CPU)."""
     silent: set[str] = field(default_factory=set)
     """Steps the model never answers (a server stuck on them)."""
     usage: dict[str, dict[str, int]] = field(default_factory=dict)
@@ -64,6 +66,8 @@ class ScriptedResearcher:
             return Reply(silent=True)
         reply = self.answer(name, messages)
         reply.usage = self.usage.get(name)
+        if name in self.slow:  # one delta, paced: the whole answer after that long
+            reply.split, reply.chunk_delay = len(str(reply.text)) or 1, self.slow[name]
         return reply
 
     def answer(self, name: str, messages: list[dict[str, Any]]) -> Reply:

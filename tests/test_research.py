@@ -238,6 +238,17 @@ def test_the_minutes_bound_stops_a_slow_step_and_the_report_is_written(
     assert "Pierogi are filled dumplings [1]." in result["report"]
 
 
+def test_a_model_slower_than_the_first_byte_limit_is_waited_for(
+    llm, pages, brave, searxng, tmp_path, researcher, lookups, article
+):
+    """A slow local model's first byte comes late on a long prompt: no step has a fixed
+    timeout of its own; the run's minutes and LLM_TOTAL_TIMEOUT bound it."""
+    researcher.slow["plan"] = 2.0
+    run = research(llm, pages, tmp_path, searxng.url, "--json", LLM_FIRST_BYTE_TIMEOUT="1")
+    assert run.returncode == 0, run.stderr
+    assert result_of(run)["status"] == "complete"
+
+
 def test_the_tokens_bound_derived_from_the_served_window_stops_the_gathering(
     llm, pages, brave, searxng, tmp_path, researcher, lookups, monkeypatch, article
 ):
