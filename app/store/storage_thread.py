@@ -22,13 +22,15 @@ Job = tuple[asyncio.AbstractEventLoop, "asyncio.Future[Any]", Callable[[], Any]]
 
 
 class StorageThread:
-    """Started with its first query; `shutdown` runs what was asked before it, then ends."""
+    """Started with its first query; `shutdown` runs what was asked before it, then ends
+    (a query asked after it is refused, as an executor refuses one)."""
 
     def __init__(self, name: str) -> None:
         self.name = name
         self.jobs: queue.SimpleQueue[Job | None] = queue.SimpleQueue()
         self.thread: threading.Thread | None = None
         self.starting = threading.Lock()
+        self.closed = False
 
     def submit(self, query: Callable[[], T]) -> asyncio.Future[T]:
         """`query`'s result, to await on the running loop, once the queries asked before
@@ -36,12 +38,14 @@ class StorageThread:
         loop = asyncio.get_running_loop()
         future: asyncio.Future[T] = loop.create_future()
         if self.thread is None:
-            self.start()
+            self.start()  # RuntimeError once shut down
         self.jobs.put((loop, future, query))
         return future
 
     def start(self) -> None:
         with self.starting:
+            if self.closed:
+                raise RuntimeError(f"{self.name}: a query asked after the thread was shut down")
             if self.thread is None:
                 # A daemon: a process that never closes its storage is not kept alive by it.
                 self.thread = threading.Thread(target=self.work, name=self.name, daemon=True)
@@ -64,7 +68,7 @@ class StorageThread:
     def shutdown(self) -> None:
         """After the queries already asked for."""
         with self.starting:
-            thread, self.thread = self.thread, None
+            thread, self.thread, self.closed = self.thread, None, True
         if thread is not None:
             self.jobs.put(None)
             thread.join()
