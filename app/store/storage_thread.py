@@ -4,7 +4,7 @@ order they were asked, each result handed back to the event loop that asked for 
 Lighter than `loop.run_in_executor` on a one-thread ThreadPoolExecutor, which wraps each
 query in a concurrent Future (its lock, its condition) chained to an asyncio Future by
 callbacks on both sides: here a query is a queue put one way and a `call_soon_threadsafe`
-the other. A turn makes two of these trips; each costs about 30 µs of CPU less
+the other. A turn makes two of these trips; each costs about 20 µs of CPU less
 (docs/performance.md, "Where a short turn's time goes").
 """
 
