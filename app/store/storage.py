@@ -10,7 +10,9 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import ParamSpec, TypeVar
 
@@ -35,7 +37,6 @@ from app.store.rows import (
 from app.store.search_cache import CachedSearch
 from app.store.search_pace import SearchPace, SearchTurn
 from app.store.searches import SearchesSpent
-from app.store.storage_thread import StorageThread
 
 logger = logging.getLogger(__name__)
 
@@ -58,13 +59,15 @@ class Storage:
         """How many of the latest answers' digests a turn reads (KEEP_SOURCES_TURNS); all
         when None."""
         self.memory_path = root / MEMORY_FILE
-        self.thread = StorageThread("storage")
+        self.thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="storage")
         self.database = Database(database_url or root / DATABASE)
         """Used by the storage thread alone once the service runs."""
 
     async def run(self, query: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
         """`query` in the storage thread, after what was asked before it."""
-        future = self.thread.submit(lambda: query(*args, **kwargs))
+        future = asyncio.get_running_loop().run_in_executor(
+            self.thread, partial(query, *args, **kwargs)
+        )
         with anyio.CancelScope(shield=True):
             result = await asyncio.shield(future)
         return result
@@ -79,7 +82,7 @@ class Storage:
             logger.info("removed %d temporary files left by a crash", leftovers)
 
     def close(self) -> None:
-        self.thread.shutdown()
+        self.thread.shutdown(wait=True)
         self.database.close()
 
     async def ping(self) -> DatabaseHealth:
