@@ -148,3 +148,39 @@ def test_a_page_left_out_of_the_window_is_not_read_on_v1(small_window, pages):
     [citation] = message["annotations"]
     assert citation["url_citation"]["url"] == sources[0]["url"] != article
     assert tool_messages(small)[1] == NO_ROOM
+
+
+def two_searches(small: FakeLLM) -> None:
+    """In one round the model searches twice: the first results are cut to fill the
+    window, the second have no room left."""
+    calls = [
+        ToolCall("web_search", {"query": "release notes"}),
+        ToolCall("web_search", {"query": "changelog"}),
+    ]
+    small.script(Reply(tool_calls=calls), Reply(text="From the first search [1]."))
+
+
+NOT_GIVEN = f"results not given: did not fit in the model's window ({SMALL_WINDOW} tokens)"
+
+
+def test_search_results_left_out_of_the_window_are_said_not_given(small_window):
+    chat, small = small_window
+    two_searches(small)
+    events = send(chat, new_conversation(chat), "What changed in the last release?")
+    first, second = [e for e in events if e["type"] == "search"]
+    assert "error" not in first  # given, cut to the room left
+    assert second["left_out"] is True and second["error"] == NOT_GIVEN
+    assert tool_messages(small)[1] == NO_ROOM
+
+
+def test_search_results_left_out_of_the_window_are_said_not_given_on_v1(small_window):
+    chat, small = small_window
+    two_searches(small)
+    question = {"role": "user", "content": "What changed in the last release?"}
+    answer = chat.http.post(
+        "/v1/chat/completions", json={"model": "fake-model", "messages": [question]}
+    )
+    activity = answer.json()["choices"][0]["message"]["reasoning_content"].splitlines()
+    # (A line may say the second search waited for the search plan's rate.)
+    assert activity[-1] == f"Searched 'changelog' (pl-PL): {NOT_GIVEN}", activity
+    assert tool_messages(small)[1] == NO_ROOM
