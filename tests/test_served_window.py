@@ -8,12 +8,16 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 import pytest
+from playwright.sync_api import expect
 
 from app.chat.fitting import CUT_MARKER, NO_ROOM
+from tests.browser import open_page
 from tests.chat_client import done, get_conversation, new_conversation, send
 from tests.conftest import ChatService, chat_env, run_main, service_for
 from tests.fakes.conventions import vllm_models
 from tests.fakes.llm_server import FakeLLM, Reply, ToolCall
+from tests.page_actions import send as type_and_send
+from tests.page_actions import wait_turn_end
 
 ANYTHING = [
     pytest.param({}, id="empty-object"),
@@ -184,3 +188,21 @@ def test_search_results_left_out_of_the_window_are_said_not_given_on_v1(small_wi
     # (A line may say the second search waited for the search plan's rate.)
     assert activity[-1] == f"Searched 'changelog' (pl-PL): {NOT_GIVEN}", activity
     assert tool_messages(small)[1] == NO_ROOM
+
+
+def test_the_trail_shows_a_page_left_out_as_fetched_not_read(browser, small_window, pages):
+    chat, small = small_window
+    article, question = search_then_read(small, pages)
+    page = open_page(browser, chat.url)
+    try:
+        type_and_send(page, question)
+        wait_turn_end(page)
+        trail = page.locator(".trail").last
+        expect(trail.locator("summary")).not_to_contain_text("Read")  # no page counted read
+        trail.locator("summary").click()
+        step = trail.locator(".timeline li.failed")
+        expect(step).to_contain_text("Fetched “")
+        expect(step).to_contain_text(LEFT_OUT)
+        assert page.log.errors == []
+    finally:
+        page.context.close()
