@@ -132,6 +132,8 @@ def test_a_page_left_out_of_the_window_is_not_read_on_the_page(small_window, pag
     assert [step["type"] for step in stored["activity"]] == ["search", "fetch"]
     assert stored["activity"][1]["error"] == LEFT_OUT
     assert not any(source["read"] for source in stored["sources"])
+    exported = chat.http.get(f"/api/conversations/{conversation_id}/export").text
+    assert "- not read: " in exported and "- read: " not in exported
 
 
 def test_a_page_left_out_of_the_window_is_not_read_on_v1(small_window, pages):

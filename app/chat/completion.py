@@ -278,7 +278,8 @@ def activity_line(result: ToolResult) -> str:
     if step["type"] == "fetch":
         host = urlsplit(step["url"]).hostname or step["url"]
         if step.get("left_out"):
-            return f"Fetched {step.get('title') or step['url']!r} ({host}), {step.get('error')}"
+            title = step.get("title") or step["url"]
+            return f"Fetched {title!r} ({host}), {step.get('error')}{again}"
         if error := step.get("error"):
             return f"Could not read {host}: {error}{again}"
         return f"Read {step.get('title') or step['url']!r} ({host}){again}"
