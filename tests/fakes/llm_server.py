@@ -19,7 +19,8 @@ Shapes follow what real servers send:
   (Ollama's /v1, OpenRouter);
 - error bodies in the OpenAI shape, plus helpers below for the llama.cpp and Ollama variants;
 - ``GET /props`` as llama.cpp serves it and ``POST /api/show`` as Ollama serves it, so the
-  service can read the window the server actually runs with.
+  service can read the window the server actually runs with; or, with ``anything``, the same
+  JSON with 200 on every other path, as a server that takes anything answers.
 
 Other servers' conventions (Ollama, vLLM, LM Studio, OpenRouter...) are replayed exactly by
 the builders in tests/fakes/conventions.py: a `Reply` with ``wire`` sends the events they
@@ -741,6 +742,7 @@ class FakeLLM(LoopbackFake):
         routes: Mapping[tuple[str, str], Route] | None = None,
         response_formats: Sequence[str] | None = None,
         response_format_refusal: str = "openai",
+        anything: dict[str, Any] | None = None,
     ) -> None:
         super().__init__()
         self.response_formats = response_formats
@@ -748,6 +750,9 @@ class FakeLLM(LoopbackFake):
         self.response_format_refusal = response_format_refusal
         """How a refusal is worded: "openai" or "llamacpp"."""
         self.routes = dict(routes or {})  # (method, path) -> answer, before the built-in ones
+        self.anything = anything
+        """A server that takes anything: this JSON with 200 on every path it serves nothing
+        else on, instead of a 404 (a catch-all proxy, another kind of server)."""
         self.models = list(models)
         self.api_key = api_key
         self.n_ctx = n_ctx
@@ -897,6 +902,8 @@ class FakeLLM(LoopbackFake):
             return 200, self._props_body(self.n_ctx)
         if path == "/api/show" and method == "POST" and self.ollama_num_ctx is not None:
             return self._show(raw, self.ollama_num_ctx)
+        if self.anything is not None:
+            return 200, self.anything
         return 404, _error_body(f"Invalid URL ({method} {path})", None, None)
 
     def _models_body(self) -> dict[str, Any]:
