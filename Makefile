@@ -41,7 +41,7 @@ check: $(BIN)/python
 	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports
 	$(BIN)/mypy
-	$(BIN)/python -m pytest -m "$(HEAVY_TIERS)" -n $$(( $(CORES) * 2 )) --durations=10
+	$(BIN)/python -m pytest -m "$(HEAVY_TIERS)" -n $$(( $(CORES) * 2 )) --dist loadgroup --durations=10
 
 # Every test: the same checks, the whole suite against a real SearXNG, Chromium, PostgreSQL
 # and llama-server with the fakes on loopback (the heavy tiers on one worker, the rest on
