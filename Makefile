@@ -33,7 +33,8 @@ run: $(BIN)/python
 # test that needs none of Chromium, PostgreSQL, llama-server or Docker (tests/components.py
 # marks each test's tiers from the fixtures it uses), on two workers a core: most of these
 # tests wait on servers on loopback (3 min 42 s with two, 5 min 18 s with one, on 2 cores).
-# What else keeps it short is in docs/architecture.md ("The tiers, and make check").
+# loadgroup: the tests sharing a module-scoped server run on one worker, which starts it
+# once. What else keeps it short is in docs/architecture.md ("The tiers, and make check").
 CORES := $(shell nproc 2>/dev/null || echo 2)
 # pytest keeps each test module it has rewritten for its asserts in __pycache__ (ignored by
 # git); where PYTHONDONTWRITEBYTECODE is set, every worker rewrites them all again at each
