@@ -33,8 +33,7 @@ run: $(BIN)/python
 # test that needs none of Chromium, PostgreSQL, llama-server or Docker (tests/components.py
 # marks each test's tiers from the fixtures it uses), on two workers a core: most of these
 # tests wait on servers on loopback (3 min 42 s with two, 5 min 18 s with one, on 2 cores).
-# loadgroup: the tests sharing a module-scoped server run on one worker, which starts it
-# once. What else keeps it short is in docs/architecture.md ("The tiers, and make check").
+# What else keeps it short is in docs/architecture.md ("The tiers, and make check").
 CORES := $(shell nproc 2>/dev/null || echo 2)
 # pytest keeps each test module it has rewritten for its asserts in __pycache__ (ignored by
 # git); where PYTHONDONTWRITEBYTECODE is set, every worker rewrites them all again at each
@@ -46,7 +45,7 @@ check: $(BIN)/python
 	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports
 	$(BIN)/mypy
-	$(KEEP_REWRITTEN) $(BIN)/python -m pytest -m "$(HEAVY_TIERS)" -n $$(( $(CORES) * 2 )) --dist loadgroup --durations=10
+	$(KEEP_REWRITTEN) $(BIN)/python -m pytest -m "$(HEAVY_TIERS)" -n $$(( $(CORES) * 2 )) --durations=10
 
 # Every test: the same checks, the whole suite against a real SearXNG, Chromium, PostgreSQL
 # and llama-server with the fakes on loopback (the heavy tiers on one worker, the rest on

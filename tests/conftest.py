@@ -55,8 +55,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Each test marked with its tiers before `-m` selects (hence first). Under xdist's
     loadgroup the heavy tiers share one worker, one test at a time as they always ran
     (Chromium, the clusters and llama-server each want a core), while the light tiers
-    spread over the others; the tests that share a module-scoped fixture (a server started
-    once for its module) run on one worker, which starts it once."""
+    spread over the others."""
     for item in items:
         marked = {mark.name for mark in item.iter_markers()}
         tiers = components.tier_marks(getattr(item, "fixturenames", ()), marked)
@@ -65,16 +64,6 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
                 item.add_marker(tier)
         if {component.name for component in components.HEAVY} & set(tiers):
             item.add_marker(pytest.mark.xdist_group("heavy"))
-        elif takes_a_module_fixture(item) and "xdist_group" not in marked:
-            item.add_marker(pytest.mark.xdist_group(item.nodeid.partition("::")[0]))
-
-
-def takes_a_module_fixture(item: pytest.Item) -> bool:
-    # pytest has no public way to a fixture's scope; its item keeps the definitions it uses.
-    definitions = getattr(item, "_fixtureinfo", None)
-    if definitions is None:
-        return False
-    return any(defs[-1].scope == "module" for defs in definitions.name2fixturedefs.values() if defs)
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -110,12 +110,7 @@ def mcp_url(chat: ChatService) -> str:
     return f"{chat.url}/mcp"
 
 
-# Reached through getfixturevalue, `stdio` is unseen by conftest's grouping of the tests
-# that share a module-scoped fixture: the parameter joins them by name.
-WITH_THE_STDIO_SESSION = pytest.mark.xdist_group("tests/test_mcp.py")
-
-
-@pytest.fixture(params=[pytest.param("stdio", marks=WITH_THE_STDIO_SESSION), "http"])
+@pytest.fixture(params=["stdio", "http"])
 def server(request: pytest.FixtureRequest) -> Any:
     """Each behaviour over both transports."""
     if request.param == "stdio":

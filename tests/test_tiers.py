@@ -107,17 +107,3 @@ def test_pytest_starts_without_the_property_testing_libraries(make_check_listing
     imported = {line.rpartition("|")[2].strip().split(".")[0] for line in timed}
     assert "pytest" in imported  # the listing is read
     assert imported.isdisjoint({"hypothesis", "schemathesis"})
-
-
-def test_the_tests_sharing_a_module_scoped_server_are_grouped_for_one_worker():
-    """`make check` and `make test` give each xdist group one worker: the tests taking a
-    module-scoped fixture are grouped, so that it starts once, and only they are."""
-    modules = ["tests/test_mcp.py", "tests/test_migrate_db.py", "tests/test_jsoncodec.py"]
-    grouped = collected("-m", f"xdist_group and ({check_selection()})", *modules)
-    assert modules_of(grouped) == {"tests/test_mcp.py", "tests/test_migrate_db.py"}
-    mcp = [test for test in grouped if test.startswith("tests/test_mcp.py")]
-    assert "tests/test_mcp.py::test_a_long_page_is_read_in_parts" in mcp  # takes `stdio`
-    assert "tests/test_mcp.py::test_bad_arguments_are_tool_errors[stdio]" in mcp
-    assert not any("[http" in test for test in mcp)  # a service of their own, each
-    migrate = [test for test in grouped if test.startswith("tests/test_migrate_db.py")]
-    assert "tests/test_migrate_db.py::test_a_damaged_source_is_refused" not in migrate
