@@ -35,13 +35,17 @@ run: $(BIN)/python
 # tests wait on servers on loopback (3 min 42 s with two, 5 min 18 s with one, on 2 cores).
 # What else keeps it short is in docs/architecture.md ("The tiers, and make check").
 CORES := $(shell nproc 2>/dev/null || echo 2)
+# pytest keeps each test module it has rewritten for its asserts in __pycache__ (ignored by
+# git); where PYTHONDONTWRITEBYTECODE is set, every worker rewrites them all again at each
+# run (5 s of CPU a worker), so these runs keep them whatever the environment says.
+KEEP_REWRITTEN := PYTHONDONTWRITEBYTECODE=
 HEAVY_TIERS := not chromium and not postgresql and not llamacpp and not docker
 check: $(BIN)/python
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports
 	$(BIN)/mypy
-	$(BIN)/python -m pytest -m "$(HEAVY_TIERS)" -n $$(( $(CORES) * 2 )) --durations=10
+	$(KEEP_REWRITTEN) $(BIN)/python -m pytest -m "$(HEAVY_TIERS)" -n $$(( $(CORES) * 2 )) --durations=10
 
 # Every test: the same checks, the whole suite against a real SearXNG, Chromium, PostgreSQL
 # and llama-server with the fakes on loopback (the heavy tiers on one worker, the rest on
@@ -53,7 +57,7 @@ test: $(BIN)/python
 	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports
 	$(BIN)/mypy
-	$(BIN)/python -m pytest -n auto --dist loadgroup --durations=20
+	$(KEEP_REWRITTEN) $(BIN)/python -m pytest -n auto --dist loadgroup --durations=20
 	$(MAKE) test-compose
 
 # The stack built and brought up by Docker Compose, with the fakes on the host

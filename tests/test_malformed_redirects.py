@@ -17,7 +17,7 @@ import pytest
 from mcp import Client
 
 from tests.chat_client import get_conversation, new_conversation, send
-from tests.conftest import ChatService, run_cli
+from tests.conftest import ChatService, run_main
 from tests.fakes.llm_server import Reply, ToolCall
 from tests.fakes.pages import PageServer
 
@@ -103,7 +103,7 @@ def test_through_mcp_it_is_a_tool_error_that_says_why(chat: ChatService, pages, 
 
 @pytest.mark.parametrize("case", MALFORMED, ids=IDS)
 def test_the_fetch_command_says_why_and_exits_with_its_code(pages, case):
-    run = run_cli(
+    run = run_main(
         "fetch", redirecting(pages, case), searxng_url=NO_SEARXNG, FETCH_ALLOW_HOSTS=pages.host
     )
     assert run.returncode == (2 if case.refused else 1), run.stderr

@@ -14,12 +14,14 @@ import sys
 import time
 import tomllib
 from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
 import httpx
 import httpx2
 import pytest
+from anyio.from_thread import BlockingPortal, start_blocking_portal
 from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp_types import CallToolResult, TextContent
@@ -63,7 +65,19 @@ def stdio_server(searxng_url: str, pages_host: str) -> StdioServerParameters:
     )
 
 
+@dataclass
+class OpenSession:
+    """An MCP client session held open across tests, on an event loop of its own."""
+
+    portal: BlockingPortal
+    client: Client
+
+
 def with_client(server: Any, scenario: Callable[[Client], Awaitable[T]]) -> T:
+    """The scenario on the module's open stdio session, or on a new client of the address."""
+    if isinstance(server, OpenSession):
+        return server.portal.call(scenario, server.client)
+
     async def run() -> T:
         async with Client(server, read_timeout_seconds=60) as client:
             return await scenario(client)
@@ -76,8 +90,21 @@ def text_of(result: CallToolResult) -> str:
 
 
 @pytest.fixture
-def stdio(searxng, pages, brave) -> StdioServerParameters:
+def stdio_command(searxng, pages, brave) -> StdioServerParameters:
+    """`python -m app mcp`, for a test of the process itself (its input, its end)."""
     return stdio_server(searxng.url, pages.host)
+
+
+@pytest.fixture(scope="module")
+def stdio(searxng, pages, brave) -> Iterator[OpenSession]:
+    """One `python -m app mcp` and one client session for the module's tool calls: a call
+    leaves nothing in the server for the next (no storage, no cache: each search reaches
+    the fake Brave), and starting one costs about two seconds of CPU."""
+    server = stdio_server(searxng.url, pages.host)
+    with start_blocking_portal() as portal:
+        opened = portal.wrap_async_context_manager(Client(server, read_timeout_seconds=60))
+        with opened as client:
+            yield OpenSession(portal, client)
 
 
 @pytest.fixture
@@ -247,11 +274,11 @@ def test_the_snippet_separators_are_the_engines():
 
 
 @pytest.fixture
-def raw_stdio(stdio) -> Iterator[subprocess.Popen[str]]:
+def raw_stdio(stdio_command) -> Iterator[subprocess.Popen[str]]:
     process = subprocess.Popen(
-        [stdio.command, *stdio.args],
-        cwd=stdio.cwd,
-        env={**os.environ, **(stdio.env or {})},
+        [stdio_command.command, *stdio_command.args],
+        cwd=stdio_command.cwd,
+        env={**os.environ, **(stdio_command.env or {})},
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -284,11 +311,11 @@ def test_stdio_answers_malformed_json_rpc_with_a_protocol_error_and_goes_on(raw_
     assert initialized["result"]["serverInfo"]["version"] == project["version"]
 
 
-def test_the_stdio_server_ends_with_its_input(stdio, searxng):
+def test_the_stdio_server_ends_with_its_input(stdio_command, searxng):
     run = subprocess.run(
-        [stdio.command, *stdio.args],
-        cwd=stdio.cwd,
-        env={**os.environ, **(stdio.env or {})},
+        [stdio_command.command, *stdio_command.args],
+        cwd=stdio_command.cwd,
+        env={**os.environ, **(stdio_command.env or {})},
         input=json.dumps(INITIALIZE) + "\n",
         capture_output=True,
         text=True,

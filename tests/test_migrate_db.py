@@ -10,7 +10,6 @@ import shutil
 import socket
 import sqlite3
 import subprocess
-import sys
 from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,25 +20,19 @@ from app.store.database import DATABASE, Database
 from app.store.leases import new_owner
 from app.store.migrations import SCHEMA_VERSION, fold
 from app.store.transfer import TABLES
-from tests.conftest import ROOT
+from tests.conftest import run_main
 from tests.household import ACCENTED, build, turn
 
 CONVERSATIONS = 300
+NO_SEARXNG = "http://127.0.0.1:9"  # neither command searches
 QUERIES = ("lodz", "ŁÓDŹ", "pierogi", "filling", "renamed 18", "question 7")
 
 
 def app(*args: str, data_dir: Path, url: str = "") -> subprocess.CompletedProcess[str]:
-    """`python -m app ...` as a user runs it, the service configured with DATA_DIR (and
-    DATABASE_URL when given)."""
-    env = {**os.environ, "DATA_DIR": str(data_dir), "DATABASE_URL": url}
-    return subprocess.run(
-        [sys.executable, "-m", "app", *args],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        env=env,
-        timeout=300,
-    )
+    """`python -m app ...` as a user runs it (in this process: what the command does is the
+    point, not its start), the service configured with DATA_DIR (and DATABASE_URL when
+    given)."""
+    return run_main(*args, searxng_url=NO_SEARXNG, DATA_DIR=str(data_dir), DATABASE_URL=url)
 
 
 def migrate(*args: str, data_dir: Path) -> subprocess.CompletedProcess[str]:

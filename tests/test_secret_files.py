@@ -9,7 +9,7 @@ from psycopg.conninfo import conninfo_to_dict
 
 from app import config
 from tests.chat_client import done, new_conversation, send
-from tests.conftest import chat_env, run_cli, service_for
+from tests.conftest import chat_env, run_main, service_for
 from tests.fakes.llm_server import Reply
 
 TOKEN = "token-from-a-compose-secret-0123456789abcdef"
@@ -47,10 +47,10 @@ def test_the_token_and_the_model_key_are_read_from_their_files(from_files, llm):
 def test_a_value_and_a_file_both_set_or_an_unreadable_file_are_refused(tmp_path):
     key = tmp_path / "key"
     key.write_text("sk-one")
-    both = run_cli("search", "x", searxng_url="", LLM_API_KEY="sk-two", LLM_API_KEY_FILE=str(key))
+    both = run_main("search", "x", searxng_url="", LLM_API_KEY="sk-two", LLM_API_KEY_FILE=str(key))
     assert both.returncode == 1
     assert "both LLM_API_KEY and LLM_API_KEY_FILE are set" in both.stderr
-    missing = run_cli("search", "x", searxng_url="", AUTH_TOKEN_FILE=str(tmp_path / "none"))
+    missing = run_main("search", "x", searxng_url="", AUTH_TOKEN_FILE=str(tmp_path / "none"))
     assert missing.returncode == 1
     assert "AUTH_TOKEN_FILE: cannot read it" in missing.stderr
 

@@ -24,7 +24,7 @@ from app.store.migrations import MIGRATIONS, SCHEMA_VERSION
 from app.store.rows import OutcomeWrite
 from app.store.storage import Storage
 from tests.chat_client import get_conversation, new_conversation, send
-from tests.conftest import ROOT, ChatService, chat_env, service_for, store_of
+from tests.conftest import ChatService, chat_env, run_main, service_for, store_of
 from tests.fakes.llm_server import Reply
 
 OLD_FILE = {
@@ -383,13 +383,13 @@ def test_a_slow_disk_does_not_hold_up_other_requests(service, monkeypatch):
 
 
 def export(data_dir, *args: str, database_url: str = "") -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "app", "export", *args],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        env={**os.environ, "DATA_DIR": str(data_dir), "DATABASE_URL": database_url},
-        timeout=60,
+    """`python -m app export ...`, in this process (what it prints is the point)."""
+    return run_main(
+        "export",
+        *args,
+        searxng_url="http://127.0.0.1:9",
+        DATA_DIR=str(data_dir),
+        DATABASE_URL=database_url,
     )
 
 

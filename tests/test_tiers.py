@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 PAGE_TEST = "tests/test_page.py::test_the_view_follows_the_stream_until_the_reader_scrolls_up"
 COMPOSE_TEST = "tests/test_compose_live.py::test_doctor_is_all_ok_in_the_chat_container"
@@ -26,11 +28,16 @@ def pytest_run(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+def listed(done: subprocess.CompletedProcess[str]) -> list[str]:
+    """The test ids a `pytest --collect-only -q` printed."""
+    return [line for line in done.stdout.splitlines() if "::" in line]
+
+
 def collected(*args: str) -> list[str]:
     """The test ids `pytest --collect-only` selects."""
     done = pytest_run("--collect-only", "-q", *args)
     assert done.returncode == 0, done.stdout + done.stderr
-    return [line for line in done.stdout.splitlines() if "::" in line]
+    return listed(done)
 
 
 def check_selection() -> str:
@@ -44,14 +51,25 @@ def modules_of(tests: list[str]) -> set[str]:
     return {test.partition("::")[0] for test in tests}
 
 
-def test_make_check_leaves_out_what_needs_a_heavy_component():
+@pytest.fixture(scope="module")
+def make_check_listing() -> subprocess.CompletedProcess[str]:
+    """`pytest --collect-only` with `make check`'s selection, over four modules, its
+    imports timed: one pytest process for the two tests that read it."""
     modules = [
         "tests/test_page_use.py",  # every test drives Chromium (`page` reaches `browser`)
         "tests/test_llama_server.py",  # every test reaches llama-server
         "tests/test_lost_database.py",  # its own cluster, and its late writes on both backends
         "tests/test_jsoncodec.py",  # needs nothing
     ]
-    quick = collected("-m", check_selection(), *modules)
+    done = pytest_run(
+        "--collect-only", "-q", "-m", check_selection(), *modules, PYTHONPROFILEIMPORTTIME="1"
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done
+
+
+def test_make_check_leaves_out_what_needs_a_heavy_component(make_check_listing):
+    quick = listed(make_check_listing)
     assert modules_of(quick) == {"tests/test_lost_database.py", "tests/test_jsoncodec.py"}
     lost = [test for test in quick if test.startswith("tests/test_lost_database.py")]
     assert lost and all("sqlite" in test.partition("[")[2] for test in lost)
@@ -81,14 +99,11 @@ def test_a_missing_component_skips_with_its_reason_and_fails_in_ci(tmp_path):
     assert all(f"CI must run every tier; this test {reason}" in in_ci.stdout for reason in needs)
 
 
-def test_pytest_starts_without_the_property_testing_libraries():
+def test_pytest_starts_without_the_property_testing_libraries(make_check_listing):
     """No test uses hypothesis or schemathesis in-process (test_schema runs schemathesis's
     command), so every pytest process, each xdist worker too, starts without them."""
-    done = pytest_run(
-        "--collect-only", "-q", "tests/test_jsoncodec.py", PYTHONPROFILEIMPORTTIME="1"
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
-    lines = [line for line in done.stderr.splitlines() if line.startswith("import time:")]
-    imported = {line.rpartition("|")[2].strip().split(".")[0] for line in lines}
+    lines = make_check_listing.stderr.splitlines()
+    timed = [line for line in lines if line.startswith("import time:")]
+    imported = {line.rpartition("|")[2].strip().split(".")[0] for line in timed}
     assert "pytest" in imported  # the listing is read
     assert imported.isdisjoint({"hypothesis", "schemathesis"})
