@@ -8,18 +8,21 @@ import time
 from collections.abc import Iterator
 
 import pytest
+from playwright.sync_api import expect
 
 from app.store.database import Database
+from tests.browser import open_page
 from tests.chat_client import (
     Numbered,
     follow,
     get_conversation,
     leave_after,
     new_conversation,
-    send,
 )
+from tests.chat_client import send as api_send
 from tests.conftest import ChatService, chat_env, store_of
 from tests.fakes.llm_server import Reply, ToolCall
+from tests.page_actions import LONG_ANSWER, conversation_id, send, turns_ended, wait_turn_end
 
 WORDS = "".join(f"word{n} " for n in range(80))
 """A slow answer: 80 deltas of about 6 characters, one every 50 ms (4 s)."""
@@ -101,7 +104,7 @@ def test_stop_through_the_other_replica_closes_the_model_stream_and_keeps_what_c
     assert stored[-1]["content"].strip() == (text_of(seen) + text_of(rest)).strip()
     # The conversation is free for the next message, on either replica.
     llm.script(Reply(text="Next."))
-    assert send(first, conversation_id, "And now?")[-1]["type"] == "done"
+    assert api_send(first, conversation_id, "And now?")[-1]["type"] == "done"
 
 
 @pytest.mark.socket  # the client leaves its stream
@@ -126,7 +129,7 @@ def test_with_no_turn_running_the_events_are_the_last_turns_end_at_once(chat, ll
     conversation_id = new_conversation(chat)
     assert follow(chat, conversation_id) == []  # no turn ever ran
     llm.script(Reply(text="Kept."))
-    done = send(chat, conversation_id, "Hello?")[-1]
+    done = api_send(chat, conversation_id, "Hello?")[-1]
     ended = follow(chat, conversation_id, after=10**6)
     assert ended == [] or ended[-1][1] == done
     assert follow(chat, conversation_id)[-1][1] == done
@@ -149,3 +152,43 @@ def test_the_service_ending_stops_its_turns_and_keeps_what_came(llm, searxng, tm
     finally:
         database.close()
     assert answer["status"] == "interrupted" and answer["content"].startswith(text_of(seen))
+
+
+@pytest.mark.parametrize("width", [1280, 390])
+def test_a_reload_mid_answer_shows_the_answer_continuing_to_its_end(browser, chat, llm, width):
+    page = open_page(browser, chat.url, width=width, height=860)
+    try:
+        llm.script(Reply(tool_calls=[ToolCall("web_search", {"query": "slow words"})]), slow())
+        send(page, "Words, slowly.")
+        expect(page.locator(".answer").last).to_contain_text("word5 ")
+        shown = conversation_id(page)
+        page.reload()
+        page.wait_for_selector("body[data-ready]", state="attached")
+        page.ended_before = turns_ended(page)
+        expect(page.locator("#stop")).to_be_visible()  # still answering, and followed
+        running = page.locator(f'.conversation-item.streaming[data-id="{shown}"]')
+        expect(running).to_have_count(1)
+        expect(page.locator(".trail").last).to_contain_text("Searched 1×")  # the trail came too
+        wait_turn_end(page)
+        expect(page.locator(".message.assistant .answer")).to_have_count(1)
+        expect(page.locator(".message.assistant .answer")).to_have_text(WORDS.strip())
+        expect(page.locator(".badge.interrupted")).to_have_count(0)
+        expect(running).to_have_count(0)
+        assert llm.requests[-1].completed and llm.requests[-1].hung_up_at is None
+        assert page.log.errors == []
+    finally:
+        page.context.close()
+
+
+def test_stop_on_the_page_is_a_request_and_keeps_what_came(page, chat, llm):
+    llm.script(Reply(text=LONG_ANSWER, chunk_delay=0.05))
+    send(page, "A long story.")
+    expect(page.locator(".answer")).to_contain_text("Sentence number 2")
+    page.locator("#stop").click()
+    wait_turn_end(page)
+    expect(page.locator(".badge.interrupted")).to_be_visible()
+    assert llm.wait_hung_up(timeout=2) is not None
+    stops = [r for r in page.log.responses if r[0] == "POST" and r[1].endswith("/stop")]
+    assert [status for *_, status in stops] == [200]
+    stored = get_conversation(chat, conversation_id(page))["messages"][-1]
+    assert stored["status"] == "interrupted"
