@@ -144,6 +144,7 @@ def test_the_service_ending_stops_its_turns_and_keeps_what_came(llm, searxng, tm
     llm.script(Reply(text="still ", split=5, chunk_delay=0.05, endless=True))
     conversation_id = new_conversation(service)
     seen = leave_after(service, chat_path(conversation_id), {"message": "Go."}, seconds=0.5)
+    assert llm.wait_hung_up(timeout=1.0) is None  # the turn runs on without its client
     service.stop()
     assert llm.wait_hung_up(timeout=1.0) is not None
     database = Database(store_of(tmp_path / "data", ""))
