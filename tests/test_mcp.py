@@ -12,6 +12,7 @@ import select
 import subprocess
 import sys
 import time
+import tomllib
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
@@ -23,6 +24,7 @@ from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp_types import CallToolResult, TextContent
 
+from app import __version__
 from app.pages.addresses import names_this_service
 from app.search import client as search_client
 from tests.conftest import ROOT, ChatService, chat_env
@@ -278,6 +280,8 @@ def test_stdio_answers_malformed_json_rpc_with_a_protocol_error_and_goes_on(raw_
     assert not_a_message["error"]["code"] == -32600  # invalid request
     initialized = exchange(raw_stdio, json.dumps(INITIALIZE))
     assert initialized["id"] == 1 and initialized["result"]["serverInfo"]["name"]
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert initialized["result"]["serverInfo"]["version"] == project["version"]
 
 
 def test_the_stdio_server_ends_with_its_input(stdio, searxng):
@@ -406,6 +410,7 @@ def test_a_service_loads_the_mcp_sdk_only_when_mcp_is_first_asked(llm, searxng, 
     status, answer = seen["mcp"]
     assert status == 200
     assert answer["result"]["serverInfo"]["name"]
+    assert answer["result"]["serverInfo"]["version"] == __version__
     assert seen["after"] is True
 
 

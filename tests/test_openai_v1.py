@@ -347,6 +347,21 @@ def test_bad_requests_get_openai_errors(chat, llm):
     assert llm.requests == []
 
 
+def test_an_unknown_path_or_method_is_an_invalid_request_naming_it_not_a_missing_model(chat, llm):
+    client = client_of(chat)
+    for method, path in (("post", "/no-such-endpoint"), ("get", "/chat"), ("delete", "/x/y")):
+        call = getattr(client, method)
+        error = error_of(lambda call=call, path=path: call(path, cast_to=object))
+        assert isinstance(error, openai.NotFoundError), error
+        assert error.body["type"] == "invalid_request_error" and error.body["code"] is None
+        assert error.body["message"] == f"Invalid URL ({method.upper()} /v1{path})"
+    wrong = chat.http.get("/v1/chat/completions")
+    assert wrong.status_code == 405 and wrong.headers["allow"] == "POST"
+    assert wrong.json()["error"]["type"] == "invalid_request_error"
+    assert wrong.json()["error"]["message"].startswith("Invalid method (GET /v1/chat/completions)")
+    assert "model" not in wrong.text and llm.requests == []
+
+
 def test_an_upstream_failure_is_502(chat, llm):
     llm.script(server_error(500))
     error = error_of(

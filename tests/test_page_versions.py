@@ -71,6 +71,40 @@ def test_save_sends_the_edit_and_the_old_turn_stays_as_a_version(page, llm, chat
     assert page.log.errors == []
 
 
+def test_an_earlier_message_is_edited_in_place_and_the_later_turns_become_its_version(
+    page, llm, chat
+):
+    for question, answer in (("Q1", "A1"), ("Q2 with a typo", "A2"), ("Q3", "A3")):
+        ask(page, llm, question, answer)
+    edits = page.locator(".message.user .edit")
+    expect(edits).to_have_count(3)  # each message of yours, without a reload
+    edits.nth(1).click()
+    expect(page.locator(".edit-box textarea")).to_have_value("Q2 with a typo")
+    page.locator(".edit-box textarea").fill("Q2 fixed")
+    llm.script(Reply(text="B2", chunk_delay=0.01))
+    page.ended_before = turns_ended(page)
+    page.get_by_role("button", name="Save").click()
+    wait_turn_end(page)
+    expect(page.locator(".message.user .bubble")).to_have_text(["Q1", "Q2 fixed"])
+    expect(answers(page)).to_have_text(["A1", "B2"])
+    assert [m["content"] for m in llm.requests[-1].body["messages"][-3:]] == [
+        "Q1",
+        "A1",
+        "Q2 fixed",
+    ]
+    expect(page.locator(".versions .version-count")).to_have_text("2/2")
+    expect(edits).to_have_count(2)
+
+    page.get_by_role("button", name="Previous version").click()
+    expect(page.locator(".message.user .bubble")).to_have_text(["Q1", "Q2 with a typo", "Q3"])
+    expect(answers(page)).to_have_text(["A1", "A2", "A3"])
+    page.reload()
+    expect(answers(page)).to_have_text(["A1", "A2", "A3"])
+    expect(page.locator(".versions .version-count")).to_have_text("1/2")
+    expect(edits).to_have_count(3)
+    assert page.log.errors == []
+
+
 def test_an_edit_that_fails_before_any_output_stays_with_retry_and_its_versions(page, llm, chat):
     ask(page, llm, "Capital of France?", "Paris.")
     start_edit(page)

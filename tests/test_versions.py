@@ -29,8 +29,11 @@ def regenerate(chat, conversation_id: str) -> Events:
     return stream(chat, f"/api/conversations/{conversation_id}/regenerate", {})
 
 
-def edit(chat, conversation_id: str, message: str) -> Events:
-    return stream(chat, f"/api/conversations/{conversation_id}/edit", {"message": message})
+def edit(chat, conversation_id: str, message: str, position: int | None = None) -> Events:
+    body: dict[str, Any] = {"message": message}
+    if position is not None:
+        body["position"] = position
+    return stream(chat, f"/api/conversations/{conversation_id}/edit", body)
 
 
 def switch(chat, conversation_id: str, position: int, index: int) -> httpx.Response:
@@ -105,6 +108,86 @@ def test_edit_sends_the_new_question_and_keeps_the_old_turn_as_a_version(chat, l
     now = get_conversation(chat, conversation_id)
     assert now["messages"][0]["versions"] == {"index": 3, "count": 3}
     assert switch(chat, conversation_id, 0, 2).json()["messages"][1]["content"] == "Berlin."
+
+
+def test_editing_an_earlier_message_keeps_it_and_every_later_turn_as_a_version(chat, llm):
+    llm.script(*(Reply(text=t) for t in ("A1", "A2", "A2b", "A3", "B2")))
+    conversation_id = new_conversation(chat)
+    done(send(chat, conversation_id, "Q1"))
+    done(send(chat, conversation_id, "Q2"))
+    done(regenerate(chat, conversation_id))
+    done(send(chat, conversation_id, "Q3"))
+
+    done(edit(chat, conversation_id, "Q2 edited", position=2))
+    # The model is asked the new message after the turns before it, nothing of the later ones.
+    texts = sent_texts(llm.requests[-1])
+    assert texts[-3:] == ["Q1", "A1", "Q2 edited"]
+    assert not any(t in texts for t in ("Q2", "A2b", "Q3", "A3"))
+    now = get_conversation(chat, conversation_id)
+    assert shown(now) == [
+        ("user", "Q1"),
+        ("assistant", "A1"),
+        ("user", "Q2 edited"),
+        ("assistant", "B2"),
+    ]
+    assert now["messages"][2]["versions"] == {"index": 3, "count": 3}
+
+    # The version set aside brings its later turn, and that turn's own versions, back.
+    earlier = switch(chat, conversation_id, 2, 2).json()
+    assert shown(earlier) == [
+        ("user", "Q1"),
+        ("assistant", "A1"),
+        ("user", "Q2"),
+        ("assistant", "A2b"),
+        ("user", "Q3"),
+        ("assistant", "A3"),
+    ]
+    assert earlier["messages"][2]["versions"] == {"index": 2, "count": 3}
+    assert shown(switch(chat, conversation_id, 2, 3).json())[2:] == [
+        ("user", "Q2 edited"),
+        ("assistant", "B2"),
+    ]
+
+
+def test_an_edit_names_a_message_of_yours_that_is_not_folded(chat, llm):
+    llm.script(Reply(text="A1"), Reply(text="A2"))
+    conversation_id = new_conversation(chat)
+    done(send(chat, conversation_id, "Q1"))
+    done(send(chat, conversation_id, "Q2"))
+    url = f"/api/conversations/{conversation_id}/edit"
+    for position, status, says in ((1, 409, "position 1"), (7, 409, "position 7"), (-1, 422, "")):
+        response = chat.http.post(url, json={"message": "Other", "position": position})
+        assert response.status_code == status, response.text
+        assert says in response.text
+    assert shown(get_conversation(chat, conversation_id)) == [
+        ("user", "Q1"),
+        ("assistant", "A1"),
+        ("user", "Q2"),
+        ("assistant", "A2"),
+    ]
+    assert len(llm.requests) == 2
+
+
+def test_rewinding_an_edited_earlier_message_brings_the_later_turns_back(chat, llm):
+    llm.script(*(Reply(text=t) for t in ("A1", "A2", "B1")))
+    conversation_id = new_conversation(chat)
+    done(send(chat, conversation_id, "Q1"))
+    done(send(chat, conversation_id, "Q2"))
+    done(edit(chat, conversation_id, "Q1 edited", position=0))
+    assert shown(get_conversation(chat, conversation_id)) == [
+        ("user", "Q1 edited"),
+        ("assistant", "B1"),
+    ]
+    response = chat.http.post(f"/api/conversations/{conversation_id}/rewind", json={})
+    assert response.json() == {"message": "Q1 edited"}
+    stored = get_conversation(chat, conversation_id)
+    assert shown(stored) == [
+        ("user", "Q1"),
+        ("assistant", "A1"),
+        ("user", "Q2"),
+        ("assistant", "A2"),
+    ]
+    assert "versions" not in stored["messages"][0]
 
 
 def test_export_holds_only_the_version_shown(chat, llm):

@@ -193,6 +193,12 @@ class UserMessage(Body):
         return message
 
 
+class Edit(UserMessage):
+    position: int | None = Field(default=None, ge=0, le=10**9)
+    """The user message to replace, by its position in `messages` (as the versions'
+    `/turns/{position}/version` names it). Default: the last one."""
+
+
 class Regenerate(Body):
     model: ModelId | None = None
 

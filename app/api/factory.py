@@ -69,10 +69,15 @@ async def service_error(request: Request, exc: ServiceError) -> JSONResponse:
 
 
 async def http_error(request: Request, exc: HTTPException) -> JSONResponse:
-    """An unknown path or method: OpenAI's shape under /v1, FastAPI's elsewhere."""
+    """An unknown path or method: under /v1 as OpenAI words it ("Invalid URL (POST
+    /v1/x)", an invalid_request_error: not a missing model), FastAPI's shape elsewhere."""
     headers = dict(exc.headers or {})
     if openai_path(request):
-        body = openai_shapes.error_body(exc.status_code, str(exc.detail))
+        asked = f"{request.method} {request.url.path}"
+        message = f"Invalid URL ({asked})" if exc.status_code == 404 else str(exc.detail)
+        if exc.status_code == 405:
+            message = f"Invalid method ({asked}): this path takes {headers.get('allow', '')}"
+        body = openai_shapes.error_body(exc.status_code, message)
         return JSONResponse(body, status_code=exc.status_code, headers=headers)
     return JSONResponse({"detail": exc.detail}, status_code=exc.status_code, headers=headers)
 

@@ -215,7 +215,7 @@ def error_body(
     status: int, message: str, param: str | None = None, code: str | None = None
 ) -> OpenAIErrorBody:
     """OpenAI's error object for a status of ours."""
-    codes = {404: "model_not_found", 413: "request_too_large", 401: "invalid_api_key"}
+    codes = {413: "request_too_large", 401: "invalid_api_key"}
     code = code or codes.get(status)
     kind = ERROR_TYPES.get(status, "server_error" if status >= 500 else "invalid_request_error")
     return {"error": {"message": message, "type": kind, "param": param, "code": code}}

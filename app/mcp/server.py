@@ -26,7 +26,7 @@ from mcp_types import (
 )
 from pydantic import Field, ValidationError
 
-from app import config
+from app import __version__, config
 from app.chat.tool import Tool
 from app.chat.web_fetch import WEB_FETCH
 from app.chat.web_search import WEB_SEARCH, SearchArguments
@@ -82,6 +82,7 @@ def build_server(tools: WebTools) -> MCPServer:
 
     return MCPServer(
         NAME,
+        version=__version__,
         instructions=INSTRUCTIONS,
         log_level="WARNING",
         tools=[

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 from datetime import UTC, datetime
-from typing import Any, NamedTuple, NotRequired, TypeAlias
+from typing import Any, Literal, NamedTuple, NotRequired, TypeAlias
 
 # pydantic reads a TypedDict on Python 3.11 only from typing_extensions (/api/config answers
 # the tool refusals).
@@ -26,6 +26,8 @@ store does not read into them, but for the model a turn picked. Free-form here: 
 fields are app/chat's (`ChatSettings`), and a stored key no setting has any more is kept."""
 Totals: TypeAlias = dict[str, int | float]
 """What a conversation's turns used, added up by name (tokens, searches, pages read)."""
+EditAt: TypeAlias = int | Literal["last"]
+"""The user message an edit replaces: its position in the log, or the last one."""
 ContextReport: TypeAlias = dict[str, Any]
 """The context budget's report of the last turn (JSON), kept as the turn gave it. Free-form
 here: its shape is app/chat's (`BudgetReport`), which the store does not know."""

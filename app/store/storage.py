@@ -26,6 +26,7 @@ from app.store.nul import without_nul
 from app.store.rows import (
     Conversation,
     ConversationRow,
+    EditAt,
     Entry,
     Message,
     OutcomeWrite,
@@ -95,7 +96,7 @@ class Storage:
     # -- a turn ---------------------------------------------------------------------------
 
     async def begin_turn(
-        self, conversation_id: str, message: str | None, model: str, *, edit: bool = False
+        self, conversation_id: str, message: str | None, model: str, *, edit: EditAt | None = None
     ) -> tuple[Lease, TurnInput]:
         """The conversation for one turn, its message written (see Database.begin_turn), and
         what the turn reads, in one trip to this thread: it is the wait before the model is
@@ -109,7 +110,12 @@ class Storage:
         return lease, start
 
     def started(
-        self, conversation_id: str, owner: str, message: str | None, model: str, edit: bool
+        self,
+        conversation_id: str,
+        owner: str,
+        message: str | None,
+        model: str,
+        edit: EditAt | None,
     ) -> TurnInput | None:
         conversation = self.database.begin_turn(
             conversation_id, owner, message, model, self.turn_digests, edit=edit
@@ -118,7 +124,7 @@ class Storage:
             return None
         self.database.open_run(conversation_id, owner)
         refusal = self.database.tool_refusal(model)
-        keeps = message is None or edit
+        keeps = message is None or edit is not None
         try:
             return TurnInput(conversation, refusal, memory_text(self.memory_path), None, keeps)
         except Damaged as exc:

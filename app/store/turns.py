@@ -12,6 +12,7 @@ from app.store.rows import (
     NEW_TITLE,
     Conversation,
     ConversationRow,
+    EditAt,
     Message,
     OutcomeWrite,
     Totals,
@@ -33,10 +34,11 @@ class Turns(Conversations):
         model: str,
         digests: int | None = None,
         *,
-        edit: bool = False,
+        edit: EditAt | None = None,
     ) -> Conversation | None:
         """A turn's start, in one transaction: the lease for `owner`, then the user's
-        `message` at the end of the log (with `edit`, in the last one's place) or, for
+        `message` at the end of the log (with `edit`, in the place of the user message it
+        names) or, for
         Regenerate (None), what followed the last user message removed (the replaced turn
         kept as a version); the model chosen is saved. Returns the conversation as the turn reads
         it (see `load`: only the last `digests` digests), or None, with nothing written,
@@ -49,8 +51,8 @@ class Turns(Conversations):
                 return None
             if message is None:
                 self.drop_answer(row)
-            elif edit:
-                self.replace_last_message(row, message)
+            elif edit is not None:
+                self.replace_message(row, message, edit)
             else:
                 self.append_user_message(row, message)
             self.set_model(row, model)
@@ -81,17 +83,27 @@ class Turns(Conversations):
             "DELETE FROM messages WHERE conversation = ? AND position > ?", (row.rowid, last)
         )
 
-    def replace_last_message(self, row: ConversationRow, text: str) -> None:
-        """For Edit: the last user message and its answer become a version of the turn; the
-        new text takes their place."""
-        last = self.last_user_position(row, "edit")
-        if last < row.summarized:
+    def replace_message(self, row: ConversationRow, text: str, edit: EditAt) -> None:
+        """For Edit: the user message named and everything after it (its answer, the later
+        turns with their own versions) become a version of that turn; the new text takes
+        their place and is answered as the conversation's last message."""
+        position = self.last_user_position(row, "edit") if edit == "last" else edit
+        if edit != "last" and not self.is_user_message(row, position):
+            raise Conflict(f"no message of yours at position {position}: nothing to edit there")
+        if position < row.summarized:
             raise Conflict("that message is folded into the summary: it cannot be edited")
-        self.set_aside(row.rowid, last)
+        self.set_aside(row.rowid, position)
         self.db.execute(
-            "DELETE FROM messages WHERE conversation = ? AND position >= ?", (row.rowid, last)
+            "DELETE FROM messages WHERE conversation = ? AND position >= ?", (row.rowid, position)
         )
-        self.insert(row.rowid, last, {"role": "user", "content": text, "created": now()})
+        self.insert(row.rowid, position, {"role": "user", "content": text, "created": now()})
+
+    def is_user_message(self, row: ConversationRow, position: int) -> bool:
+        found = self.db.execute(
+            "SELECT 1 FROM messages WHERE conversation = ? AND position = ? AND role = 'user'",
+            (row.rowid, position),
+        ).fetchone()
+        return found is not None
 
     def last_user_position(self, row: ConversationRow, what: str) -> int:
         last: int | None = self.scalar(

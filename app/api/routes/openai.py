@@ -184,7 +184,10 @@ async def completion_request(
     model = body.model.strip()
     if not await services.served.offers(model):
         raise OpenAIError(
-            404, f"The model {model[:80]!r} does not exist: GET /v1/models lists them", "model"
+            404,
+            f"The model {model[:80]!r} does not exist: GET /v1/models lists them",
+            "model",
+            code="model_not_found",
         )
     small = length is not None and length <= INLINE_CHECK_BYTES
     if not (encodable(body) if small else await asyncio.to_thread(encodable, body)):

@@ -1,8 +1,8 @@
-"""A conversation's turns: send a message, regenerate the last answer, edit the last
-message (each answered as Server-Sent Events, the turn's events from the first), follow the
-running turn from any replica (its events after a given id), stop it, show another version
-of a turn, take the last message back. A turn runs on the service, not on the connection
-that started it (app/chat/runs.py): a client that leaves stops nothing."""
+"""A conversation's turns: send a message, regenerate the last answer, edit one of the
+user's messages (each answered as Server-Sent Events, the turn's events from the first),
+follow the running turn from any replica (its events after a given id), stop it, show
+another version of a turn, take the last message back. A turn runs on the service, not on
+the connection that started it (app/chat/runs.py): a client that leaves stops nothing."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from typing_extensions import TypedDict
 
 from app.api.bodies import (
     AS_STORED,
+    Edit,
     OpenApiResponses,
     Regenerate,
     UserMessage,
@@ -25,7 +26,7 @@ from app.api.deps import ConversationId, ServicesDep, StorageDep
 from app.api.sse import EventStream
 from app.chat.services import Services
 from app.chat.turn import run_turn
-from app.store.rows import Conversation
+from app.store.rows import Conversation, EditAt
 from app.store.storage import Lease, TurnInput
 
 router = APIRouter(prefix="/api/conversations/{conversation_id}")
@@ -82,15 +83,17 @@ async def regenerate(
 
 
 @router.post("/edit", responses=STREAMED)
-async def edit_last_message(
-    conversation_id: ConversationId, body: UserMessage, services: ServicesDep
+async def edit_message(
+    conversation_id: ConversationId, body: Edit, services: ServicesDep
 ) -> Response:
-    """Send `message` in place of the last one: that question and its answer stay as a
-    version of the turn (GET shows them under `versions`)."""
+    """Send `message` in place of the user message at `position` (default: the last one):
+    that question, its answer and every later turn stay as a version of its turn (GET
+    shows them under `versions`), and the new message is answered as the last one."""
     model = await chosen_model(services, conversation_id, body.model)
     storage = services.storage
+    at: EditAt = "last" if body.position is None else body.position
     await services.pending.settle(conversation_id)
-    lease, start = await storage.begin_turn(conversation_id, body.message, model, edit=True)
+    lease, start = await storage.begin_turn(conversation_id, body.message, model, edit=at)
     return stream_turn(services, lease, start, model)
 
 

@@ -11,7 +11,7 @@ import { AnswerView, notice, userMessage } from "./message.js";
 import { streams } from "./streams.js";
 import { fillPicker, forgetToolRefusal, pickModel, renderHeader } from "./topbar.js";
 import { reattach, runTurn } from "./turn.js";
-import { editInPlace, settle, showVersions } from "./versions.js";
+import { editInPlace, settle, showVersions, userTurns } from "./versions.js";
 
 const EXAMPLES = {
   pl: ["Jak skonfigurować nginx jako reverse proxy?", "Jakie są nowości w Pythonie 3.13?", "Ile kosztuje bilet miesięczny w Krakowie?"],
@@ -174,13 +174,12 @@ export class ConversationView {
       return;
     }
     const folded = this.conversation.summarized || 0;
-    const lastUser = messages.map((m) => m.role).lastIndexOf("user");
     messages.forEach((message, index) => {
       if (index === folded && folded > 0) {
         this.messages.append(notice(`${folded} earlier message${folded === 1 ? "" : "s"} folded into a summary (the model sees the summary, not these).`));
       }
       if (message.role === "user") {
-        this.messages.append(userMessage(message.content, { onEdit: index === lastUser ? () => this.editLast() : null }));
+        this.messages.append(userMessage(message.content));
       } else if (message.role === "assistant") {
         for (const record of message.compressions || []) this.messages.append(compressionNotice(record, { stored: true }));
         const view = AnswerView.stored(message);
@@ -195,6 +194,7 @@ export class ConversationView {
     else this.messages.append(this.unansweredNotice());
     this.givenBackCard();
     showVersions(this);
+    if (!live) this.addEditButtons();
     this.following = true;
     this.scrollDown();
   }
@@ -282,9 +282,11 @@ export class ConversationView {
     await runTurn(this, `/api/conversations/${this.conversation.id}/regenerate`, { model: this.picker.value }, {});
   }
 
-  /** In the message's own bubble: nothing changes on the server until Save. */
+  /** The last message of yours, in its own bubble: nothing changes on the server until Save. */
   editLast() {
-    editInPlace(this);
+    const turns = userTurns(this);
+    const last = turns && turns[turns.length - 1];
+    if (last) editInPlace(this, last.bubble, last.position);
   }
 
   /** Stop is a request of its own: the stream then ends with the turn's "stopped". */
@@ -329,10 +331,10 @@ export class ConversationView {
     }
     renderHeader(this);
     settle(this, answer, ended);
+    this.addEditButtons();
     if (ended === "done" || ended === "interrupted") {
       this.lastAnswer = answer;
       this.offerRegenerate(answer);
-      this.addEditButton();
       if (this.following) this.scrollDown(); // the answer's last line grew
     }
     // A count scripts and tests can wait on: this turn is over and the page settled.
@@ -349,11 +351,18 @@ export class ConversationView {
     for (const button of this.messages.querySelectorAll(".edit, .regenerate")) button.remove();
   }
 
-  addEditButton() {
-    const bubbles = this.messages.querySelectorAll(".message.user");
-    const last = bubbles[bubbles.length - 1];
-    if (!last || last.querySelector(".edit")) return;
-    last.append(el("div", { className: "message-actions" }, el("button", { type: "button", className: "quiet edit", text: "Edit", on: { click: () => this.editLast() } })));
+  /** Edit on each message of yours the model still reads (not folded into the summary):
+   * Save sends the new text in its place, and that turn with every later one becomes a
+   * version of it. */
+  addEditButtons() {
+    const folded = this.conversation ? this.conversation.summarized || 0 : 0;
+    for (const { bubble, position } of userTurns(this) || []) {
+      if (position < folded || bubble.querySelector(".edit")) continue;
+      let actions = bubble.querySelector(".message-actions");
+      if (!actions) bubble.append((actions = el("div", { className: "message-actions" })));
+      const label = `Edit your message: ${bubble.querySelector(".bubble").textContent.slice(0, 60)}`;
+      actions.append(el("button", { type: "button", className: "quiet edit", text: "Edit", "aria-label": label, on: { click: () => editInPlace(this, bubble, position) } }));
+    }
   }
 
   /** Send or Stop, for the conversation shown. */

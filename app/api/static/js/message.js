@@ -12,7 +12,7 @@ let answerCount = 0;
 const LONG_LINES = 14; // a message of more lines than this shows its start, and "Show more"
 const LONG_CHARS = 1400;
 
-export function userMessage(text, { onEdit } = {}) {
+export function userMessage(text) {
   const bubble = el("div", { className: "bubble" }, bubbleParts(text));
   const actions = el("div", { className: "message-actions" });
   if (text.split("\n").length > LONG_LINES || text.length > LONG_CHARS) {
@@ -25,7 +25,6 @@ export function userMessage(text, { onEdit } = {}) {
     });
     actions.append(toggle);
   }
-  if (onEdit) actions.append(el("button", { type: "button", className: "quiet edit", text: "Edit", on: { click: onEdit } }));
   return el("div", { className: "message user" }, bubble, actions.childNodes.length ? actions : null);
 }
 

@@ -1,7 +1,7 @@
 // Answer versions and Edit in place. A regenerated or edited turn keeps what it replaced
-// on the server as a version ("‹ 2/3 ›" under the turn); Edit opens the message in its own
-// bubble, and nothing changes on the server until Save (which sends it in the old one's
-// place, the old question and answer staying as a version).
+// on the server as a version ("‹ 2/3 ›" under the turn); Edit opens a message of yours in
+// its own bubble, and nothing changes on the server until Save (which sends it in the old
+// one's place, the old question, its answer and every later turn staying as a version).
 
 import { api } from "./api.js";
 import { el } from "./dom.js";
@@ -12,21 +12,29 @@ import { runTurn } from "./turn.js";
 export function showVersions(view) {
   for (const old of view.messages.querySelectorAll(".versions")) old.remove();
   const conversation = view.conversation;
-  if (!conversation) return;
-  const users = conversation.messages.map((message, position) => [message, position]).filter(([m]) => m.role === "user");
-  const bubbles = [...view.messages.querySelectorAll(".message.user:not([hidden])")];
-  if (bubbles.length !== users.length) return; // the screen is not the stored log (a turn mid-way)
-  users.forEach(([message, position], i) => {
+  for (const { bubble, message, position } of userTurns(view) || []) {
     const mark = message.versions;
-    if (!mark || mark.count < 2) return;
+    if (!mark || mark.count < 2) continue;
     // Folded into the summary: the model sees the summary, so no version can be shown instead.
     const locked = position < (conversation.summarized || 0);
     const control = versionControl(mark, locked, (index) => switchVersion(view, position, index));
-    const end = turnEnd(bubbles[i]);
+    const end = turnEnd(bubble);
     const stats = end.querySelector(".answer-stats");
     if (stats) stats.prepend(control);
     else end.append(control);
-  });
+  }
+}
+
+/**
+ * Each shown bubble of yours with its stored message and position in the log, or null
+ * when the screen is not the stored log (a turn mid-way).
+ */
+export function userTurns(view) {
+  if (!view.conversation) return null;
+  const users = view.conversation.messages.map((message, position) => ({ message, position })).filter(({ message }) => message.role === "user");
+  const bubbles = [...view.messages.querySelectorAll(".message.user:not([hidden])")];
+  if (bubbles.length !== users.length) return null;
+  return users.map((user, i) => ({ ...user, bubble: bubbles[i] }));
 }
 
 /**
@@ -83,11 +91,10 @@ async function switchVersion(view, position, index) {
   view.hooks.changed();
 }
 
-/** Edit the last message in its bubble: Save sends it, Cancel (or Escape) puts it back. */
-export function editInPlace(view) {
-  const bubbles = view.messages.querySelectorAll(".message.user");
-  const node = bubbles[bubbles.length - 1];
-  if (view.streaming || !view.conversation || !node || node.querySelector(".edit-box")) return;
+/** Edit a message of yours in its bubble (`node`, at `position` in the log): Save sends
+ * it, Cancel (or Escape) puts it back. */
+export function editInPlace(view, node, position) {
+  if (view.streaming || !view.conversation || node.querySelector(".edit-box")) return;
   const text = node.querySelector(".bubble").textContent;
   const field = el("textarea", { className: "edit-input", "aria-label": "Edit your message", rows: "3" });
   field.value = text;
@@ -120,7 +127,7 @@ export function editInPlace(view) {
     event.preventDefault();
     if (!field.value.trim() || view.streaming) return;
     close();
-    resend(view, node, field.value);
+    resend(view, node, position, field.value);
   });
   for (const child of shown) child.hidden = true;
   node.append(box);
@@ -133,15 +140,16 @@ export function editInPlace(view) {
  * until the service says whether it became a version (the new turn started) or is still
  * the one shown (the edit was refused, or filtered, which gives the old turn back).
  */
-async function resend(view, node, text) {
-  const before = versionCount(view.conversation);
+async function resend(view, node, position, text) {
+  const before = versionCount(view.conversation, position);
   const parked = [node];
   for (let next = node.nextElementSibling; next; next = next.nextElementSibling) parked.push(next);
   for (const old of parked) old.hidden = true;
   const bubble = userMessage(text);
   view.messages.append(bubble);
-  await runTurn(view, `/api/conversations/${view.conversation.id}/edit`, { message: text, model: view.picker.value }, { bubble, message: text });
-  const replaced = versionCount(view.conversation) > before;
+  await runTurn(view, `/api/conversations/${view.conversation.id}/edit`, { message: text, model: view.picker.value, position }, { bubble, message: text });
+  // The edited turn is the last one now, whichever it was.
+  const replaced = versionCount(view.conversation, lastUserPosition(view.conversation)) > before;
   for (const old of parked) {
     if (replaced) old.remove();
     else old.hidden = false;
@@ -149,9 +157,12 @@ async function resend(view, node, text) {
   showVersions(view);
 }
 
-/** How many versions the last turn has (1: none set aside). */
-function versionCount(conversation) {
-  const messages = conversation.messages;
-  const last = messages[messages.map((m) => m.role).lastIndexOf("user")];
-  return last && last.versions ? last.versions.count : 1;
+/** How many versions the turn at `position` has (1: none set aside). */
+function versionCount(conversation, position) {
+  const message = conversation.messages[position];
+  return message && message.role === "user" && message.versions ? message.versions.count : 1;
+}
+
+function lastUserPosition(conversation) {
+  return conversation.messages.map((m) => m.role).lastIndexOf("user");
 }
