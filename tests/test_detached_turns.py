@@ -10,6 +10,7 @@ from collections.abc import Iterator
 import pytest
 from playwright.sync_api import expect
 
+from app.store import turn_events
 from app.store.database import Database
 from tests.browser import open_page
 from tests.chat_client import (
@@ -28,8 +29,8 @@ WORDS = "".join(f"word{n} " for n in range(80))
 """A slow answer: 80 deltas of about 6 characters, one every 50 ms (4 s)."""
 
 
-def slow(**options: object) -> Reply:
-    return Reply(text=WORDS, split=6, chunk_delay=0.05, **options)  # type: ignore[arg-type]
+def slow(delay: float = 0.05) -> Reply:
+    return Reply(text=WORDS, split=6, chunk_delay=delay)
 
 
 @pytest.fixture
@@ -81,9 +82,7 @@ def test_a_turn_outlives_its_client_and_a_reattach_on_another_replica_gets_exact
 
 
 @pytest.mark.socket  # the client leaves its stream
-def test_stop_through_the_other_replica_closes_the_model_stream_and_keeps_what_came(
-    replicas, llm
-):
+def test_stop_through_the_other_replica_closes_the_model_stream_and_keeps_what_came(replicas, llm):
     first, second = replicas
     llm.script(Reply(text="on and on ", split=5, chunk_delay=0.05, endless=True))
     conversation_id = new_conversation(first)
@@ -135,6 +134,19 @@ def test_with_no_turn_running_the_events_are_the_last_turns_end_at_once(chat, ll
     assert follow(chat, conversation_id)[-1][1] == done
     missing = chat.http.get("/api/conversations/0123456789abcdef0123456789abcdef/events")
     assert missing.status_code == 404
+
+
+def test_a_finished_turns_events_shrink_to_its_end_once_the_window_passed(chat, llm, monkeypatch):
+    """Bounded: a turn's text is one row however many pieces it came in, and once the
+    reconnection window after its end has passed, only its end is kept."""
+    llm.script(Reply(tool_calls=[ToolCall("web_search", {"query": "kept"})]), slow(delay=0))
+    earlier = new_conversation(chat)
+    done = api_send(chat, earlier, "First?")[-1]
+    assert [e["type"] for _, e in follow(chat, earlier)] == ["search", "delta", "done"]
+    monkeypatch.setattr(turn_events, "WINDOW_SECONDS", 0.0)
+    llm.script(Reply(text="Another."))
+    api_send(chat, new_conversation(chat), "Elsewhere?")  # a new turn tidies the table
+    assert [e for _, e in follow(chat, earlier)] == [done]
 
 
 @pytest.mark.socket  # the client leaves its stream

@@ -193,9 +193,7 @@ class Feed:
 class Run:
     """One turn running as a task of the service; its lease released when it ends."""
 
-    def __init__(
-        self, storage: Storage, lease: Lease, events: AsyncGenerator[Event, None]
-    ) -> None:
+    def __init__(self, storage: Storage, lease: Lease, events: AsyncGenerator[Event, None]) -> None:
         self.storage = storage
         self.lease = lease
         self.feed = Feed()
@@ -223,6 +221,9 @@ class Run:
                 async with aclosing(events) as turn:
                     async for event in turn:
                         self.feed.add(event)
+                        # Its readers send it before the turn goes on to checkpoint it: what
+                        # a crash leaves is never more than a reader was sent.
+                        await asyncio.sleep(0)
         except asyncio.CancelledError:
             stopped = True
         except Exception:

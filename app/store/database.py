@@ -3,10 +3,10 @@ a row per answer version set aside (a turn a regenerate or an edit replaced), a 
 per conversation a turn holds. See docs/architecture.md.
 
 `Database` is every query, built up by layer: the connection (connection.py), the leases,
-the versions, the conversations, the turn's writes, its kept events (turn_events.py); the picker's models and the import of
-the JSON files of earlier versions and the search cache's and the search turn's rows
-beside them. One thread at a time uses it: the service through `Storage` (storage.py), the
-CLI's export and the benchmarks directly.
+the versions, the conversations, the turn's writes, its kept events (turn_events.py); the
+picker's models and the import of the JSON files of earlier versions and the search
+cache's and the search turn's rows beside them. One thread at a time uses it: the service
+through `Storage` (storage.py), the CLI's export and the benchmarks directly.
 """
 
 from __future__ import annotations
