@@ -7,11 +7,13 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 
+import httpx
 import pytest
 from playwright.sync_api import expect
 
 from app.store import turn_events
 from app.store.database import Database
+from tests import crashing
 from tests.browser import open_page
 from tests.chat_client import (
     Numbered,
@@ -19,6 +21,7 @@ from tests.chat_client import (
     get_conversation,
     leave_after,
     new_conversation,
+    numbered,
 )
 from tests.chat_client import send as api_send
 from tests.conftest import ChatService, chat_env, store_of
@@ -165,6 +168,38 @@ def test_the_service_ending_stops_its_turns_and_keeps_what_came(llm, searxng, tm
     finally:
         database.close()
     assert answer["status"] == "interrupted" and answer["content"].startswith(text_of(seen))
+
+
+def test_a_replica_killed_mid_answer_leaves_its_partial_once_and_the_other_says_stopped(
+    llm, searxng, tmp_path
+):
+    """SIGKILL of the turn's replica: a client reattaching on the other one gets what was
+    kept, then `stopped`; the partial answer is stored once, and the next turn goes."""
+    llm.clear()
+    llm.script(Reply(text="on and on ", split=5, chunk_delay=0.02, endless=True))
+    env = {**chat_env(llm, tmp_path), "SEARXNG_URL": searxng.url}
+    with crashing.serving(env) as (doomed, process), crashing.serving(env) as (other, _):
+        with httpx.Client(base_url=doomed, timeout=30) as client:
+            conversation_id = client.post("/api/conversations", json={}).json()["id"]
+            path = chat_path(conversation_id)
+            with client.stream("POST", path, json={"message": "Go on."}) as response:
+                leaving = time.monotonic() + 1.5
+                seen = numbered(response, until=lambda: time.monotonic() >= leaving)
+        process.kill()
+        process.wait(timeout=10)
+        with httpx.Client(base_url=other, timeout=30) as client:
+            events = f"/api/conversations/{conversation_id}/events"
+            headers = {"Last-Event-ID": str(seen[-1][0])}
+            with client.stream("GET", events, headers=headers) as response:
+                rest = numbered(response)
+            assert rest[-1][1] == {"type": "stopped"}
+            messages = client.get(f"/api/conversations/{conversation_id}").json()["messages"]
+            assert [m["role"] for m in messages] == ["user", "assistant"]
+            assert messages[-1]["status"] == "interrupted"
+            assert (text_of(seen) + text_of(rest)).startswith(messages[-1]["content"])
+            llm.script(Reply(text="Back."))
+            with client.stream("POST", path, json={"message": "Still there?"}) as response:
+                assert numbered(response)[-1][1]["type"] == "done"
 
 
 @pytest.mark.parametrize("width", [1280, 390])
