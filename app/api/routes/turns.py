@@ -102,13 +102,13 @@ async def turn_events(
     conversation_id: ConversationId,
     services: ServicesDep,
     after: Annotated[int, Query(ge=0, le=MAX_ID, description="the last event id seen")] = 0,
-    last_event_id: Annotated[int | None, Header(ge=0, le=MAX_ID)] = None,
+    last_event_id: Annotated[int, Header(ge=0, le=MAX_ID)] = 0,
 ) -> Response:
     """The conversation's turn as Server-Sent Events with `id:` lines: the events after
-    Last-Event-ID (or `after`), then the rest as they come, until its end. No turn
-    running: the last turn's end at once (nothing when no turn ever ran)."""
-    seen = after if last_event_id is None else last_event_id
-    return EventStream(await services.runs.events(conversation_id, seen))
+    Last-Event-ID or `after` (the later of the two: a reconnecting EventSource keeps its
+    first URL and sends the last id it had), then the rest as they come, until its end.
+    No turn running: the last turn's end at once (nothing when no turn ever ran)."""
+    return EventStream(await services.runs.events(conversation_id, max(after, last_event_id)))
 
 
 @router.post("/stop", responses=errors(404, 415, 422))
