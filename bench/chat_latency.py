@@ -81,19 +81,22 @@ def stop_latency(http: httpx.Client, chat: Service, llm: FakeLLM, stopper: Servi
     return hung_up - asked
 
 
-def readers_cost(http: httpx.Client, chat: Service, llm: FakeLLM, readers: int) -> float:
-    """The service's CPU seconds for one slow turn followed by `readers` clients at once
-    (GET .../events from its first event to its end), its starter gone."""
+def readers_cost(
+    http: httpx.Client, chat: Service, llm: FakeLLM, readers: int, reader: Service
+) -> float:
+    """The CPU seconds of `reader` (the turn's replica or another) for one slow turn
+    followed there by `readers` clients at once (GET .../events from its first event to
+    its end), its starter gone."""
     llm.script(READ)
     conversation = new_conversation(http, chat)
     url = f"{chat.url}/api/conversations/{conversation}/chat"
-    before = chat.cpu_seconds()
+    before = reader.cpu_seconds()
     with http.stream("POST", url, json={"message": "write a lot"}) as response:
         next(response.iter_lines())
 
     def follow() -> None:
         with httpx.Client(timeout=60) as own:
-            events = f"{chat.url}/api/conversations/{conversation}/events"
+            events = f"{reader.url}/api/conversations/{conversation}/events"
             with own.stream("GET", events) as stream:
                 lines = [line for line in stream.iter_lines() if line.startswith("data: ")]
         if json.loads(lines[-1][6:])["type"] != "done":
@@ -102,7 +105,7 @@ def readers_cost(http: httpx.Client, chat: Service, llm: FakeLLM, readers: int) 
     with ThreadPoolExecutor(max_workers=readers) as pool:
         for done in [pool.submit(follow) for _ in range(readers)]:
             done.result()
-    return chat.cpu_seconds() - before
+    return reader.cpu_seconds() - before
 
 
 def new_conversation(http: httpx.Client, chat: Service) -> str:
@@ -134,7 +137,11 @@ def main(turns: int) -> None:
                 ]
                 for where, stopper in (("its replica", chat), ("another replica", other))
             }
-            cpu = {n: readers_cost(http, chat, llm, n) for n in (1, 100)}
+            cpu = {
+                (where, n): readers_cost(http, chat, llm, n, reader)
+                for where, reader in (("its replica", chat), ("another replica", other))
+                for n in (1, 100)
+            }
     added = [t - d for t, d in zip(through, direct, strict=True)]
     print(f"turns: {turns}, loopback, fake model server, history growing to {turns} turns")
     print(f"{'time to first token':28} {'median ms':>10} {'p99 ms':>10}")
@@ -148,9 +155,9 @@ def main(turns: int) -> None:
     for where, values in stops.items():
         print(f"\nStop (POST .../stop on {where}) -> upstream closed, {len(values)} stops")
         print(f"median {statistics.median(values):.1f} ms, max {max(values):.1f} ms")
-    print(f"\nOne turn of {READ_PIECES} pieces followed by N readers: the service's CPU")
-    for n, seconds in cpu.items():
-        print(f"{n:4} readers: {seconds:.2f} s, {seconds / n * 1000:.1f} ms a reader")
+    print(f"\nOne turn of {READ_PIECES} pieces followed by N readers: the readers' replica's CPU")
+    for (where, n), seconds in cpu.items():
+        print(f"{n:4} readers on {where}: {seconds:.2f} s, {seconds / n * 1000:.1f} ms a reader")
 
 
 if __name__ == "__main__":

@@ -24,7 +24,7 @@ from typing import NamedTuple, cast
 
 from app import jsoncodec
 from app.chat.events import Event, StoppedEvent, TextEvent
-from app.store.errors import Unavailable
+from app.store.errors import NotFound, Unavailable
 from app.store.nul import json_text, without_nul
 from app.store.storage import Lease, Storage
 from app.store.turn_events import KeptEvents, KeptRow
@@ -272,6 +272,9 @@ class Runs:
     def __init__(self, storage: Storage) -> None:
         self.storage = storage
         self.running: dict[str, Run] = {}
+        self.mirrors: dict[str, Feed] = {}
+        """Other replicas' turns that readers here follow."""
+        self.watchers: set[asyncio.Task[None]] = set()
 
     def start(self, lease: Lease, events: AsyncGenerator[Event, None]) -> Run:
         run = Run(self.storage, lease, events)
@@ -297,19 +300,45 @@ class Runs:
 
     async def events(self, conversation_id: str, after: int) -> AsyncGenerator[Numbered, None]:
         """A turn's events after id `after`, then the rest as they come: from this
-        replica's memory, else from the database. NotFound before any event."""
+        replica's memory, or from the database through one mirror per turn however many
+        read it here. NotFound before any event."""
         run = self.running.get(conversation_id)
         if run is not None:
             return run.feed.follow(after)
         kept = await self.storage.turn_events(conversation_id, after)
-        return self.poll(conversation_id, kept, after)
+        if kept.owner is None or kept.ended:
+            return ended_turn(kept, after)
+        return self.mirror(conversation_id).follow(after)
 
-    async def poll(
-        self, conversation_id: str, kept: KeptEvents, after: int
-    ) -> AsyncGenerator[Numbered, None]:
-        """A turn of another replica, or one that ended: its kept events, asked every
-        tick until its end; a stop event when its replica died under it."""
-        owner, gone_since = kept.owner, None
+    def mirror(self, conversation_id: str) -> Feed:
+        """The in-memory copy of another replica's turn that this replica's readers share,
+        filled every tick from the database: its events numbered anew come out with the
+        same ids (they depend on the events alone)."""
+        feed = self.mirrors.get(conversation_id)
+        if feed is None:
+            feed = self.mirrors[conversation_id] = Feed()
+            watcher = asyncio.create_task(self.watch(conversation_id, feed))
+            self.watchers.add(watcher)
+            watcher.add_done_callback(self.watchers.discard)
+        return feed
+
+    async def watch(self, conversation_id: str, feed: Feed) -> None:
+        try:
+            async with aclosing(self.poll(conversation_id)) as kept:
+                async for event in kept:
+                    feed.add(event.event)
+        except (NotFound, Unavailable) as exc:  # deleted, or the database went away
+            logger.info("stopped following turn %s: %s", conversation_id, exc)
+        finally:
+            feed.end()
+            if self.mirrors.get(conversation_id) is feed:
+                del self.mirrors[conversation_id]
+
+    async def poll(self, conversation_id: str) -> AsyncGenerator[Numbered, None]:
+        """A turn of another replica from its first event, asked every tick until its end;
+        a stop event when its replica died under it."""
+        kept = await self.storage.turn_events(conversation_id, 0)
+        owner, after, gone_since = kept.owner, 0, None
         while True:
             for row in kept.rows:
                 yield numbered(row, after)
@@ -331,7 +360,16 @@ class Runs:
         runs = list(self.running.values())
         for run in runs:
             run.stop()
-        await asyncio.gather(*(run.task for run in runs), return_exceptions=True)
+        for watcher in self.watchers:
+            watcher.cancel()
+        await asyncio.gather(*(run.task for run in runs), *self.watchers, return_exceptions=True)
+
+
+async def ended_turn(kept: KeptEvents, after: int) -> AsyncGenerator[Numbered, None]:
+    """A turn that ended (or none ever ran): what is kept of it, at once."""
+    for row in kept.rows:
+        yield numbered(row, after)
+        after = row.last
 
 
 def numbered(row: KeptRow, after: int) -> Numbered:
