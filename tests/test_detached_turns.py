@@ -139,9 +139,12 @@ def test_with_no_turn_running_the_events_are_the_last_turns_end_at_once(chat, ll
     assert missing.status_code == 404
 
 
-def test_a_finished_turns_events_shrink_to_its_end_once_the_window_passed(chat, llm, monkeypatch):
+def test_a_finished_turns_events_shrink_to_its_end_once_the_window_passed(
+    chat_on_backend, llm, monkeypatch
+):
     """Bounded: a turn's text is one row however many pieces it came in, and once the
     reconnection window after its end has passed, only its end is kept."""
+    chat = chat_on_backend
     llm.script(Reply(tool_calls=[ToolCall("web_search", {"query": "kept"})]), slow(delay=0))
     earlier = new_conversation(chat)
     done = api_send(chat, earlier, "First?")[-1]
