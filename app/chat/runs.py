@@ -131,6 +131,9 @@ class Feed:
     """Set when something came, then replaced: every reader waits on the same one."""
     stored: int = 0
     """The rows before this index the database holds whole."""
+    ended_stopped: bool = False
+    """A mirror's turn ended stopped, its replica perhaps dead before it kept all it had
+    sent: a reader ahead of what was kept gets that end too."""
 
     def add(self, event: Event) -> None:
         tail = self.rows[-1] if self.rows else None
@@ -173,12 +176,16 @@ class Feed:
 
     async def follow(self, after: int) -> AsyncGenerator[Numbered, None]:
         """The events after id `after`, then each as it comes, until the turn's end."""
+        stopped = False
         while True:
             woken = self.woken
             for numbered in self.since(after):
                 yield numbered
-                after = numbered.id
+                after, stopped = numbered.id, numbered.event["type"] == "stopped"
             if self.ended and after >= self.last:
+                if self.ended_stopped and not stopped:
+                    # Ahead of what a dead replica kept: the turn's end all the same.
+                    yield Numbered(after + 1, STOPPED)
                 return
             await woken.wait()
 
@@ -327,6 +334,7 @@ class Runs:
             async with aclosing(self.poll(conversation_id)) as kept:
                 async for event in kept:
                     feed.add(event.event)
+                    feed.ended_stopped = event.event["type"] == "stopped"
         except (NotFound, Unavailable) as exc:  # deleted, or the database went away
             logger.info("stopped following turn %s: %s", conversation_id, exc)
         finally:
