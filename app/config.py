@@ -208,6 +208,9 @@ class Settings:
     database_password: str
     """What PGPASSWORD_FILE holds (empty without it), for the URLs migrate-db is given."""
     context_budget_tokens: int
+    context_budget_stated: bool
+    """CONTEXT_BUDGET_TOKENS was set: a server that does not say its window is then not
+    warned of, the user having said how much fits."""
     keep_recent_messages: int
     keep_sources_turns: int
     """How many of the last answers keep their tool results' digest in the history, for
@@ -355,6 +358,7 @@ def load(environ: dict[str, str] | None = None) -> Settings:
         database_url=with_password(database_url(env.get("DATABASE_URL", "")), password),
         database_password=password,
         context_budget_tokens=integer(env, "CONTEXT_BUDGET_TOKENS", 102_400, 1_000),
+        context_budget_stated=bool(env.get("CONTEXT_BUDGET_TOKENS", "").strip()),
         keep_recent_messages=integer(env, "KEEP_RECENT_MESSAGES", 8, 2),
         keep_sources_turns=integer(env, "KEEP_SOURCES_TURNS", 3),
         max_completion_tokens=integer(env, "MAX_COMPLETION_TOKENS", 4_096, 16),

@@ -284,3 +284,38 @@ def test_settings_rendered_as_compose_renders_them_load_in_searxng(locale, tmp_p
     with EmbeddedSearxng(locale, environ=environ, rendered=rendered) as searxng:
         engines = httpx.get(f"{searxng.url}/config").json()["engines"]
     assert [(e["name"], e["enabled"]) for e in engines] == [(config.ENGINE_NAME, True)]
+
+
+def test_services_starting_at_once_link_the_engine_without_failing(tmp_path: Path):
+    """Test workers, or checkouts sharing one SearXNG venv, link the engine at once: none
+    fails on another's link."""
+    vendor = tmp_path / "vendor"
+    (vendor / "searx" / "engines").mkdir(parents=True)
+    target = vendor / "searx" / "engines" / config.ENGINE_FILE.name
+    other = tmp_path / "other_brave_api.py"  # another checkout's engine
+    other.write_text("")
+    failures: list[OSError] = []
+
+    def relink() -> None:
+        for _ in range(300):
+            try:
+                link_engine(vendor)
+            except OSError as exc:
+                failures.append(exc)
+
+    def other_checkout() -> None:
+        for n in range(300):  # links its own engine the same way, by a rename
+            fresh = target.with_name(f".other.{n}")
+            fresh.symlink_to(other)
+            os.replace(fresh, target)
+
+    workers = [threading.Thread(target=relink) for _ in range(3)]
+    workers.append(threading.Thread(target=other_checkout))
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    assert failures == []
+    link_engine(vendor)
+    assert target.resolve() == config.ENGINE_FILE
+    assert list(target.parent.iterdir()) == [target]  # no temporary link left behind

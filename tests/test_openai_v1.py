@@ -16,7 +16,7 @@ import pytest
 
 from app.api.answer_slots import V1_TOTAL_ANSWERS
 from app.chat import context
-from app.chat.completion import CUT_MARKER, history_tokens
+from app.chat.fitting import CUT_MARKER, history_tokens
 from tests.chat_client import done, new_conversation, send
 from tests.conftest import chat_env, service_for
 from tests.fakes.conventions import llamacpp_stream_unparsed

@@ -116,7 +116,10 @@ class NotSearxng(LoopbackFake):
 def test_quick_status_is_all_ok_and_spends_nothing(chat, brave, llm):
     checks = status(chat, quick=True)
     assert [c["id"] for c in checks] == QUICK_IDS
-    assert {c["id"]: c["state"] for c in checks} == dict.fromkeys(QUICK_IDS, "ok")
+    # The fake says nothing of its window (a hosted API does not either): that one warns.
+    every_ok = dict.fromkeys(QUICK_IDS, "ok") | {"model_window": "warning"}
+    assert {c["id"]: c["state"] for c in checks} == every_ok
+    assert "unknown" in by_id(checks)["model_window"]["detail"]
     assert {c["part"] for c in checks} == {"searxng", "engine", "model"}
     assert "fake-model" in by_id(checks)["model_chosen"]["detail"]
     assert brave.requests == []  # no search ran: the Brave plan is untouched
@@ -243,8 +246,15 @@ def screenshot(page, name: str) -> None:
     page.screenshot(path=str(Path("/tmp") / name), full_page=True)
 
 
-def test_status_view_shows_every_check(browser, chat, brave):
-    page = open_page(browser, chat.url + "/#/status", height=1100)  # the panel fits the shot
+def test_status_view_shows_every_check(browser, service, brave):
+    stated = FakeLLM(models=["fake-model", "fake-small"], n_ctx=32768)  # its window proven
+    with stated:
+        page = open_page(browser, service(fake=stated).url + "/#/status", height=1100)
+        check_every_row(page, brave)
+
+
+def check_every_row(page, brave) -> None:
+    """The panel with every check ok: each in words, no fix, the Brave plan untouched."""
     try:
         wait_checked(page)
         assert page.locator("#view-status").is_visible()
@@ -337,7 +347,7 @@ def test_the_sidebar_dots_follow_what_the_turns_meet(browser, service, brave):
     """Green, then red once an answer finds the model server gone, then green again once an
     answer comes: the dots say what the turns meet, not what the page load saw."""
     model_dot = "#status-dots .status-dot[title^='model server']"
-    with FakeLLM(models=["fake-model"]) as model_server:
+    with FakeLLM(models=["fake-model"], n_ctx=32768) as model_server:  # its window proven
         port = int(model_server.url.rsplit(":", 1)[1])
         running = service(fake=model_server)
         page = open_page(browser, running.url + "/")

@@ -418,6 +418,30 @@ def test_export_prints_conversations_without_the_service(service, llm):
         assert nowhere.returncode == 1 and "does not exist" in nowhere.stderr
 
 
+def test_closing_writes_what_was_asked_and_refuses_what_comes_after(tmp_path):
+    """The service's shutdown closes its storage while a write may still wait for the
+    storage thread: the write lands before the database closes, and a query asked after
+    the close fails at once rather than waiting for a thread that is gone."""
+    storage = Storage(tmp_path)
+    conversation_id = storage.database.create("Before", {})["id"]
+
+    async def scenario() -> str:
+        writing = asyncio.ensure_future(
+            storage.run(storage.database.change, conversation_id, "After", {})
+        )
+        await asyncio.sleep(0)  # asked, not yet answered
+        storage.thread.shutdown()
+        await writing
+        with pytest.raises(RuntimeError):
+            await asyncio.wait_for(storage.list(), timeout=5)
+        return str(storage.database.load(conversation_id)["title"])
+
+    try:
+        assert asyncio.run(scenario()) == "After"
+    finally:
+        storage.close()
+
+
 def test_a_cancelled_caller_does_not_cancel_its_write(tmp_path, database_url):
     """Stop cancels the turn's task (plain asyncio, not anyio) while its outcome waits for
     the storage thread: the caller is cancelled at once, the write still lands, in order,

@@ -22,8 +22,9 @@ from urllib.parse import urlsplit
 from babel.languages import get_official_languages
 
 from app import config
-from app.chat import context, engine
+from app.chat import context, engine, fitting
 from app.chat.events import Source, Step
+from app.chat.fitting import Fitted, message_text
 from app.chat.gathered import Gathered
 from app.chat.openai_wire import ChatMessage, FunctionTool, PassedOn
 from app.chat.services import Services
@@ -37,14 +38,6 @@ from app.store.rows import Message
 
 logger = logging.getLogger(__name__)
 
-CUT_MARKER = "\n\n[... cut here: the rest would not fit in the model's context window]"
-NO_ROOM = (
-    "(This result did not fit in the model's context window and was left out: answer "
-    "with what you have.)"
-)
-MIN_RESULT_TOKENS = 64
-"""Less room than this for a tool result and it is left out: a stub of a page misleads."""
-UNTRUSTED_CLOSE = "\n</untrusted-data"
 CITATION = re.compile(r"\[(\d{1,3})\]")
 
 CompletionEventType = Literal["reasoning", "delta", "discard", "tool_calls", "done"]
@@ -137,12 +130,9 @@ class ClientPrompt:
             "model": self.request.model,
         }
 
-    def fitted(self, text: str, messages: list[ChatMessage], tools: list[FunctionTool]) -> str:
+    def fitted(self, text: str, messages: list[ChatMessage], tools: list[FunctionTool]) -> Fitted:
         """A tool result within the room the served window leaves (unknown: as it is)."""
-        if self.window is None:
-            return text
-        used = history_tokens(messages) + context.estimate_tokens(str(tools))
-        return fit(text, self.window - used - self.reserve() - context.MESSAGE_OVERHEAD_TOKENS)
+        return fitting.fitted(text, self.window, messages, tools, self.reserve())
 
     async def make_room(self) -> list[engine.EngineEvent]:
         """Nothing of the client's history is ours to fold: the served window is read again,
@@ -183,23 +173,6 @@ def runner_for(services: Services, request: CompletionRequest) -> ToolRunner:
     )
 
 
-def fit(text: str, room: int) -> str:
-    """`text` within `room` tokens (estimated as the budget is): cut at the end with a
-    visible marker, the closing line of its web-data block kept; left out when too little
-    room is left for it to mean anything."""
-    if context.estimate_tokens(text) <= room:
-        return text
-    if room < MIN_RESULT_TOKENS:
-        return NO_ROOM
-    at = text.rfind(UNTRUSTED_CLOSE)
-    body, closing = (text[:at], text[at:]) if at >= 0 else (text, "")
-    spare = room - context.estimate_tokens(CUT_MARKER + closing)
-    keep = max(0, len(body) * spare // max(1, context.estimate_tokens(body)))
-    while keep > 0 and context.estimate_tokens(body[:keep]) > spare:
-        keep = keep * 9 // 10
-    return body[:keep].rstrip() + CUT_MARKER + closing
-
-
 def request_locale(country: str | None, language: str | None, default: str) -> str:
     """The search locale a request asks for: its language (``de`` or ``de-AT``) with its
     country (``AT``), a country alone with its first official language, else `default`
@@ -218,28 +191,11 @@ def request_locale(country: str | None, language: str | None, default: str) -> s
     return default
 
 
-def history_tokens(messages: list[ChatMessage]) -> int:
-    """The messages' estimated size, content parts read as their text."""
-    return context.message_tokens(
-        [{"content": message_text(m), "tool_calls": m.get("tool_calls")} for m in messages]
-    )
-
-
 def given_history(messages: list[ChatMessage]) -> list[Message]:
     """The client's user messages, as the addresses web_fetch may read take them."""
     return [
         {"role": "user", "content": message_text(m)} for m in messages if m.get("role") == "user"
     ]
-
-
-def message_text(message: ChatMessage) -> str:
-    """A message's text: a string, or the text of its content parts."""
-    content = message.get("content")
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "\n".join(part.get("text") or "" for part in content if part["type"] == "text")
-    return ""
 
 
 async def answer(
@@ -308,16 +264,22 @@ def told(prompt: ClientPrompt, said: engine.EngineEvent) -> CompletionEvent | No
 
 
 def activity_line(result: ToolResult) -> str:
-    """One line per search (query, locale, results) and per page read (title, host)."""
+    """One line per search (query, locale, results) and per page read (title, host); a
+    page left out for lack of room is fetched, not read."""
     step: Step = result.event
     again = " (repeated: the earlier result)" if step.get("repeated") else ""
     if step["type"] == "search":
         where = f"{step['query']!r} ({step['language']})"
+        if step.get("left_out"):
+            return f"Searched {where}: {step.get('error')}{again}"
         if error := step.get("error"):
             return f"Search {where} failed: {error}{again}"
         return f"Searched {where}: {len(step.get('results') or [])} results{again}"
     if step["type"] == "fetch":
         host = urlsplit(step["url"]).hostname or step["url"]
+        if step.get("left_out"):
+            title = step.get("title") or step["url"]
+            return f"Fetched {title!r} ({host}), {step.get('error')}{again}"
         if error := step.get("error"):
             return f"Could not read {host}: {error}{again}"
         return f"Read {step.get('title') or step['url']!r} ({host}){again}"

@@ -16,6 +16,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Generic, Protocol, TypeVar
 
+from app.chat.fitting import Fitted
 from app.chat.gathered import Gathered
 from app.chat.openai_wire import ChatMessage, FunctionTool, PassedOn, assistant_tool_message
 from app.chat.services import Services
@@ -117,7 +118,7 @@ class Prompt(Protocol[Own]):
     def fields(self) -> PassedOn:
         """The request's fields besides its messages and tools (model, max_tokens...)."""
 
-    def fitted(self, text: str, messages: list[ChatMessage], tools: list[FunctionTool]) -> str:
+    def fitted(self, text: str, messages: list[ChatMessage], tools: list[FunctionTool]) -> Fitted:
         """A tool result as it goes to the model (within the room left, where known)."""
 
     async def make_room(self) -> list[Own]:
@@ -283,9 +284,11 @@ class Engine(Generic[Own]):
                 yield waiting  # said while it waits; its step follows
             result = await self.runner.run(call)
             self.produced = True
+            fitted = self.prompt.fitted(result.text, self.messages, self.tools())
+            if fitted.left_out is not None:  # told as it is: never as read
+                result = self.runner.left_out(result, fitted)
             yield Stepped(result, self.runner.gathered())
-            text = self.prompt.fitted(result.text, self.messages, self.tools())
-            self.messages.append({"role": "tool", "tool_call_id": call.id, "content": text})
+            self.messages.append({"role": "tool", "tool_call_id": call.id, "content": fitted.text})
 
 
 def withheld_notice(refusal: ToolRefusal) -> str:

@@ -78,6 +78,9 @@ class SearchEvent(TypedDict):
     """Seconds it waited for the search plan's rate (other searches went first)."""
     cached_age: NotRequired[float]
     """It came from the search cache, stored this many seconds ago: no query was spent."""
+    left_out: NotRequired[bool]
+    """Its results were not given to the model: no room was left in its window (`error`
+    says how large the window is)."""
 
 
 class SearchWaitEvent(TypedDict):
@@ -106,6 +109,9 @@ class FetchEvent(TypedDict):
     refused: NotRequired[bool]
     error: NotRequired[str]
     repeated: NotRequired[bool]
+    left_out: NotRequired[bool]
+    """Fetched but not read: no room was left for it in the model's window (`error` says
+    how large the window is)."""
 
 
 ToolEvent = SearchEvent | FetchEvent

@@ -11,10 +11,12 @@ What the web says reaches the model inside <untrusted-data> blocks it is told ne
 from __future__ import annotations
 
 import json
+from collections import Counter
 from dataclasses import dataclass, field
 
 from app import config
 from app.chat.events import Source, Step, WarningEvent
+from app.chat.fitting import Fitted
 from app.chat.gathered import Gathered
 from app.chat.given_addresses import GivenAddresses, Planted
 from app.chat.openai_wire import FunctionTool
@@ -56,6 +58,8 @@ class ToolRunner:
     """Each search result's text by source number, for the answer's digest."""
     excerpts: dict[int, str] = field(default_factory=dict)
     """The start of each page read, by source number, for the answer's digest."""
+    reads: Counter[int] = field(default_factory=Counter)
+    """How many reads of each page, by source number, reached the model."""
 
     def declarations(self) -> list[FunctionTool]:
         """Only the tools with uses left: a spent tool is withdrawn so the model answers."""
@@ -124,14 +128,36 @@ class ToolRunner:
     ) -> int:
         """The source's number for [n] citations; a page read marks its source as read,
         so the page can show pages read apart from results merely seen."""
-        for number, source in enumerate(self.sources, 1):
-            if source["url"] == url:
-                source["read"] = source["read"] or read
-                return number
-        self.sources.append(
-            {"url": url, "title": title, "domain": domain, "date": date, "read": read}
-        )
-        return len(self.sources)
+        number = next((n for n, s in enumerate(self.sources, 1) if s["url"] == url), None)
+        if number is None:
+            self.sources.append(
+                {"url": url, "title": title, "domain": domain, "date": date, "read": False}
+            )
+            number = len(self.sources)
+        if read:
+            self.sources[number - 1]["read"] = True
+            self.reads[number] += 1
+        return number
+
+    def left_out(self, result: ToolResult, fitted: Fitted) -> ToolResult:
+        """A result the model's window had no room for (the model is told so instead), as
+        the trail tells it: a page is not read, and its source is marked read only while
+        another read of it reached the model."""
+        event = result.event
+        if event["type"] == "warning" or "error" in event:
+            return ToolResult(fitted.text, event)  # a failure: nothing was read
+        room = f"did not fit in the model's window ({fitted.left_out} tokens)"
+        if event["type"] == "search":
+            return ToolResult(
+                fitted.text, {**event, "left_out": True, "error": f"results not given: {room}"}
+            )
+        number = event.get("source")
+        if number and not event.get("repeated"):
+            self.reads[number] -= 1
+            if self.reads[number] <= 0:
+                self.sources[number - 1]["read"] = False
+                self.excerpts.pop(number, None)
+        return ToolResult(fitted.text, {**event, "left_out": True, "error": f"not read: {room}"})
 
     def gathered(self) -> Gathered:
         """What the tools gathered so far, as a copy the caller keeps: a source found

@@ -15,9 +15,10 @@ from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass, field
 from datetime import date
 
-from app.chat import context, engine
+from app.chat import context, engine, fitting
 from app.chat.compression import compress, foldable, memory_trouble, read_memory, unsummarised
 from app.chat.events import ErrorEvent, Event
+from app.chat.fitting import Fitted
 from app.chat.openai_wire import ChatMessage, FunctionTool, PassedOn
 from app.chat.outcome import Budget, Saver, TurnOutcome
 from app.chat.services import Services
@@ -109,6 +110,8 @@ class Turn:
     """The reply's share of the budget: each request's max_tokens."""
     kept: dict[int, str] = field(default_factory=dict)
     """Earlier answers' sources sent with them this turn, by position."""
+    window: int | None = None
+    """The window the model server serves, when it says: the tool results fit in it."""
 
     @classmethod
     def begin(cls, services: Services, lease: Lease, start: TurnInput, model: str) -> Turn:
@@ -151,6 +154,7 @@ class Turn:
     def projected(self, projection: Projection) -> None:
         """Step 1's result: the reply's share, the kept sources, the context bar's budget."""
         self.reserve, self.kept = projection.reserve, projection.kept
+        self.window = projection.report["window"]
         self.outcome.budgeted(projection.report)
 
     def context(self, runner: ToolRunner) -> list[ChatMessage]:
@@ -166,10 +170,10 @@ class Turn:
             **self.services.settings.model_params.get(self.model, {}),
         }
 
-    def fitted(self, text: str, messages: list[ChatMessage], tools: list[FunctionTool]) -> str:
-        """As it is: the conversation's budget and compression keep the room (a page read
-        is at most FETCH_MAX_TOKENS)."""
-        return text
+    def fitted(self, text: str, messages: list[ChatMessage], tools: list[FunctionTool]) -> Fitted:
+        """Within the served window: the conversation's budget and compression keep the
+        room for the history, but this answer's results could still overflow a small one."""
+        return fitting.fitted(text, self.window, messages, tools, self.reserve)
 
     async def make_room(self) -> list[Event]:
         """Compress once after an overflow: the estimate was short, so the earlier answers'

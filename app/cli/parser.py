@@ -7,6 +7,7 @@ import argparse
 from app.chat.web_fetch import WEB_FETCH
 from app.chat.web_search import WEB_SEARCH
 from app.cli.conversations import cmd_export, cmd_migrate_db
+from app.cli.research import research_parser
 from app.cli.serve import cmd_mcp, cmd_serve
 from app.cli.stack import cmd_doctor, cmd_searxng, cmd_searxng_settings
 from app.cli.tools import tool_command
@@ -51,6 +52,8 @@ def parser() -> argparse.ArgumentParser:
         "mcp", help="the MCP server (web_search, web_fetch, measure_locale) on stdio"
     )
     server.set_defaults(run=cmd_mcp)
+
+    research_parser(commands)
 
     fetch = tool_command(commands, WEB_FETCH, "a page as web_fetch hands it to the model")
     fetch.add_argument("--json", action="store_true", help="print the page as JSON")

@@ -23,6 +23,10 @@ MODEL_URL_FIX = "start the model server or fix LLM_BASE_URL (it ends with /v1)"
 WINDOW_FIX = (
     "raise it (Ollama: num_ctx / OLLAMA_CONTEXT_LENGTH; llama-server: --ctx-size), then check again"
 )
+UNKNOWN_WINDOW_FIX = (
+    "set CONTEXT_BUDGET_TOKENS to at most the model's window (a hosted API's model page "
+    "states it): the budget is then yours, and this warning goes"
+)
 OLLAMA_WINDOW_FIX = (
     "start Ollama with OLLAMA_CONTEXT_LENGTH=32768 (or more; its environment, e.g. "
     "`OLLAMA_CONTEXT_LENGTH=32768 ollama serve`, the systemd unit or the container), or make "
@@ -92,12 +96,20 @@ def window_check(
     name = "served context window"
     if ollama is not None and ollama.runs_default:
         return ollama_default_window_check(ollama, settings.default_model)
-    if window is None:
+    if window is None and settings.context_budget_stated:
         detail = (
-            "not reported by this server; the budget is CONTEXT_BUDGET_TOKENS "
-            f"({settings.context_budget_tokens})"
+            f"the server does not say it; CONTEXT_BUDGET_TOKENS ({settings.context_budget_tokens}) "
+            "says how much fits"
         )
         return Check("model_window", "model", name, "ok", detail)
+    if window is None:
+        detail = (
+            "unknown: the server says nothing of it in the shape of llama.cpp's /props, "
+            "Ollama's /api/show, LM Studio's /api/v1/models or vLLM's max_model_len; the "
+            f"budget is CONTEXT_BUDGET_TOKENS ({settings.context_budget_tokens}) and tool "
+            "results are not fitted to the window"
+        )
+        return Check("model_window", "model", name, "warning", detail, UNKNOWN_WINDOW_FIX)
     if window < SMALL_WINDOW:
         detail = f"the server serves only {window} tokens: long conversations get compressed early"
         return Check("model_window", "model", name, "warning", detail, WINDOW_FIX)

@@ -38,6 +38,7 @@ from app.model.windows import (
     read_llama_cpp,
     read_lmstudio,
     read_ollama,
+    read_vllm,
 )
 from app.model.wire import RequestBody, ServerObject
 from app.transport import AiohttpTransport
@@ -268,7 +269,8 @@ class ModelClient:
     async def served_window(self, model: str) -> int | None:
         """The context window the server actually runs with, where it says so:
         llama.cpp's ``/props``, Ollama's (OllamaWindow.served), LM Studio's loaded context
-        length. All the asks together take at most WINDOW_PROBE_SECONDS: a hung server
+        length, vLLM's ``max_model_len``, each from an answer of that server's shape
+        (windows.py). All the asks together take at most WINDOW_PROBE_SECONDS: a hung server
         costs the turn that, not more, and is asked again only after a while
         (Services.served_window)."""
         return await probe(self.limits.probe(WINDOW_PROBE_SECONDS), self.read_window(model))
@@ -291,7 +293,10 @@ class ModelClient:
         if ollama is not None:
             self.ollama_windows[model] = ollama
             return ollama.served
-        return await read_lmstudio(self.http, self.root, model)
+        lmstudio = await read_lmstudio(self.http, self.root, model)
+        if lmstudio is not None:
+            return lmstudio
+        return await read_vllm(self.http, self.base_url, model)
 
 
 async def probe(seconds: float, asking: Awaitable[T]) -> T | None:

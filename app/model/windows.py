@@ -1,10 +1,25 @@
-"""The context window a server actually runs a model with, where the server says so:
-llama.cpp's ``/props``, Ollama's ``/api/show`` and ``/api/ps``, LM Studio's native model
-list. vLLM and hosted APIs say nothing of it: the budget is then the configured one.
+"""The context window a server actually runs a model with, where the server says so, and
+only from an answer that proves which server it is: a server that answers 200 to every
+path (a proxy, a gateway, another kind of server) must not pass for one of these.
 
-Each probe reads a server that may not be the kind it asks: an answer of another shape is
-"not this kind" (None), and whatever it fails with is in PROBE_FAILURES, caught by the one
-caller that bounds them (ModelClient.probe).
+Each probe requires the fields its server sends in that answer, else it is "not this kind"
+(None) and the next one asks:
+
+- llama.cpp, ``GET /props``: a ``default_generation_settings`` object; the window is its
+  ``n_ctx`` (or the top-level ``n_ctx`` of newer builds).
+- Ollama, ``POST /api/show``: a ``modelfile`` string and a ``details`` object (api/types.go
+  ShowResponse); ``PARAMETER num_ctx`` from ``parameters`` and the trained window from
+  ``model_info["<arch>.context_length"]``. Then ``GET /api/ps``: a ``models`` list whose
+  entry for the model has the ``context_length`` it is loaded with, and ``GET
+  /api/version``: a ``version`` string.
+- LM Studio, ``GET /api/v1/models``: a ``models`` list whose entry with ``key`` equal to the
+  model has a ``loaded_instances`` list; a loaded instance's ``config.context_length``.
+- vLLM, ``GET /v1/models``: the ``data`` entry with ``id`` equal to the model, ``object``
+  "model" and an integer ``max_model_len`` (entrypoints/openai/protocol.py ModelCard).
+
+Hosted APIs say nothing of it: the budget is then the configured one, and doctor warns
+that the window is unknown. Whatever a probe fails with is in PROBE_FAILURES, caught by
+the one caller that bounds them (ModelClient.probe).
 """
 
 from __future__ import annotations
@@ -12,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import re
 from dataclasses import dataclass
+from typing import Any
 
 import httpx
 
@@ -19,15 +35,31 @@ PROBE_FAILURES = (httpx.HTTPError, TimeoutError, ValueError, TypeError, Attribut
 """A probe's ways to fail: no answer, no answer in time, JSON missing or of another shape."""
 
 
+def json_object(response: httpx.Response) -> dict[str, Any] | None:
+    """A 200 answer's JSON object; None for any other answer."""
+    if response.status_code != 200:
+        return None
+    try:
+        data = response.json()
+    except ValueError:
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def tokens(value: object) -> int | None:
+    """A window as a server states it: a positive integer, else nothing."""
+    if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+        return value
+    return None
+
+
 async def read_llama_cpp(http: httpx.AsyncClient, root: str) -> int | None:
     """llama.cpp's window (``n_ctx``), at the top of /props or, in older builds, under its
-    default generation settings."""
-    props = await http.get(f"{root}/props")
-    if props.status_code != 200:
+    default generation settings, which every build sends."""
+    props = json_object(await http.get(f"{root}/props"))
+    if props is None or not isinstance(settings := props.get("default_generation_settings"), dict):
         return None
-    data = props.json()
-    n_ctx = data.get("n_ctx") or (data.get("default_generation_settings") or {}).get("n_ctx")
-    return int(n_ctx) if n_ctx else None
+    return tokens(props.get("n_ctx")) or tokens(settings.get("n_ctx"))
 
 
 async def read_ollama(http: httpx.AsyncClient, root: str, model: str) -> OllamaWindow | None:
@@ -35,42 +67,68 @@ async def read_ollama(http: httpx.AsyncClient, root: str, model: str) -> OllamaW
 
     Ollama never takes a window size through /v1 (its docs: "The OpenAI API does not
     have a way of setting the context size"), so this is all the service can know."""
-    show = await http.post(f"{root}/api/show", json={"model": model})
-    if show.status_code != 200:
+    shown = json_object(await http.post(f"{root}/api/show", json={"model": model}))
+    if shown is None or not isinstance(shown.get("modelfile"), str):
+        return None  # not Ollama: every version of it sends the Modelfile
+    if not isinstance(shown.get("details"), dict):
         return None
-    shown = show.json()
-    match = re.search(r"num_ctx\s+(\d+)", shown.get("parameters") or "")
-    info = shown.get("model_info") or {}
-    trained = next((v for k, v in info.items() if k.endswith(".context_length")), None)
+    parameters = shown.get("parameters")
+    match = re.search(r"num_ctx\s+(\d+)", parameters if isinstance(parameters, str) else "")
     version, running = await asyncio.gather(
         http.get(f"{root}/api/version"), http.get(f"{root}/api/ps")
     )
-    loaded = [
-        m.get("context_length")
-        for m in (running.json().get("models") if running.status_code == 200 else None) or []
-        if same_ollama_model(m.get("model") or m.get("name") or "", model)
-    ]
+    stated = (json_object(version) or {}).get("version")
     return OllamaWindow(
-        version=str(version.json().get("version", "")) if version.status_code == 200 else "",
+        version=stated if isinstance(stated, str) else "",
         modelfile=int(match.group(1)) if match else None,
-        loaded=int(loaded[0]) if loaded and loaded[0] else None,
-        trained=int(trained) if isinstance(trained, int) else None,
+        loaded=loaded_window(json_object(running), model),
+        trained=trained_window(shown.get("model_info")),
     )
+
+
+def trained_window(info: object) -> int | None:
+    """The window the model was trained for: model_info's ``<arch>.context_length``."""
+    if not isinstance(info, dict):
+        return None
+    return next((tokens(v) for k, v in info.items() if str(k).endswith(".context_length")), None)
+
+
+def loaded_window(running: dict[str, Any] | None, model: str) -> int | None:
+    """The window /api/ps says the model is loaded with; None when it is not loaded."""
+    listed = running.get("models") if running else None
+    for entry in listed if isinstance(listed, list) else []:
+        if not isinstance(entry, dict):
+            continue
+        if same_ollama_model(str(entry.get("model") or entry.get("name") or ""), model):
+            return tokens(entry.get("context_length"))
+    return None
 
 
 async def read_lmstudio(http: httpx.AsyncClient, root: str, model: str) -> int | None:
     """LM Studio's native API: a loaded instance's context_length (docs: developer/rest,
     "List your models"). Not loaded: LM Studio loads it on the first request with the
     length set in its app, so nothing is known yet."""
-    listed = await http.get(f"{root}/api/v1/models")
-    if listed.status_code != 200:
-        return None
-    for entry in listed.json().get("models") or []:
-        if entry.get("key") == model:
-            for instance in entry.get("loaded_instances") or []:
-                length = (instance.get("config") or {}).get("context_length")
-                if length:
-                    return int(length)
+    listed = json_object(await http.get(f"{root}/api/v1/models"))
+    entries = listed.get("models") if listed else None
+    for entry in entries if isinstance(entries, list) else []:
+        if not isinstance(entry, dict) or entry.get("key") != model:
+            continue
+        instances = entry.get("loaded_instances")
+        for instance in instances if isinstance(instances, list) else []:
+            config = instance.get("config") if isinstance(instance, dict) else None
+            if isinstance(config, dict) and (length := tokens(config.get("context_length"))):
+                return length
+    return None
+
+
+async def read_vllm(http: httpx.AsyncClient, base_url: str, model: str) -> int | None:
+    """vLLM's ``max_model_len`` of the model, in its OpenAI model list: the longest
+    prompt and reply together it takes."""
+    listed = json_object(await http.get(f"{base_url}/models"))
+    entries = listed.get("data") if listed else None
+    for entry in entries if isinstance(entries, list) else []:
+        if isinstance(entry, dict) and entry.get("id") == model and entry.get("object") == "model":
+            return tokens(entry.get("max_model_len"))
     return None
 
 

@@ -161,12 +161,16 @@ def searxng_environment(environ: dict[str, str]) -> dict[str, str]:
 
 
 def link_engine(vendor: Path) -> None:
-    """Put our engine where SearXNG loads engines (Compose mounts it at the same place)."""
+    """Put our engine where SearXNG loads engines (Compose mounts it at the same place).
+    The link is made under a name of this process's, then renamed over the old one: two
+    services starting at once (test workers, checkouts sharing the venv) never see it
+    missing, and neither fails on the other's link."""
     target = vendor / "searx" / "engines" / config.ENGINE_FILE.name
     if target.is_symlink() and target.resolve() == config.ENGINE_FILE:
         return
-    target.unlink(missing_ok=True)
-    target.symlink_to(config.ENGINE_FILE)
+    fresh = target.with_name(f".{target.name}.{os.getpid()}.{secrets.token_hex(4)}")
+    fresh.symlink_to(config.ENGINE_FILE)
+    os.replace(fresh, target)
 
 
 def free_port() -> int:

@@ -102,7 +102,9 @@ def message_lines(message: Mapping[str, Any]) -> list[str]:
             query, language = plain(step.get("query", "")), plain(step.get("language", ""))
             lines.append(f"- searched: {query} ({language})")
         elif step.get("type") == "fetch":
-            lines.append(f"- read: {link(step.get('title') or '', step.get('url', ''))}")
+            page = link(step.get("title") or "", step.get("url", ""))
+            error = step.get("error")
+            lines.append(f"- not read: {page} ({plain(error)})" if error else f"- read: {page}")
     if message.get("activity"):
         lines.append("")
     lines += [inert(message.get("content", "")), ""]

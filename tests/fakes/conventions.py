@@ -186,6 +186,37 @@ def ollama_routes(
 # chat_completion_stream_generator, engine/protocol.py DeltaMessage, UsageInfo, ErrorResponse)
 
 
+def vllm_models(model: str, max_model_len: int) -> dict[tuple[str, str], Route]:
+    """GET /v1/models as vLLM lists its model (entrypoints/openai/protocol.py ModelCard):
+    ``max_model_len`` is the window it serves, prompt and reply together."""
+    card = {
+        "id": model,
+        "object": "model",
+        "created": 1767225600,
+        "owned_by": "vllm",
+        "root": f"/models/{model}",
+        "parent": None,
+        "max_model_len": max_model_len,
+        "permission": [
+            {
+                "id": "modelperm-0b6c1d2e3f4a5b6c",
+                "object": "model_permission",
+                "created": 1767225600,
+                "allow_create_engine": False,
+                "allow_sampling": True,
+                "allow_logprobs": True,
+                "allow_search_indices": False,
+                "allow_view": True,
+                "allow_fine_tuning": False,
+                "organization": "*",
+                "group": None,
+                "is_blocking": False,
+            }
+        ],
+    }
+    return {("GET", "/v1/models"): lambda _: (200, {"object": "list", "data": [card]})}
+
+
 def vllm_chunk(model: str, choices: list[dict], usage: dict | None = None) -> dict[str, Any]:
     chunk: dict[str, Any] = {
         "id": "chatcmpl-9f6b2c1e4d8a4f0b",

@@ -19,7 +19,8 @@ Shapes follow what real servers send:
   (Ollama's /v1, OpenRouter);
 - error bodies in the OpenAI shape, plus helpers below for the llama.cpp and Ollama variants;
 - ``GET /props`` as llama.cpp serves it and ``POST /api/show`` as Ollama serves it, so the
-  service can read the window the server actually runs with.
+  service can read the window the server actually runs with; or, with ``anything``, the same
+  JSON with 200 on every other path, as a server that takes anything answers.
 
 Other servers' conventions (Ollama, vLLM, LM Studio, OpenRouter...) are replayed exactly by
 the builders in tests/fakes/conventions.py: a `Reply` with ``wire`` sends the events they
@@ -30,6 +31,12 @@ Faults a `Reply` can script, for the failure tests: an error status, a crash mid
 (``stall_after``), a body that ends cleanly without ``finish_reason`` or ``[DONE]``
 (``end_after``), a cut in the middle of an event (``cut_after``), an event that is not JSON
 (``malformed_after``) and a stream that never ends (``endless``).
+
+Structured output: ``response_format`` is taken by default (the scripted answer is sent as
+it is: the fake constrains nothing). ``FakeLLM(response_formats=("json_object",))`` takes
+only those types and refuses any other as the server says it: OpenAI's 400 naming the
+parameter, or llama.cpp's ``response_format_refusal="llamacpp"`` 400 listing the types it
+takes; ``response_formats=()`` is a server without JSON mode.
 """
 
 from __future__ import annotations
@@ -543,7 +550,8 @@ class _Handler(DispatchingHandler):
         fake = self.server.fake
         body, problem = _parse_chat(raw)
         recorded = fake._record(body, headers, path, self.client_address[1])
-        refusal = fake._auth_error(headers) or problem  # auth is checked first, as OpenAI does
+        # auth is checked first, as OpenAI does
+        refusal = fake._auth_error(headers) or problem or fake._format_refusal(body)
         if refusal is not None:
             fake._set_completed(recorded)
             self._send_json(refusal[0], refusal[1], {})
@@ -732,9 +740,19 @@ class FakeLLM(LoopbackFake):
         n_ctx: int | None = None,
         ollama_num_ctx: int | None = None,
         routes: Mapping[tuple[str, str], Route] | None = None,
+        response_formats: Sequence[str] | None = None,
+        response_format_refusal: str = "openai",
+        anything: dict[str, Any] | None = None,
     ) -> None:
         super().__init__()
+        self.response_formats = response_formats
+        """The response_format types taken (None: any); another is refused."""
+        self.response_format_refusal = response_format_refusal
+        """How a refusal is worded: "openai" or "llamacpp"."""
         self.routes = dict(routes or {})  # (method, path) -> answer, before the built-in ones
+        self.anything = anything
+        """A server that takes anything: this JSON with 200 on every path it serves nothing
+        else on, instead of a 404 (a catch-all proxy, another kind of server)."""
         self.models = list(models)
         self.api_key = api_key
         self.n_ctx = n_ctx
@@ -766,6 +784,8 @@ class FakeLLM(LoopbackFake):
             self.requests.clear()
             self._queue.clear()
             self._calls = 0
+            self.response_formats = None
+            self.response_format_refusal = "openai"
 
     def wait_hung_up(self, index: int = -1, timeout: float = 5.0) -> float | None:
         """Block until the server noticed that request's client hang up; its hung_up_at, or None.
@@ -844,6 +864,28 @@ class FakeLLM(LoopbackFake):
             return 401, _default_error(401, self.models[0], {})
         return None
 
+    def _format_refusal(self, body: dict) -> tuple[int, dict[str, Any]] | None:
+        """A response_format this server does not take, refused as the server words it."""
+        wanted = body.get("response_format")
+        if self.response_formats is None or not isinstance(wanted, dict):
+            return None
+        kind = str(wanted.get("type", ""))
+        if kind in self.response_formats or kind == "text":
+            return None
+        if self.response_format_refusal == "llamacpp":
+            # llama-server's own words for a type it lacks (before json_schema came)
+            message = (
+                f'response_format type must be one of "text" or "json_object", but got: {kind}'
+            )
+            return 400, {
+                "error": {"code": 400, "message": message, "type": "invalid_request_error"}
+            }
+        message = (
+            f"Invalid parameter: 'response_format' of type '{kind}' is not supported with "
+            "this model."
+        )
+        return 400, _error_body(message, None, "response_format")
+
     def _route(
         self, method: str, path: str, headers: dict[str, str], raw: bytes
     ) -> tuple[int, dict[str, Any]]:
@@ -860,6 +902,8 @@ class FakeLLM(LoopbackFake):
             return 200, self._props_body(self.n_ctx)
         if path == "/api/show" and method == "POST" and self.ollama_num_ctx is not None:
             return self._show(raw, self.ollama_num_ctx)
+        if self.anything is not None:
+            return 200, self.anything
         return 404, _error_body(f"Invalid URL ({method} {path})", None, None)
 
     def _models_body(self) -> dict[str, Any]:

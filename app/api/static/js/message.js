@@ -458,7 +458,8 @@ function trailStep(step) {
     const details = step.error
       ? [` · ${step.error}`]
       : [` · ${host}`, step.chars ? ` · ${format.bytes(step.chars)}` : "", step.seconds ? ` · ${format.seconds(step.seconds)}` : ""];
-    const verb = step.refused ? "Refused to read" : step.error ? "Could not read" : "Read";
+    // Left out: fetched, but the model's window had no room for it (the error says so).
+    const verb = step.refused ? "Refused to read" : step.left_out ? "Fetched" : step.error ? "Could not read" : "Read";
     // An address found in no search result and no message of yours: a page may have planted it.
     const flag = step.unsolicited
       ? el("span", { className: "badge warn unsolicited", title: "This address came from neither a search result nor your messages.", text: "not from a result or your message" })

@@ -1,0 +1,97 @@
+"""What a research run may spend, what it spent, and which bound stopped it."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field, replace
+from enum import StrEnum
+
+DEFAULT_SEARCHES = 12
+DEFAULT_PAGES = 20
+DEFAULT_MINUTES = 10.0
+MAX_SEARCHES = 50
+"""The service's caps on a run's own budget (Brave's research mode caps its queries at 50)."""
+MAX_PAGES = 60
+MAX_MINUTES = 60.0
+WINDOWS_OF_TOKENS = 4
+"""The tokens bound by default: the served window this many times over. A run reads a page
+per request, so a few windows' worth is many pages' notes and a report."""
+DEFAULT_WINDOW = 8192
+"""The window a budget made before its model is known counts with (a dry run)."""
+
+
+class Bound(StrEnum):
+    """What ended the gathering before the plan was done."""
+
+    SEARCHES = "searches"
+    PAGES = "pages"
+    MINUTES = "minutes"
+    TOKENS = "tokens"
+    SEARCH_UNAVAILABLE = "search_unavailable"
+    """The search engine refused to go on: the month's quota, its rate, a suspension."""
+    USER = "user"
+    """Stop (Ctrl-C on the command line)."""
+
+
+class BudgetError(ValueError):
+    """A budget the service does not run: said in the user's words."""
+
+
+@dataclass(frozen=True)
+class Budget:
+    searches: int = DEFAULT_SEARCHES
+    pages: int = DEFAULT_PAGES
+    minutes: float = DEFAULT_MINUTES
+    tokens: int = DEFAULT_WINDOW * WINDOWS_OF_TOKENS
+
+    def checked(self) -> Budget:
+        """This budget, or a BudgetError naming the bound out of the service's range."""
+        for name, value, cap in (
+            ("searches", self.searches, MAX_SEARCHES),
+            ("pages", self.pages, MAX_PAGES),
+            ("minutes", self.minutes, MAX_MINUTES),
+        ):
+            if not 0 < value <= cap:
+                raise BudgetError(f"{name} must be above 0 and at most {cap:g}, not {value:g}")
+        return self
+
+
+def tokens_for(window: int) -> int:
+    """The tokens bound for a model served with this window."""
+    return window * WINDOWS_OF_TOKENS
+
+
+@dataclass
+class Spent:
+    """What the run spent so far; the command's --json prints it as it is."""
+
+    searches: int = 0
+    searches_cached: int = 0
+    """Searches the cache answered: no Brave query spent."""
+    pages: int = 0
+    """Pages read (their text reached the model)."""
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    started: float = field(default_factory=time.monotonic)
+    until: float | None = None
+    """When a snapshot was taken: its seconds stay what they were then."""
+
+    @property
+    def seconds(self) -> float:
+        return round((self.until or time.monotonic()) - self.started, 1)
+
+    def snapshot(self) -> Spent:
+        return replace(self, until=time.monotonic())
+
+    @property
+    def tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+    def reached(self, budget: Budget) -> Bound | None:
+        """The bound of the whole run this spending reached, if any: its time, then its
+        tokens (the searches and pages are checked where one is about to be spent)."""
+        if self.seconds >= budget.minutes * 60:
+            return Bound.MINUTES
+        if self.tokens >= budget.tokens:
+            return Bound.TOKENS
+        return None

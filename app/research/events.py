@@ -1,0 +1,157 @@
+"""What a research run tells its surface as it goes, and what it ends with: typed values a
+surface renders (the command line's progress line and report, later the page's trail,
+/v1's reasoning and MCP's progress notifications)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+# pydantic reads a TypedDict on Python 3.11 only from typing_extensions (the surfaces to
+# come answer these as JSON).
+from typing_extensions import TypedDict
+
+from app.research.budget import Bound, Budget, Spent
+from app.research.notes import Note
+from app.research.plan import ResearchPlan
+
+Step = Literal["plan", "search", "read", "reflect", "report"]
+Status = Literal["complete", "stopped", "nothing_found", "failed"]
+
+
+@dataclass(frozen=True)
+class StepStarted:
+    """A step begins: what it is about (a query, an address, a sub-question)."""
+
+    step: Step
+    about: str = ""
+
+
+@dataclass(frozen=True)
+class Planned:
+    """The plan, before any search."""
+
+    plan: ResearchPlan
+
+
+@dataclass(frozen=True)
+class Searched:
+    query: str
+    locale: str
+    results: int
+    cached: bool
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class PageRead:
+    """A page asked for: read, or why not."""
+
+    url: str
+    title: str = ""
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class Noted:
+    note: Note
+
+
+@dataclass(frozen=True)
+class Progress:
+    """The counters against the budget, after each search, page and model request."""
+
+    spent: Spent
+    budget: Budget
+
+
+@dataclass(frozen=True)
+class Reported:
+    text: str
+
+
+class SourceView(TypedDict):
+    """A source as the command's --json lists it."""
+
+    n: int
+    url: str
+    title: str
+    read: bool
+
+
+class SpentView(TypedDict):
+    searches: int
+    searches_cached: int
+    pages: int
+    seconds: float
+    prompt_tokens: int
+    completion_tokens: int
+
+
+class ResultView(TypedDict):
+    """The run's result as one JSON object (the command's --json)."""
+
+    status: Status
+    report: str
+    plan: list[str]
+    sources: list[SourceView]
+    not_found: list[str]
+    spent: SpentView
+    stopped_by: str | None
+
+
+@dataclass(frozen=True)
+class Tried:
+    """What the run tried, for a run that found nothing: it says so rather than answer
+    from the model's memory."""
+
+    queries: list[str] = field(default_factory=list)
+    failures: dict[str, list[str]] = field(default_factory=dict)
+    """Each kind of failure ("search failed", "fetch refused", ...) with what it named."""
+
+
+@dataclass(frozen=True)
+class ResearchResult:
+    status: Status
+    report: str
+    plan: list[str]
+    sources: list[SourceView]
+    not_found: list[str]
+    spent: Spent
+    stopped_by: Bound | None
+    tried: Tried
+    notes: list[Note] = field(default_factory=list)
+    """Kept whatever the end: a stopped or failed run keeps what it found."""
+    error: str | None = None
+    """Why the run failed (status "failed")."""
+    cut_short: str | None = None
+    """Why the searching ended early, in words (a quota, an engine suspended, a bound)."""
+
+    def as_dict(self) -> ResultView:
+        spent = self.spent
+        return {
+            "status": self.status,
+            "report": self.report,
+            "plan": self.plan,
+            "sources": self.sources,
+            "not_found": self.not_found,
+            "spent": {
+                "searches": spent.searches,
+                "searches_cached": spent.searches_cached,
+                "pages": spent.pages,
+                "seconds": spent.seconds,
+                "prompt_tokens": spent.prompt_tokens,
+                "completion_tokens": spent.completion_tokens,
+            },
+            "stopped_by": str(self.stopped_by) if self.stopped_by else None,
+        }
+
+
+@dataclass(frozen=True)
+class Finished:
+    """The last event: the run's result."""
+
+    result: ResearchResult
+
+
+Event = StepStarted | Planned | Searched | PageRead | Noted | Progress | Reported | Finished

@@ -1,0 +1,60 @@
+"""A research run made ready from the settings: the model and its served window, the
+budget's tokens from that window, the tools' runner on the caller's Searcher."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import replace
+
+from app import config
+from app.chat.context import effective_budget
+from app.chat.tools import ToolRunner
+from app.errors import ServiceError
+from app.model.client import ModelClient
+from app.research.budget import Budget, Spent, tokens_for
+from app.research.run import READS_PER_SEARCH, Research
+from app.research.writer import Writer
+from app.search.searcher import Searcher
+
+
+class NoModel(ServiceError):
+    """No model is configured to research with."""
+
+    status = 400
+
+
+async def prepared(
+    question: str,
+    budget: Budget,
+    *,
+    settings: config.Settings,
+    searcher: Searcher,
+    client: ModelClient,
+    locale: str,
+    stop: asyncio.Event | None = None,
+) -> Research:
+    """The run, its budget's tokens derived from the window its model is served with."""
+    model = settings.default_model
+    if not model:
+        raise NoModel("no model to research with: set DEFAULT_MODEL (or MODELS)")
+    served = await client.served_window(model)
+    window = effective_budget(settings.context_budget_tokens, served)
+    budget = replace(budget, tokens=tokens_for(window))
+    runner = ToolRunner(
+        searcher,
+        settings,
+        config.check_locale(locale),
+        None,
+        {"web_search": budget.searches, "web_fetch": budget.pages * READS_PER_SEARCH},
+        history=[{"role": "user", "content": question}],
+    )
+    writer = Writer(client, model, settings.model_params.get(model, {}), Spent())
+    return Research(
+        question,
+        budget,
+        writer,
+        runner,
+        window,
+        settings.max_completion_tokens,
+        stop=stop or asyncio.Event(),
+    )
