@@ -89,16 +89,19 @@ def follow(
 
 
 def leave_after(chat, path: str, body: dict, seconds: float) -> Numbered:
-    """POST a turn and read its events with their ids for `seconds`, then leave, as a
-    closed tab or a reload does."""
+    """POST a turn and read its events with their ids for `seconds`, then leave at its
+    next piece of text (mid-answer, however slow the steps before it), as a closed tab or
+    a reload does."""
     leaving = time.monotonic() + seconds
     with chat.client() as client, client.stream("POST", path, json=body) as response:
         assert response.status_code == 200, response.read()
-        return numbered(response, until=lambda: time.monotonic() >= leaving)
+        return numbered(
+            response, until=lambda event: event["type"] == "delta" and time.monotonic() >= leaving
+        )
 
 
-def numbered(response, until: Callable[[], bool] | None = None) -> Numbered:
-    """The SSE events of a response with their `id:`, to its end or until `until()`."""
+def numbered(response, until: Callable[[dict[str, Any]], bool] | None = None) -> Numbered:
+    """The SSE events of a response with their `id:`, to its end or until `until(event)`."""
     events: Numbered = []
     ident = None
     for line in response.iter_lines():
@@ -108,6 +111,6 @@ def numbered(response, until: Callable[[], bool] | None = None) -> Numbered:
             assert ident is not None, "an event without its id"
             events.append((ident, json.loads(line[len("data: ") :])))
             ident = None
-            if until and until():
+            if until and until(events[-1][1]):
                 break
     return events

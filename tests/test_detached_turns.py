@@ -187,7 +187,7 @@ def test_a_replica_killed_mid_answer_leaves_its_partial_once_and_the_other_says_
             path = chat_path(conversation_id)
             with client.stream("POST", path, json={"message": "Go on."}) as response:
                 leaving = time.monotonic() + 1.5
-                seen = numbered(response, until=lambda: time.monotonic() >= leaving)
+                seen = numbered(response, until=lambda _: time.monotonic() >= leaving)
         process.kill()
         process.wait(timeout=10)
         with httpx.Client(base_url=other, timeout=30) as client:
