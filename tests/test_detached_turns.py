@@ -51,6 +51,10 @@ def text_of(events: Numbered) -> str:
     return "".join(event["text"] for _, event in events if event["type"] == "delta")
 
 
+def last_role(client: httpx.Client, conversation_id: str) -> str:
+    return str(client.get(f"/api/conversations/{conversation_id}").json()["messages"][-1]["role"])
+
+
 def chat_path(conversation_id: str) -> str:
     return f"/api/conversations/{conversation_id}/chat"
 
@@ -188,6 +192,10 @@ def test_a_replica_killed_mid_answer_leaves_its_partial_once_and_the_other_says_
             with client.stream("POST", path, json={"message": "Go on."}) as response:
                 leaving = time.monotonic() + 1.5
                 seen = numbered(response, until=lambda _: time.monotonic() >= leaving)
+            kept = time.monotonic() + 10  # the kill comes once a partial answer is kept
+            while last_role(client, conversation_id) != "assistant":
+                assert time.monotonic() < kept, "no checkpoint of the answer"
+                time.sleep(0.05)
         process.kill()
         process.wait(timeout=10)
         with httpx.Client(base_url=other, timeout=30) as client:
