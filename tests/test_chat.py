@@ -16,6 +16,7 @@ from tests.chat_client import (
     event_types,
     get_conversation,
     new_conversation,
+    press_stop,
     send,
     stream,
 )
@@ -106,7 +107,7 @@ def test_identical_repeated_call_is_not_run_twice(chat, llm, brave):
     assert "repeated" in llm.requests[2].body["messages"][-1]["content"]
 
 
-@pytest.mark.socket  # Stop is the hang-up
+@pytest.mark.socket  # the test leaves its stream
 def test_stop_closes_the_upstream_stream_and_keeps_the_partial_answer(chat, llm):
     llm.script(Reply(text="word " * 400, split=5, chunk_delay=0.05), Reply(text="A fresh answer."))
     conversation_id = new_conversation(chat)
@@ -136,10 +137,10 @@ def test_stop_closes_the_upstream_stream_and_keeps_the_partial_answer(chat, llm)
     assert messages[1]["content"] == "A fresh answer." and messages[1]["status"] == "complete"
 
 
-@pytest.mark.socket  # Stop is the hang-up
+@pytest.mark.socket  # the test leaves its stream
 def test_stop_before_the_first_token_reaches_the_model_server(chat, llm):
-    """The hang-up is heard while nothing streams: the model server is let go at once and
-    the conversation is free for the next message."""
+    """Stop is heard while nothing streams: the model server is let go at once and the
+    conversation is free for the next message."""
     llm.script(Reply(silent=True), Reply(text="Here now."))
     conversation_id = new_conversation(chat)
     url = f"/api/conversations/{conversation_id}/chat"
@@ -150,6 +151,7 @@ def test_stop_before_the_first_token_reaches_the_model_server(chat, llm):
             while not llm.requests and time.monotonic() < deadline:
                 time.sleep(0.02)
         stopped = time.monotonic()
+        press_stop(chat, url)
     hung_up = llm.wait_hung_up(timeout=5)
     assert hung_up is not None and hung_up - stopped < 1.0
     assert send(chat, conversation_id, "Anyone now?")[-1]["type"] == "done"

@@ -113,6 +113,7 @@ def create_app(settings: config.Settings, searxng_url: str) -> FastAPI:
             app.state.lag.start()
         async with app.state.mcp.running(app.state.services):
             yield
+        await app.state.services.runs.close()  # running turns stopped, what came kept
         await app.state.lag.stop()
         await model.aclose()
         await searxng.aclose()

@@ -1,6 +1,7 @@
-"""A turn's answer as Server-Sent Events: `data: {json}` per event, a comment line every
-PING_SECONDS so proxies keep an idle stream open, and the client's hang-up (Stop) cancels
-the stream where it waits.
+"""A turn's answer as Server-Sent Events: `data: {json}` per event (with its `id:` when it
+has one: a page's turn, app/chat/runs.py), a comment line every PING_SECONDS so proxies
+keep an idle stream open, and the client's hang-up cancels the stream where it waits (for
+/v1 that is Stop; a page's turn runs on without its reader).
 
 One task streams and one listens: a response per turn on two shared cores is worth
 keeping lean (sse-starlette runs four tasks in a task group, a fifth of a short turn's
@@ -18,13 +19,20 @@ from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
 from app import jsoncodec
+from app.chat.runs import Numbered
 
 PING_SECONDS = 15.0
 PING = b": ping\n\n"
 
 
-def encode(event: Mapping[str, Any]) -> bytes:
+def encode(event: Mapping[str, Any] | Numbered) -> bytes:
+    if isinstance(event, Numbered):
+        return b"id: %d\ndata: %s\n\n" % (event.id, jsoncodec.dumps(event.event))
     return b"data: " + jsoncodec.dumps(event) + b"\n\n"
+
+
+async def nothing() -> None:
+    """The end of a stream that holds nothing to release."""
 
 
 class EventStream(Response):
@@ -35,8 +43,8 @@ class EventStream(Response):
 
     def __init__(
         self,
-        events: AsyncGenerator[Mapping[str, Any], None],
-        closed: Callable[[], Awaitable[None]],
+        events: AsyncGenerator[Mapping[str, Any], None] | AsyncGenerator[Numbered, None],
+        closed: Callable[[], Awaitable[None]] = nothing,
         end: bytes = b"",
     ) -> None:
         self.events = events

@@ -171,6 +171,13 @@ class DoneEvent(TypedDict):
     at: str
 
 
+class StoppedEvent(TypedDict):
+    """The turn was stopped (Stop, the service shutting down, or its replica gone): what
+    came is kept, marked interrupted. The last event of such a turn."""
+
+    type: Literal["stopped"]
+
+
 Event = (
     TextEvent
     | RetryEvent
@@ -181,4 +188,5 @@ Event = (
     | FetchEvent
     | ErrorEvent
     | DoneEvent
+    | StoppedEvent
 )

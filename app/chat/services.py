@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 from app import config
 from app.chat.pending import PendingSaves
+from app.chat.runs import Runs
 from app.model.client import ModelClient
 from app.pages.worker import ExtractionProcess
 from app.search.client import Searxng
@@ -37,6 +38,8 @@ class Services:
     extraction: ExtractionProcess = field(default_factory=ExtractionProcess)
     pending: PendingSaves = field(default_factory=PendingSaves)
     """Turns' outcomes waiting for the database to answer again (app/chat/pending.py)."""
+    runs: Runs = field(init=False)
+    """The turns running on this replica, and every reader's way to a turn's events."""
     served: ServedModels = field(init=False)
     """What is remembered of the model server between answers."""
     searcher: Searcher = field(init=False)
@@ -45,6 +48,7 @@ class Services:
     storage), served from the cache in the database (docs/search-spend.md)."""
 
     def __post_init__(self) -> None:
+        self.runs = Runs(self.storage)
         self.served = ServedModels(self.settings, self.storage, self.model)
         self.searcher = Searcher.of_plan(
             self.searxng,

@@ -194,7 +194,11 @@ class Conversations(Versions):
         with each of the query's words (any case, accents optional). A conversation with no
         message is not listed: nothing in it to go back to (a failed first turn, a rewind of
         its only message, settings saved before the first message)."""
-        columns = "id, title, created, updated, json_valid(settings)"
+        running = (
+            "EXISTS (SELECT 1 FROM leases WHERE leases.conversation = conversations.id "
+            f"AND leases.expires >= {self.dialect.clock})"
+        )
+        columns = f"id, title, created, updated, json_valid(settings), {running}"
         if not query.strip():
             rows = self.db.execute(
                 f"SELECT {columns} FROM conversations WHERE {HAS_MESSAGES} ORDER BY updated DESC"
@@ -210,12 +214,13 @@ class Conversations(Versions):
                 (match, match),
             )
         entries: list[Entry] = []
-        for conversation_id, title, created, updated, valid in rows:
+        for conversation_id, title, created, updated, valid, answering in rows:
             entry: Entry = {
                 "id": conversation_id,
                 "title": title,
                 "created": created,
                 "updated": updated,
+                "running": bool(answering),
             }
             if not valid:
                 entry["damaged"] = "its settings are not valid JSON"

@@ -3,10 +3,10 @@ a row per answer version set aside (a turn a regenerate or an edit replaced), a 
 per conversation a turn holds. See docs/architecture.md.
 
 `Database` is every query, built up by layer: the connection (connection.py), the leases,
-the versions, the conversations, the turn's writes; the picker's models and the import of
-the JSON files of earlier versions and the search cache's and the search turn's rows
-beside them. One thread at a time uses it: the service through `Storage` (storage.py), the
-CLI's export and the benchmarks directly.
+the versions, the conversations, the turn's writes, its kept events (turn_events.py); the
+picker's models and the import of the JSON files of earlier versions and the search
+cache's and the search turn's rows beside them. One thread at a time uses it: the service
+through `Storage` (storage.py), the CLI's export and the benchmarks directly.
 """
 
 from __future__ import annotations
@@ -20,13 +20,20 @@ from app.store.search_cache import SearchCacheRows
 from app.store.search_pace import SearchPaceRows
 from app.store.searches import SearchCounts
 from app.store.sessions import SessionRows
+from app.store.turn_events import TurnEventRows
 
 DATABASE = "chat.db"
 """Its file name in DATA_DIR."""
 
 
 class Database(
-    LateOutcomes, LegacyImport, SearchCounts, SearchCacheRows, SearchPaceRows, SessionRows
+    LateOutcomes,
+    LegacyImport,
+    SearchCounts,
+    SearchCacheRows,
+    SearchPaceRows,
+    SessionRows,
+    TurnEventRows,
 ):
     """chat.db opened (its schema brought up to date), with every query."""
 

@@ -332,6 +332,41 @@ MIGRATIONS = [
     CREATE TABLE sessions (key text PRIMARY KEY, expires double precision NOT NULL);
     """,
     ),
+    # Turns detached from the page's connection (app/store/turn_events.py): a running or
+    # ended turn per conversation (its owner, a Stop asked from any replica, when it ended)
+    # and its events kept for a reattaching client, each row the ids (first, last].
+    MigrationStep(
+        sqlite="""
+    CREATE TABLE turn_runs (
+        conversation TEXT PRIMARY KEY,
+        owner TEXT NOT NULL,
+        stop INTEGER NOT NULL DEFAULT 0,
+        ended REAL
+    );
+    CREATE TABLE turn_events (
+        conversation TEXT NOT NULL,
+        first INTEGER NOT NULL,
+        last INTEGER NOT NULL,
+        event TEXT NOT NULL,
+        PRIMARY KEY (conversation, first)
+    );
+    """,
+        postgresql="""
+    CREATE TABLE turn_runs (
+        conversation text PRIMARY KEY,
+        owner text NOT NULL,
+        stop integer NOT NULL DEFAULT 0,
+        ended double precision
+    );
+    CREATE TABLE turn_events (
+        conversation text NOT NULL,
+        first bigint NOT NULL,
+        last bigint NOT NULL,
+        event text NOT NULL,
+        PRIMARY KEY (conversation, first)
+    );
+    """,
+    ),
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 

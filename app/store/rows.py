@@ -89,6 +89,8 @@ class Entry(TypedDict):
     title: str
     created: str
     updated: str
+    running: bool
+    """A turn is answering in it now (on any replica): the page can reattach to it."""
     damaged: NotRequired[str]
 
 

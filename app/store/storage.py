@@ -37,6 +37,7 @@ from app.store.rows import (
 from app.store.search_cache import CachedSearch
 from app.store.search_pace import SearchPace, SearchTurn
 from app.store.searches import SearchesSpent
+from app.store.turn_events import KeptEvents, KeptRow
 
 logger = logging.getLogger(__name__)
 
@@ -121,6 +122,7 @@ class Storage:
         )
         if conversation is None:
             return None
+        self.database.open_run(conversation_id, owner)
         refusal = self.database.tool_refusal(model)
         keeps = message is None or edit is not None
         try:
@@ -152,6 +154,22 @@ class Storage:
 
     async def release(self, conversation_id: str, owner: str) -> None:
         await self.run(self.database.release, conversation_id, owner)
+
+    # -- a turn's kept events (turn_events.py) ---------------------------------------------
+
+    async def keep_events(
+        self, conversation_id: str, owner: str, rows: list[KeptRow], *, ended: bool
+    ) -> bool:
+        return await self.run(self.database.keep_events, conversation_id, owner, rows, ended=ended)
+
+    async def stop_asked(self, conversation_id: str, owner: str) -> bool:
+        return await self.run(self.database.stop_asked, conversation_id, owner)
+
+    async def ask_stop(self, conversation_id: str) -> bool:
+        return await self.run(self.database.ask_stop, conversation_id)
+
+    async def turn_events(self, conversation_id: str, after: int) -> KeptEvents:
+        return await self.run(self.database.turn_events, conversation_id, after)
 
     # -- memory.md ------------------------------------------------------------------------
 

@@ -70,8 +70,9 @@ def text_now(text: str, json: bool) -> str:
 
 # Parents before children (a message names its conversation's rowid); every table of the
 # schema but leases, the search plan's turn (search_turn, search_waiters: the replicas'
-# moment, not data) and the search index, which the target's triggers fill
-# (tests/test_migrate_db.py checks the list against the schema).
+# moment, not data), the turns' kept events (turn_runs, turn_events: a reconnection's
+# moment; the answers themselves are in messages) and the search index, which the
+# target's triggers fill (tests/test_migrate_db.py checks the list against the schema).
 TABLES = (
     Table(
         "conversations",

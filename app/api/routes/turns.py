@@ -1,12 +1,14 @@
 """A conversation's turns: send a message, regenerate the last answer, edit one of the
-user's messages (each answered as Server-Sent Events; the client's hang-up is Stop), show another
-version of a turn, take the last message back."""
+user's messages (each answered as Server-Sent Events, the turn's events from the first),
+follow the running turn from any replica (its events after a given id), stop it, show
+another version of a turn, take the last message back. A turn runs on the service, not on
+the connection that started it (app/chat/runs.py): a client that leaves stops nothing."""
 
 from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Response
+from fastapi import APIRouter, Header, Query, Response
 from fastapi import Path as PathParam
 from typing_extensions import TypedDict
 
@@ -36,6 +38,7 @@ SSE_RESPONSE: OpenApiResponses = {
     }
 }
 STREAMED = {**SSE_RESPONSE, **errors(404, 409, 413, 415, 422)}
+MAX_ID = 2**62
 
 
 class Rewound(TypedDict):
@@ -44,14 +47,19 @@ class Rewound(TypedDict):
     message: str
 
 
+class Stopped(TypedDict):
+    stopped: bool
+    """A turn was running and is told to stop: on this replica, it has ended and its
+    outcome is written; on another, it ends within a tick (app/chat/runs.py)."""
+
+
 def stream_turn(services: Services, lease: Lease, start: TurnInput, model: str) -> Response:
-    """SSE for one turn, which holds the conversation's lease until it ends: the
-    outcome's write releases it (in the same transaction), and the stream's end does
-    should the write fail or the client leave before the turn starts (only its owner
-    can release it, so a late release frees nothing another turn holds). The stream
-    closes the turn before that: its own finally writes the outcome first."""
-    turn = run_turn(services, lease, start, model)
-    return EventStream(turn, closed=lease.release)
+    """SSE for one turn from its first event. The turn runs as a task of the service and
+    holds the conversation's lease until it ends: the outcome's write releases it (in the
+    same transaction), and the task's end does should the write fail (only its owner can
+    release it, so a late release frees nothing another turn holds)."""
+    run = services.runs.start(lease, run_turn(services, lease, start, model))
+    return EventStream(run.feed.follow(0))
 
 
 @router.post("/chat", responses=STREAMED)
@@ -87,6 +95,27 @@ async def edit_message(
     await services.pending.settle(conversation_id)
     lease, start = await storage.begin_turn(conversation_id, body.message, model, edit=at)
     return stream_turn(services, lease, start, model)
+
+
+@router.get("/events", responses={**SSE_RESPONSE, **errors(404, 422)})
+async def turn_events(
+    conversation_id: ConversationId,
+    services: ServicesDep,
+    after: Annotated[int, Query(ge=0, le=MAX_ID, description="the last event id seen")] = 0,
+    last_event_id: Annotated[int, Header(ge=0, le=MAX_ID)] = 0,
+) -> Response:
+    """The conversation's turn as Server-Sent Events with `id:` lines: the events after
+    Last-Event-ID or `after` (the later of the two: a reconnecting EventSource keeps its
+    first URL and sends the last id it had), then the rest as they come, until its end.
+    No turn running: the last turn's end at once (nothing when no turn ever ran)."""
+    return EventStream(await services.runs.events(conversation_id, max(after, last_event_id)))
+
+
+@router.post("/stop", responses=errors(404, 415, 422))
+async def stop_turn(conversation_id: ConversationId, services: ServicesDep) -> Stopped:
+    """Stop the conversation's running turn, whichever replica runs it: the model
+    server's stream is closed, what came is kept, marked interrupted."""
+    return {"stopped": await services.runs.stop(conversation_id)}
 
 
 @router.put(

@@ -59,12 +59,14 @@ export async function text(path, options = {}) {
 }
 
 /**
- * POST a turn and yield its SSE events as objects. Aborting `signal` is Stop: the fetch
- * closes, the service notices the hang-up and closes the model server's stream.
+ * POST a turn (or, with `body` null, GET a running turn's events) and yield its SSE events
+ * as [id, event]. Aborting `signal` only leaves the stream: the turn runs on in the
+ * service until its end or Stop (POST .../stop).
  * Throws ApiError before the stream starts (409, 404...), ConnectionLost if it breaks.
  */
 export async function* streamTurn(path, body, signal) {
-  const response = await send(path, { method: "POST", body, signal, accept: "text/event-stream" });
+  const method = body === null ? "GET" : "POST";
+  const response = await send(path, { method, body, signal, accept: "text/event-stream" });
   const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
   let buffer = "";
   try {
@@ -82,12 +84,13 @@ export async function* streamTurn(path, body, signal) {
       while ((end = buffer.indexOf("\n\n")) >= 0) {
         const frame = buffer.slice(0, end);
         buffer = buffer.slice(end + 2);
-        const data = frame
-          .split("\n")
+        const lines = frame.split("\n");
+        const data = lines
           .filter((line) => line.startsWith("data:"))
           .map((line) => line.slice(5).replace(/^ /, ""))
           .join("\n");
-        if (data) yield JSON.parse(data);
+        const id = lines.find((line) => line.startsWith("id:"));
+        if (data) yield [id ? Number(id.slice(3)) : null, JSON.parse(data)];
       }
     }
   } finally {

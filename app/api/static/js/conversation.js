@@ -10,7 +10,7 @@ import { draftOf, dropDraft, keepDraft } from "./drafts.js";
 import { AnswerView, notice, userMessage } from "./message.js";
 import { streams } from "./streams.js";
 import { fillPicker, forgetToolRefusal, pickModel, renderHeader } from "./topbar.js";
-import { runTurn } from "./turn.js";
+import { reattach, runTurn } from "./turn.js";
 import { editInPlace, settle, showVersions, userTurns } from "./versions.js";
 
 const EXAMPLES = {
@@ -120,6 +120,9 @@ export class ConversationView {
     this.conversation = conversation;
     this.render();
     streams.seen(id);
+    // Its turn runs on the service with no stream of this page on it (a reload, another
+    // tab): follow it from its first event, the answer so far then the rest.
+    if (streams.unfollowed(id)) reattach(this);
   }
 
   draft() {
@@ -286,9 +289,16 @@ export class ConversationView {
     if (last) editInPlace(this, last.bubble, last.position);
   }
 
-  stop() {
+  /** Stop is a request of its own: the stream then ends with the turn's "stopped". */
+  async stop() {
     const stream = this.currentStream();
-    if (stream) stream.controller.abort();
+    if (!stream || stream.stopping) return;
+    stream.stopping = true;
+    try {
+      await api(`/api/conversations/${encodeURIComponent(this.conversation.id)}/stop`, { method: "POST" });
+    } catch {
+      stream.controller.abort(); // the service is out of reach: at least this page stops
+    }
   }
 
   /** Error cards of turns whose message came back to the box: sent again, they go. */

@@ -173,6 +173,7 @@ async function route() {
 // Refreshes overlap (a turn ends while a search is typed): only the latest one is shown,
 // whichever answer arrives last.
 let listRequests = 0;
+const RECHECK_MS = 3000;
 
 async function refreshList() {
   const request = ++listRequests;
@@ -191,6 +192,15 @@ async function refreshList() {
   }
   if (request !== listRequests) return;
   state.conversations = conversations;
+  streams.serverRunning(conversations.filter((c) => c.running).map((c) => c.id));
+  // A turn no stream of this page follows (another tab's, or one left by a reload): the
+  // list is asked again until it ends, so its mark goes.
+  if (conversations.some((c) => streams.unfollowed(c.id)) && !state.recheck) {
+    state.recheck = setTimeout(() => {
+      state.recheck = null;
+      refreshList();
+    }, RECHECK_MS);
+  }
   // The title a first message gave the conversation shown, once the service has it.
   const shown = state.view && state.view.conversation;
   const entry = shown && conversations.find((c) => c.id === shown.id);

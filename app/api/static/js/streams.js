@@ -1,11 +1,13 @@
 // Which conversations are answering now, and which finished while another was shown.
 // Each conversation has its own stream: several can run at once (the service holds one
-// turn per conversation), and Stop ends only the one it is shown with.
+// turn per conversation), and Stop ends only the one it is shown with. A turn runs on the
+// service whether or not a page follows it: the list says which run (reattached on open).
 
 class Streams {
   constructor() {
     this.live = new Map(); // conversation id -> {controller, answer}
     this.unseen = new Set(); // conversation ids whose answer ended while not shown
+    this.running = new Set(); // conversation ids the service says are answering (the list's)
     this.onChange = null; // main.js redraws the sidebar's marks
   }
 
@@ -30,9 +32,21 @@ class Streams {
     if (this.unseen.delete(id)) this.changed();
   }
 
+  /** What the conversation list says is answering, on the service: a turn of this page,
+   * of another tab, or of this page before a reload. */
+  serverRunning(ids) {
+    this.running = new Set(ids);
+    this.changed();
+  }
+
+  /** Answering on the service, with no stream of this page following it. */
+  unfollowed(id) {
+    return this.running.has(id) && !this.live.has(id);
+  }
+
   /** "streaming", "unseen" or null, for the conversation list. */
   mark(id) {
-    if (this.live.has(id)) return "streaming";
+    if (this.live.has(id) || this.running.has(id)) return "streaming";
     return this.unseen.has(id) ? "unseen" : null;
   }
 

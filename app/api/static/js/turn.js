@@ -1,6 +1,8 @@
 // One turn as the page lives it: the answer streams in, each event drawn as it comes, until
-// the done or error event, Stop, or a failure of the page's own connection; then the
-// ConversationView (conversation.js) settles the page (afterTurn).
+// the done, error or stopped event, or a failure of the page's own connection; then the
+// ConversationView (conversation.js) settles the page (afterTurn). The turn runs on the
+// service, not on this stream: a stream that breaks is taken up again after the last event
+// it had (GET .../events?after=N), and a page opened on a running turn follows it too.
 
 import { ApiError, ConnectionLost, streamTurn } from "./api.js";
 import { $ } from "./dom.js";
@@ -10,32 +12,61 @@ import { AnswerView, notice } from "./message.js";
 import { streams } from "./streams.js";
 import { learnToolRefusal, renderContextBar, renderTotals } from "./topbar.js";
 
+const RESUMES = 3; // a broken stream is taken up again this many times, a second apart
+const RESUME_WAIT_MS = 1000;
+
 /** One SSE turn. `bubble`/`message`: the user's message when this turn sent one. */
 export async function runTurn(view, path, body, { bubble, message }) {
-  const controller = new AbortController();
   const answer = new AnswerView();
   answer.model = body.model;
-  const id = view.conversation.id;
   view.messages.append(answer.node);
+  await follow(view, answer, path, body, { bubble, message });
+}
+
+/** The shown conversation's turn, running with no stream of this page on it (after a
+ * reload, or another tab's): from its first event, the answer so far and its trail, then
+ * the rest as it comes. */
+export async function reattach(view) {
+  const id = view.conversation.id;
+  const answer = new AnswerView();
+  const last = view.conversation.messages[view.conversation.messages.length - 1];
+  answer.model = last && last.role === "assistant" ? last.model : view.settings.model;
+  await follow(view, answer, `/api/conversations/${encodeURIComponent(id)}/events?after=0`, null, {});
+}
+
+async function follow(view, answer, path, body, { bubble, message }) {
+  const controller = new AbortController();
+  const id = view.conversation.id;
+  const reattached = body === null;
   streams.start(id, { controller, answer });
+  if (reattached) view.render(); // the stored checkpoint gives way to the live answer
   view.setStreaming();
   view.following = true;
   view.scrollDown();
   let ended = null;
+  let events = 0;
   try {
-    let first = true;
-    for await (const event of streamTurn(path, body, controller.signal)) {
-      if (first) view.hooks.changed(); // the message is in: the list shows the conversation
-      first = false;
-      ended = apply(view, event, answer, id) || ended;
-      // After the answer's own frame has rendered the new text (frames run in order).
-      if (view.following && view.shows(id)) requestAnimationFrame(() => view.following && view.shows(id) && view.scrollDown());
+    let last = 0;
+    for (let resumes = 0; ; resumes++) {
+      try {
+        for await (const [eventId, event] of streamTurn(path, body, controller.signal)) {
+          if (events++ === 0 && !reattached) view.hooks.changed(); // the message is in: the list shows the conversation
+          if (eventId !== null) last = eventId;
+          ended = apply(view, event, answer, id) || ended;
+          // After the answer's own frame has rendered the new text (frames run in order).
+          if (view.following && view.shows(id)) requestAnimationFrame(() => view.following && view.shows(id) && view.scrollDown());
+        }
+      } catch (error) {
+        if (!(error instanceof ConnectionLost)) throw error;
+      }
+      if (ended || controller.signal.aborted || (reattached && !events)) break;
+      if (!last || resumes >= RESUMES) throw new ConnectionLost("the stream ended before the answer did");
+      await new Promise((resolve) => setTimeout(resolve, RESUME_WAIT_MS));
+      [path, body] = [`/api/conversations/${encodeURIComponent(id)}/events?after=${last}`, null];
     }
     if (controller.signal.aborted) {
       answer.interrupt();
       ended = "interrupted";
-    } else if (!ended) {
-      throw new ConnectionLost("the stream ended before the answer did");
     }
   } catch (error) {
     if (error.name === "AbortError" || controller.signal.aborted) {
@@ -51,10 +82,16 @@ export async function runTurn(view, path, body, { bubble, message }) {
     streams.end(id, view.shows(id) && !$("#view-chat").hidden);
     view.setStreaming();
   }
+  if (reattached && !events) {
+    // Nothing was running after all: the page shows what the service kept.
+    answer.node.remove();
+    if (view.shows(id)) view.render();
+    return;
+  }
   await view.afterTurn(answer, ended, id);
 }
 
-/** Apply one event to the answer; returns "done" or "error" when the turn ended. */
+/** Apply one event to the answer; returns "done", "error" or "interrupted" when the turn ended. */
 function apply(view, event, answer, id) {
   switch (event.type) {
     case "delta":
@@ -89,6 +126,9 @@ function apply(view, event, answer, id) {
         else keepDraft(id, event.restore, event);
       }
       return "error";
+    case "stopped":
+      answer.interrupt();
+      return "interrupted";
     case "done":
       answer.finish(event);
       if (view.shows(id)) {
