@@ -28,17 +28,7 @@ from tests.fakes.llm_server import (
     server_error,
     tools_unsupported,
 )
-
-
-def client_of(chat, api_key: str = "unused", **options) -> openai.OpenAI:
-    """The SDK on the service's transport, in-process or on its socket."""
-    return openai.OpenAI(
-        base_url=f"{chat.url}/v1",
-        api_key=api_key,
-        max_retries=0,
-        http_client=chat.client(),
-        **options,
-    )
+from tests.openai_clients import client_of
 
 
 def tool_names(recorded) -> list[str]:
