@@ -6,8 +6,11 @@ Brave, and the loopback page server."""
 
 from __future__ import annotations
 
+import json
 import re
 
+import openai
+import pytest
 from openai.types.responses import Response
 
 from tests.fakes.llm_server import Reply, ToolCall
@@ -100,3 +103,109 @@ def test_create_searches_and_cites_as_openai_web_search_reports(chat, llm, brave
     assert tool_names(llm.requests[0]) == ["web_search", "web_fetch"]
     # Nothing is stored: the history is the client's.
     assert chat.http.get("/api/conversations").json() == []
+
+
+def test_stream_tells_each_item_in_order_with_rising_sequence_numbers(chat, llm, brave, pages):
+    article = f"{pages.url}/article"
+    search_then_fetch(llm, article)
+    with client_of(chat).responses.stream(
+        model="fake-model", input=f"How does asyncio work? {article}"
+    ) as stream:
+        events = list(stream)
+        final = stream.get_final_response()
+    kinds = [event.type for event in events]
+    numbers = [event.sequence_number for event in events]
+    assert numbers == list(range(len(events)))
+    assert kinds[:2] == ["response.created", "response.in_progress"]
+    assert kinds[-1] == "response.completed"
+    searches = [i for i, kind in enumerate(kinds) if kind == "response.web_search_call.completed"]
+    first_text = kinds.index("response.output_text.delta")
+    assert len(searches) == 2 and searches[-1] < first_text
+    added = [e.item.type for e in events if e.type == "response.output_item.added"]
+    done = [e.item.type for e in events if e.type == "response.output_item.done"]
+    assert added == done == ["web_search_call", "web_search_call", "message"]
+    streamed = "".join(e.delta for e in events if e.type == "response.output_text.delta")
+    annotated = [e.annotation for e in events if e.type == "response.output_text.annotation.added"]
+    assert annotated and annotated[0].url == article
+    assert kinds.index("response.output_text.annotation.added") < kinds.index(
+        "response.output_text.done"
+    )
+    check_searched_and_cited(final, article)
+    assert final.output_text == streamed
+
+
+def test_a_client_function_tool_is_passed_through_and_continued(chat, llm, brave):
+    llm.script(
+        Reply(tool_calls=[ToolCall("web_search", {"query": "weather news"})]),
+        Reply(tool_calls=[ToolCall("get_weather", {"city": "Kraków"}, id="call_w")]),
+        Reply(text="It is sunny in Kraków."),
+    )
+    client = client_of(chat)
+    asked = [{"role": "user", "content": "Weather in Kraków?"}]
+    first = client.responses.create(model="fake-model", input=asked, tools=[WEATHER])
+    assert [item.type for item in first.output] == ["web_search_call", "function_call"]
+    call = first.output[-1]
+    assert call.name == "get_weather" and call.call_id == "call_w"
+    assert json.loads(call.arguments) == {"city": "Kraków"}
+    assert tool_names(llm.requests[0]) == ["get_weather", "web_search", "web_fetch"]
+    assert llm.requests[0].body["tools"][0]["function"]["description"] == "The weather in a city"
+    assert len(brave.requests) == 1  # ours ran here
+
+    # As a client continues: the output items given back, and the function's output.
+    given_back = [item.model_dump(exclude_none=True) for item in first.output]
+    ran = {"type": "function_call_output", "call_id": "call_w", "output": "sunny, 21 °C"}
+    second = client.responses.create(
+        model="fake-model", input=[*asked, *given_back, ran], tools=[WEATHER]
+    )
+    assert second.output_text == "It is sunny in Kraków."
+    assert llm.requests[-1].body["messages"][-2:] == [
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": "call_w",
+                    "type": "function",
+                    "function": {"name": "get_weather", "arguments": call.arguments},
+                }
+            ],
+        },
+        {"role": "tool", "tool_call_id": "call_w", "content": "sunny, 21 °C"},
+    ]
+
+
+def test_web_search_false_offers_no_tools(chat, llm):
+    llm.script(Reply(text="Without tools."))
+    response = client_of(chat).responses.create(
+        model="fake-model", input="q", extra_body={"web_search": False}
+    )
+    assert response.output_text == "Without tools."
+    assert [item.type for item in response.output] == ["message"]
+    assert "tools" not in llm.requests[-1].body
+    assert "Today is" in llm.requests[-1].body["messages"][0]["content"]
+
+
+def test_openai_s_web_search_tool_is_accepted_and_changes_nothing(chat, llm, brave):
+    llm.script(
+        Reply(tool_calls=[ToolCall("web_search", {"query": "news"})]),
+        Reply(text="Here is the news."),
+    )
+    response = client_of(chat).responses.create(
+        model="fake-model",
+        input="What is new?",
+        tools=[{"type": "web_search", "user_location": {"type": "approximate", "country": "DE"}}],
+    )
+    assert [item.type for item in response.output] == ["web_search_call", "message"]
+    assert tool_names(llm.requests[0]) == ["web_search", "web_fetch"]
+    assert brave.requests[-1].params["country"] == "DE"
+
+
+def test_previous_response_id_is_refused_naming_it(chat, llm):
+    with pytest.raises(openai.BadRequestError) as refused:
+        client_of(chat).responses.create(
+            model="fake-model", input="and then?", previous_response_id="resp_123"
+        )
+    error = refused.value.body
+    assert error["param"] == "previous_response_id" and error["type"] == "invalid_request_error"
+    assert "stores no responses" in error["message"]
+    assert llm.requests == []
