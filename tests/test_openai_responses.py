@@ -209,3 +209,65 @@ def test_previous_response_id_is_refused_naming_it(chat, llm):
     assert error["param"] == "previous_response_id" and error["type"] == "invalid_request_error"
     assert "stores no responses" in error["message"]
     assert llm.requests == []
+
+
+@pytest.mark.socket  # the Agents SDK is an async client with connections of its own
+def test_the_agents_sdk_default_agent_runs_its_function_tool(chat, llm, brave):
+    from agents import Agent, RunConfig, Runner, function_tool
+    from agents.models.openai_provider import OpenAIProvider
+
+    @function_tool
+    def get_weather(city: str) -> str:
+        """The weather in a city."""
+        return f"sunny in {city}, 21 °C"
+
+    llm.script(
+        Reply(tool_calls=[ToolCall("web_search", {"query": "Kraków weather"})]),
+        Reply(tool_calls=[ToolCall("get_weather", {"city": "Kraków"}, id="call_w")]),
+        Reply(text="It is sunny in Kraków.", usage={"prompt_tokens": 90, "completion_tokens": 6}),
+    )
+    client = openai.AsyncOpenAI(base_url=f"{chat.url}/v1", api_key="unused", max_retries=0)
+    agent = Agent(name="Assistant", instructions="Answer briefly.", tools=[get_weather])
+    run = RunConfig(
+        model="fake-model",
+        model_provider=OpenAIProvider(openai_client=client),  # its default: the Responses API
+        tracing_disabled=True,
+    )
+    result = Runner.run_sync(agent, "Weather in Kraków?", run_config=run)
+    assert result.final_output == "It is sunny in Kraków."
+    assert [r.path for r in llm.requests] == ["/v1/chat/completions"] * 3
+    assert tool_names(llm.requests[0]) == ["get_weather", "web_search", "web_fetch"]
+    assert len(brave.requests) == 1
+    # Its second request gave back our web_search_call and its own call with the output.
+    assert llm.requests[2].body["messages"][-1] == {
+        "role": "tool",
+        "tool_call_id": "call_w",
+        "content": "sunny in Kraków, 21 °C",
+    }
+    assert result.context_wrapper.usage.output_tokens >= 6
+
+
+@pytest.mark.socket  # pydantic-ai is an async client with connections of its own
+def test_pydantic_ai_s_responses_model_answers_with_its_tool(chat, llm, brave):
+    from pydantic_ai import Agent
+    from pydantic_ai.models.openai import OpenAIResponsesModel
+    from pydantic_ai.providers.openai import OpenAIProvider
+
+    llm.script(
+        Reply(tool_calls=[ToolCall("web_search", {"query": "Kraków weather"})]),
+        Reply(tool_calls=[ToolCall("get_weather", {"city": "Kraków"}, id="call_w")]),
+        Reply(text="It is sunny in Kraków."),
+    )
+    provider = OpenAIProvider(base_url=f"{chat.url}/v1", api_key="unused")
+    agent = Agent(OpenAIResponsesModel("fake-model", provider=provider), instructions="Be brief.")
+
+    @agent.tool_plain
+    def get_weather(city: str) -> str:
+        """The weather in a city."""
+        return f"sunny in {city}, 21 °C"
+
+    result = agent.run_sync("Weather in Kraków?")
+    assert result.output == "It is sunny in Kraków."
+    assert tool_names(llm.requests[0]) == ["get_weather", "web_search", "web_fetch"]
+    assert llm.requests[2].body["messages"][-1]["content"] == "sunny in Kraków, 21 °C"
+    assert len(brave.requests) == 1
