@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncGenerator, Coroutine
+from collections.abc import AsyncGenerator, Awaitable, Callable, Coroutine
 from contextlib import aclosing
+from typing import TypeVar
 
 from fastapi import APIRouter, Request, Response
 from typing_extensions import TypedDict
@@ -30,6 +31,8 @@ logger = logging.getLogger(__name__)
 router = APIRouter(prefix="/v1")
 
 DONE = b"data: [DONE]\n\n"
+Answered = TypeVar("Answered")
+"""What an endpoint answers: a response object, or the stream's Response."""
 INLINE_CHECK_BYTES = 64 * 1024
 ANSWERED: dict[int | str, dict[str, object]] = {
     200: {
@@ -118,12 +121,7 @@ async def chat_completions(
 ) -> Response | shapes.ChatCompletion:
     messages = [passed_on(m) for m in body.messages]
     request = await client_request(services, body, http, messages, list(body.tools or []))
-    slot = taken(http)
-    try:
-        return await respond(services, request, body, http, slot)
-    except BaseException:
-        await slot.release()
-        raise
+    return await in_slot(http, lambda slot: respond(services, request, body, http, slot))
 
 
 @router.post("/responses", response_model=None, responses=RESPONSES_ANSWERED)
@@ -135,18 +133,19 @@ async def responses(
     messages = messages_of(body.instructions, body.input)
     tools = function_tools(list(body.tools or []))
     request = await client_request(services, body, http, messages, tools)
-    slot = taken(http)
+    return await in_slot(http, lambda slot: respond_items(services, request, body, http, slot))
+
+
+async def in_slot(http: Request, answering: Callable[[Slot], Awaitable[Answered]]) -> Answered:
+    """The answer in a place among those running (AnswerSlots; none free: Busy, 429), which
+    `answering` releases when the answer ends, or which is released here if it fails."""
+    slots: AnswerSlots = http.app.state.answer_slots
+    slot = slots.take(http.client.host if http.client else "unknown")
     try:
-        return await respond_items(services, request, body, http, slot)
+        return await answering(slot)
     except BaseException:
         await slot.release()
         raise
-
-
-def taken(http: Request) -> Slot:
-    """The answer's place among those running (AnswerSlots), or Busy (429)."""
-    slots: AnswerSlots = http.app.state.answer_slots
-    return slots.take(http.client.host if http.client else "unknown")
 
 
 def stateless(body: responses_shapes.ResponsesBody) -> None:
@@ -173,9 +172,7 @@ async def respond(
     """The answer, whole or streamed; `slot` released when it ends (a stream's end)."""
     events = answer(services, request)
     if not body.stream:
-        collected = await unless_hung_up(collect(events), http)
-        await slot.release()
-        if collected is None:
+        if (collected := await whole(events, http, slot)) is None:
             return Response(status_code=499)  # no one left to read it
         return shapes.completion_object(request.model, collected)
     usage = bool(body.stream_options and body.stream_options.include_usage)
@@ -198,9 +195,7 @@ async def respond_items(
         request.model, responses_shapes.echoed(body), body.stream
     )
     if not body.stream:
-        collected = await unless_hung_up(collect(events), http)
-        await slot.release()
-        if collected is None:
+        if (collected := await whole(events, http, slot)) is None:
             return Response(status_code=499)  # no one left to read it
         return items.whole(collected)
     first = await opened(events)
@@ -217,6 +212,15 @@ async def opened(events: AsyncGenerator[CompletionEvent, None]) -> CompletionEve
         if isinstance(exc, Exception):
             raise upstream_error(exc) from None
         raise
+
+
+async def whole(
+    events: AsyncGenerator[CompletionEvent, None], http: Request, slot: Slot
+) -> list[CompletionEvent] | None:
+    """The answer not streamed, its slot released; None when the client hung up first."""
+    collected = await unless_hung_up(collect(events), http)
+    await slot.release()
+    return collected
 
 
 async def collect(events: AsyncGenerator[CompletionEvent, None]) -> list[CompletionEvent]:
