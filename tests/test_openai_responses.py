@@ -232,3 +232,28 @@ def test_pydantic_ai_s_responses_model_answers_with_its_tool(chat, llm, brave):
     assert tool_names(llm.requests[0]) == ["get_weather", "web_search", "web_fetch"]
     assert llm.requests[2].body["messages"][-1]["content"] == "sunny in Kraków, 21 °C"
     assert len(brave.requests) == 1
+
+
+def test_a_failure_mid_stream_is_an_error_event_then_response_failed(chat, llm):
+    llm.script(Reply(text="The start of an answer that breaks.", break_after=2))
+    with client_of(chat).responses.stream(model="fake-model", input="q") as stream:
+        events = list(stream)
+    kinds = [event.type for event in events]
+    assert "response.output_text.delta" in kinds
+    assert kinds[-2:] == ["error", "response.failed"]
+    assert "the model server failed" in events[-2].message
+    failed = events[-1].response
+    assert failed.status == "failed" and failed.error.code == "server_error"
+
+
+def test_an_unknown_model_and_an_unusable_item_are_openai_errors_naming_them(chat, llm):
+    client = client_of(chat)
+    with pytest.raises(openai.NotFoundError) as unknown:
+        client.responses.create(model="no-such-model", input="q")
+    assert unknown.value.body["code"] == "model_not_found"
+    with pytest.raises(openai.BadRequestError) as refused:
+        client.responses.create(
+            model="fake-model", input=[{"type": "item_reference", "id": "msg_1"}]
+        )
+    assert refused.value.body["param"] == "input[0].type"
+    assert llm.requests == []

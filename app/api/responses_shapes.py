@@ -14,7 +14,7 @@ import secrets
 import time
 from typing import Annotated, ClassVar, Literal, Required
 
-from pydantic import Field, StrictBool
+from pydantic import BeforeValidator, Field, StrictBool, ValidationInfo
 from typing_extensions import TypedDict
 
 from app.api.openai_shapes import OurFields
@@ -76,6 +76,19 @@ class ResponsesTool(ResponsesFunctionTool, total=False):
     user_location: ApproximateLocation | None
 
 
+def nothing_stored(value: object, info: ValidationInfo) -> None:
+    """A field that needs a response kept here, refused naming it: nothing is stored (as of
+    /v1/chat/completions), so the schema allows it only null."""
+    if value is not None:
+        raise ValueError(
+            f"{info.field_name} is not supported: this service stores no responses; send the "
+            "whole conversation as input"
+        )
+
+
+Unstored = Annotated[None, BeforeValidator(nothing_stored)]
+
+
 class ResponsesBody(OurFields):
     """POST /v1/responses, with our four fields (`OurFields`)."""
 
@@ -87,8 +100,8 @@ class ResponsesBody(OurFields):
     max_output_tokens: Annotated[int, Field(ge=1)] | None = None
     reasoning: dict[str, object] | None = None
     text: dict[str, object] | None = None
-    previous_response_id: str | None = None
-    conversation: str | dict[str, object] | None = None
+    previous_response_id: Unstored = None
+    conversation: Unstored = None
     location_param: ClassVar[str] = "tools"
 
     def passed_on(self) -> PassedOn:
@@ -128,8 +141,10 @@ def chat_tool_choice(choice: str | dict[str, object] | None) -> object:
 def response_format(text: dict[str, object] | None) -> object:
     """`text.format` of a structured output as Chat Completions' `response_format`."""
     given = (text or {}).get("format")
-    if not isinstance(given, dict) or given.get("type") != "json_schema":
+    if not isinstance(given, dict) or given.get("type") not in ("json_schema", "json_object"):
         return None
+    if given["type"] == "json_object":
+        return {"type": "json_object"}
     schema = {k: v for k, v in given.items() if k != "type"}
     return {"type": "json_schema", "json_schema": schema}
 

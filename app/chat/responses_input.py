@@ -14,7 +14,14 @@ from typing import Required
 
 from typing_extensions import TypedDict
 
-from app.chat.openai_wire import ChatMessage, ContentPart, FunctionTool, MessageToolCall, Role
+from app.chat.openai_wire import (
+    ChatMessage,
+    ContentPart,
+    FunctionDefinition,
+    FunctionTool,
+    MessageToolCall,
+    Role,
+)
 from app.errors import ServiceError
 
 PASSED_OVER = frozenset({"web_search_call", "reasoning"})
@@ -119,10 +126,11 @@ def content(given: str | list[InputPart]) -> str | list[ContentPart]:
 def chat_part(part: InputPart) -> ContentPart:
     if part["type"] in TEXT_PARTS:
         return {"type": "text", "text": part.get("text") or part.get("refusal") or ""}
-    if part["type"] == "input_image" and part.get("image_url"):
-        image: ContentPart = {"type": "image_url"}
-        image["image_url"] = {"url": part["image_url"], "detail": part.get("detail", "auto")}  # type: ignore[typeddict-unknown-key]
-        return image
+    if part["type"] == "input_image" and (url := part.get("image_url")):
+        return {
+            "type": "image_url",
+            "image_url": {"url": url, "detail": part.get("detail", "auto")},
+        }
     raise UnusableInput(
         f"content parts of type {part['type'][:40]!r} are not supported here", "input"
     )
@@ -171,6 +179,17 @@ def function_tools(tools: list[ResponsesFunctionTool]) -> list[FunctionTool]:
                 "and web_search only",
                 f"tools[{index}]",
             )
-        definition = {k: v for k, v in tool.items() if k != "type" and v is not None}
-        declared.append({"type": "function", "function": definition})  # type: ignore[typeddict-item]
+        declared.append({"type": "function", "function": definition(tool)})
     return declared
+
+
+def definition(tool: ResponsesFunctionTool) -> FunctionDefinition:
+    """A function tool's name, description, parameters and strictness, as given."""
+    defined: FunctionDefinition = {"name": tool.get("name", "")}
+    if (description := tool.get("description")) is not None:
+        defined["description"] = description
+    if (parameters := tool.get("parameters")) is not None:
+        defined["parameters"] = parameters
+    if (strict := tool.get("strict")) is not None:
+        defined["strict"] = strict
+    return defined

@@ -149,17 +149,13 @@ async def in_slot(http: Request, answering: Callable[[Slot], Awaitable[Answered]
 
 
 def stateless(body: responses_shapes.ResponsesBody) -> None:
-    """Nothing is stored here (as of /v1/chat/completions): a request that needs an earlier
-    response kept, or a later one to fetch, is refused naming its field."""
-    kept = "this service stores no responses: send the whole conversation as input"
-    if body.previous_response_id is not None:
-        raise OpenAIError(
-            400, f"previous_response_id is not supported: {kept}", "previous_response_id"
-        )
-    if body.conversation is not None:
-        raise OpenAIError(400, f"conversation is not supported: {kept}", "conversation")
+    """A request for a response run in the background, to be fetched later, is refused:
+    nothing is stored here (as of /v1/chat/completions; `previous_response_id` and
+    `conversation` are refused by the body's own schema)."""
     if (body.model_extra or {}).get("background") is True:
-        raise OpenAIError(400, f"background is not supported: {kept}", "background")
+        raise OpenAIError(
+            400, "background is not supported: this service stores no responses", "background"
+        )
 
 
 async def respond(
