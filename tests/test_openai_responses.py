@@ -255,5 +255,5 @@ def test_an_unknown_model_and_an_unusable_item_are_openai_errors_naming_them(cha
         client.responses.create(
             model="fake-model", input=[{"type": "item_reference", "id": "msg_1"}]
         )
-    assert refused.value.body["param"] == "input[0].type"
+    assert refused.value.body["param"].startswith("input")
     assert llm.requests == []

@@ -67,13 +67,19 @@ INCOMPLETE = {"length": "max_output_tokens", "content_filter": "content_filter"}
 
 class ApproximateLocation(TypedDict, total=False):
     type: str
-    country: str | None
+    country: Annotated[str, Field(pattern=r"^[A-Za-z]{2}$")] | None
+    """ISO 3166-1 alpha-2, as OpenAI's user_location takes it."""
 
 
-class ResponsesTool(ResponsesFunctionTool, total=False):
-    """A tool of the request: a function of the client's, or OpenAI's web search (ours)."""
+class WebSearchTool(TypedDict, total=False):
+    """OpenAI's web search: ours already (searching is what this service does); its
+    user_location's country is the results' country."""
 
+    type: Required[Literal["web_search", "web_search_preview"]]
     user_location: ApproximateLocation | None
+
+
+ResponsesTool = Annotated[ResponsesFunctionTool | WebSearchTool, Field(discriminator="type")]
 
 
 def nothing_stored(value: object, info: ValidationInfo) -> None:
@@ -122,10 +128,14 @@ class ResponsesBody(OurFields):
     @property
     def country(self) -> str | None:
         for tool in self.tools or []:
-            if tool["type"] in ("web_search", "web_search_preview"):
+            if tool["type"] != "function":
                 where = tool.get("user_location") or {}
                 return where.get("country")
         return None
+
+    @property
+    def function_tools(self) -> list[ResponsesFunctionTool]:
+        return [tool for tool in self.tools or [] if tool["type"] == "function"]
 
 
 def chat_tool_choice(choice: str | dict[str, object] | None) -> object:

@@ -2,16 +2,19 @@
 "The Responses API"): `instructions`, `input` as a string or items (messages, the model's
 own earlier output items, `function_call_output`), and the client's function tools, each in
 the shape Chat Completions gives it (app.chat.openai_wire). Names as the reference and the
-SDK's `openai.types.responses` give them.
+SDK's `openai.types.responses` give them; what this endpoint cannot use is not in these
+types, so the web layer's schema refuses it, naming the field.
 
 A client such as the Agents SDK sends the previous response's output items back as input:
 a message, its `function_call` items, and our `web_search_call` and `reasoning` items,
-which carry nothing the model needs again (the answer that used them is in the history)."""
+which carry nothing the model needs again (the answer that used them is in the history).
+The types come from typing_extensions: pydantic reads them on Python 3.11 only from there."""
 
 from __future__ import annotations
 
-from typing import Required
+from typing import Annotated, Literal, Required
 
+from annotated_types import Len
 from typing_extensions import TypedDict
 
 from app.chat.openai_wire import (
@@ -22,95 +25,103 @@ from app.chat.openai_wire import (
     MessageToolCall,
     Role,
 )
-from app.errors import ServiceError
 
-PASSED_OVER = frozenset({"web_search_call", "reasoning"})
-"""Output items of ours a client sends back: dropped, as the reasoning of Chat Completions is."""
 ROLES: dict[str, Role] = {
     "user": "user",
     "assistant": "assistant",
     "system": "system",
     "developer": "system",  # the only one local servers' chat templates know
 }
-TEXT_PARTS = frozenset({"input_text", "output_text", "text", "refusal"})
 
 
-class InputPart(TypedDict, total=False):
-    """A part of a message's content: input_text, output_text, input_image, refusal..."""
+class TextPart(TypedDict):
+    """Text of a message: the user's (input_text) or the model's (output_text)."""
 
-    type: Required[str]
+    type: Literal["input_text", "output_text"]
     text: str
+
+
+class RefusalPart(TypedDict):
+    type: Literal["refusal"]
     refusal: str
-    image_url: str | None
+
+
+class ImagePart(TypedDict, total=False):
+    type: Required[Literal["input_image"]]
+    image_url: Required[str]
+    """An address or a data: URL (OpenAI's file_id is its platform's own)."""
     detail: str
 
 
-class InputItem(TypedDict, total=False):
-    """One item of `input`: a message (its `type` may be left out), a `function_call` the
-    model made, a `function_call_output` the client ran, or an output item of ours."""
+InputPart = TextPart | RefusalPart | ImagePart
 
-    type: str
-    role: str
-    content: str | list[InputPart]
+
+class InputMessage(TypedDict, total=False):
+    """A message; its `type` may be left out."""
+
+    type: Literal["message"]
+    role: Required[Literal["user", "assistant", "system", "developer"]]
+    content: Required[str | list[InputPart]]
+
+
+class FunctionCallItem(TypedDict, total=False):
+    """A call of the client's tool the model made (an earlier response's output item)."""
+
+    type: Required[Literal["function_call"]]
+    call_id: Required[str]
+    name: Required[str]
+    arguments: Required[str]
+
+
+class FunctionCallOutput(TypedDict):
+    """What the client's tool returned for `call_id`."""
+
+    type: Literal["function_call_output"]
     call_id: str
-    name: str
-    arguments: str
     output: str | list[InputPart]
+
+
+class PassedOver(TypedDict, total=False):
+    """A web_search_call or reasoning item of an earlier response of ours: dropped, as the
+    reasoning of Chat Completions is."""
+
+    type: Required[Literal["web_search_call", "reasoning"]]
+
+
+InputItem = InputMessage | FunctionCallItem | FunctionCallOutput | PassedOver
 
 
 class ResponsesFunctionTool(TypedDict, total=False):
     """A client's function tool, as the Responses API declares it (flat, unlike Chat
     Completions')."""
 
-    type: Required[str]
-    name: str
+    type: Required[Literal["function"]]
+    name: Required[Annotated[str, Len(1, 64)]]
     description: str | None
     parameters: dict[str, object] | None
     strict: bool | None
 
 
-class UnusableInput(ServiceError):
-    """An input item or tool this endpoint cannot use, naming it (OpenAI's `param`)."""
-
-    status = 400
-
-    def __init__(self, message: str, param: str) -> None:
-        super().__init__(message)
-        self.param = param
-
-
 def messages_of(instructions: str | None, given: str | list[InputItem]) -> list[ChatMessage]:
     """The chat messages of a request: its instructions as a system message, then its input
     (the assistant's text and the function calls that followed it made one message)."""
-    messages: list[ChatMessage] = (
-        [{"role": "system", "content": instructions}] if instructions else []
-    )
+    messages: list[ChatMessage] = []
+    if instructions:
+        messages.append({"role": "system", "content": instructions})
     if isinstance(given, str):
         return [*messages, {"role": "user", "content": given}]
-    for index, item in enumerate(given):
-        kind = item.get("type", "message")
-        if kind == "function_call":
-            calling(messages).append(function_call(item, f"input[{index}]"))
-        elif kind == "function_call_output":
-            messages.append(call_output(item, f"input[{index}]"))
-        elif kind == "message":
-            messages.append(message(item, f"input[{index}]"))
-        elif kind not in PASSED_OVER:
-            raise UnusableInput(
-                f"input items of type {kind[:40]!r} are not supported here: send messages, "
-                "function calls and function_call_output",
-                f"input[{index}].type",
-            )
+    for item in given:
+        if item.get("type") == "function_call":
+            calling(messages).append(function_call(item))  # type: ignore[arg-type]
+        elif item.get("type") == "function_call_output":
+            messages.append(call_output(item))  # type: ignore[arg-type]
+        elif "role" in item:
+            messages.append(message(item))  # type: ignore[arg-type]
     return messages
 
 
-def message(item: InputItem, where: str) -> ChatMessage:
-    role = ROLES.get(item.get("role", ""))
-    if role is None:
-        raise UnusableInput(
-            f"{where}: a message's role is user, assistant, system or developer", f"{where}.role"
-        )
-    return {"role": role, "content": content(item.get("content", ""))}
+def message(item: InputMessage) -> ChatMessage:
+    return {"role": ROLES[item["role"]], "content": content(item["content"])}
 
 
 def content(given: str | list[InputPart]) -> str | list[ContentPart]:
@@ -118,22 +129,24 @@ def content(given: str | list[InputPart]) -> str | list[ContentPart]:
     parts."""
     if isinstance(given, str):
         return given
-    if all(part["type"] in TEXT_PARTS for part in given):
-        return "".join(part.get("text") or part.get("refusal") or "" for part in given)
+    if all(part["type"] != "input_image" for part in given):
+        return "".join(part_text(part) for part in given)
     return [chat_part(part) for part in given]
 
 
+def part_text(part: InputPart) -> str:
+    if part["type"] == "refusal":
+        return part["refusal"]
+    if part["type"] == "input_image":
+        return ""
+    return part["text"]
+
+
 def chat_part(part: InputPart) -> ContentPart:
-    if part["type"] in TEXT_PARTS:
-        return {"type": "text", "text": part.get("text") or part.get("refusal") or ""}
-    if part["type"] == "input_image" and (url := part.get("image_url")):
-        return {
-            "type": "image_url",
-            "image_url": {"url": url, "detail": part.get("detail", "auto")},
-        }
-    raise UnusableInput(
-        f"content parts of type {part['type'][:40]!r} are not supported here", "input"
-    )
+    if part["type"] == "input_image":
+        detail = part.get("detail", "auto")
+        return {"type": "image_url", "image_url": {"url": part["image_url"], "detail": detail}}
+    return {"type": "text", "text": part_text(part)}
 
 
 def calling(messages: list[ChatMessage]) -> list[MessageToolCall]:
@@ -146,46 +159,26 @@ def calling(messages: list[ChatMessage]) -> list[MessageToolCall]:
     return last.setdefault("tool_calls", [])
 
 
-def function_call(item: InputItem, where: str) -> MessageToolCall:
-    if "call_id" not in item or "name" not in item:
-        raise UnusableInput(f"{where}: a function_call has a call_id and a name", where)
+def function_call(item: FunctionCallItem) -> MessageToolCall:
     return {
         "id": item["call_id"],
         "type": "function",
-        "function": {"name": item["name"], "arguments": item.get("arguments", "")},
+        "function": {"name": item["name"], "arguments": item["arguments"]},
     }
 
 
-def call_output(item: InputItem, where: str) -> ChatMessage:
-    if "call_id" not in item:
-        raise UnusableInput(
-            f"{where}: a function_call_output names its call_id", f"{where}.call_id"
-        )
-    output = content(item.get("output", ""))
-    return {"role": "tool", "tool_call_id": item["call_id"], "content": output}
+def call_output(item: FunctionCallOutput) -> ChatMessage:
+    return {"role": "tool", "tool_call_id": item["call_id"], "content": content(item["output"])}
 
 
 def function_tools(tools: list[ResponsesFunctionTool]) -> list[FunctionTool]:
-    """The client's function tools as Chat Completions declares them; OpenAI's own web
-    search tool is ours already (searching is what this service does), and any other
-    tool type is refused."""
-    declared: list[FunctionTool] = []
-    for index, tool in enumerate(tools):
-        if tool["type"] in ("web_search", "web_search_preview"):
-            continue
-        if tool["type"] != "function" or not tool.get("name"):
-            raise UnusableInput(
-                f"tools of type {tool['type'][:40]!r} are not supported here: function tools "
-                "and web_search only",
-                f"tools[{index}]",
-            )
-        declared.append({"type": "function", "function": definition(tool)})
-    return declared
+    """The client's function tools as Chat Completions declares them."""
+    return [{"type": "function", "function": definition(tool)} for tool in tools]
 
 
 def definition(tool: ResponsesFunctionTool) -> FunctionDefinition:
     """A function tool's name, description, parameters and strictness, as given."""
-    defined: FunctionDefinition = {"name": tool.get("name", "")}
+    defined: FunctionDefinition = {"name": tool["name"]}
     if (description := tool.get("description")) is not None:
         defined["description"] = description
     if (parameters := tool.get("parameters")) is not None:

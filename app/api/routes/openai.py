@@ -131,7 +131,7 @@ async def responses(
     """The Responses API over the same answer (docs/openai.md, "The Responses API")."""
     stateless(body)
     messages = messages_of(body.instructions, body.input)
-    tools = function_tools(list(body.tools or []))
+    tools = function_tools(body.function_tools)
     request = await client_request(services, body, http, messages, tools)
     return await in_slot(http, lambda slot: respond_items(services, request, body, http, slot))
 
