@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Annotated, Literal, Required
 
 from annotated_types import Len
+from pydantic import Discriminator, Field, Tag
 from typing_extensions import TypedDict
 
 from app.chat.openai_wire import (
@@ -53,7 +54,7 @@ class ImagePart(TypedDict, total=False):
     detail: str
 
 
-InputPart = TextPart | RefusalPart | ImagePart
+InputPart = Annotated[TextPart | RefusalPart | ImagePart, Field(discriminator="type")]
 
 
 class InputMessage(TypedDict, total=False):
@@ -88,7 +89,20 @@ class PassedOver(TypedDict, total=False):
     type: Required[Literal["web_search_call", "reasoning"]]
 
 
-InputItem = InputMessage | FunctionCallItem | FunctionCallOutput | PassedOver
+def item_kind(item: object) -> str:
+    """Which of the input's types an item is, by its `type` (a message may leave it out);
+    any other is refused naming it."""
+    kind = item.get("type", "message") if isinstance(item, dict) else None
+    return "passed over" if kind in ("web_search_call", "reasoning") else str(kind)
+
+
+InputItem = Annotated[
+    Annotated[InputMessage, Tag("message")]
+    | Annotated[FunctionCallItem, Tag("function_call")]
+    | Annotated[FunctionCallOutput, Tag("function_call_output")]
+    | Annotated[PassedOver, Tag("passed over")],
+    Discriminator(item_kind),
+]
 
 
 class ResponsesFunctionTool(TypedDict, total=False):
