@@ -353,6 +353,8 @@ class ResponseStream:
         self.sources: list[Source] = []
 
     def event(self, kind: str, **fields: object) -> StreamEvent:
+        """The next event, numbered; its fields are those of StreamEvent its type has (one
+        TypedDict for all the types, hence unchecked here)."""
         event = StreamEvent(type=kind, sequence_number=self.sequence)
         event.update(fields)  # type: ignore[typeddict-item]
         self.sequence += 1

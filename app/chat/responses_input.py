@@ -12,7 +12,7 @@ The types come from typing_extensions: pydantic reads them on Python 3.11 only f
 
 from __future__ import annotations
 
-from typing import Annotated, Literal, Required
+from typing import Annotated, Literal, Required, cast
 
 from annotated_types import Len
 from pydantic import Discriminator, Field, Tag
@@ -125,12 +125,14 @@ def messages_of(instructions: str | None, given: str | list[InputItem]) -> list[
     if isinstance(given, str):
         return [*messages, {"role": "user", "content": given}]
     for item in given:
-        if item.get("type") == "function_call":
-            calling(messages).append(function_call(item))  # type: ignore[arg-type]
-        elif item.get("type") == "function_call_output":
-            messages.append(call_output(item))  # type: ignore[arg-type]
-        elif "role" in item:
-            messages.append(message(item))  # type: ignore[arg-type]
+        # The item's type as the body's validation told it (mypy cannot narrow the union).
+        kind = item_kind(item)
+        if kind == "function_call":
+            calling(messages).append(function_call(cast(FunctionCallItem, item)))
+        elif kind == "function_call_output":
+            messages.append(call_output(cast(FunctionCallOutput, item)))
+        elif kind == "message":
+            messages.append(message(cast(InputMessage, item)))
     return messages
 
 
