@@ -1,6 +1,7 @@
 """/v1: the OpenAI-compatible chat endpoint that searches, for other clients (Open WebUI,
-LibreChat, Continue, the OpenAI SDK; docs/openai.md). The answer is app.chat.completion's;
-this is its HTTP: the body checked, the events shaped as OpenAI's, Stop as the hang-up."""
+LibreChat, Continue, the OpenAI SDK; docs/openai.md), as Chat Completions and as the
+Responses API (the Agents SDK, pydantic-ai). The answer is app.chat.completion's; this is
+its HTTP: the body checked, the events shaped as OpenAI's, Stop as the hang-up."""
 
 from __future__ import annotations
 
