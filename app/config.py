@@ -8,6 +8,7 @@ import math
 import os
 import re
 import string
+import urllib.parse
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -291,6 +292,55 @@ def secret(env: Mapping[str, str], name: str) -> str:
         raise ConfigError(f"{name}_FILE: cannot read it ({exc})") from None
 
 
+BRAVE_ENDPOINTS = frozenset(
+    f"/res/v1/{name}"
+    for name in (
+        "web/search",
+        "llm/context",
+        "news/search",
+        "images/search",
+        "videos/search",
+        "suggest/search",
+        "spellcheck/search",
+        "summarizer/search",
+        "local/pois",
+        "local/descriptions",
+    )
+)
+"""The Brave Search API's endpoints (its reference, 2026): BRAVE_API_URL may name one of
+them, as SearXNG's own engine takes it, instead of the root our engine adds them to."""
+
+
+def brave_api_url(raw: str) -> str:
+    """BRAVE_API_URL: empty (the official API), an API root (the official one, a proxy, a
+    fake; a proxy may serve it under a path), or one of the API's endpoints. Anything else
+    would fail every search later, with a less clear reason: refused now."""
+    url = raw.strip()
+    wrong = brave_url_fault(url) if url else None
+    if wrong:
+        raise ConfigError(
+            "BRAVE_API_URL must be the API's root (https://api.search.brave.com) or one of "
+            f"its endpoints (https://api.search.brave.com/res/v1/web/search), not {url[:120]!r}: "
+            + wrong
+        )
+    return url
+
+
+def brave_url_fault(url: str) -> str | None:
+    parts = urllib.parse.urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return "it is not an http(s) address"
+    if parts.query or parts.fragment:
+        return "a query or fragment has no place in it"
+    if parts.username or parts.password:
+        return "a user or password has no place in it (the key is BRAVE_API_KEY)"
+    path = parts.path.rstrip("/")
+    api = path.find("/res/")
+    if api >= 0 and path[api:] != "/res/v1" and path[api:] not in BRAVE_ENDPOINTS:
+        return f"{path[api:]} is none of the API's endpoints"
+    return None
+
+
 def database_url(raw: str) -> str:
     """DATABASE_URL: empty, or a PostgreSQL URL (postgresql:// or postgres://)."""
     url = raw.strip()
@@ -327,7 +377,7 @@ def load(environ: dict[str, str] | None = None) -> Settings:
         searxng_venv=Path(env.get("SEARXNG_VENV") or ROOT / ".venv-searxng"),
         searxng_secret=env.get("SEARXNG_SECRET", ""),
         brave_api_key=secret(env, "BRAVE_API_KEY"),
-        brave_api_url=env.get("BRAVE_API_URL", ""),
+        brave_api_url=brave_api_url(env.get("BRAVE_API_URL", "")),
         auth_token=auth_token(secret(env, "AUTH_TOKEN")),
         log_level=log_level(env.get("LOG_LEVEL", "")),
         allowed_hosts=frozenset(

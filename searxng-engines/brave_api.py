@@ -36,8 +36,10 @@ Configuration (``settings.yml``):
   empty value means "take it from the environment".
 
 ``base_url``
-  Root of the API; the tests point it at a fake on loopback (plain http then
-  needs ``enable_http: true``).
+  Root of the API (``https://api.search.brave.com``) or one of its endpoints
+  (``https://api.search.brave.com/res/v1/web/search``): the part from ``/res/v1`` on is
+  dropped. The tests point it at a fake on loopback (plain http then needs
+  ``enable_http: true``).
 
 ``results_per_page``
   Results per page; Brave refuses more than 20.
@@ -89,7 +91,8 @@ results_per_page: int = 20
 """Brave's ``count``, 1..20."""
 
 OFFICIAL_BASE_URL = "https://api.search.brave.com"
-SEARCH_PATH = "/res/v1/web/search"
+API_PATH = "/res/v1"
+SEARCH_PATH = API_PATH + "/web/search"
 MAX_EXTRA_SNIPPETS = 5
 NO_KEY = "no Brave API key: set BRAVE_API_KEY (or api_key in settings.yml)"
 SNIPPET_SEPARATOR = " … "
@@ -359,7 +362,10 @@ def token() -> str:
 
 
 def api_root() -> str:
-    return (base_url or os.environ.get("BRAVE_API_URL") or OFFICIAL_BASE_URL).rstrip("/")
+    """The API's root, from ``base_url`` or BRAVE_API_URL given either as the root or as
+    one of its endpoints (``.../res/v1/web/search``, as upstream's engine takes it)."""
+    given = (base_url or os.environ.get("BRAVE_API_URL") or OFFICIAL_BASE_URL).strip()
+    return given.partition(API_PATH)[0].rstrip("/")
 
 
 def init(engine_settings: dict[str, Any] | None = None) -> bool:

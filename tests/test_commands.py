@@ -503,6 +503,11 @@ def test_serve_runs_its_own_searxng_and_stops_it(brave, llm, tmp_path, stop_sign
         ("MODEL_PARAMS", '{"fake-model": 0.2}'),
         ("FETCH_ALLOW_HOSTS", "127.0.0.1"),
         ("FETCH_ALLOW_HOSTS", "127.0.0.1:99999"),
+        ("BRAVE_API_URL", "api.search.brave.com"),
+        ("BRAVE_API_URL", "ftp://api.search.brave.com"),
+        ("BRAVE_API_URL", "https://api.search.brave.com/res/v1/web"),
+        ("BRAVE_API_URL", "https://api.search.brave.com/res/v1/web/search?q=x"),
+        ("BRAVE_API_URL", "https://user:key@api.search.brave.com"),
     ],
 )
 def test_invalid_setting_is_a_clear_error_naming_it(name, value):

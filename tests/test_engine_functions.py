@@ -66,6 +66,49 @@ def test_request_uses_the_real_api_parameters():
     assert params["country"] == "PL"
 
 
+@pytest.mark.parametrize(
+    "given",
+    [
+        "https://brave.example",
+        "https://brave.example/",
+        "https://brave.example/res/v1/web/search",
+        "https://brave.example/res/v1/llm/context/",
+        "https://brave.example/res/v1",
+    ],
+)
+def test_brave_api_url_is_the_root_or_any_endpoint(monkeypatch, given):
+    """Upstream SearXNG's engine takes the endpoint, ours the root: either reaches
+    /res/v1/web/search once (not .../web/search/res/v1/web/search)."""
+    monkeypatch.setenv("BRAVE_API_URL", given)
+    monkeypatch.setenv("BRAVE_API_KEY", "key")
+    params: dict = {"searxng_locale": "pl-PL", "pageno": 1, "headers": {}}
+    engine.request("żurek", params)
+    assert params["url"].split("?")[0] == "https://brave.example/res/v1/web/search"
+
+
+@pytest.mark.parametrize(
+    "given",
+    [
+        "",
+        "https://api.search.brave.com",
+        "https://api.search.brave.com/res/v1/web/search",
+        "https://api.search.brave.com/res/v1/llm/context",
+        "http://127.0.0.1:8765",
+        "http://proxy.lan:8080/brave/res/v1/web/search/",
+    ],
+)
+def test_the_service_takes_brave_api_url_as_root_or_endpoint(given):
+    assert config.brave_api_url(given) == given
+
+
+def test_brave_api_url_behind_a_proxy_keeps_its_path(monkeypatch):
+    monkeypatch.setenv("BRAVE_API_URL", "http://proxy.lan:8080/brave/res/v1/web/search")
+    monkeypatch.setenv("BRAVE_API_KEY", "key")
+    params: dict = {"searxng_locale": "all", "pageno": 1, "headers": {}}
+    engine.request("q", params)
+    assert params["url"].split("?")[0] == "http://proxy.lan:8080/brave/res/v1/web/search"
+
+
 @pytest.mark.parametrize(("level", "word"), [(0, "off"), (1, "moderate"), (2, "strict")])
 def test_safesearch_levels_become_words(level, word):
     assert engine.request_params("q", locale="all", safe_search=level)["safesearch"] == word
