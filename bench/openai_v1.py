@@ -1,7 +1,8 @@
-"""First-token overhead of /v1 (the OpenAI-compatible endpoint) against the fake model
-server called directly, and a search answer's overhead (one web_search round, then the
-answer). Everything on loopback: the fake model server, a real SearXNG on the fake Brave
-API, the real service in its own process.
+"""First-token overhead of /v1 (the OpenAI-compatible endpoint: Chat Completions, and the
+Responses API's first text delta) against the fake model server called directly, and a
+search answer's overhead (one web_search round, then the answer). Everything on loopback:
+the fake model server, a real SearXNG on the fake Brave API, the real service in its own
+process.
 
 Run: .venv/bin/python bench/openai_v1.py [REQUESTS]
 """
@@ -29,15 +30,22 @@ SLOW = Reply(text="word " * 2000, split=5, chunk_delay=0.02)
 QUESTION = [{"role": "user", "content": "hello"}]
 
 
+def has_content(line: str) -> bool:
+    """A Chat Completions chunk with content, or the Responses API's text delta."""
+    squeezed = line.replace(" ", "")
+    if '"type":"response.output_text.delta"' in squeezed:
+        return True
+    return '"content":"' in squeezed and '"content":""' not in squeezed
+
+
 def first_content(http: httpx.Client, url: str, body: dict) -> float:
-    """Seconds from the request to the first chunk with content; the stream read to its end."""
+    """Seconds from the request to the first event with content; the stream read to its end."""
     started = time.perf_counter()
     elapsed = None
     with http.stream("POST", url, json=body) as response:
         assert response.status_code == 200, response.read()
         for line in response.iter_lines():
-            squeezed = line.replace(" ", "")
-            if elapsed is None and '"content":"' in squeezed and '"content":""' not in squeezed:
+            if elapsed is None and has_content(line):
                 elapsed = time.perf_counter() - started
     if elapsed is None:
         raise RuntimeError("no content")
@@ -74,13 +82,17 @@ def main(requests: int) -> None:
         llm.default = ANSWER
         v1 = f"{chat.url}/v1/chat/completions"
         body = {"model": "fake-model", "messages": QUESTION, "stream": True}
+        responses = f"{chat.url}/v1/responses"
+        asked = {"model": "fake-model", "input": "hello", "stream": True}
         with httpx.Client(timeout=60) as http:
             first_content(http, v1, body)  # warm: connections, the window probe, the models
-            direct, through, plain, searching = [], [], [], []
+            first_content(http, responses, asked)
+            direct, through, items, plain, searching = [], [], [], [], []
             for number in range(requests):
                 through.append(first_content(http, v1, body) * 1000)
                 sent = {**llm.requests[-1].body}
                 direct.append(first_content(http, f"{llm.api_base}/chat/completions", sent) * 1000)
+                items.append(first_content(http, responses, asked) * 1000)
                 plain.append(first_content(http, v1, {**body, "web_search": False}) * 1000)
                 query = {"query": f"question {number}"}  # a new query: not a repeat
                 llm.script(Reply(tool_calls=[ToolCall("web_search", query)]), ANSWER)
@@ -92,6 +104,8 @@ def main(requests: int) -> None:
     row("model server directly", direct)
     row("through /v1", through)
     row("added by /v1", added)
+    row("through /v1/responses", items)
+    row("added by /v1/responses", [i - d for i, d in zip(items, direct, strict=True)])
     row("through /v1, web_search off", plain)
     row("added, web_search off", [p - d for p, d in zip(plain, direct, strict=True)])
     row("through /v1, one search first", searching)

@@ -28,17 +28,7 @@ from tests.fakes.llm_server import (
     server_error,
     tools_unsupported,
 )
-
-
-def client_of(chat, api_key: str = "unused", **options) -> openai.OpenAI:
-    """The SDK on the service's transport, in-process or on its socket."""
-    return openai.OpenAI(
-        base_url=f"{chat.url}/v1",
-        api_key=api_key,
-        max_retries=0,
-        http_client=chat.client(),
-        **options,
-    )
+from tests.openai_clients import client_of, search_then_fetch, weather_by_the_client_s_tool
 
 
 def tool_names(recorded) -> list[str]:
@@ -74,37 +64,6 @@ def test_a_plain_answer(chat, llm):
     assert tool_names(llm.requests[-1]) == ["web_search", "web_fetch"]
     # Nothing is stored: the history is the client's.
     assert chat.http.get("/api/conversations").json() == []
-
-
-def search_then_fetch(llm, article: str) -> None:
-    llm.script(
-        Reply(
-            tool_calls=[ToolCall("web_search", {"query": "python asyncio"})],
-            usage={
-                "prompt_tokens": 100,
-                "completion_tokens": 5,
-                "prompt_tokens_details": {"cached_tokens": 40},
-            },
-        ),
-        Reply(
-            tool_calls=[ToolCall("web_fetch", {"url": article})],
-            usage={"prompt_tokens": 600, "completion_tokens": 6},
-        ),
-        Reply(reply_to=citing_the_page),
-    )
-
-
-def citing_the_page(body: dict) -> Reply:
-    """The model cites the page it read by the number its result gave it ("[n] ...")."""
-    number = re.match(r"\[(\d+)\]", body["messages"][-1]["content"]).group(1)
-    return Reply(
-        text=f"Asyncio runs coroutines on an event loop [{number}].",
-        usage={
-            "prompt_tokens": 1500,
-            "completion_tokens": 12,
-            "prompt_tokens_details": {"cached_tokens": 500},
-        },
-    )
 
 
 def check_cited(text: str, annotations, article: str) -> None:
@@ -216,11 +175,7 @@ WEATHER = {
 
 
 def test_a_client_tool_is_passed_through_and_continued(chat, llm, brave):
-    llm.script(
-        Reply(tool_calls=[ToolCall("web_search", {"query": "weather news"})]),
-        Reply(tool_calls=[ToolCall("get_weather", {"city": "Kraków"}, id="call_w")]),
-        Reply(text="It is sunny in Kraków."),
-    )
+    weather_by_the_client_s_tool(llm)
     client = client_of(chat)
     asked = [{"role": "user", "content": "Weather in Kraków?"}]
     first = client.chat.completions.create(model="fake-model", messages=asked, tools=[WEATHER])

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import secrets
 import time
-from typing import Annotated, Literal, Required
+from typing import Annotated, ClassVar, Literal, Required
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool
 from typing_extensions import TypedDict
@@ -176,16 +176,35 @@ class WebSearchOptions(BaseModel):
     user_location: UserLocation | None = None
 
 
-class ChatCompletionBody(BaseModel):
-    """POST /v1/chat/completions. Beside OpenAI's fields, four of ours: `web_search`
-    (false: no web tools for this request), `search_language` (the results' language,
-    'de' or 'de-AT'; the country may come from web_search_options.user_location) and
-    `search_activity` (false: what was searched and read is not told as reasoning) and
-    `sources_in_text` (true: the cited sources listed as links after the answer, for a
-    client that shows no annotations)."""
+class OurFields(BaseModel):
+    """The fields of ours both endpoints read beside OpenAI's: `web_search` (false: no web
+    tools for this request), `search_language` (the results' language, 'de' or 'de-AT';
+    the country may come from the request's user_location), `search_activity` (false:
+    what was searched and read is not told) and `sources_in_text` (true: the cited sources
+    listed as links after the answer, for a client that shows no annotations)."""
 
     model_config = ConfigDict(extra="allow")
     model: Annotated[str, Field(min_length=1, max_length=200)]
+    web_search: StrictBool = True
+    search_language: Annotated[str, Field(pattern=LOCALE.pattern)] | None = None
+    search_activity: StrictBool = True
+    sources_in_text: StrictBool = False
+    location_param: ClassVar[str] = "web_search_options"
+    """The field that holds the user's location, named when its country is refused."""
+
+    def passed_on(self) -> PassedOn:
+        """The model server's own fields, as the client sent them."""
+        raise NotImplementedError
+
+    @property
+    def country(self) -> str | None:
+        """The country of the search results the request names (ISO 3166-1 alpha-2)."""
+        raise NotImplementedError
+
+
+class ChatCompletionBody(OurFields):
+    """POST /v1/chat/completions, with our four fields (`OurFields`)."""
+
     messages: Annotated[list[ChatMessage], Field(min_length=1, max_length=2000)]
     """Kept as sent: a message's, a part's or a tool's fields not named in their types
     stay in them (extra="allow" reaches the TypedDicts) and pass on to the model."""
@@ -194,10 +213,6 @@ class ChatCompletionBody(BaseModel):
     tools: Annotated[list[FunctionTool], Field(max_length=128)] | None = None
     web_search_options: WebSearchOptions | None = None
     n: Annotated[int, Field(ge=1, le=1)] | None = None
-    web_search: StrictBool = True
-    search_language: Annotated[str, Field(pattern=LOCALE.pattern)] | None = None
-    search_activity: StrictBool = True
-    sources_in_text: StrictBool = False
 
     def passed_on(self) -> PassedOn:
         """The model server's own fields, as the client sent them."""

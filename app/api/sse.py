@@ -35,6 +35,11 @@ async def nothing() -> None:
     """The end of a stream that holds nothing to release."""
 
 
+def encode_named(event: Mapping[str, Any]) -> bytes:
+    """An event with its type as the SSE event name too, as the Responses API sends it."""
+    return b"event: " + str(event["type"]).encode() + b"\n" + encode(event)
+
+
 class EventStream(Response):
     """Streams `events`, closing the generator before `closed` runs, once, however the
     stream ends (also when the client left before it started)."""
@@ -46,11 +51,13 @@ class EventStream(Response):
         events: AsyncGenerator[Mapping[str, Any], None] | AsyncGenerator[Numbered, None],
         closed: Callable[[], Awaitable[None]] = nothing,
         end: bytes = b"",
+        named: bool = False,
     ) -> None:
         self.events = events
         self.closed = closed
         self.end = end
         """Sent after the last event of a stream that was not stopped (/v1's [DONE])."""
+        self.encode = encode_named if named else encode
         self.status_code = 200
         self.background = None
         # no-store: an answer is never replayed from a cache; X-Accel-Buffering: nginx
@@ -68,7 +75,7 @@ class EventStream(Response):
                             await send(
                                 {
                                     "type": "http.response.body",
-                                    "body": encode(event),
+                                    "body": self.encode(event),
                                     "more_body": True,
                                 }
                             )

@@ -93,6 +93,9 @@ class CompletionEvent:
     usage: Usage | None = None
     citations: list[Citation] = field(default_factory=list)
     sources: list[Source] = field(default_factory=list)
+    step: Step | None = None
+    """On the ``reasoning`` line that tells a tool step: the step itself, with the `sources`
+    gathered so far, for a surface that shows steps as items (the Responses API)."""
 
 
 @dataclass
@@ -251,7 +254,8 @@ def told(prompt: ClientPrompt, said: engine.EngineEvent) -> CompletionEvent | No
         case engine.Stepped(result, gathered):
             prompt.gathered = gathered
             if activity and (line := activity_line(result)):
-                return CompletionEvent("reasoning", line + "\n")
+                sources = list(gathered.sources)
+                return CompletionEvent("reasoning", line + "\n", sources=sources, step=result.event)
         case engine.Warned(message) if activity:
             return CompletionEvent("reasoning", f"Note: {message}\n")
         case engine.Discarded(text_chars, reasoning_chars):

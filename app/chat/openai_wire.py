@@ -24,11 +24,17 @@ whatever a server adds): unknown to us by design, passed through as the client s
 hence open."""
 
 
+class ImageUrl(TypedDict, total=False):
+    url: Required[str]
+    detail: str
+
+
 class ContentPart(TypedDict, total=False):
     """One part of a message's content: text, image_url, input_audio, file..."""
 
     type: Required[str]
     text: str
+    image_url: ImageUrl
 
 
 class FunctionCall(TypedDict):

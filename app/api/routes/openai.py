@@ -1,24 +1,28 @@
 """/v1: the OpenAI-compatible chat endpoint that searches, for other clients (Open WebUI,
-LibreChat, Continue, the OpenAI SDK; docs/openai.md). The answer is app.chat.completion's;
-this is its HTTP: the body checked, the events shaped as OpenAI's, Stop as the hang-up."""
+LibreChat, Continue, the OpenAI SDK; docs/openai.md), as Chat Completions and as the
+Responses API (the Agents SDK, pydantic-ai). The answer is app.chat.completion's; this is
+its HTTP: the body checked, the events shaped as OpenAI's, Stop as the hang-up."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncGenerator, Coroutine
+from collections.abc import AsyncGenerator, Awaitable, Callable, Coroutine
 from contextlib import aclosing
+from typing import TypeVar
 
 from fastapi import APIRouter, Request, Response
 from typing_extensions import TypedDict
 
 from app import jsoncodec
 from app.api import openai_shapes as shapes
+from app.api import responses_shapes
 from app.api.answer_slots import AnswerSlots, Slot
 from app.api.deps import ServicesDep
 from app.api.sse import EventStream
 from app.chat.completion import CompletionEvent, CompletionRequest, answer, request_locale
-from app.chat.openai_wire import ChatMessage
+from app.chat.openai_wire import ChatMessage, FunctionTool
+from app.chat.responses_input import function_tools, messages_of
 from app.chat.services import Services
 from app.errors import ServiceError
 from app.model.failures import Failure, LLMError
@@ -28,6 +32,8 @@ logger = logging.getLogger(__name__)
 router = APIRouter(prefix="/v1")
 
 DONE = b"data: [DONE]\n\n"
+Answered = TypeVar("Answered")
+"""What an endpoint answers: a response object, or the stream's Response."""
 INLINE_CHECK_BYTES = 64 * 1024
 ANSWERED: dict[int | str, dict[str, object]] = {
     200: {
@@ -39,6 +45,14 @@ ANSWERED: dict[int | str, dict[str, object]] = {
         },
     },
     **shapes.error_responses(400, 401, 404, 413, 415, 429, 502),
+}
+RESPONSES_ANSWERED: dict[int | str, dict[str, object]] = {
+    **ANSWERED,
+    200: {
+        "description": "a response, or with stream: Server-Sent Events of the Responses "
+        "API's events, from response.created to response.completed",
+        "content": ANSWERED[200]["content"],
+    },
 }
 
 
@@ -106,15 +120,43 @@ async def models(services: ServicesDep) -> OpenAIModelList:
 async def chat_completions(
     body: shapes.ChatCompletionBody, services: ServicesDep, http: Request
 ) -> Response | shapes.ChatCompletion:
-    length = http.headers.get("content-length", "")
-    request = await completion_request(services, body, int(length) if length.isdigit() else None)
+    messages = [passed_on(m) for m in body.messages]
+    request = await client_request(services, body, http, messages, list(body.tools or []))
+    return await in_slot(http, lambda slot: respond(services, request, body, http, slot))
+
+
+@router.post("/responses", response_model=None, responses=RESPONSES_ANSWERED)
+async def responses(
+    body: responses_shapes.ResponsesBody, services: ServicesDep, http: Request
+) -> Response | responses_shapes.ResponseObject:
+    """The Responses API over the same answer (docs/openai.md, "The Responses API")."""
+    stateless(body)
+    messages = messages_of(body.instructions, body.input)
+    tools = function_tools(body.function_tools)
+    request = await client_request(services, body, http, messages, tools)
+    return await in_slot(http, lambda slot: respond_items(services, request, body, http, slot))
+
+
+async def in_slot(http: Request, answering: Callable[[Slot], Awaitable[Answered]]) -> Answered:
+    """The answer in a place among those running (AnswerSlots; none free: Busy, 429), which
+    `answering` releases when the answer ends, or which is released here if it fails."""
     slots: AnswerSlots = http.app.state.answer_slots
     slot = slots.take(http.client.host if http.client else "unknown")
     try:
-        return await respond(services, request, body, http, slot)
+        return await answering(slot)
     except BaseException:
         await slot.release()
         raise
+
+
+def stateless(body: responses_shapes.ResponsesBody) -> None:
+    """A request for a response run in the background, to be fetched later, is refused:
+    nothing is stored here (as of /v1/chat/completions; `previous_response_id` and
+    `conversation` are refused by the body's own schema)."""
+    if (body.model_extra or {}).get("background") is True:
+        raise OpenAIError(
+            400, "background is not supported: this service stores no responses", "background"
+        )
 
 
 async def respond(
@@ -127,23 +169,55 @@ async def respond(
     """The answer, whole or streamed; `slot` released when it ends (a stream's end)."""
     events = answer(services, request)
     if not body.stream:
-        collected = await unless_hung_up(collect(events), http)
-        await slot.release()
-        if collected is None:
+        if (collected := await whole(events, http, slot)) is None:
             return Response(status_code=499)  # no one left to read it
         return shapes.completion_object(request.model, collected)
     usage = bool(body.stream_options and body.stream_options.include_usage)
     chunks = shapes.Chunks(request.model, usage)
-    # The first event is awaited here: a model server that fails before any output is
-    # answered with its status, not with a stream that starts and breaks.
+    first = await opened(events)
+    return EventStream(streamed(events, first, chunks), closed=slot.release, end=DONE)
+
+
+async def respond_items(
+    services: Services,
+    request: CompletionRequest,
+    body: responses_shapes.ResponsesBody,
+    http: Request,
+    slot: Slot,
+) -> Response | responses_shapes.ResponseObject:
+    """The answer as a response object, or its stream of events (no [DONE]: the Responses
+    API ends with response.completed); `slot` released when it ends."""
+    events = answer(services, request)
+    items = responses_shapes.ResponseStream(
+        request.model, responses_shapes.echoed(body), body.stream
+    )
+    if not body.stream:
+        if (collected := await whole(events, http, slot)) is None:
+            return Response(status_code=499)  # no one left to read it
+        return items.whole(collected)
+    first = await opened(events)
+    return EventStream(streamed_items(events, first, items), closed=slot.release, named=True)
+
+
+async def opened(events: AsyncGenerator[CompletionEvent, None]) -> CompletionEvent:
+    """The first event, awaited before the stream starts: a model server that fails before
+    any output is answered with its status, not with a stream that starts and breaks."""
     try:
-        first = await anext(events)
+        return await anext(events)
     except BaseException as exc:
         await events.aclose()
         if isinstance(exc, Exception):
             raise upstream_error(exc) from None
         raise
-    return EventStream(streamed(events, first, chunks), closed=slot.release, end=DONE)
+
+
+async def whole(
+    events: AsyncGenerator[CompletionEvent, None], http: Request, slot: Slot
+) -> list[CompletionEvent] | None:
+    """The answer not streamed, its slot released; None when the client hung up first."""
+    collected = await unless_hung_up(collect(events), http)
+    await slot.release()
+    return collected
 
 
 async def collect(events: AsyncGenerator[CompletionEvent, None]) -> list[CompletionEvent]:
@@ -178,9 +252,16 @@ async def hung_up(http: Request) -> None:
         pass
 
 
-async def completion_request(
-    services: Services, body: shapes.ChatCompletionBody, length: int | None
+async def client_request(
+    services: Services,
+    body: shapes.OurFields,
+    http: Request,
+    messages: list[ChatMessage],
+    tools: list[FunctionTool],
 ) -> CompletionRequest:
+    """What either endpoint asks of the answer, its model and locale checked."""
+    length = http.headers.get("content-length", "")
+    size = int(length) if length.isdigit() else None
     model = body.model.strip()
     if not await services.served.offers(model):
         raise OpenAIError(
@@ -189,19 +270,19 @@ async def completion_request(
             "model",
             code="model_not_found",
         )
-    small = length is not None and length <= INLINE_CHECK_BYTES
+    small = size is not None and size <= INLINE_CHECK_BYTES
     if not (encodable(body) if small else await asyncio.to_thread(encodable, body)):
         raise OpenAIError(400, "the request holds a lone surrogate, which is not valid Unicode")
     try:
         locale = request_locale(body.country, body.search_language, services.settings.search_locale)
     except ServiceError as exc:
-        where = "search_language" if body.search_language else "web_search_options"
+        where = "search_language" if body.search_language else body.location_param
         raise OpenAIError(400, str(exc), where) from None
     return CompletionRequest(
         model=model,
-        messages=[passed_on(m) for m in body.messages],
+        messages=messages,
         params=body.passed_on(),
-        client_tools=list(body.tools or []),
+        client_tools=tools,
         locale=locale,
         web_search=body.web_search,
         activity=body.search_activity,
@@ -209,7 +290,7 @@ async def completion_request(
     )
 
 
-def encodable(body: shapes.ChatCompletionBody) -> bool:
+def encodable(body: shapes.OurFields) -> bool:
     """Whether the body can go to the model server as JSON: JSON's "\\ud800" decodes to a
     lone surrogate, which no UTF-8 encoder takes (a body of megabytes is milliseconds of
     encoding: checked in a thread beyond INLINE_CHECK_BYTES)."""
@@ -242,3 +323,24 @@ async def streamed(
         except Exception as error:  # an error chunk, as OpenAI sends one mid-stream
             failed = upstream_error(error)
             yield shapes.error_body(failed.status, str(failed), code=failed.code)
+
+
+async def streamed_items(
+    events: AsyncGenerator[CompletionEvent, None],
+    first: CompletionEvent,
+    items: responses_shapes.ResponseStream,
+) -> AsyncGenerator[responses_shapes.StreamEvent, None]:
+    """The Responses API's events of the answer; a failure after the stream began is its
+    error event, then response.failed."""
+    async with aclosing(events) as answered:
+        for event in [*items.started(), *items.of(first)]:
+            yield event
+        try:
+            async for told in answered:
+                for event in items.of(told):
+                    yield event
+        except Exception as error:
+            failed = upstream_error(error)
+            code = "rate_limit_exceeded" if failed.status == 429 else "server_error"
+            for event in items.failed(code, str(failed)):
+                yield event
