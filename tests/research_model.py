@@ -10,7 +10,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from tests.fakes.llm_server import Reply
+import pytest
+
+from tests.fakes.llm_server import FakeLLM, Reply
 
 STEP = re.compile(r"Research step: (\w+)\.")
 QUESTION = "How long do pierogi boil?"
@@ -93,3 +95,11 @@ class ScriptedResearcher:
         if self.prose:
             return Reply(text=f"Here it is:\n```json\n{text}\n```\nAnything else?")
         return Reply(text=text)
+
+
+def scripted_on(llm: FakeLLM, monkeypatch: pytest.MonkeyPatch) -> ScriptedResearcher:
+    """The fake model server answering every request as a ScriptedResearcher."""
+    llm.clear()
+    scripted = ScriptedResearcher()
+    monkeypatch.setattr(llm, "default", Reply(reply_to=scripted.reply))
+    return scripted

@@ -26,7 +26,13 @@ from app.research.events import Event, Finished, ResearchResult, StepStarted
 from app.research.start import prepared
 from tests.conftest import ROOT, chat_env, run_main
 from tests.fakes.llm_server import Reply
-from tests.research_model import ARTICLE_QUOTE, QUESTION, ScriptedResearcher, plan_of
+from tests.research_model import (
+    ARTICLE_QUOTE,
+    QUESTION,
+    ScriptedResearcher,
+    plan_of,
+    scripted_on,
+)
 from tests.resolving import resolve_everything_privately
 
 RESULT_KEYS = {"status", "report", "plan", "sources", "not_found", "spent", "stopped_by"}
@@ -42,10 +48,7 @@ SPENT_KEYS = {
 
 @pytest.fixture
 def researcher(llm, monkeypatch) -> ScriptedResearcher:
-    llm.clear()
-    scripted = ScriptedResearcher()
-    monkeypatch.setattr(llm, "default", Reply(reply_to=scripted.reply))
-    return scripted
+    return scripted_on(llm, monkeypatch)
 
 
 @pytest.fixture

@@ -17,6 +17,7 @@ from app.chat.openai_wire import tool_call_object as message_tool_call
 from app.config import LOCALE
 from app.model.tool_calls import ToolCall
 from app.model.usage import Usage
+from app.research.budget import MAX_MINUTES, MAX_PAGES, MAX_SEARCHES
 
 OWN_FIELDS = frozenset(
     {
@@ -31,6 +32,7 @@ OWN_FIELDS = frozenset(
         "search_language",
         "search_activity",
         "sources_in_text",
+        "research",
     }
 )
 """Fields read here; every other one is the model server's (temperature, stop, seed...)."""
@@ -176,13 +178,24 @@ class WebSearchOptions(BaseModel):
     user_location: UserLocation | None = None
 
 
+class ResearchOptions(BaseModel):
+    """`research` as an object: the run's budget, each bound within the service's caps
+    (docs/research.md); one left out is the default."""
+
+    model_config = ConfigDict(extra="forbid")
+    searches: Annotated[int, Field(ge=1, le=MAX_SEARCHES)] | None = None
+    pages: Annotated[int, Field(ge=1, le=MAX_PAGES)] | None = None
+    minutes: Annotated[float, Field(gt=0, le=MAX_MINUTES)] | None = None
+
+
 class ChatCompletionBody(BaseModel):
-    """POST /v1/chat/completions. Beside OpenAI's fields, four of ours: `web_search`
+    """POST /v1/chat/completions. Beside OpenAI's fields, five of ours: `web_search`
     (false: no web tools for this request), `search_language` (the results' language,
     'de' or 'de-AT'; the country may come from web_search_options.user_location) and
     `search_activity` (false: what was searched and read is not told as reasoning) and
     `sources_in_text` (true: the cited sources listed as links after the answer, for a
-    client that shows no annotations)."""
+    client that shows no annotations) and `research` (true, or its budget: the last user
+    message researched, docs/research.md)."""
 
     model_config = ConfigDict(extra="allow")
     model: Annotated[str, Field(min_length=1, max_length=200)]
@@ -198,6 +211,7 @@ class ChatCompletionBody(BaseModel):
     search_language: Annotated[str, Field(pattern=LOCALE.pattern)] | None = None
     search_activity: StrictBool = True
     sources_in_text: StrictBool = False
+    research: StrictBool | ResearchOptions = False
 
     def passed_on(self) -> PassedOn:
         """The model server's own fields, as the client sent them."""

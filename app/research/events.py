@@ -146,6 +146,20 @@ class ResearchResult:
             "stopped_by": str(self.stopped_by) if self.stopped_by else None,
         }
 
+    def tried_text(self) -> str:
+        """No report without sources: what was tried instead, for a run that found
+        nothing."""
+        tried = self.tried
+        lines = ["nothing found: no page read held an answer, so no report was written."]
+        if self.cut_short:
+            lines.append(self.cut_short)
+        queries = "; ".join(repr(q) for q in tried.queries) or "none"
+        lines.append(f"searched: {queries}")
+        lines.append(f"pages read: {self.spent.pages}")
+        for kind, what in tried.failures.items():
+            lines.append(f"{kind} ({len(what)}): " + "; ".join(what[:5]))
+        return "\n".join(lines)
+
 
 @dataclass(frozen=True)
 class Finished:

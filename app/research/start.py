@@ -32,9 +32,11 @@ async def prepared(
     client: ModelClient,
     locale: str,
     stop: asyncio.Event | None = None,
+    model: str | None = None,
 ) -> Research:
-    """The run, its budget's tokens derived from the window its model is served with."""
-    model = settings.default_model
+    """The run, its budget's tokens derived from the window its model is served with;
+    the model the caller names (a /v1 request's), else DEFAULT_MODEL."""
+    model = model or settings.default_model
     if not model:
         raise NoModel("no model to research with: set DEFAULT_MODEL (or MODELS)")
     served = await client.served_window(model)
