@@ -20,24 +20,10 @@ from app.chat.services import Services
 from app.model.failures import Failure, LLMError
 from app.model.usage import Usage
 from app.research.budget import Budget
-from app.research.events import (
-    Event,
-    Finished,
-    PageRead,
-    Planned,
-    ResearchResult,
-    Searched,
-    StepStarted,
-)
+from app.research.events import Finished, ResearchResult, progress_line
 from app.research.start import prepared
 
 logger = logging.getLogger(__name__)
-
-STEP_LINES = {
-    "plan": "Planning the research",
-    "reflect": "Reflecting on the notes",
-    "report": "Writing the report",
-}
 
 
 def budget_of(options: ResearchOptions | bool) -> Budget:
@@ -101,22 +87,3 @@ def ended(result: ResearchResult) -> list[CompletionEvent]:
     usage = Usage(prompt_tokens=spent.prompt_tokens, completion_tokens=spent.completion_tokens)
     done = CompletionEvent("done", usage=usage, citations=citations(text, sources), sources=sources)
     return [CompletionEvent("delta", text), done]
-
-
-def progress_line(event: Event) -> str | None:
-    """One line per step, search and page: what the run is doing."""
-    match event:
-        case Planned(plan):
-            return "Plan:\n" + "\n".join(f"- {q}" for q in plan.questions())
-        case StepStarted("plan" | "reflect" | "report" as step):
-            return STEP_LINES[step]
-        case Searched(query, locale, results, cached, error):
-            if error:
-                return f"Search {query!r} ({locale}) failed: {error}"
-            return f"Searched {query!r} ({locale}): {results} results" + (
-                " (cached)" if cached else ""
-            )
-        case PageRead(url, title, error):
-            host = urlsplit(url).hostname or url
-            return f"Could not read {host}: {error}" if error else f"Read {title or url!r} ({host})"
-    return None
