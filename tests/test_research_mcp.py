@@ -15,9 +15,14 @@ import anyio
 import pytest
 from mcp import Client, StdioServerParameters
 
-from tests.conftest import ROOT, ChatService, chat_env, service_for
-from tests.research_model import QUESTION, ScriptedResearcher, scripted_on
-from tests.resolving import resolve_everything_privately
+from tests.conftest import ROOT, ChatService, chat_env
+from tests.research_model import (
+    QUESTION,
+    ScriptedResearcher,
+    article_first,
+    research_service,
+    scripted_on,
+)
 
 # The MCP SDK's clients make their own connections, to the service's address.
 pytestmark = pytest.mark.socket
@@ -30,19 +35,12 @@ def researcher(llm, monkeypatch) -> ScriptedResearcher:
 
 @pytest.fixture
 def article(brave, pages, monkeypatch) -> str:
-    """Every search's first result is the page server's article; in the service's process
-    every other name resolves privately (the stdio server's own lookups fail offline)."""
-    resolve_everything_privately(monkeypatch)
-    url = f"{pages.url}/article"
-    monkeypatch.setattr(brave, "first_result", {"url": url, "title": "Pierogi, step by step"})
-    return url
+    return article_first(brave, pages, monkeypatch)
 
 
 @pytest.fixture
 def service(request, llm, pages, searxng, brave, tmp_path) -> Iterator[ChatService]:
-    llm.clear()
-    env = chat_env(llm, tmp_path, pages, SEARCH_RATE="50")
-    with service_for(request, env, searxng.url) as started:
+    with research_service(request, llm, pages, searxng.url, tmp_path) as started:
         yield started
 
 
@@ -127,6 +125,8 @@ def test_bad_budgets_are_tool_errors(service, llm):
                 for bad in ({"searches": 0}, {"pages": 61}, {"minutes": 0})
             ]
 
-    for result in asyncio.run(scenario()):
-        assert result.is_error
+    for result, bound in zip(
+        asyncio.run(scenario()), ("searches", "pages", "minutes"), strict=True
+    ):
+        assert result.is_error and bound in result.content[0].text, result.content
     assert llm.requests == []

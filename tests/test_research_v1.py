@@ -10,9 +10,15 @@ from collections.abc import Iterator
 import openai
 import pytest
 
-from tests.conftest import ChatService, chat_env, service_for
-from tests.research_model import QUESTION, ScriptedResearcher, plan_of, scripted_on
-from tests.resolving import resolve_everything_privately
+from tests.conftest import ChatService
+from tests.research_model import (
+    QUESTION,
+    ScriptedResearcher,
+    article_first,
+    plan_of,
+    research_service,
+    scripted_on,
+)
 
 ASKED = [{"role": "user", "content": QUESTION}]
 
@@ -24,20 +30,12 @@ def researcher(llm, monkeypatch) -> ScriptedResearcher:
 
 @pytest.fixture
 def article(brave, pages, monkeypatch) -> str:
-    """Every search's first result is the page server's article; every other name
-    resolves privately, so only the page server is read."""
-    resolve_everything_privately(monkeypatch)
-    url = f"{pages.url}/article"
-    monkeypatch.setattr(brave, "first_result", {"url": url, "title": "Pierogi, step by step"})
-    return url
+    return article_first(brave, pages, monkeypatch)
 
 
 @pytest.fixture
 def service(request, llm, pages, searxng, brave, tmp_path) -> Iterator[ChatService]:
-    """The chat service, its searches unpaced (a research makes several)."""
-    llm.clear()
-    env = chat_env(llm, tmp_path, pages, SEARCH_RATE="50")
-    with service_for(request, env, searxng.url) as started:
+    with research_service(request, llm, pages, searxng.url, tmp_path) as started:
         yield started
 
 
