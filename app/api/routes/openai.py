@@ -16,7 +16,7 @@ from app import jsoncodec
 from app.api import openai_shapes as shapes
 from app.api.answer_slots import AnswerSlots, Slot
 from app.api.deps import ServicesDep
-from app.api.research_answer import research_answer
+from app.api.research_answer import question_of, research_answer
 from app.api.sse import EventStream
 from app.chat.completion import CompletionEvent, CompletionRequest, answer, request_locale
 from app.chat.openai_wire import ChatMessage
@@ -127,6 +127,8 @@ async def respond(
 ) -> Response | shapes.ChatCompletion:
     """The answer, whole or streamed; `slot` released when it ends (a stream's end)."""
     research = body.research
+    if research and not question_of(request).strip():
+        raise OpenAIError(400, "a research needs a question: a user message with text", "messages")
     events = research_answer(services, request, research) if research else answer(services, request)
     if not body.stream:
         collected = await unless_hung_up(collect(events), http)
