@@ -87,7 +87,9 @@ def transports(services: Services) -> Transports:
     """The server's managers. The SDK's own Host and Origin check is off: it knows
     neither ALLOWED_HOSTS nor our own origin (app/api/access.py checks them first)."""
     tools = WebTools(services.searcher, services.settings, services.extraction)
-    researcher = ResearchTool(services.searcher, services.settings, services.model)
+    researcher = ResearchTool(
+        services.searcher, services.settings, services.model, services.extraction
+    )
     lowlevel = build_server(tools, researcher)._lowlevel_server
     security = TransportSecuritySettings(enable_dns_rebinding_protection=False)
     return Transports(

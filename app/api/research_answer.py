@@ -53,6 +53,7 @@ async def research_answer(
         client=services.model,
         locale=request.locale,
         model=request.model,
+        extract=services.extraction,
     )
     try:
         async with aclosing(research.events()) as events:

@@ -20,6 +20,7 @@ from pydantic import BaseModel, Field
 from app import config
 from app.errors import ServiceError
 from app.model.client import ModelClient
+from app.pages.fetch import Extract
 from app.research.budget import Budget
 from app.research.events import Finished, ResearchResult, Status, progress_line
 from app.research.start import prepared
@@ -71,11 +72,13 @@ class ResearchOutput(BaseModel):
 
 @dataclass
 class ResearchTool:
-    """What a run needs beside its question: the searcher, the settings, the model."""
+    """What a run needs beside its question: the searcher, the settings, the model, the
+    extractor (as WebTools')."""
 
     searcher: Searcher
     settings: config.Settings
     client: ModelClient
+    extract: Extract
 
     async def run(self, question: str, locale: str, budget: Budget, ctx: Context) -> CallToolResult:
         try:
@@ -86,6 +89,7 @@ class ResearchTool:
                 searcher=self.searcher,
                 client=self.client,
                 locale=locale or self.settings.search_locale,
+                extract=self.extract,
             )
         except ServiceError as exc:  # no model, a locale SearXNG cannot take
             raise ToolError(f"research refused: {exc}") from exc

@@ -164,9 +164,8 @@ async def serve_stdio(settings: config.Settings, searcher: Searcher) -> None:
     client = ModelClient.from_settings(settings)
     async with searcher:
         try:
-            server = build_server(
-                WebTools(searcher, settings, extraction), ResearchTool(searcher, settings, client)
-            )
+            tools = WebTools(searcher, settings, extraction)
+            server = build_server(tools, ResearchTool(searcher, settings, client, extraction))
             async with stdio_server() as (read_stream, write_stream):
                 await serve(server, read_stream, write_stream)
         finally:
