@@ -169,6 +169,18 @@ def test_a_quote_no_page_holds_is_no_finding(
     assert "nothing found" in run.stderr and "pages read: 1" in run.stderr
 
 
+def test_a_quote_of_the_readers_own_lines_is_no_finding(
+    llm, pages, brave, searxng, tmp_path, researcher, lookups, article
+):
+    """What web_fetch writes around a page (where the part lies, the untrusted-data tag,
+    the URL line) is no text of the page: a note quoting it is dropped."""
+    researcher.quotes = []
+    researcher.invented = ["The page's text, characters", f"URL: {article}"]
+    run = research(llm, pages, tmp_path, searxng.url)
+    assert run.returncode == 3, run.stdout
+    assert "nothing found" in run.stderr and "pages read: 1" in run.stderr
+
+
 def test_a_report_cut_off_mid_sentence_ends_at_its_last_whole_one(
     llm, pages, brave, searxng, tmp_path, researcher, lookups, article
 ):
