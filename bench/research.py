@@ -11,7 +11,8 @@ questions the corpus holds nothing on, which must all end "nothing found".
     .venv/bin/python bench/research.py [--rounds 2]
 
 The figures measure the run's structure and cost, not a model's judgement: the fake's
-choices are scripted. No real llama-server run and no plain-answer comparison here (see
+choices are scripted. Then the same questions as plain answers through /v1 (the service
+on the same web and model: one turn with our tools). No real llama-server run here (see
 docs/research.md, "Measured")."""
 
 from __future__ import annotations
@@ -22,9 +23,12 @@ import json
 import re
 import sys
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -34,10 +38,10 @@ from app.research.budget import Budget  # noqa: E402
 from app.research.events import ResearchResult  # noqa: E402
 from app.research.notes import folded  # noqa: E402
 from app.search.embedded import EmbeddedSearxng  # noqa: E402
-from bench.common import machine_load  # noqa: E402
+from bench.common import machine_load, service  # noqa: E402
 from tests.conftest import API_KEY, SERVER_LOCALE, chat_env, searxng_env  # noqa: E402
 from tests.fakes.brave_api import CorpusPage, FakeBrave  # noqa: E402
-from tests.fakes.llm_server import FakeLLM, Reply  # noqa: E402
+from tests.fakes.llm_server import FakeLLM, Reply, ToolCall  # noqa: E402
 from tests.fakes.loopback import LoopbackFake, LoopbackHandler  # noqa: E402
 
 STEP = re.compile(r"Research step: (\w+)\.")
@@ -156,7 +160,30 @@ def plausible(body: dict[str, Any]) -> Reply:
         lines = [NOTE.match(line) for line in user.split("Notes:\n", 1)[-1].splitlines()]
         said = [f"{m[3].rstrip('.')} [{m[1]}]." for m in lines if m]
         return Reply(text=" ".join(said))
-    return Reply(text="OK")
+    return plain_turn(messages)
+
+
+def plain_turn(messages: list[dict[str, Any]]) -> Reply:
+    """A chat turn with our tools, as a small model takes one: a search of the question,
+    the first result of the local web read, its sentences sharing the question's words
+    said with the page's number."""
+    question = next(m["content"] for m in reversed(messages) if m["role"] == "user")
+    last = messages[-1]
+    if last["role"] != "tool":
+        return Reply(tool_calls=[ToolCall("web_search", {"query": question.rstrip("?")})])
+    if last["content"].startswith("Results for"):
+        local = re.findall(r"http://127\.0\.0\.1:\d+/\w+", last["content"])
+        if not local:
+            return Reply(text="The search found nothing on this.")
+        return Reply(tool_calls=[ToolCall("web_fetch", {"url": local[0]})])
+    number = re.match(r"\[(\d+)\]", last["content"])
+    lines = last["content"].splitlines()
+    text = " ".join(line for line in lines if not line.startswith(HEADER))
+    asked = words(question)
+    said = [s for s in re.split(r"(?<=[.!?])\s+", text) if len(asked & words(s)) >= 2][:3]
+    cite = f" [{number[1]}]" if number else ""
+    answer = " ".join(f"{s.rstrip('.')}{cite}." for s in said)
+    return Reply(text=answer or "The page does not say.")
 
 
 @dataclass
@@ -164,7 +191,8 @@ class Measured:
     question: str
     status: str
     searches: int
-    cached: int
+    cached: int | None
+    """Searches the cache answered (unknown for /v1: its lines do not say)."""
     pages: int
     seconds: float
     tokens: int
@@ -198,6 +226,48 @@ def measured(question: str, result: ResearchResult) -> Measured:
     )
 
 
+def answered(http: httpx.Client, question: str) -> Measured:
+    """A plain answer through /v1: one turn with our tools; its searches and pages read
+    from its activity lines, its citations grounded when the cited page says the sentence."""
+    body = {"model": "fake-model", "messages": [{"role": "user", "content": question}]}
+    started = time.monotonic()
+    answer = http.post("/v1/chat/completions", json=body, timeout=120).json()
+    seconds = time.monotonic() - started
+    message = answer["choices"][0]["message"]
+    activity = message.get("reasoning_content", "")
+    sentences = [s for s in re.split(r"(?<=[.!?])\s+", message["content"].strip()) if s]
+    cited = [s for s in sentences if CITED.search(s)]
+    pages = {a["url_citation"]["url"].rsplit("/", 1)[-1] for a in message["annotations"]}
+    grounded = [
+        any(folded(CITED.sub("", s).strip()) in folded(PAGES[p][1]) for p in pages if p in PAGES)
+        for s in cited
+    ]
+    usage = answer.get("usage") or {}
+    return Measured(
+        question,
+        "answered" if cited else "uncited",
+        activity.count("Searched "),
+        None,
+        activity.count("Read "),
+        seconds,
+        usage.get("total_tokens", 0),
+        len(cited) / len(sentences) if sentences else None,
+        sum(grounded) / len(grounded) if grounded else None,
+    )
+
+
+def table(title: str, rows: list[Measured]) -> None:
+    print(f"\n{title}\n")
+    print("| question | status | searches (cached) | pages | s | tokens | citing | grounded |")
+    print("|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        print(
+            f"| {r.question} | {r.status} | {r.searches} ({'-' if r.cached is None else r.cached})"
+            f" | {r.pages} | "
+            f"{r.seconds:.1f} | {r.tokens:,} | {share(r.citing)} | {share(r.grounded)} |"
+        )
+
+
 def share(value: float | None) -> str:
     return "-" if value is None else f"{value:.0%}"
 
@@ -220,19 +290,17 @@ def main() -> None:
         )
         env = chat_env(llm, Path(scratch), FETCH_ALLOW_HOSTS=web.host, SEARCH_RATE="50")
         settings = config.load({**env, "SEARXNG_URL": searxng.url})
+        questions = [q for _ in range(args.rounds) for q in ANSWERABLE + NOTHING_THERE]
         rows = [
             measured(q, asyncio.run(researched(q, Budget(), "en-US", searxng.url, settings)))
-            for _ in range(args.rounds)
-            for q in ANSWERABLE + NOTHING_THERE
+            for q in questions
         ]
+        with service({**env, "SEARXNG_URL": searxng.url}) as served:
+            with httpx.Client(base_url=served.url) as http:
+                plain = [answered(http, q) for q in questions]
     print(f"load: {machine_load()}")
-    print("| question | status | searches (cached) | pages | s | tokens | citing | grounded |")
-    print("|---|---|---|---|---|---|---|---|")
-    for r in rows:
-        print(
-            f"| {r.question} | {r.status} | {r.searches} ({r.cached}) | {r.pages} | "
-            f"{r.seconds:.1f} | {r.tokens:,} | {share(r.citing)} | {share(r.grounded)} |"
-        )
+    table("Research:", rows)
+    table("A plain answer through /v1 (one turn with our tools):", plain)
     empty = [r for r in rows if r.question in NOTHING_THERE]
     found = sum(r.status == "nothing_found" for r in empty)
     print(f"\nnothing found where the corpus holds nothing: {found} of {len(empty)} runs")
