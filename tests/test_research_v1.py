@@ -116,14 +116,6 @@ def test_a_research_without_a_question_is_refused(service, llm):
     assert llm.requests == []
 
 
-def test_a_research_without_a_question_is_refused(service, llm):
-    body = {"model": "fake-model", "messages": [{"role": "system", "content": "Be brief."}]}
-    refused = service.http.post("/v1/chat/completions", json={**body, "research": True})
-    assert refused.status_code == 400, refused.text
-    assert refused.json()["error"]["param"] == "messages"
-    assert llm.requests == []
-
-
 @pytest.mark.socket  # the hang-up is the client's socket closing
 def test_a_client_hang_up_stops_the_research(service, llm, researcher, article):
     researcher.silent.add("plan")  # a model server slow to plan
