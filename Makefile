@@ -83,6 +83,7 @@ bench: $(BIN)/python
 	$(BIN)/python bench/scale_load.py
 	$(BIN)/python bench/crash_replicas.py
 	$(BIN)/python bench/llama.py
+	$(BIN)/python bench/research.py
 
 # The README's pictures: a finished search + fetch answer, light and dark, into docs/.
 screenshots: $(BIN)/python

@@ -6,11 +6,19 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
-from tests.fakes.llm_server import Reply
+import pytest
+
+from tests.conftest import ChatService, chat_env, service_for
+from tests.fakes.brave_api import FakeBrave
+from tests.fakes.llm_server import FakeLLM, Reply
+from tests.fakes.pages import PageServer
+from tests.resolving import resolve_everything_privately
 
 STEP = re.compile(r"Research step: (\w+)\.")
 QUESTION = "How long do pierogi boil?"
@@ -93,3 +101,31 @@ class ScriptedResearcher:
         if self.prose:
             return Reply(text=f"Here it is:\n```json\n{text}\n```\nAnything else?")
         return Reply(text=text)
+
+
+def scripted_on(llm: FakeLLM, monkeypatch: pytest.MonkeyPatch) -> ScriptedResearcher:
+    """The fake model server answering every request as a ScriptedResearcher."""
+    llm.clear()
+    scripted = ScriptedResearcher()
+    monkeypatch.setattr(llm, "default", Reply(reply_to=scripted.reply))
+    return scripted
+
+
+def article_first(brave: FakeBrave, pages: PageServer, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Every search's first result is the page server's article; in this process every
+    other name resolves privately, so only the page server is read."""
+    resolve_everything_privately(monkeypatch)
+    url = f"{pages.url}/article"
+    monkeypatch.setattr(brave, "first_result", {"url": url, "title": "Pierogi, step by step"})
+    return url
+
+
+@contextmanager
+def research_service(
+    request: pytest.FixtureRequest, llm: FakeLLM, pages: PageServer, searxng_url: str, tmp: Path
+) -> Iterator[ChatService]:
+    """The chat service, its searches unpaced (a research makes several)."""
+    llm.clear()
+    env = chat_env(llm, tmp, pages, SEARCH_RATE="50")
+    with service_for(request, env, searxng_url) as started:
+        yield started

@@ -123,7 +123,7 @@ def server(request: pytest.FixtureRequest) -> Any:
 def test_the_tools_are_listed_with_their_schemas_and_costs(server):
     tools = with_client(server, lambda c: c.list_tools())
     by_name = {tool.name: tool for tool in tools.tools}
-    assert set(by_name) == {"web_search", "web_fetch", "measure_locale"}
+    assert set(by_name) == {"web_search", "web_fetch", "measure_locale", "research"}
     search = by_name["web_search"]
     assert set(search.input_schema["properties"]) == {
         "query",
@@ -143,6 +143,12 @@ def test_the_tools_are_listed_with_their_schemas_and_costs(server):
     assert "thousands of tokens" in (fetch.description or "")
     measure = by_name["measure_locale"]
     assert set(measure.input_schema["properties"]) == {"query", "locales", "target", "top"}
+    research = by_name["research"]
+    budget = {"searches", "pages", "minutes"}
+    assert set(research.input_schema["properties"]) == {"question", "locale"} | budget
+    assert research.input_schema["required"] == ["question"]
+    assert "Brave queries" in (research.description or "")
+    assert {"report", "sources"} <= set(research.output_schema["properties"])
 
 
 def test_a_search_with_a_locale_reaches_brave_with_its_country_and_language(server, brave):

@@ -26,7 +26,13 @@ from app.research.events import Event, Finished, ResearchResult, StepStarted
 from app.research.start import prepared
 from tests.conftest import ROOT, chat_env, run_main
 from tests.fakes.llm_server import Reply
-from tests.research_model import ARTICLE_QUOTE, QUESTION, ScriptedResearcher, plan_of
+from tests.research_model import (
+    ARTICLE_QUOTE,
+    QUESTION,
+    ScriptedResearcher,
+    plan_of,
+    scripted_on,
+)
 from tests.resolving import resolve_everything_privately
 
 RESULT_KEYS = {"status", "report", "plan", "sources", "not_found", "spent", "stopped_by"}
@@ -42,10 +48,7 @@ SPENT_KEYS = {
 
 @pytest.fixture
 def researcher(llm, monkeypatch) -> ScriptedResearcher:
-    llm.clear()
-    scripted = ScriptedResearcher()
-    monkeypatch.setattr(llm, "default", Reply(reply_to=scripted.reply))
-    return scripted
+    return scripted_on(llm, monkeypatch)
 
 
 @pytest.fixture
@@ -161,6 +164,18 @@ def test_a_quote_no_page_holds_is_no_finding(
 ):
     researcher.quotes = []
     researcher.invented = ["Pierogi boil for exactly seven minutes"]
+    run = research(llm, pages, tmp_path, searxng.url)
+    assert run.returncode == 3, run.stdout
+    assert "nothing found" in run.stderr and "pages read: 1" in run.stderr
+
+
+def test_a_quote_of_the_readers_own_lines_is_no_finding(
+    llm, pages, brave, searxng, tmp_path, researcher, lookups, article
+):
+    """What web_fetch writes around a page (where the part lies, the untrusted-data tag,
+    the URL line) is no text of the page: a note quoting it is dropped."""
+    researcher.quotes = []
+    researcher.invented = ["The page's text, characters", f"URL: {article}"]
     run = research(llm, pages, tmp_path, searxng.url)
     assert run.returncode == 3, run.stdout
     assert "nothing found" in run.stderr and "pages read: 1" in run.stderr

@@ -1,7 +1,9 @@
 """The MCP server's Streamable HTTP transport at /mcp (for Open WebUI and remote agents).
 
 The SDK's transport is Starlette, hence here, in the web layer. It runs stateless, each
-answer one JSON body: the tools keep nothing between calls, and a restart loses no session.
+answer one JSON body, a tool call that asks for progress an SSE stream
+(app/api/mcp_transport.py): the tools keep nothing between calls, and a restart loses no
+session.
 The checks of app/api/access.py come first, as for every path: the Host (DNS rebinding,
 421), the Origin and Sec-Fetch-Site (another site's page, 403), the body's size and shape,
 and the bearer token when AUTH_TOKEN is set (401). The SDK's own Host and Origin check is
@@ -25,19 +27,19 @@ from app.api.access import MCP_METHODS, MCP_PATH, Receive, Scope, Send, refuse
 from app.chat.services import Services
 
 if TYPE_CHECKING:
-    from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+    from app.api.mcp_transport import Transports
 
 logger = logging.getLogger(__name__)
 
-Build = Callable[[Services], "StreamableHTTPSessionManager"]
+Build = Callable[[Services], "Transports"]
 
 
 def load_sdk() -> Build:
     """The SDK's import, on first use (in a thread: it takes seconds when the machine is
     busy, which the event loop must not wait for)."""
-    from app.api.mcp_transport import session_manager
+    from app.api.mcp_transport import transports
 
-    return session_manager
+    return transports
 
 
 class McpEndpoint:
@@ -45,7 +47,7 @@ class McpEndpoint:
     app does."""
 
     def __init__(self) -> None:
-        self.manager: StreamableHTTPSessionManager | None = None
+        self.manager: Transports | None = None
         self.services: Services | None = None
         self.runner: asyncio.Task[None] | None = None
         self.ready: asyncio.Future[None] | None = None
@@ -63,7 +65,7 @@ class McpEndpoint:
                 await asyncio.gather(self.runner, return_exceptions=True)
             self.runner = self.ready = None
 
-    async def started(self) -> StreamableHTTPSessionManager | None:
+    async def started(self) -> Transports | None:
         """The session manager, started by the first request (the others wait for it)."""
         if self.manager is not None or self.services is None or self.stop is None:
             return self.manager

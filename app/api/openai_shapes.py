@@ -17,6 +17,7 @@ from app.chat.openai_wire import tool_call_object as message_tool_call
 from app.config import LOCALE
 from app.model.tool_calls import ToolCall
 from app.model.usage import Usage
+from app.research.budget import MAX_MINUTES, MAX_PAGES, MAX_SEARCHES
 
 OWN_FIELDS = frozenset(
     {
@@ -31,6 +32,7 @@ OWN_FIELDS = frozenset(
         "search_language",
         "search_activity",
         "sources_in_text",
+        "research",
     }
 )
 """Fields read here; every other one is the model server's (temperature, stop, seed...)."""
@@ -176,6 +178,16 @@ class WebSearchOptions(BaseModel):
     user_location: UserLocation | None = None
 
 
+class ResearchOptions(BaseModel):
+    """`research` as an object: the run's budget, each bound within the service's caps
+    (docs/research.md); one left out is the default."""
+
+    model_config = ConfigDict(extra="forbid")
+    searches: Annotated[int, Field(ge=1, le=MAX_SEARCHES)] | None = None
+    pages: Annotated[int, Field(ge=1, le=MAX_PAGES)] | None = None
+    minutes: Annotated[float, Field(gt=0, le=MAX_MINUTES)] | None = None
+
+
 class OurFields(BaseModel):
     """The fields of ours both endpoints read beside OpenAI's: `web_search` (false: no web
     tools for this request), `search_language` (the results' language, 'de' or 'de-AT';
@@ -203,7 +215,8 @@ class OurFields(BaseModel):
 
 
 class ChatCompletionBody(OurFields):
-    """POST /v1/chat/completions, with our four fields (`OurFields`)."""
+    """POST /v1/chat/completions, with our four fields (`OurFields`) and `research` (true,
+    or its budget: the last user message researched, docs/research.md)."""
 
     messages: Annotated[list[ChatMessage], Field(min_length=1, max_length=2000)]
     """Kept as sent: a message's, a part's or a tool's fields not named in their types
@@ -213,6 +226,7 @@ class ChatCompletionBody(OurFields):
     tools: Annotated[list[FunctionTool], Field(max_length=128)] | None = None
     web_search_options: WebSearchOptions | None = None
     n: Annotated[int, Field(ge=1, le=1)] | None = None
+    research: StrictBool | ResearchOptions = False
 
     def passed_on(self) -> PassedOn:
         """The model server's own fields, as the client sent them."""

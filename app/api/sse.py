@@ -35,9 +35,10 @@ async def nothing() -> None:
     """The end of a stream that holds nothing to release."""
 
 
-def encode_named(event: Mapping[str, Any]) -> bytes:
+def encode_named(event: Mapping[str, Any] | Numbered) -> bytes:
     """An event with its type as the SSE event name too, as the Responses API sends it."""
-    return b"event: " + str(event["type"]).encode() + b"\n" + encode(event)
+    body = event.event if isinstance(event, Numbered) else event
+    return b"event: " + str(body["type"]).encode() + b"\n" + encode(event)
 
 
 class EventStream(Response):

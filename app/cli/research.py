@@ -192,23 +192,9 @@ def told(result: ResearchResult, *, as_json: bool) -> int:
         print(f"error: the research failed: {result.error}", file=sys.stderr)
         return EXIT_ERROR
     if result.status == "nothing_found":
-        print(nothing_found(result), file=sys.stderr)
+        print(result.tried_text(), file=sys.stderr)
         return EXIT_NOTHING_FOUND
     return 0
-
-
-def nothing_found(result: ResearchResult) -> str:
-    """No report without sources: what was tried instead."""
-    tried = result.tried
-    lines = ["nothing found: no page read held an answer, so no report was written."]
-    if result.cut_short:
-        lines.append(result.cut_short)
-    queries = "; ".join(repr(q) for q in tried.queries) or "none"
-    lines.append(f"searched: {queries}")
-    lines.append(f"pages read: {result.spent.pages}")
-    for kind, what in tried.failures.items():
-        lines.append(f"{kind} ({len(what)}): " + "; ".join(what[:5]))
-    return "\n".join(lines)
 
 
 def dry_run(budget: Budget, settings: config.Settings, *, as_json: bool) -> int:

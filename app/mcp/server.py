@@ -10,7 +10,7 @@ from collections.abc import Awaitable, Callable
 from typing import Annotated, Any
 
 import anyio
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.mcpserver.tools import Tool as SDKTool
 from mcp.server.stdio import stdio_server
@@ -30,8 +30,19 @@ from app import __version__, config
 from app.chat.tool import Tool
 from app.chat.web_fetch import WEB_FETCH
 from app.chat.web_search import WEB_SEARCH, SearchArguments
+from app.mcp.research import RESEARCH_DESCRIPTION, ResearchOutput, ResearchTool
 from app.mcp.tools import MeasureOutput, SearchOutput, WebTools
+from app.model.client import ModelClient
 from app.pages.worker import ExtractionProcess
+from app.research.budget import (
+    DEFAULT_MINUTES,
+    DEFAULT_PAGES,
+    DEFAULT_SEARCHES,
+    MAX_MINUTES,
+    MAX_PAGES,
+    MAX_SEARCHES,
+    Budget,
+)
 from app.search.lab import MAX_LOCALES, MAX_TOP
 from app.search.searcher import Searcher
 from app.webtext import MAX_QUERY_CHARS
@@ -55,9 +66,10 @@ QueryText = Annotated[
 ]
 
 
-def build_server(tools: WebTools) -> MCPServer:
-    """The server with its three tools, each an argument schema agents read: web_search
-    and web_fetch as our registry declares them to our model, measure_locale its own."""
+def build_server(tools: WebTools, researcher: ResearchTool) -> MCPServer:
+    """The server with its four tools, each an argument schema agents read: web_search
+    and web_fetch as our registry declares them to our model, measure_locale and research
+    their own."""
 
     async def search(arguments: SearchArguments) -> Annotated[CallToolResult, SearchOutput]:
         return await tools.search(arguments)
@@ -80,6 +92,27 @@ def build_server(tools: WebTools) -> MCPServer:
     ) -> Annotated[CallToolResult, MeasureOutput]:
         return await tools.measure(query, locales, target, top)
 
+    async def research(
+        question: Annotated[
+            str, Field(description="the question to research", min_length=1, max_length=4000)
+        ],
+        ctx: Context,
+        locale: Annotated[
+            str | None, Field(description="search locale, e.g. pl-PL; default SEARCH_LOCALE")
+        ] = None,
+        searches: Annotated[
+            int, Field(description="searches at most", ge=1, le=MAX_SEARCHES)
+        ] = DEFAULT_SEARCHES,
+        pages: Annotated[int, Field(description="pages read at most", ge=1, le=MAX_PAGES)] = (
+            DEFAULT_PAGES
+        ),
+        minutes: Annotated[
+            float, Field(description="minutes at most", gt=0, le=MAX_MINUTES)
+        ] = DEFAULT_MINUTES,
+    ) -> Annotated[CallToolResult, ResearchOutput]:
+        budget = Budget(searches, pages, minutes)
+        return await researcher.run(question, locale or "", budget, ctx)
+
     return MCPServer(
         NAME,
         version=__version__,
@@ -90,6 +123,9 @@ def build_server(tools: WebTools) -> MCPServer:
             registered(WEB_FETCH, tools.fetch),
             SDKTool.from_function(
                 measure_locale, description=MEASURE_DESCRIPTION, annotations=READ_ONLY
+            ),
+            SDKTool.from_function(
+                research, description=RESEARCH_DESCRIPTION, annotations=READ_ONLY
             ),
         ],
     )
@@ -125,12 +161,15 @@ async def serve_stdio(settings: config.Settings, searcher: Searcher) -> None:
     process of their own, as in the service. While it serves, the SDK points file
     descriptor 1 at stderr: nothing but the protocol reaches stdout."""
     extraction = ExtractionProcess()
+    client = ModelClient.from_settings(settings)
     async with searcher:
         try:
-            server = build_server(WebTools(searcher, settings, extraction))
+            tools = WebTools(searcher, settings, extraction)
+            server = build_server(tools, ResearchTool(searcher, settings, client, extraction))
             async with stdio_server() as (read_stream, write_stream):
                 await serve(server, read_stream, write_stream)
         finally:
+            await client.aclose()
             with contextlib.suppress(Exception):
                 extraction.close()
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Literal
+from urllib.parse import urlsplit
 
 # pydantic reads a TypedDict on Python 3.11 only from typing_extensions (the surfaces to
 # come answer these as JSON).
@@ -17,6 +18,12 @@ from app.research.plan import ResearchPlan
 
 Step = Literal["plan", "search", "read", "reflect", "report"]
 Status = Literal["complete", "stopped", "nothing_found", "failed"]
+
+STEP_LINES: dict[Step, str] = {
+    "plan": "Planning the research",
+    "reflect": "Reflecting on the notes",
+    "report": "Writing the report",
+}
 
 
 @dataclass(frozen=True)
@@ -146,6 +153,20 @@ class ResearchResult:
             "stopped_by": str(self.stopped_by) if self.stopped_by else None,
         }
 
+    def tried_text(self) -> str:
+        """No report without sources: what was tried instead, for a run that found
+        nothing."""
+        tried = self.tried
+        lines = ["nothing found: no page read held an answer, so no report was written."]
+        if self.cut_short:
+            lines.append(self.cut_short)
+        queries = "; ".join(repr(q) for q in tried.queries) or "none"
+        lines.append(f"searched: {queries}")
+        lines.append(f"pages read: {self.spent.pages}")
+        for kind, what in tried.failures.items():
+            lines.append(f"{kind} ({len(what)}): " + "; ".join(what[:5]))
+        return "\n".join(lines)
+
 
 @dataclass(frozen=True)
 class Finished:
@@ -155,3 +176,23 @@ class Finished:
 
 
 Event = StepStarted | Planned | Searched | PageRead | Noted | Progress | Reported | Finished
+
+
+def progress_line(event: Event) -> str | None:
+    """One line per step, search and page: what the run is doing, as /v1 tells it as
+    reasoning and MCP as its progress notifications' message."""
+    match event:
+        case Planned(plan):
+            return "Plan:\n" + "\n".join(f"- {q}" for q in plan.questions())
+        case StepStarted("plan" | "reflect" | "report" as step):
+            return STEP_LINES[step]
+        case Searched(query, locale, results, cached, error):
+            if error:
+                return f"Search {query!r} ({locale}) failed: {error}"
+            return f"Searched {query!r} ({locale}): {results} results" + (
+                " (cached)" if cached else ""
+            )
+        case PageRead(url, title, error):
+            host = urlsplit(url).hostname or url
+            return f"Could not read {host}: {error}" if error else f"Read {title or url!r} ({host})"
+    return None

@@ -12,12 +12,17 @@ from pydantic import BaseModel, Field
 
 from app.chat.context import estimate_tokens
 from app.research.plan import ResearchPlan
+from app.webtext import UNTRUSTED_TAG
 
 PROMPT_MARGIN_TOKENS = 256
 """Room left in the window beside the estimate of a prompt that carries the notes."""
 MAX_NOTES_PER_PAGE = 5
 MAX_QUOTE_CHARS = 600
 SPACE = re.compile(r"\s+")
+READER_LINES = re.compile(
+    rf"\A.*?\nURL: [^\n]*\n\n(?P<body>.*)\n</{UNTRUSTED_TAG} id=\"\w+\">\s*\Z", re.DOTALL
+)
+"""web_fetch's text of a page (app.pages.fetch.part_for_model): its lines, then the page's."""
 
 
 class PageNote(BaseModel):
@@ -59,7 +64,7 @@ def notes_messages(question: str, plan: ResearchPlan, page_text: str) -> list[di
 def kept_notes(found: PageNotes, source: int, page_text: str, subquestions: int) -> list[Note]:
     """The notes whose quote the page holds word for word (spacing aside), for a
     sub-question of the plan, each once."""
-    page = folded(page_text)
+    page = folded(page_body(page_text))
     kept: list[Note] = []
     for note in found.notes:
         quote = SPACE.sub(" ", note.quote).strip().strip('"“”')
@@ -71,6 +76,14 @@ def kept_notes(found: PageNotes, source: int, page_text: str, subquestions: int)
             continue
         kept.append(Note(source, note.subquestion, quote))
     return kept
+
+
+def page_body(page_text: str) -> str:
+    """The page's own text in what web_fetch gives of it: without the reader's lines
+    around it (where the part lies, the untrusted-data tags, the title and URL lines),
+    which no note may quote as something the page said."""
+    match = READER_LINES.match(page_text)
+    return match["body"] if match else page_text
 
 
 def folded(text: str) -> str:

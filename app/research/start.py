@@ -11,6 +11,7 @@ from app.chat.context import effective_budget
 from app.chat.tools import ToolRunner
 from app.errors import ServiceError
 from app.model.client import ModelClient
+from app.pages.fetch import Extract, extract_in_thread
 from app.research.budget import Budget, Spent, tokens_for
 from app.research.run import READS_PER_SEARCH, Research
 from app.research.writer import Writer
@@ -32,9 +33,13 @@ async def prepared(
     client: ModelClient,
     locale: str,
     stop: asyncio.Event | None = None,
+    model: str | None = None,
+    extract: Extract = extract_in_thread,
 ) -> Research:
-    """The run, its budget's tokens derived from the window its model is served with."""
-    model = settings.default_model
+    """The run, its budget's tokens derived from the window its model is served with;
+    the model the caller names (a /v1 request's), else DEFAULT_MODEL; pages extracted by
+    `extract` (the service's extraction process, else a thread)."""
+    model = model or settings.default_model
     if not model:
         raise NoModel("no model to research with: set DEFAULT_MODEL (or MODELS)")
     served = await client.served_window(model)
@@ -47,6 +52,7 @@ async def prepared(
         None,
         {"web_search": budget.searches, "web_fetch": budget.pages * READS_PER_SEARCH},
         history=[{"role": "user", "content": question}],
+        extract=extract,
     )
     writer = Writer(client, model, settings.model_params.get(model, {}), Spent())
     return Research(

@@ -25,6 +25,7 @@ import gzip
 import hashlib
 import html
 import json
+import math
 import random
 import re
 import threading
@@ -1478,11 +1479,76 @@ def _render(entry: _Entry, query: _Query) -> dict[str, Any]:
     return result
 
 
-def _search_body(query: _Query, no_hits: bool, first: dict[str, str]) -> dict[str, Any]:
+@dataclass(frozen=True)
+class CorpusPage:
+    """A page of a local web the fake searches instead of inventing results (a benchmark's
+    corpus): its address, title, plain text, language and day."""
+
+    url: str
+    title: str
+    text: str
+    lang: str = "en"
+    day: str | None = None
+
+
+_WORD = re.compile(r"\w{3,}")
+_SENTENCE = re.compile(r"(?<=[.!?])\s+")
+
+
+def _terms(text: str) -> list[str]:
+    return _WORD.findall(_fold(text).lower())
+
+
+def _corpus_ranked(q: str, corpus: tuple[CorpusPage, ...]) -> tuple[_Entry, ...]:
+    """The corpus pages that hold a term of the query, by BM25 (k1 1.2, b 0.75); each
+    result's description the sentence richest in the query's terms, the next ones its
+    extra snippets."""
+    asked = set(_terms(q))
+    texts = [_terms(f"{page.title} {page.text}") for page in corpus]
+    average = sum(map(len, texts)) / max(1, len(texts))
+    scored = []
+    for page, words in zip(corpus, texts, strict=True):
+        score = 0.0
+        for term in asked:
+            tf = words.count(term)
+            holding = sum(term in other for other in texts)
+            idf = math.log(1 + (len(texts) - holding + 0.5) / (holding + 0.5))
+            score += idf * tf * 2.2 / (tf + 1.2 * (0.25 + 0.75 * len(words) / average))
+        if score > 0:
+            scored.append((score, page))
+    scored.sort(key=lambda pair: -pair[0])
+    return tuple(_corpus_entry(page, asked) for _, page in scored)
+
+
+def _corpus_entry(page: CorpusPage, asked: set[str]) -> _Entry:
+    sentences = [s for s in _SENTENCE.split(page.text.strip()) if s]
+    ranked = sorted(sentences, key=lambda s: -len(asked & set(_terms(s))))
+    host = urlsplit(page.url).netloc
+    return _Entry(
+        lang=page.lang,
+        title=page.title,
+        url=page.url,
+        site=_Site(host, host, frozenset(), ""),
+        description=ranked[0] if ranked else page.title,
+        strong=(0, 0),
+        escape_entities=False,
+        page_age=f"{page.day}T00:00:00" if page.day else None,
+        age=page.day,
+        thumbnail=None,
+        snippets=tuple(ranked[1:4]) or None,
+    )
+
+
+def _search_body(
+    query: _Query, no_hits: bool, first: dict[str, str], corpus: tuple[CorpusPage, ...] = ()
+) -> dict[str, Any]:
     hour = datetime.now(UTC).replace(minute=0, second=0, microsecond=0).isoformat()
     results: list[dict[str, Any]] = []
     if not no_hits:
-        ranked = _ranked(query.q, query.country, query.search_lang, query.freshness, hour)
+        if corpus:
+            ranked = _corpus_ranked(query.q, corpus)
+        else:
+            ranked = _ranked(query.q, query.country, query.search_lang, query.freshness, hour)
         start = query.offset * query.count
         results = [_render(e, query) for e in ranked[start : start + query.count]]
     if results and first:
@@ -1745,8 +1811,8 @@ class FakeBrave(LoopbackFake):
 
     Tests read ``requests`` to see what the engine sent, call ``fail_next`` to make the next
     requests fail the way the real API does, add to ``no_hits_queries`` to get an answer
-    without a ``web`` section, and set ``first_result`` to write the first result's fields
-    themselves.
+    without a ``web`` section, set ``first_result`` to write the first result's fields
+    themselves, and ``corpus`` to search a local web instead (bench/research.py).
     """
 
     _handler_class = _Handler
@@ -1758,6 +1824,9 @@ class FakeBrave(LoopbackFake):
         self.endpoint = ""
         self.requests: list[RecordedRequest] = []
         self.no_hits_queries: set[str] = set()
+        self.corpus: tuple[CorpusPage, ...] = ()
+        """A local web searched instead of the invented results: only its pages that hold a
+        term of the query, best first (none: an answer without a web section)."""
         self.first_result: dict[str, str] = {}
         """Fields of the first result written by the test ("{q}" in them is the query): a
         title or description that echoes the query as the engine chose to, a URL of the
@@ -1797,6 +1866,7 @@ class FakeBrave(LoopbackFake):
             self._quota_used = 0
             self.monthly_quota = MONTHLY_QUOTA
             self.first_result = {}
+            self.corpus = ()
 
     # -- request handling (called from server threads) ---------------------------------------
 
@@ -1814,6 +1884,7 @@ class FakeBrave(LoopbackFake):
             quota_used = self._quota_used
             no_hits = {s.strip().lower() for s in self.no_hits_queries}
             first = dict(self.first_result)
+            corpus = self.corpus
         headers = self._rate_headers(quota_used, failure, self.monthly_quota)
         if request.path != SEARCH_PATH:
             return self._error(404, "RESOURCE_NOT_FOUND", None, quota_used, request, headers)
@@ -1831,7 +1902,7 @@ class FakeBrave(LoopbackFake):
             body = _error_body(422, "VALIDATION", None, {"errors": errors})
             return 422, body, headers
         no_hit = query.q.strip().lower() in no_hits
-        return 200, _search_body(query, no_hit, first), headers
+        return 200, _search_body(query, no_hit, first, corpus), headers
 
     @staticmethod
     def _error(

@@ -19,6 +19,7 @@ from app.api import openai_shapes as shapes
 from app.api import responses_shapes
 from app.api.answer_slots import AnswerSlots, Slot
 from app.api.deps import ServicesDep
+from app.api.research_answer import question_of, research_answer
 from app.api.sse import EventStream
 from app.chat.completion import CompletionEvent, CompletionRequest, answer, request_locale
 from app.chat.openai_wire import ChatMessage, FunctionTool
@@ -167,7 +168,10 @@ async def respond(
     slot: Slot,
 ) -> Response | shapes.ChatCompletion:
     """The answer, whole or streamed; `slot` released when it ends (a stream's end)."""
-    events = answer(services, request)
+    research = body.research
+    if research and not question_of(request).strip():
+        raise OpenAIError(400, "a research needs a question: a user message with text", "messages")
+    events = research_answer(services, request, research) if research else answer(services, request)
     if not body.stream:
         if (collected := await whole(events, http, slot)) is None:
             return Response(status_code=499)  # no one left to read it
