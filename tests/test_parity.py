@@ -69,20 +69,31 @@ def search(query: str) -> Reply:
     return Reply(tool_calls=[ToolCall("web_search", {"query": query})])
 
 
+def query(text: str) -> Reply:
+    """The query a model without tool calling writes in the search-first step."""
+    return Reply(text=f'{{"query": "{text}"}}')
+
+
 CASES = [
     Case(
-        "a refused tools field, remembered",
-        lambda: [tools_unsupported(), Reply(text="Without tools.")],
-        Outcome("Without tools.", offered=(BOTH, NONE), warnings=(REFUSED,)),
-        again=Outcome("Again.", offered=(NONE,), warnings=(WITHHELD,)),
+        "a refused tools field, remembered, searched first",
+        lambda: [
+            tools_unsupported(),
+            query("what it is"),
+            Reply(text="Without tools."),
+            query("and then"),  # the next question's
+        ],
+        Outcome("Without tools.", searches=1, offered=(BOTH, NONE, NONE), warnings=(REFUSED,)),
+        again=Outcome("Again.", searches=1, offered=(NONE, NONE), warnings=(WITHHELD,)),
     ),
     Case(
-        "a round the server could not parse, discarded and retried",
+        "a round the server could not parse, discarded, searched first and retried",
         lambda: [
             llamacpp_stream_unparsed("fake-model", ["You may call ", "these tools"]),
+            query("warsaw capital"),
             Reply(text="Warsaw."),
         ],
-        Outcome("Warsaw.", offered=(BOTH, NONE), warnings=(NOT_PARSED,)),
+        Outcome("Warsaw.", searches=1, offered=(BOTH, NONE, NONE), warnings=(NOT_PARSED,)),
         # Not remembered: one output that did not parse says nothing of the next.
         again=Outcome("Again.", offered=(BOTH,)),
     ),

@@ -81,6 +81,9 @@ class SearchEvent(TypedDict):
     left_out: NotRequired[bool]
     """Its results were not given to the model: no room was left in its window (`error`
     says how large the window is)."""
+    without_tools: NotRequired[bool]
+    """The service searched before the model answered: the model cannot call tools
+    (app/chat/search_first.py)."""
 
 
 class SearchWaitEvent(TypedDict):
