@@ -9,8 +9,13 @@ import json
 
 import openai
 
-from tests.chat_client import done, new_conversation, send
+from tests.chat_client import done, get_conversation, new_conversation, send
+from tests.conftest import ChatService
 from tests.fakes.llm_server import Reply, ToolCall, tools_unsupported
+from tests.llama_server import untooled_llama
+from tests.llama_turns import service_env
+
+__all__ = ["untooled_llama"]  # a fixture, imported to be used here
 
 QUESTION = "What changed in the latest release of Hexapod?"
 QUERY = '{"query": "hexapod release notes"}'
@@ -94,8 +99,50 @@ def test_a_result_that_orders_a_fetch_is_not_obeyed(chat, llm, brave, pages, mon
     llm.script(tools_unsupported(), Reply(text=QUERY), hijacked, Reply(text="Done."))
     events = send(chat, new_conversation(chat), QUESTION)
     assert done(events)["text"] == "Done."
-    assert pages.requests == []
+    assert not [r for r in pages.requests if r.path.startswith("/exfiltrate")]
     # The order reached the model only as web data.
     given = last_user_text(llm.requests[2])
     data = given[given.index("<untrusted-data") :]
     assert evil in data and json.dumps(evil) not in given[: given.index("<untrusted-data")]
+
+
+def test_a_template_without_tools_is_not_offered_them_and_searches_first(
+    chat, llm, brave, monkeypatch
+):
+    """llama.cpp takes the `tools` field whatever the template, and a template without
+    tools renders none: its /props says so, and the service searches for the model."""
+    props = {"default_generation_settings": {"n_ctx": 8192}, "n_ctx": 8192}
+    props["chat_template_caps"] = {"supports_tools": False, "supports_tool_calls": False}
+    monkeypatch.setitem(llm.routes, ("GET", "/props"), lambda raw: (200, props))
+    llm.script(Reply(text=QUERY), Reply(text="It added legs [1]."))
+    events = send(chat, new_conversation(chat), QUESTION)
+    assert done(events)["text"] == "It added legs [1]."
+    assert brave_queries(brave) == ["hexapod release notes"]
+    assert not any("tools" in r.body for r in llm.requests)
+    warned = [e["message"] for e in events if e["type"] == "warning"]
+    assert warned == [
+        "this model's chat template on the model server has no tool calling; "
+        "the service searches for it instead"
+    ]
+    assert next(e for e in events if e["type"] == "search")["without_tools"]
+
+
+def test_a_real_llama_server_whose_template_has_no_tools_still_searches(
+    untooled_llama, searxng, brave, tmp_path
+):
+    chat = ChatService(service_env(untooled_llama, tmp_path), searxng.url, socket=False).start()
+    try:
+        conversation_id = new_conversation(chat, system_prompt="")
+        events = send(chat, conversation_id, "Who won the Tour de France this year?")
+        finished = done(events)
+        stored = get_conversation(chat, conversation_id)["messages"][-1]
+    finally:
+        chat.stop()
+    searched = [e for e in events if e["type"] == "search"]
+    assert len(searched) == 1 and searched[0]["without_tools"] and searched[0]["results"]
+    # The model's own query (its server constrains the step to the JSON shape), or the
+    # question when the tiny model's could not be read: either went to the search engine.
+    assert [r.params["q"] for r in brave.requests] == [searched[0]["query"]]
+    assert finished["status"] == "complete" and finished["sources"]
+    assert stored["activity"][0]["without_tools"]
+    assert finished["usage"]["requests"] == 2  # the query step, then the answer

@@ -38,6 +38,10 @@ REMEMBERED = (
     "this model rejected the web tools; answering without them, now and in later turns "
     "(the model picker can clear that)"
 )
+NO_TEMPLATE_TOOLS = (
+    "this model's chat template on the model server has no tool calling; the service "
+    "searches for it instead"
+)
 NOT_PARSED = (
     "this model could not call the web tools (its output did not parse); answering again "
     "without them"
@@ -169,10 +173,12 @@ class Engine(Generic[Own]):
     async def answer(self, refusal: ToolRefusal | None) -> AsyncIterator[EngineEvent | Own]:
         """The answer's events, round after round, until the model answers without a
         call of ours; `refusal` is the model's refusal of the tools remembered earlier."""
-        if refusal and self.runner.declarations():
+        untemplated = not self.services.served.takes_tools(self.model)
+        if (refusal or untemplated) and self.runner.declarations():
             # Not declared at all: the server would refuse them again, and the retry costs
-            # a round trip (and the tool note a share of the context) every time.
-            yield Warned(withheld_notice(refusal))
+            # a round trip (and the tool note a share of the context) every time; a
+            # template without tools ignores them.
+            yield Warned(withheld_notice(refusal) if refusal else NO_TEMPLATE_TOOLS)
             async for searched in self.search_instead():
                 yield searched
         self.assemble()
