@@ -37,7 +37,8 @@ def client_of(chat) -> openai.OpenAI:
 
 def test_a_model_whose_server_refuses_tools_answers_after_a_search(chat, llm, brave):
     llm.script(tools_unsupported(), Reply(text=QUERY), Reply(text="It added legs [1]."))
-    events = send(chat, new_conversation(chat), QUESTION)
+    conversation_id = new_conversation(chat)
+    events = send(chat, conversation_id, QUESTION)
     finished = done(events)
     assert brave_queries(brave) == ["hexapod release notes"]
     searched = next(e for e in events if e["type"] == "search")
@@ -52,6 +53,8 @@ def test_a_model_whose_server_refuses_tools_answers_after_a_search(chat, llm, br
     given = last_user_text(answer)
     assert given.startswith(QUESTION)
     assert "Results for 'hexapod release notes'" in given and "<untrusted-data" in given
+    exported = chat.http.get(f"/api/conversations/{conversation_id}/export").text
+    assert "- searched: hexapod release notes (pl-PL, without tool calling)" in exported
 
 
 def test_v1_searches_first_for_a_model_that_refuses_tools(chat, llm, brave):
