@@ -224,7 +224,8 @@ def test_a_second_context_overflow_shows_its_retry(page, llm):
 
 def test_a_model_without_tools_searches_first_with_a_visible_warning(page, llm):
     query = Reply(text='{"query": "news today"}')
-    llm.script(tools_unsupported(), query, Reply(text="Answer from the results."))
+    no_page = Reply(text='{"read": 0}')
+    llm.script(tools_unsupported(), query, no_page, Reply(text="Answer from the results."))
     send(page, "Anything new?")
     wait_turn_end(page)
     answer = page.locator(".message.assistant").last
@@ -276,6 +277,7 @@ def test_text_of_an_attempt_the_server_discards_leaves_the_page(page, llm):
     llm.script(
         llamacpp_stream_unparsed("fake-model", garbage, delay=0.05),
         Reply(text='{"query": "news today"}'),  # the search made first, without tools
+        Reply(text='{"read": 0}'),
         Reply(text="Answer without the web."),
     )
     send(page, "Anything new?")

@@ -25,10 +25,12 @@ from app.chat.services import Services
 from app.chat.structured import StructuredSteps
 from app.chat.tool import ToolResult, Waiting
 from app.chat.tools import ToolRunner
+from app.chat.web_fetch import WEB_FETCH
 from app.chat.web_search import WEB_SEARCH
 from app.model.failures import Failure, LLMError
 from app.model.tool_calls import ToolCall
 from app.model.usage import RawUsage
+from app.model.wire import RequestBody
 from app.store.rows import ToolRefusal
 
 logger = logging.getLogger(__name__)
@@ -294,35 +296,47 @@ class Engine(Generic[Own]):
 
     async def search_instead(self) -> AsyncIterator[EngineEvent]:
         """The tools withdrawn; a model that cannot call them still searches, once, unless
-        this answer searched already or may not: the service searches before it answers."""
+        this answer searched already or may not: the service searches before it answers,
+        and reads the one result's page the model asks for."""
         if self.runner.left.get(WEB_SEARCH.name, 0) > 0 and not self.runner.searched():
             history = self.messages or self.prompt.context(self.runner)
-            params = self.services.settings.model_params.get(self.model, {})
             steps = StructuredSteps(self.services.model)
-            query, usage = await search_first.written_query(
-                steps, {"model": self.model, **params}, history
-            )
+            params = self.services.settings.model_params.get(self.model, {})
+            fields: RequestBody = {"model": self.model, **params}
+            query, usage = await search_first.written_query(steps, fields, history)
             if usage is not None:
                 yield Measured(usage)
-            call = search_first.search_call(query)
-            if waiting := await self.runner.waiting(call):
-                yield waiting
-            result = await self.runner.run(call)
-            if result.event["type"] == "search":
-                result.event["without_tools"] = True
-            self.runner.withdraw()
-            yield self.given_first(result, history)
+            async for event in self.run_first(search_first.search_call(query), history):
+                yield event
+            if self.runner.left.get(WEB_FETCH.name, 0) > 0 and self.runner.sources:
+                url, usage = await search_first.chosen_page(
+                    steps, fields, history, self.found, self.runner.sources
+                )
+                if usage is not None:
+                    yield Measured(usage)
+                if url is not None:
+                    async for event in self.run_first(search_first.fetch_call(url), history):
+                        yield event
         self.runner.withdraw()
 
-    def given_first(self, result: ToolResult, history: list[ChatMessage]) -> Stepped:
-        """The search-first step's result within the room left, kept to go after the
-        question (`assemble`), and told as a step."""
-        fitted = self.prompt.fitted(result.text, history, [])
+    async def run_first(
+        self, call: ToolCall, history: list[ChatMessage]
+    ) -> AsyncIterator[EngineEvent]:
+        """One call the service makes for the model, told as made without tool calling; its
+        result within the room left goes after the question with the others (`assemble`)."""
+        if waiting := await self.runner.waiting(call):
+            yield waiting
+        result = await self.runner.run(call)
+        if result.event["type"] != "warning":
+            result.event["without_tools"] = True
+        given = search_first.with_found(history, self.found) if self.found else history
+        fitted = self.prompt.fitted(result.text, given, [])
         if fitted.left_out is not None:
             result = self.runner.left_out(result, fitted)
-        self.found, self.produced = fitted.text, True
-        logger.info("%s cannot call tools: searched first", self.model)
-        return Stepped(result, self.runner.gathered())
+        self.found = f"{self.found}\n\n{fitted.text}" if self.found else fitted.text
+        self.produced = True
+        logger.info("%s cannot call tools: %s made first", self.model, call.name)
+        yield Stepped(result, self.runner.gathered())
 
     async def run_tools(self, said: Round) -> AsyncIterator[EngineEvent]:
         """A round's calls of our tools: each result to the model, each step told."""
