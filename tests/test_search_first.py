@@ -10,9 +10,9 @@ import json
 import openai
 
 from tests.chat_client import done, get_conversation, new_conversation, send
-from tests.conftest import ChatService
+from tests.conftest import ChatService, run_main
 from tests.fakes.llm_server import Reply, ToolCall, tools_unsupported
-from tests.llama_server import untooled_llama
+from tests.llama_server import MODEL_ALIAS, untooled_llama
 from tests.llama_turns import service_env
 
 __all__ = ["untooled_llama"]  # a fixture, imported to be used here
@@ -171,6 +171,18 @@ def test_a_template_without_tools_is_not_offered_them_and_searches_first(
         "the service searches for it instead"
     ]
     assert next(e for e in events if e["type"] == "search")["without_tools"]
+
+
+def test_doctor_says_a_template_without_tools_is_searched_for(untooled_llama, searxng):
+    run = run_main(
+        "doctor",
+        searxng_url=searxng.url,
+        LLM_BASE_URL=untooled_llama.api_base,
+        DEFAULT_MODEL=MODEL_ALIAS,
+        MODELS="",
+    )
+    line = next(line for line in run.stdout.splitlines() if "tool calling accepted by" in line)
+    assert "its chat template has no tool calling" in line, run.stdout
 
 
 def test_a_real_llama_server_whose_template_has_no_tools_still_searches(
