@@ -512,6 +512,8 @@ def test_a_streamed_round_the_server_could_not_parse_is_said_to_be_discarded(cha
     discarded, and the answer asked again without tools follows."""
     llm.script(
         llamacpp_stream_unparsed("fake-model", ["You may call ", "these tools"]),
+        Reply(text='{"query": "capital"}'),  # the search made first, without tool calling
+        Reply(text='{"read": 0}'),
         Reply(text="Warsaw."),
     )
     stream = client_of(chat).chat.completions.create(
