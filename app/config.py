@@ -20,8 +20,17 @@ from app.errors import ServiceError
 ROOT = Path(__file__).resolve().parent.parent
 SEARXNG_DIR = ROOT / "searxng"
 ENGINE_FILE = ROOT / "searxng-engines" / "brave_api.py"
-# The engine's name in searxng/settings.yml (SearXNG wants it lowercase, without "_").
-ENGINE_NAME = "braveapi"
+# Our engine's name and shortcut in searxng/settings.yml (SearXNG wants names lowercase,
+# without "_"). Not "braveapi": upstream SearXNG has an engine of that name since 2026,
+# which sends Brave neither the locale nor the extra snippets. The module sets the shortcut
+# too, so SearXNG's /config shows it wherever the engine is loaded: doctor tells ours by it.
+ENGINE_NAME = "braveweb"
+ENGINE_SHORTCUT = "bweb"
+# Our engine's earlier name and shortcut: a settings.yml or a stored engine
+# list (a conversation's, the search cache's, the lab's) that says it still means ours,
+# for one release, with a warning.
+OLD_ENGINE_NAME = "braveapi"
+OLD_ENGINE_SHORTCUT = "bapi"
 
 # SearXNG runs from PyPI in a virtualenv of its own (its exact pins clash with ours),
 # installed from this lock of its whole tree, each file checked against its hash.
@@ -51,6 +60,15 @@ def integer(env: Mapping[str, str], name: str, default: int, minimum: int = 0) -
 
 def comma_list(raw: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(item.strip() for item in raw.split(",") if item.strip()))
+
+
+def engine_list(engines: str | None) -> str | None:
+    """A comma list of SearXNG engines with our engine's old name read as its name now
+    (stored lists were written with it)."""
+    if not engines:
+        return engines
+    names = (ENGINE_NAME if name == OLD_ENGINE_NAME else name for name in comma_list(engines))
+    return ",".join(dict.fromkeys(names))
 
 
 def allow_key(entry: str) -> str:
