@@ -205,7 +205,7 @@ def doctor_lines(stdout: str) -> dict[str, str]:
 EVERY_CHECK = [
     "SearXNG reachable",
     "SearXNG JSON API on",
-    "engine braveapi loaded",
+    "engine braveweb loaded",
     "Brave API key accepted",
     "Brave plan",
     "model server reachable",
@@ -283,7 +283,7 @@ def test_doctor_with_a_wrong_brave_key_in_its_own_searxng(brave, llm):
     assert run.returncode == 1, run.stdout + run.stderr
     checks = doctor_lines(run.stdout)
     assert checks["Brave API key accepted"] == "FAIL"
-    assert checks["engine braveapi loaded"] == "ok"
+    assert checks["engine braveweb loaded"] == "ok"
     fail_line = next(line for line in run.stdout.splitlines() if "Brave API key" in line)
     assert "SUBSCRIPTION_TOKEN_INVALID" in fail_line  # Brave's own code, as the API sent it
     assert "fix: set BRAVE_API_KEY" in run.stdout

@@ -281,6 +281,20 @@ class EmbeddedSearxng:
         """Where our engine writes the Brave plan for the chat service (app/search/plan.py)."""
 
     def start(self) -> EmbeddedSearxng:
+        self.prepare()
+        self.launch()
+        try:
+            self.wait_healthy()
+            check_engine_loaded(self.url)
+        except BaseException:
+            self.stop()
+            raise
+        if self.supervise:
+            threading.Thread(target=self.watch, name="searxng-supervisor", daemon=True).start()
+        return self
+
+    def prepare(self) -> None:
+        """The venv, our engine linked, the settings and the command, for launch()."""
         vendor = ensure_venv(self.settings.searxng_venv)
         link_engine(vendor)
         brave_url = self.environ.get("BRAVE_API_URL", "")
@@ -305,16 +319,6 @@ class EmbeddedSearxng:
         python = str(self.settings.searxng_venv / "bin" / "python")
         waitress = ["-m", "waitress", "--host", "127.0.0.1", f"--port={self.port}"]
         self.command, self.env = [python, *waitress, "searx.webapp:app"], env
-        self.launch()
-        try:
-            self.wait_healthy()
-            check_engine_loaded(self.url)
-        except BaseException:
-            self.stop()
-            raise
-        if self.supervise:
-            threading.Thread(target=self.watch, name="searxng-supervisor", daemon=True).start()
-        return self
 
     def launch(self) -> None:
         with self.log_path.open("ab") as log:
