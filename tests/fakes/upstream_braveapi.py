@@ -29,7 +29,12 @@ safesearch = True
 time_range_support = True
 results_per_page: int = 20
 base_url = "https://api.search.brave.com/res/v1/web/search"
-time_range_map = {"day": "past_day", "week": "past_week", "month": "past_month", "year": "past_year"}
+time_range_map = {
+    "day": "past_day",
+    "week": "past_week",
+    "month": "past_month",
+    "year": "past_year",
+}
 
 
 def init(_: Any) -> None:
