@@ -30,7 +30,6 @@ from app.search.embedded import (
     ensure_venv,
     link_engine,
     render_settings,
-    write_settings,
 )
 from tests.conftest import (
     API_KEY,
@@ -40,11 +39,10 @@ from tests.conftest import (
     run_cli,
     searxng_env,
 )
+from tests.upstream_engine import UPSTREAM_ENGINE, our_entry, rendered_with, upstream_entry
 
 # SearXNG's own entry of that name since February 2026 (searx/settings.yml, commit 8e824017d).
 UPSTREAM_BRAVEAPI = {"name": "braveapi", "engine": "braveapi", "api_key": "", "inactive": True}
-# Its engine, as tests/fakes/upstream_braveapi.py stands in for it (by absolute path).
-UPSTREAM_ENGINE = str(Path(__file__).parent / "fakes" / "upstream_braveapi")
 
 # Run by the pinned SearXNG: its merge of our settings over defaults that contain
 # UPSTREAM_BRAVEAPI, then its engine loader (None for an inactive engine), for each name.
@@ -225,29 +223,12 @@ def test_a_settings_file_with_the_old_name_still_gives_our_engine_with_a_warning
     assert "rename braveapi to braveweb" in checks["engine_loaded"].fix
 
 
-def upstream_entry(brave, name: str = config.OLD_ENGINE_NAME) -> dict:
-    """SearXNG's own engine as its documentation configures it, on the fake Brave."""
-    endpoint = f"{brave.url}/res/v1/web/search"
-    return {"name": name, "engine": UPSTREAM_ENGINE, "api_key": API_KEY, "base_url": endpoint}
-
-
-def rendered_with(tmp_path: Path, *engines: dict) -> Path:
-    """Our rendered settings with these engine entries instead (a SearXNG set up by hand)."""
-    path = write_settings(tmp_path / "rendered", "all", brave_api_key=API_KEY)
-    settings = yaml.safe_load(path.read_text())
-    settings["use_default_settings"]["engines"]["keep_only"] = [e["name"] for e in engines]
-    settings["engines"] = [{**engine, "enable_http": True} for engine in engines]
-    path.write_text(yaml.safe_dump(settings))
-    return path.parent
-
-
 def engine_check_of(url: str) -> Check:
     return next(c for c in asyncio.run(searxng_checks(url)) if c.id == "engine_loaded")
 
 
 def test_doctor_names_searxngs_own_braveapi_active_beside_ours(brave, tmp_path):
-    ours = yaml.safe_load(render_settings("all", brave_api_key=API_KEY))["engines"][0]
-    rendered = rendered_with(tmp_path, ours, upstream_entry(brave))
+    rendered = rendered_with(tmp_path, our_entry(), upstream_entry(brave))
     with EmbeddedSearxng("all", environ=searxng_env(brave), rendered=rendered) as both:
         check = engine_check_of(both.url)
     assert check.state == "fail"
