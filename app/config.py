@@ -209,6 +209,8 @@ class Settings:
     """Seconds one SearXNG request may take before the search fails as a tool warning."""
     search_rate: float | None
     """SEARCH_RATE: queries a second searches may go at; None: the Brave plan's rate."""
+    brave_price_per_1000: float
+    """BRAVE_PRICE_PER_1000: dollars Brave charges for 1,000 queries; 0: not shown."""
     search_plan_file: Path
     """SEARCH_PLAN_FILE: where our engine writes the plan Brave's headers state, and the
     service reads it (DATA_DIR/brave-plan.json by default; Compose: a shared volume)."""
@@ -269,6 +271,25 @@ def search_rate(raw: str) -> float | None:
             f"not {raw!r}"
         )
     return rate
+
+
+BRAVE_SEARCH_PRICE = 5.0
+"""Dollars per 1,000 queries on Brave's Search plan, as priced from February 2026."""
+
+
+def price_per_1000(raw: str) -> float:
+    """BRAVE_PRICE_PER_1000: dollars for 1,000 queries; empty: the Search plan's price."""
+    if not raw.strip():
+        return BRAVE_SEARCH_PRICE
+    try:
+        price = float(raw)
+    except ValueError:
+        price = -1.0
+    if not 0 <= price <= 1000:
+        raise ConfigError(
+            f"BRAVE_PRICE_PER_1000 must be dollars for 1,000 queries, 0 to 1000, not {raw!r}"
+        )
+    return price
 
 
 def log_level(raw: str) -> str:
@@ -412,6 +433,7 @@ def load(environ: dict[str, str] | None = None) -> Settings:
         llm_total_timeout=integer(env, "LLM_TOTAL_TIMEOUT", 900, 1),
         searxng_timeout=integer(env, "SEARXNG_TIMEOUT", 20, 1),
         search_rate=search_rate(env.get("SEARCH_RATE", "")),
+        brave_price_per_1000=price_per_1000(env.get("BRAVE_PRICE_PER_1000", "")),
         search_plan_file=Path(
             env.get("SEARCH_PLAN_FILE", "").strip()
             or Path(env.get("DATA_DIR", "").strip() or ROOT / "data") / "brave-plan.json"

@@ -234,13 +234,23 @@ async def keyfree_checks(url: str) -> list[Check]:
     ]
 
 
-def plan_check(plan: Plan | None, spent: SearchesSpent, rate: float | None = None) -> Check:
-    """The Brave plan as its last answer stated it, and the queries this service sent."""
+def plan_check(
+    plan: Plan | None, spent: SearchesSpent, rate: float | None = None, price: float = 0.0
+) -> Check:
+    """The Brave plan as its last answer stated it, and the queries this service sent, with
+    what they cost at ``price`` dollars per 1,000 (0: not said)."""
     ours = f"this service sent {spent.today} today, {spent.month} this month"
+    if price:
+        ours += f" (about {cost(spent.today, price)} today, {cost(spent.month, price)} this month)"
     detail = f"{summary(plan, rate)}; {ours}"
     if plan is not None and (plan.low or plan.limited_now()):
         return Check("brave_plan", "engine", "Brave plan", "warning", detail, PLAN_FIX)
     return Check("brave_plan", "engine", "Brave plan", "ok", detail)
+
+
+def cost(queries: int, price: float) -> str:
+    """What the queries cost in dollars at ``price`` per 1,000: ``0.015 $``."""
+    return f"{queries * price / 1000:.3f} $"
 
 
 def suspension_checks(failures: list[EngineFailure]) -> list[Check]:
