@@ -20,8 +20,17 @@ from app.errors import ServiceError
 ROOT = Path(__file__).resolve().parent.parent
 SEARXNG_DIR = ROOT / "searxng"
 ENGINE_FILE = ROOT / "searxng-engines" / "brave_api.py"
-# The engine's name in searxng/settings.yml (SearXNG wants it lowercase, without "_").
-ENGINE_NAME = "braveapi"
+# Our engine's name and shortcut in searxng/settings.yml (SearXNG wants names lowercase,
+# without "_"). Not "braveapi": upstream SearXNG has an engine of that name since 2026,
+# which sends Brave neither the locale nor the extra snippets. The module sets the shortcut
+# too, so SearXNG's /config shows it wherever the engine is loaded: doctor tells ours by it.
+ENGINE_NAME = "braveweb"
+ENGINE_SHORTCUT = "bweb"
+# Our engine's earlier name and shortcut: a settings.yml or a stored engine
+# list (a conversation's, the search cache's, the lab's) that says it still means ours,
+# for one release, with a warning.
+OLD_ENGINE_NAME = "braveapi"
+OLD_ENGINE_SHORTCUT = "bapi"
 
 # SearXNG runs from PyPI in a virtualenv of its own (its exact pins clash with ours),
 # installed from this lock of its whole tree, each file checked against its hash.
@@ -51,6 +60,15 @@ def integer(env: Mapping[str, str], name: str, default: int, minimum: int = 0) -
 
 def comma_list(raw: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(item.strip() for item in raw.split(",") if item.strip()))
+
+
+def engine_list(engines: str | None) -> str | None:
+    """A comma list of SearXNG engines with our engine's old name read as its name now
+    (stored lists were written with it)."""
+    if not engines:
+        return engines
+    names = (ENGINE_NAME if name == OLD_ENGINE_NAME else name for name in comma_list(engines))
+    return ",".join(dict.fromkeys(names))
 
 
 def allow_key(entry: str) -> str:
@@ -191,6 +209,8 @@ class Settings:
     """Seconds one SearXNG request may take before the search fails as a tool warning."""
     search_rate: float | None
     """SEARCH_RATE: queries a second searches may go at; None: the Brave plan's rate."""
+    brave_price_per_1000: float
+    """BRAVE_PRICE_PER_1000: dollars Brave charges for 1,000 queries; 0: not shown."""
     search_plan_file: Path
     """SEARCH_PLAN_FILE: where our engine writes the plan Brave's headers state, and the
     service reads it (DATA_DIR/brave-plan.json by default; Compose: a shared volume)."""
@@ -251,6 +271,25 @@ def search_rate(raw: str) -> float | None:
             f"not {raw!r}"
         )
     return rate
+
+
+BRAVE_SEARCH_PRICE = 5.0
+"""Dollars per 1,000 queries on Brave's Search plan, as priced from February 2026."""
+
+
+def price_per_1000(raw: str) -> float:
+    """BRAVE_PRICE_PER_1000: dollars for 1,000 queries; empty: the Search plan's price."""
+    if not raw.strip():
+        return BRAVE_SEARCH_PRICE
+    try:
+        price = float(raw)
+    except ValueError:
+        price = -1.0
+    if not 0 <= price <= 1000:
+        raise ConfigError(
+            f"BRAVE_PRICE_PER_1000 must be dollars for 1,000 queries, 0 to 1000, not {raw!r}"
+        )
+    return price
 
 
 def log_level(raw: str) -> str:
@@ -394,6 +433,7 @@ def load(environ: dict[str, str] | None = None) -> Settings:
         llm_total_timeout=integer(env, "LLM_TOTAL_TIMEOUT", 900, 1),
         searxng_timeout=integer(env, "SEARXNG_TIMEOUT", 20, 1),
         search_rate=search_rate(env.get("SEARCH_RATE", "")),
+        brave_price_per_1000=price_per_1000(env.get("BRAVE_PRICE_PER_1000", "")),
         search_plan_file=Path(
             env.get("SEARCH_PLAN_FILE", "").strip()
             or Path(env.get("DATA_DIR", "").strip() or ROOT / "data") / "brave-plan.json"

@@ -23,13 +23,11 @@ Configuration (``settings.yml``):
 
 .. code:: yaml
 
-  - name: braveapi
+  - name: braveweb
     engine: brave_api
-    shortcut: bapi
     api_key: ""           # empty: BRAVE_API_KEY, or the file BRAVE_API_KEY_FILE names
     base_url: ""          # empty: BRAVE_API_URL, else https://api.search.brave.com
     results_per_page: 20  # Brave's ``count``, 1..20
-    inactive: false       # see below
 
 ``api_key``
   The ``X-Subscription-Token``. SearXNG's YAML has no variable expansion, so an
@@ -44,10 +42,12 @@ Configuration (``settings.yml``):
 ``results_per_page``
   Results per page; Brave refuses more than 20.
 
-``inactive``
-  SearXNG's default settings (from 2026) define an engine of the same name, marked
-  ``inactive: true``; an entry of that name in a ``use_default_settings`` file is merged
-  into it, so without ``inactive: false`` this engine would silently not load.
+``name``, ``shortcut``
+  ``braveweb``, and the shortcut ``bweb`` this module sets (an entry may repeat it):
+  the chat service's ``doctor`` reads it in SearXNG's ``/config`` to tell this engine from
+  SearXNG's own ``braveapi`` (from 2026), which sends Brave neither the locale nor the
+  extra snippets. ``braveapi`` was this engine's name before; an entry that still says
+  it is renamed by ``python -m app searxng-settings``, with a warning, for one release.
 
 Without a key the engine raises on each request; ``python -m app searxng-settings``
 then disables it and lists key-free engines instead.
@@ -71,13 +71,15 @@ if TYPE_CHECKING:
 about = {
     "website": "https://search.brave.com/",
     "wikidata_id": "Q22906900",
-    "official_api_documentation": "https://api-dashboard.search.brave.com/app/documentation",
+    "official_api_documentation": "https://api-dashboard.search.brave.com/documentation",
     "use_official_api": True,
     "require_api_key": True,
     "results": "JSON",
 }
 
 categories = ["general", "web"]
+shortcut = "bweb"
+"""SearXNG's shortcut, set here so that its /config shows which module an engine is."""
 paging = True
 max_page = 10
 time_range_support = True

@@ -205,7 +205,7 @@ def doctor_lines(stdout: str) -> dict[str, str]:
 EVERY_CHECK = [
     "SearXNG reachable",
     "SearXNG JSON API on",
-    "engine braveapi loaded",
+    "engine braveweb loaded",
     "Brave API key accepted",
     "Brave plan",
     "model server reachable",
@@ -283,7 +283,7 @@ def test_doctor_with_a_wrong_brave_key_in_its_own_searxng(brave, llm):
     assert run.returncode == 1, run.stdout + run.stderr
     checks = doctor_lines(run.stdout)
     assert checks["Brave API key accepted"] == "FAIL"
-    assert checks["engine braveapi loaded"] == "ok"
+    assert checks["engine braveweb loaded"] == "ok"
     fail_line = next(line for line in run.stdout.splitlines() if "Brave API key" in line)
     assert "SUBSCRIPTION_TOKEN_INVALID" in fail_line  # Brave's own code, as the API sent it
     assert "fix: set BRAVE_API_KEY" in run.stdout
@@ -508,6 +508,8 @@ def test_serve_runs_its_own_searxng_and_stops_it(brave, llm, tmp_path, stop_sign
         ("BRAVE_API_URL", "https://api.search.brave.com/res/v1/web"),
         ("BRAVE_API_URL", "https://api.search.brave.com/res/v1/web/search?q=x"),
         ("BRAVE_API_URL", "https://user:key@api.search.brave.com"),
+        ("BRAVE_PRICE_PER_1000", "five dollars"),
+        ("BRAVE_PRICE_PER_1000", "-5"),
     ],
 )
 def test_invalid_setting_is_a_clear_error_naming_it(name, value):

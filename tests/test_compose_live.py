@@ -127,7 +127,7 @@ def test_a_search_reaches_brave_with_the_locale(stack, fakes):
     brave = fakes[0]
     brave.clear()
     results = search_json(stack, "pogoda Warszawa")
-    assert results and all(r["engine"] == "braveapi" for r in results)
+    assert results and all(r["engine"] == "braveweb" for r in results)
     sent = brave.requests[-1].params
     assert (sent.get("country"), sent.get("search_lang")) == ("PL", "pl"), sent
 

@@ -20,7 +20,8 @@ import pytest
 import yaml
 
 from app import config
-from app.doctor.searxng import searxng_checks
+from app.doctor.check import Check
+from app.doctor.searxng import searxng_checks, searxng_free_checks
 from app.search.embedded import (
     KEYLESS_ENGINES,
     EmbeddedSearxng,
@@ -38,12 +39,13 @@ from tests.conftest import (
     run_cli,
     searxng_env,
 )
+from tests.upstream_engine import UPSTREAM_ENGINE, our_entry, rendered_with, upstream_entry
 
 # SearXNG's own entry of that name since February 2026 (searx/settings.yml, commit 8e824017d).
 UPSTREAM_BRAVEAPI = {"name": "braveapi", "engine": "braveapi", "api_key": "", "inactive": True}
 
 # Run by the pinned SearXNG: its merge of our settings over defaults that contain
-# UPSTREAM_BRAVEAPI, then its engine loader, which returns None for an inactive engine.
+# UPSTREAM_BRAVEAPI, then its engine loader (None for an inactive engine), for each name.
 MERGE_AND_LOAD = """
 import json, sys
 from searx import engines, settings_loader
@@ -52,8 +54,10 @@ upstream, ours = json.loads(sys.argv[1]), json.loads(sys.argv[2])
 defaults = settings_loader.load_yaml(settings_loader.DEFAULT_SETTINGS_FILE)
 defaults["engines"].append(upstream)
 merged = settings_loader.update_settings(defaults, ours)
-entry = next(e for e in merged["engines"] if e["name"] == upstream["name"])
-print(json.dumps({"entry": entry, "loaded": engines.load_engine(dict(entry)) is not None}))
+print(json.dumps({
+    e["name"]: {"engine": e["engine"], "loaded": engines.load_engine(dict(e)) is not None}
+    for e in merged["engines"] if e["name"] in sys.argv[3:]
+}))
 """
 
 
@@ -71,7 +75,7 @@ def marked(token: str) -> set[int]:
 
 def test_our_engine_is_loaded_and_json_is_on(searxng):
     config = httpx.get(f"{searxng.url}/config").json()
-    assert [e["name"] for e in config["engines"]] == ["braveapi"]
+    assert [(e["name"], e["shortcut"]) for e in config["engines"]] == [("braveweb", "bweb")]
     assert httpx.get(f"{searxng.url}/healthz").text == "OK"
 
 
@@ -161,7 +165,8 @@ def test_a_command_without_searxng_url_runs_its_own_and_stops_it(brave):
 
 
 def merged_over_upstream(ours: dict, tmp_path: Path) -> dict:
-    """Our settings merged by the pinned SearXNG over defaults with its 2026 braveapi."""
+    """Our settings merged by the pinned SearXNG over defaults with its 2026 braveapi: each
+    of the two names' module, and whether it loads."""
     venv = config.load().searxng_venv
     vendor = ensure_venv(venv)
     link_engine(vendor)
@@ -169,7 +174,8 @@ def merged_over_upstream(ours: dict, tmp_path: Path) -> dict:
     settings_path.write_text(yaml.safe_dump(ours))
     run = subprocess.run(
         [str(venv / "bin" / "python"), "-c", MERGE_AND_LOAD]
-        + [json.dumps(UPSTREAM_BRAVEAPI), json.dumps(ours)],
+        + [json.dumps({**UPSTREAM_BRAVEAPI, "engine": UPSTREAM_ENGINE}), json.dumps(ours)]
+        + [config.ENGINE_NAME, config.OLD_ENGINE_NAME],
         env={
             **os.environ,
             "PYTHONPATH": str(vendor),
@@ -184,22 +190,81 @@ def merged_over_upstream(ours: dict, tmp_path: Path) -> dict:
     return json.loads(run.stdout.splitlines()[-1])
 
 
-def test_our_engine_stays_active_when_searxng_ships_an_inactive_braveapi(tmp_path):
+def test_our_engine_loads_under_its_own_name_beside_searxngs_inactive_braveapi(tmp_path):
     ours = yaml.safe_load(render_settings("all", brave_api_key=API_KEY))
-    result = merged_over_upstream(ours, tmp_path)
-    assert result["entry"]["engine"] == "brave_api"
-    assert result["entry"]["inactive"] is False
-    assert result["loaded"]
+    # keep_only leaves SearXNG's own out; nothing of it is merged into ours.
+    assert merged_over_upstream(ours, tmp_path) == {
+        config.ENGINE_NAME: {"engine": "brave_api", "loaded": True}
+    }
 
 
-def test_without_inactive_false_the_upstream_entry_would_hide_our_engine(tmp_path):
-    # The hazard the line in settings.yml guards against, shown on the same merge.
-    ours = yaml.safe_load(render_settings("all", brave_api_key=API_KEY))
-    entry = next(e for e in ours["engines"] if e["name"] == config.ENGINE_NAME)
-    del entry["inactive"]
-    result = merged_over_upstream(ours, tmp_path)
-    assert result["entry"]["inactive"] is True
-    assert not result["loaded"]
+def test_a_settings_file_with_the_old_name_still_gives_our_engine_with_a_warning(
+    tmp_path, monkeypatch, caplog, searxng
+):
+    """A searxng/settings.yml written before the rename (keep_only and the entry say
+    braveapi) is rendered with our engine under its new name, so SearXNG's own braveapi
+    cannot take its place; the service's log at start and doctor say to rename it."""
+    old = (config.SEARXNG_DIR / "settings.yml").read_text()
+    old = old.replace(config.ENGINE_NAME, config.OLD_ENGINE_NAME)
+    old = old.replace(f"shortcut: {config.ENGINE_SHORTCUT}", "shortcut: bapi\n    inactive: false")
+    (tmp_path / "searxng").mkdir()
+    (tmp_path / "searxng" / "settings.yml").write_text(old)
+    monkeypatch.setattr(config, "SEARXNG_DIR", tmp_path / "searxng")
+    with caplog.at_level("WARNING"):
+        ours = yaml.safe_load(render_settings("all", brave_api_key=API_KEY))
+    assert ours["use_default_settings"]["engines"]["keep_only"] == [config.ENGINE_NAME]
+    assert "names our engine 'braveapi', its old name" in caplog.text
+    assert merged_over_upstream(ours, tmp_path) == {
+        config.ENGINE_NAME: {"engine": "brave_api", "loaded": True}
+    }
+    checks = {c.id: c for c in asyncio.run(searxng_free_checks(searxng.url))}
+    assert checks["engine_loaded"].state == "warning"
+    assert "its old name" in checks["engine_loaded"].detail
+    assert "rename braveapi to braveweb" in checks["engine_loaded"].fix
+
+
+def engine_check_of(url: str) -> Check:
+    return next(c for c in asyncio.run(searxng_checks(url)) if c.id == "engine_loaded")
+
+
+def test_doctor_names_searxngs_own_braveapi_active_beside_ours(brave, tmp_path):
+    rendered = rendered_with(tmp_path, our_entry(), upstream_entry(brave))
+    with EmbeddedSearxng("all", environ=searxng_env(brave), rendered=rendered) as both:
+        check = engine_check_of(both.url)
+    assert check.state == "fail"
+    assert "SearXNG's own braveapi engine is active beside ours" in check.detail
+    assert "no locale" in check.detail
+    assert "take braveapi out" in check.fix
+    assert brave.requests == []  # told from /config, without a query
+
+
+def test_doctor_names_searxngs_own_braveapi_running_instead_of_ours(brave, tmp_path):
+    """As a SearXNG set up from upstream's documentation runs it: the name our engine had."""
+    rendered = rendered_with(tmp_path, upstream_entry(brave))
+    upstream = EmbeddedSearxng("all", environ=searxng_env(brave), rendered=rendered)
+    upstream.prepare()
+    upstream.launch()
+    try:
+        upstream.wait_healthy()
+        check = engine_check_of(upstream.url)
+        with pytest.raises(SearxngError, match="has not loaded the engine 'braveweb'"):
+            check_engine_loaded(upstream.url)  # the service refuses it at start
+    finally:
+        upstream.stop()
+    assert check.state == "fail"
+    assert "SearXNG's own braveapi engine is active instead of ours" in check.detail
+    assert "list braveweb (engine: brave_api) in keep_only" in check.fix
+    assert brave.requests == []
+
+
+def test_doctor_tells_another_module_under_our_name_from_ours(brave, tmp_path):
+    rendered = rendered_with(tmp_path, upstream_entry(brave, config.ENGINE_NAME))
+    with EmbeddedSearxng("all", environ=searxng_env(brave), rendered=rendered) as impostor:
+        check = engine_check_of(impostor.url)
+    assert check.state == "fail"
+    assert "the engine named braveweb is not ours: its shortcut is '-'" in check.detail
+    assert "engine: brave_api" in check.fix
+    assert brave.requests == []
 
 
 def test_with_a_key_only_our_engine_is_listed():

@@ -49,7 +49,7 @@ def test_search_returns_results_as_the_model_gets_them(chat, brave):
         assert result["content"].startswith(f"{result['date']} — ")  # as the engine writes it
     for result in results:
         assert result["domain"] and result["domain"] in result["url"]
-        assert result["engine"] == "braveapi"
+        assert result["engine"] == "braveweb"
     languages = [r["language"] for r in results]
     assert languages.count("pl") > len(languages) / 2, languages
     assert set(languages) <= {"pl", "en", "fr"}
@@ -168,7 +168,7 @@ def test_engine_failure_is_a_502_with_brave_words(llm, pages, tmp_path, fresh_se
         response = lab(service, "search", q="rust", locale="en")
         assert response.status_code == 502, response.text
         detail = response.json()["detail"]
-        assert detail.startswith("braveapi: ")
+        assert detail.startswith("braveweb: ")
         assert "SUBSCRIPTION_TOKEN_INVALID" in detail
 
         brave.fail_next(422, "SUBSCRIPTION_TOKEN_INVALID")
@@ -354,7 +354,7 @@ def test_result_text_is_never_markup(page, chat):
                 "content": "<b>pogrubione</b> <script>window.pwned=1</script>",
                 "date": None,
                 "language": "pl",
-                "engine": "braveapi",
+                "engine": "braveweb",
             }
         ],
         "engine_errors": [],
@@ -404,3 +404,14 @@ def test_lab_fits_a_narrow_screen(browser, chat, dark, tmp_path):
         assert narrow.log.errors == []
     finally:
         narrow.context.close()
+
+
+def test_our_engines_old_name_still_means_ours_and_the_same_search(chat, brave):
+    """An engine list saved with our engine's old name (a conversation's, a lab link) searches
+    ours, and finds the search made under its new name in the cache."""
+    first = ok(lab(chat, "search", q=QUERY, locale="en", engines="braveweb"))
+    sent = len(brave.requests)
+    again = ok(lab(chat, "search", q=QUERY, locale="en", engines="braveapi"))
+    assert {r["engine"] for r in again["results"]} == {"braveweb"}
+    assert again["results"] == first["results"]
+    assert len(brave.requests) == sent  # the same search: no query spent

@@ -88,6 +88,29 @@ def test_the_quota_shows_after_one_search_and_after_a_restart(plan_service, brav
     assert checks(again)["brave_plan"]["detail"] == shown["detail"]
 
 
+def test_the_queries_sent_are_shown_with_what_they_cost(plan_service, brave, llm, tmp_path):
+    chat = plan_service()  # the Search plan's price: 5 $ per 1,000
+    assert lab_search(chat, "rust ownership").status_code == 200
+    assert lab_search(chat, "python asyncio").status_code == 200
+    assert (
+        "sent 2 today, 2 this month (about 0.010 $ today, 0.010 $ this month)"
+        in (checks(chat)["brave_plan"]["detail"])
+    )
+    chat.stop()
+    run = run_main(  # doctor reads the same count
+        "doctor",
+        searxng_url="http://127.0.0.1:9",
+        DATA_DIR=str(tmp_path / "data"),
+        DATABASE_URL=chat.settings.database_url or "",
+        LLM_BASE_URL=llm.api_base,
+        DEFAULT_MODEL="fake-model",
+        BRAVE_PRICE_PER_1000="9",
+    )
+    assert "sent 2 today, 2 this month (about 0.018 $ today, 0.018 $ this month)" in run.stdout
+    free = run_main("doctor", searxng_url="http://127.0.0.1:9", BRAVE_PRICE_PER_1000="0")
+    assert "this month" in free.stdout and " $" not in free.stdout
+
+
 def test_below_a_tenth_left_the_plan_warns(plan_service, brave):
     chat = plan_service()
     brave.spend(14_000)

@@ -156,7 +156,7 @@ def test_missing_api_key_is_named(brave):
         # Without a key our engine is off by default (key-free engines search instead);
         # asked for by name, it says what is missing.
         run = run_main(
-            "search", "rust", "--engines", "braveapi", searxng_url=keyless.url, BRAVE_API_KEY=""
+            "search", "rust", "--engines", "braveweb", searxng_url=keyless.url, BRAVE_API_KEY=""
         )
     assert run.returncode != 0
     assert "BRAVE_API_KEY" in run.stderr
@@ -183,5 +183,5 @@ def test_search_json_lists_the_documented_fields(searxng, brave):
     results = json.loads(run.stdout)
     assert results
     assert set(results[0]) == {"title", "url", "content", "publishedDate", "engine"}
-    assert {r["engine"] for r in results} == {"braveapi"}
+    assert {r["engine"] for r in results} == {"braveweb"}
     assert sent(brave)["offset"] == "1"

@@ -12,14 +12,15 @@ import pytest
 from playwright.sync_api import expect
 
 from app import config
-from app.search.embedded import free_port
+from app.search.embedded import EmbeddedSearxng, free_port
 from tests.browser import open_page
 from tests.chat_client import new_conversation, send
-from tests.conftest import ChatService, chat_env, on_socket
+from tests.conftest import ChatService, chat_env, on_socket, searxng_env
 from tests.fakes.llm_server import FakeLLM, Reply, invalid_api_key, tools_unsupported
 from tests.fakes.loopback import LoopbackFake, LoopbackHandler
 from tests.page_actions import send as type_and_send
 from tests.page_actions import wait_turn_end
+from tests.upstream_engine import our_entry, rendered_with, upstream_entry
 
 QUICK_IDS = [
     "searxng_reachable",
@@ -105,7 +106,11 @@ class NotSearxng(LoopbackFake):
         if path == "/healthz":
             return 200, "text/plain", "OK"
         if path == "/config":
-            engine = {"name": config.ENGINE_NAME, "enabled": True}
+            engine = {
+                "name": config.ENGINE_NAME,
+                "shortcut": config.ENGINE_SHORTCUT,
+                "enabled": True,
+            }
             return 200, "application/json", json.dumps({"engines": [engine]})
         return 403, html, "<!doctype html><title>403 Forbidden</title><h1>Forbidden</h1>"
 
@@ -188,6 +193,20 @@ def test_a_dead_searxng_fails_without_an_error_page(service, brave):
     check = brave_status(running)
     assert check["state"] == "fail" and check["detail"].startswith("not checked")
     assert "SEARXNG_URL" in check["fix"]
+    assert brave.requests == []
+
+
+def test_status_names_searxngs_own_braveapi_in_place_of_ours(service, brave, tmp_path):
+    """A SearXNG that runs upstream's braveapi beside ours: the panel names it and its fix,
+    without a search."""
+    rendered = rendered_with(tmp_path / "rendered", our_entry(), upstream_entry(brave))
+    with EmbeddedSearxng("all", environ=searxng_env(brave), rendered=rendered) as both:
+        checks = by_id(status(service(searxng_url=both.url), quick=True))
+    assert checks["engine_loaded"]["state"] == "fail"
+    assert (
+        "SearXNG's own braveapi engine is active beside ours" in checks["engine_loaded"]["detail"]
+    )
+    assert "keep_only" in checks["engine_loaded"]["fix"]
     assert brave.requests == []
 
 

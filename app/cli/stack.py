@@ -59,7 +59,7 @@ def stored_plan_check(settings: config.Settings) -> Check:
         finally:
             database.close()
     plan = PlanReader(settings.search_plan_file).read()
-    return plan_check(plan, spent, settings.search_rate)
+    return plan_check(plan, spent, settings.search_rate, settings.brave_price_per_1000)
 
 
 def cmd_doctor(args: argparse.Namespace, settings: config.Settings) -> int:

@@ -11,6 +11,7 @@ import httpx
 from app import config
 from app.doctor.check import QUICK_TIMEOUT, Check, State, describe, first_failure
 from app.model.client import safe_json
+from app.search import embedded
 from app.search.client import Counter, SearchError, Searxng
 from app.search.failures import EngineFailure
 from app.search.plan import Plan, PlanReader, summary
@@ -70,6 +71,20 @@ async def searxng_free_checks(url: str, *, timeout: float = QUICK_TIMEOUT) -> li
         return [reachable, *await asyncio.gather(engine_check(http, url), json_check(http, url))]
 
 
+OURS = frozenset({config.ENGINE_SHORTCUT, config.OLD_ENGINE_SHORTCUT})
+"""The shortcuts our module has set: what /config shows of an engine that is ours."""
+UPSTREAM_FIX = (
+    f"in searxng/settings.yml, list {config.ENGINE_NAME} (engine: brave_api) in keep_only and "
+    f"take {config.OLD_ENGINE_NAME} out (or give it inactive: true), then render SearXNG's "
+    "settings again and restart it"
+)
+RENAME_FIX = (
+    f"in SearXNG's settings.yml, rename {config.OLD_ENGINE_NAME} to {config.ENGINE_NAME} "
+    f"(keep_only and the engine's entry, shortcut {config.ENGINE_SHORTCUT}): the old name "
+    "works for this release only"
+)
+
+
 async def engine_check(http: httpx.AsyncClient, url: str) -> Check:
     name = f"engine {config.ENGINE_NAME} loaded"
 
@@ -84,12 +99,14 @@ async def engine_check(http: httpx.AsyncClient, url: str) -> Check:
     except (ValueError, KeyError, TypeError, AttributeError):
         detail = f"{url}/config did not answer SearXNG's JSON (HTTP {response.status_code})"
         return engine("fail", detail, NOT_SEARXNG_FIX)
-    ours = engines.get(config.ENGINE_NAME)
+    if (wrong := identity_problem(engines)) is not None:
+        return engine("fail", *wrong)
+    ours = engines.get(config.ENGINE_NAME) or engines.get(config.OLD_ENGINE_NAME)
     listed = ", ".join(sorted(engines)) or "no engine"
     if ours is None:
         fix = "mount searxng-engines/brave_api.py in searx/engines/ and read SearXNG's log"
         return engine("fail", f"SearXNG has: {listed}", fix)
-    others = sorted(n for n, e in engines.items() if n != config.ENGINE_NAME and e.get("enabled"))
+    others = sorted(n for n, e in engines.items() if e is not ours and e.get("enabled"))
     if ours.get("enabled") is False and others:
         # What app/search/embedded.py renders when there is no Brave API key.
         detail = (
@@ -99,9 +116,36 @@ async def engine_check(http: httpx.AsyncClient, url: str) -> Check:
         )
         return engine("warning", detail, NO_KEY_FIX)
     if ours.get("enabled") is False:
-        fix = f"set disabled: false for {config.ENGINE_NAME} in SearXNG's settings.yml"
-        return engine("fail", f"{config.ENGINE_NAME} is loaded but disabled", fix)
-    return engine("ok", f"enabled; SearXNG's engines: {listed}")
+        fix = f"set disabled: false for {ours['name']} in SearXNG's settings.yml"
+        return engine("fail", f"{ours['name']} is loaded but disabled", fix)
+    if ours["name"] == config.OLD_ENGINE_NAME:
+        return engine("warning", f"ours, under its old name {config.OLD_ENGINE_NAME}", RENAME_FIX)
+    if await asyncio.to_thread(embedded.names_old_engine):
+        return engine("warning", embedded.OLD_NAME_WARNING, RENAME_FIX)
+    return engine("ok", f"ours (shortcut {ours.get('shortcut')}); SearXNG's engines: {listed}")
+
+
+def identity_problem(engines: dict[str, dict[str, object]]) -> tuple[str, str] | None:
+    """What is wrong, and its fix, when /config shows an engine under our name that is not
+    ours, or SearXNG's own braveapi active (no locale, no extra snippets, no dates, and a
+    page 2 Brave refuses): told apart by the shortcut our module sets, without a search."""
+    named = engines.get(config.ENGINE_NAME)
+    if named is not None and named.get("shortcut") not in OURS:
+        detail = (
+            f"the engine named {config.ENGINE_NAME} is not ours: its shortcut is "
+            f"{named.get('shortcut')!r}, ours says {config.ENGINE_SHORTCUT!r}"
+        )
+        fix = f"give {config.ENGINE_NAME} engine: brave_api in SearXNG's settings.yml"
+        return detail, f"{fix}, and no shortcut of its own"
+    upstream = engines.get(config.OLD_ENGINE_NAME)
+    if upstream is None or upstream.get("shortcut") in OURS or upstream.get("enabled") is False:
+        return None
+    where = "beside ours" if named is not None else "instead of ours"
+    detail = (
+        f"SearXNG's own {config.OLD_ENGINE_NAME} engine is active {where}: it sends Brave no "
+        "locale and asks for no extra snippets or dates, so its results lack what ours adds"
+    )
+    return detail, UPSTREAM_FIX
 
 
 async def json_check(http: httpx.AsyncClient, url: str) -> Check:
@@ -144,7 +188,7 @@ async def brave_key_check(
     failed = first_failure(free)
     if failed is not None:
         return key("fail", f"not checked: {failed.name} failed ({failed.detail})", failed.fix)
-    if any(c.id == "engine_loaded" and c.state == "warning" for c in free):
+    if any(c.id == "engine_loaded" and c.fix == NO_KEY_FIX for c in free):
         return key("warning", "not checked: no key", NO_KEY_FIX)
     try:
         if searcher is not None:  # the service's: paced with its other searches, never cached
@@ -190,13 +234,23 @@ async def keyfree_checks(url: str) -> list[Check]:
     ]
 
 
-def plan_check(plan: Plan | None, spent: SearchesSpent, rate: float | None = None) -> Check:
-    """The Brave plan as its last answer stated it, and the queries this service sent."""
+def plan_check(
+    plan: Plan | None, spent: SearchesSpent, rate: float | None = None, price: float = 0.0
+) -> Check:
+    """The Brave plan as its last answer stated it, and the queries this service sent, with
+    what they cost at ``price`` dollars per 1,000 (0: not said)."""
     ours = f"this service sent {spent.today} today, {spent.month} this month"
+    if price:
+        ours += f" (about {cost(spent.today, price)} today, {cost(spent.month, price)} this month)"
     detail = f"{summary(plan, rate)}; {ours}"
     if plan is not None and (plan.low or plan.limited_now()):
         return Check("brave_plan", "engine", "Brave plan", "warning", detail, PLAN_FIX)
     return Check("brave_plan", "engine", "Brave plan", "ok", detail)
+
+
+def cost(queries: int, price: float) -> str:
+    """What the queries cost in dollars at ``price`` per 1,000: ``0.015 $``."""
+    return f"{queries * price / 1000:.3f} $"
 
 
 def suspension_checks(failures: list[EngineFailure]) -> list[Check]:

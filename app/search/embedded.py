@@ -57,6 +57,17 @@ KEYLESS_ENGINES: tuple[YamlObject, ...] = (
 )
 
 
+def source_settings() -> YamlObject:
+    """searxng/settings.yml as written, before rendering."""
+    loaded: YamlObject = yaml.safe_load((config.SEARXNG_DIR / "settings.yml").read_text())
+    return loaded
+
+
+def names_old_engine() -> bool:
+    """Whether searxng/settings.yml still names our engine by its old name."""
+    return bool(old_engine_entries(source_settings()))
+
+
 def render_settings(
     locale: str, *, brave_api_key: str | None = None, allow_http_engine: bool = False
 ) -> str:
@@ -67,8 +78,10 @@ def render_settings(
     only source listed, KEYLESS_ENGINES are searched instead. ``allow_http_engine`` lets
     our engine call a plain-http Brave API (a test fake).
     """
-    settings = yaml.safe_load((config.SEARXNG_DIR / "settings.yml").read_text())
+    settings = source_settings()
     settings["search"]["default_lang"] = config.check_locale(locale)
+    if rename_old_engine(settings):
+        logger.warning(OLD_NAME_WARNING)
     ours = next((e for e in settings["engines"] if e["name"] == config.ENGINE_NAME), None)
     if ours is not None:
         if allow_http_engine:
@@ -77,6 +90,35 @@ def render_settings(
         if not (key or ours.get("api_key")):
             use_keyless_engines(settings, ours)
     return yaml.safe_dump(settings, sort_keys=False, allow_unicode=True)
+
+
+OLD_NAME_WARNING = (
+    f"searxng/settings.yml names our engine {config.OLD_ENGINE_NAME!r}, its old name (now "
+    f"SearXNG's own engine's): rendered as {config.ENGINE_NAME!r} for this release; rename it "
+    f"there (keep_only and the engine's entry, shortcut {config.ENGINE_SHORTCUT})"
+)
+
+
+def old_engine_entries(settings: YamlObject) -> list[YamlObject]:
+    """The entries that load our module under its old name."""
+    return [
+        entry
+        for entry in settings.get("engines") or []
+        if entry.get("name") == config.OLD_ENGINE_NAME
+        and entry.get("engine") == config.ENGINE_FILE.stem
+    ]
+
+
+def rename_old_engine(settings: YamlObject) -> bool:
+    """Our engine under its old name renamed, in keep_only too: an upstream SearXNG would
+    merge that entry into its own engine of that name. Whether there was one."""
+    entries = old_engine_entries(settings)
+    for entry in entries:
+        entry["name"] = config.ENGINE_NAME
+    keep_only = ((settings.get("use_default_settings") or {}).get("engines") or {}).get("keep_only")
+    if entries and isinstance(keep_only, list) and keep_only:
+        keep_only[:] = (config.engine_list(",".join(keep_only)) or "").split(",")
+    return bool(entries)
 
 
 def use_keyless_engines(settings: YamlObject, ours: YamlObject) -> None:
@@ -239,6 +281,20 @@ class EmbeddedSearxng:
         """Where our engine writes the Brave plan for the chat service (app/search/plan.py)."""
 
     def start(self) -> EmbeddedSearxng:
+        self.prepare()
+        self.launch()
+        try:
+            self.wait_healthy()
+            check_engine_loaded(self.url)
+        except BaseException:
+            self.stop()
+            raise
+        if self.supervise:
+            threading.Thread(target=self.watch, name="searxng-supervisor", daemon=True).start()
+        return self
+
+    def prepare(self) -> None:
+        """The venv, our engine linked, the settings and the command, for launch()."""
         vendor = ensure_venv(self.settings.searxng_venv)
         link_engine(vendor)
         brave_url = self.environ.get("BRAVE_API_URL", "")
@@ -263,16 +319,6 @@ class EmbeddedSearxng:
         python = str(self.settings.searxng_venv / "bin" / "python")
         waitress = ["-m", "waitress", "--host", "127.0.0.1", f"--port={self.port}"]
         self.command, self.env = [python, *waitress, "searx.webapp:app"], env
-        self.launch()
-        try:
-            self.wait_healthy()
-            check_engine_loaded(self.url)
-        except BaseException:
-            self.stop()
-            raise
-        if self.supervise:
-            threading.Thread(target=self.watch, name="searxng-supervisor", daemon=True).start()
-        return self
 
     def launch(self) -> None:
         with self.log_path.open("ab") as log:

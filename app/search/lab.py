@@ -115,8 +115,8 @@ def target_of(locale: str) -> str | None:
 async def check_engines(client: Searcher, engines: str) -> str | None:
     """The engines asked for, each one this SearXNG has loaded; None for SearXNG's own
     choice."""
-    names = [name for name in engines.replace(" ", "").split(",") if name]
-    if not names:
+    names = (config.engine_list(engines) or "").split(",")
+    if not any(names):
         return None
     loaded = await client.loaded_engines()
     unknown = [name for name in names if name not in loaded]

@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable
 from typing import Protocol
 
+from app import config
 from app.search import cache as keys
 from app.search.cache import CacheStore, SearchKey
 from app.search.client import SearchError, SearchResponse, Searxng
@@ -125,6 +126,7 @@ class Searcher:
         """One page of results; from the cache when the same search was made within the
         TTL (unless ``fresh``), else through SearXNG once the plan's rate allows it.
         RateLimited when the engine refused it for its rate twice, or for its quota."""
+        engines = config.engine_list(engines)
         key = SearchKey(query, locale, engines, page, time_range).text()
         ttl = self.ttl() if self.cache is not None else 0.0
         if ttl <= 0 or fresh:

@@ -71,7 +71,11 @@ async def search_plan_checks(services: Services) -> list[Check]:
     plan = await asyncio.to_thread(services.plan.read)
     spent = await services.storage.searches_spent()
     suspended = suspension_checks(services.searxng.suspensions.current())
-    return [plan_check(plan, spent, services.settings.search_rate), *suspended]
+    settings = services.settings
+    return [
+        plan_check(plan, spent, settings.search_rate, settings.brave_price_per_1000),
+        *suspended,
+    ]
 
 
 @router.post("/brave")
