@@ -100,8 +100,7 @@ def message_lines(message: Mapping[str, Any]) -> list[str]:
     for step in message.get("activity", []):
         if step.get("type") == "search":
             query, language = plain(step.get("query", "")), plain(step.get("language", ""))
-            how = ", without tool calling" if step.get("without_tools") else ""
-            lines.append(f"- searched: {query} ({language}{how})")
+            lines.append(f"- searched: {query} ({language})")
         elif step.get("type") == "fetch":
             page = link(step.get("title") or "", step.get("url", ""))
             error = step.get("error")
