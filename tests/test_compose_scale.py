@@ -298,7 +298,10 @@ def test_stop_through_the_proxy_ends_the_turn_on_the_replica_running_it(scale, f
             for line in response.iter_lines():
                 deltas += line.startswith("data: ") and '"delta"' in line
                 if deltas == 3:
-                    break  # Stop: the page aborts its fetch, which closes the stream
+                    # Stop is a request of its own, which nginx may hand to either replica.
+                    stop = client.post(f"/api/conversations/{conversation}/stop")
+                    assert stop.status_code == 200 and stop.json() == {"stopped": True}
+                    break
         stopped = time.monotonic()
         hung_up = llm.wait_hung_up(timeout=10)
         assert hung_up is not None, "the model server never saw the replica let go"
