@@ -643,7 +643,11 @@ def test_jump_to_latest_covers_no_answers_figures_or_sources(browser, chat, llm,
             wait_turn_end(page)
         stats = page.locator(".answer-stats")
         expect(stats).to_have_count(3)
-        for index in range(3):  # each answer's figures brought to the bottom edge in turn
+        widths = [width] if width > 900 else range(width - 30, width + 41, 5)
+        for index, each in ((i, w) for i in range(3) for w in widths):
+            # each answer's figures at the bottom edge in turn; on a phone at widths around
+            # 390 px too, so a wrapped line that happens to end at the right edge is seen
+            page.set_viewport_size({"width": each, "height": height})
             page.locator("#messages").evaluate(
                 """(m, i) => {
                     const row = m.querySelectorAll(".answer-stats")[i];
@@ -654,7 +658,7 @@ def test_jump_to_latest_covers_no_answers_figures_or_sources(browser, chat, llm,
             )
             if index < 2:
                 expect(page.locator("#jump-latest")).to_be_visible()
-            assert covered(page, ".answer-stats > :not(.spacer), .source-chip") == []
+            assert covered(page, ".answer-stats > :not(.spacer), .source-chip") == [], each
     finally:
         page.context.close()
 
