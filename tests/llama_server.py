@@ -31,6 +31,8 @@ MODEL_ALIAS = "gemma3-270m"
 TEMPLATE = Path(__file__).parent / "llama" / "chat-template.jinja"
 STRICT_TEMPLATE = Path(__file__).parent / "llama" / "strict-roles.jinja"
 """The same, refusing roles out of turn as Gemma's and Mistral's own templates do."""
+NO_TOOLS_TEMPLATE = Path(__file__).parent / "llama" / "no-tools.jinja"
+"""The same without tool calling, as many small models' templates are."""
 CMAKE_FLAGS = [
     "-DCMAKE_BUILD_TYPE=Release",
     "-DGGML_NATIVE=OFF",
@@ -263,6 +265,8 @@ tiny_llama = server_fixture(1024)
 """A window small enough to overflow with a page of text."""
 strict_llama = server_fixture(8192, STRICT_TEMPLATE)
 """A server whose template raises unless the roles alternate from a user message."""
+untooled_llama = server_fixture(8192, NO_TOOLS_TEMPLATE)
+"""A server whose template has no tools: it takes the `tools` field and ignores it."""
 
 
 if __name__ == "__main__":

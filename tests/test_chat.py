@@ -271,6 +271,12 @@ def test_model_rejecting_tools_gets_one_retry_without_them(chat, llm):
 TOOL_NOTE_START = "You can look things up."
 
 
+def search_steps() -> list[Reply]:
+    """The model's query, and no page to read, in the search-first steps of an answer
+    without tool calling."""
+    return [Reply(text='{"query": "the question"}'), Reply(text='{"read": 0}')]
+
+
 def system_text(request) -> str:
     return request.body["messages"][0]["content"]
 
@@ -280,7 +286,13 @@ def tool_refusals(chat) -> list[dict[str, str]]:
 
 
 def test_a_model_that_rejected_tools_is_not_offered_them_again(chat, llm):
-    llm.script(tools_unsupported(), Reply(text="First, without tools."), Reply(text="Second."))
+    llm.script(
+        tools_unsupported(),
+        *search_steps(),
+        Reply(text="First, without tools."),
+        *search_steps(),
+        Reply(text="Second."),
+    )
     conversation_id = new_conversation(chat)
     first = send(chat, conversation_id, "question")
     learnt = next(e for e in first if e["type"] == "warning")
@@ -288,15 +300,16 @@ def test_a_model_that_rejected_tools_is_not_offered_them_again(chat, llm):
     assert "does not support tools" in learnt["tools_refused"]["reason"]
     # The retry drops the tool note with the tools, and the context bar counts neither.
     assert TOOL_NOTE_START in system_text(llm.requests[0])
-    assert TOOL_NOTE_START not in system_text(llm.requests[1])
+    assert TOOL_NOTE_START not in system_text(llm.requests[3])
     assert first[-1]["budget"]["parts"]["tools"] == 0
 
     second = send(chat, conversation_id, "another question")
-    assert event_types(second) == ["warning", "delta", "done"]
+    searched = {"search", "search_wait"}  # the search made first: the model cannot call tools
+    assert [t for t in event_types(second) if t not in searched] == ["warning", "delta", "done"]
     assert "web tools not offered" in second[0]["message"]
     assert "does not support tools" in second[0]["message"]
-    assert "tools" not in llm.requests[2].body
-    assert TOOL_NOTE_START not in system_text(llm.requests[2])
+    assert "tools" not in llm.requests[6].body
+    assert TOOL_NOTE_START not in system_text(llm.requests[6])
     assert second[-1]["budget"]["parts"]["tools"] == 0
     assert sum("tools" in r.body for r in llm.requests) == 1  # refused once, never again
     stored = get_conversation(chat, conversation_id)["messages"][-1]
@@ -351,16 +364,16 @@ def test_llama_cpp_tool_parse_failure_retries_without_tools(chat, llm):
             }
         },
     )
-    llm.script(unparsed, Reply(text="Answer without tools."), Reply(text="Next."))
+    llm.script(unparsed, *search_steps(), Reply(text="Answer without tools."), Reply(text="Next."))
     conversation_id = new_conversation(chat)
     events = send(chat, conversation_id, "question")
     assert any(e["type"] == "warning" and "without them" in e["message"] for e in events)
-    assert events[-1]["type"] == "done"
-    assert "tools" not in llm.requests[1].body
+    assert events[-1]["text"] == "Answer without tools."
+    assert not any("tools" in r.body for r in llm.requests[1:4])
     # One output that did not parse says nothing of the next: the tools are offered again.
     assert tool_refusals(chat) == []
     send(chat, conversation_id, "next question")
-    assert "tools" in llm.requests[2].body
+    assert "tools" in llm.requests[4].body
 
 
 def test_failed_search_goes_to_the_model_as_text_and_to_the_user(chat, llm, brave):

@@ -145,10 +145,14 @@ def test_ollama_refusing_tools_is_answered_without_them(searxng, tmp_path):
         fake,
         chat,
     ):
-        fake.script(ollama_tools_unsupported(OLLAMA_MODEL), ollama_stream(OLLAMA_MODEL, ["Hi."]))
+        fake.script(
+            ollama_tools_unsupported(OLLAMA_MODEL),
+            *search_steps(),
+            ollama_stream(OLLAMA_MODEL, ["Hi."]),
+        )
         events = one_turn(chat)
         retried = fake.requests[-1].body
-    assert event_types(events) == ["warning", "delta", "done"]
+    assert unsearched(event_types(events)) == ["warning", "delta", "done"]
     assert "rejected the web tools" in events[0]["message"]
     assert "tools" not in retried
 
@@ -259,9 +263,9 @@ def test_vllm_error_event_in_the_stream_fails_the_turn_keeping_the_text(chat, ll
 
 
 def test_vllm_without_a_tool_parser_is_answered_without_tools(chat, llm):
-    llm.script(vllm_tools_unsupported(), vllm_stream("fake-model", ["Hello."]))
+    llm.script(vllm_tools_unsupported(), *search_steps(), vllm_stream("fake-model", ["Hello."]))
     events = one_turn(chat, "Hi")
-    assert event_types(events) == ["warning", "delta", "done"]
+    assert unsearched(event_types(events)) == ["warning", "delta", "done"]
     assert "tools" not in llm.requests[-1].body
 
 
@@ -270,11 +274,23 @@ def test_vllm_without_a_tool_parser_is_answered_without_tools(chat, llm):
 GARBAGE = ["You may call ", "these tools ", "by answering ", "with "]
 
 
+def search_steps() -> list[Reply]:
+    """A model without tool calling searches first: its query, and no page to read."""
+    return [Reply(text='{"query": "hi"}'), Reply(text='{"read": 0}')]
+
+
+def unsearched(types: list[str]) -> list[str]:
+    """The event types but the search made first (and its wait for the plan's rate)."""
+    return [t for t in types if t not in ("search", "search_wait")]
+
+
 def test_llamacpp_output_that_does_not_parse_is_discarded_and_answered_without_tools(chat, llm):
-    llm.script(llamacpp_stream_unparsed("fake-model", GARBAGE), Reply(text="Warsaw."))
+    llm.script(
+        llamacpp_stream_unparsed("fake-model", GARBAGE), *search_steps(), Reply(text="Warsaw.")
+    )
     conversation_id, events = converse(chat, "What is the capital of Poland?")
-    first, retried = (r.body for r in llm.requests[-2:])
-    assert event_types(events) == ["delta", "retry", "warning", "delta", "done"]
+    first, retried = llm.requests[-4].body, llm.requests[-1].body
+    assert unsearched(event_types(events)) == ["delta", "retry", "warning", "delta", "done"]
     retry = next(e for e in events if e["type"] == "retry")
     assert retry == {"type": "retry", "text": "", "reasoning": ""}  # nothing of it is kept
     warning = next(e for e in events if e["type"] == "warning")["message"]

@@ -213,12 +213,14 @@ def test_a_client_tool_named_like_ours_wins(chat, llm, brave):
 
 
 def test_a_model_that_refuses_tools_is_answered_without(chat, llm):
-    llm.script(tools_unsupported(), Reply(text="Plain."))
+    steps = [Reply(text='{"query": "q"}'), Reply(text='{"read": 0}')]
+    llm.script(tools_unsupported(), *steps, Reply(text="Plain."))
     answer = client_of(chat).chat.completions.create(
         model="fake-model", messages=[{"role": "user", "content": "q"}]
     )
     assert answer.choices[0].message.content == "Plain."
-    assert "tools" in llm.requests[0].body and "tools" not in llm.requests[1].body
+    assert "tools" in llm.requests[0].body
+    assert not any("tools" in r.body for r in llm.requests[1:])
 
 
 @pytest.mark.socket  # Stop is the hang-up
@@ -429,7 +431,10 @@ def test_a_repeated_call_is_not_run_again(chat, llm, brave):
 
 def test_a_refusal_the_page_remembers_is_honoured(chat, llm):
     # The page's turn meets the refusal and remembers it for the model.
-    llm.script(tools_unsupported(), Reply(text="Page answer."), Reply(text="Plain."))
+    steps = [Reply(text='{"query": "q"}'), Reply(text='{"read": 0}')]
+    llm.script(
+        tools_unsupported(), *steps, Reply(text="Page answer."), *steps, Reply(text="Plain.")
+    )
     conversation = chat.http.post("/api/conversations", json={}).json()["id"]
     with chat.http.stream(
         "POST", f"/api/conversations/{conversation}/chat", json={"message": "q"}
@@ -462,6 +467,8 @@ def test_a_streamed_round_the_server_could_not_parse_is_said_to_be_discarded(cha
     discarded, and the answer asked again without tools follows."""
     llm.script(
         llamacpp_stream_unparsed("fake-model", ["You may call ", "these tools"]),
+        Reply(text='{"query": "capital"}'),  # the search made first, without tool calling
+        Reply(text='{"read": 0}'),
         Reply(text="Warsaw."),
     )
     stream = client_of(chat).chat.completions.create(

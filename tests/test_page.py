@@ -222,15 +222,19 @@ def test_a_second_context_overflow_shows_its_retry(page, llm):
     expect(page.locator("#composer-input")).to_have_value("A message that no longer fits.")
 
 
-def test_a_model_without_tools_answers_with_a_visible_warning(page, llm):
-    llm.script(tools_unsupported(), Reply(text="Answer without the web."))
+def test_a_model_without_tools_searches_first_with_a_visible_warning(page, llm):
+    query = Reply(text='{"query": "news today"}')
+    no_page = Reply(text='{"read": 0}')
+    llm.script(tools_unsupported(), query, no_page, Reply(text="Answer from the results."))
     send(page, "Anything new?")
     wait_turn_end(page)
     answer = page.locator(".message.assistant").last
-    expect(answer.locator(".answer")).to_have_text("Answer without the web.")
+    expect(answer.locator(".answer")).to_have_text("Answer from the results.")
     expect(answer.locator(".trail summary")).to_contain_text("1 warning")
     answer.locator(".trail summary").click()
     expect(answer.locator(".timeline .warning")).to_contain_text("rejected the web tools")
+    searched = answer.locator(".timeline li", has_text="Searched “news today”")
+    expect(searched).to_contain_text("without tool calling")
 
 
 def test_the_picker_marks_a_model_that_refused_tools_until_the_user_clears_it(page, llm, chat):
@@ -272,6 +276,8 @@ def test_text_of_an_attempt_the_server_discards_leaves_the_page(page, llm):
     garbage = ["You may call ", "these tools ", "by answering.\n\n", "Still garbage "]
     llm.script(
         llamacpp_stream_unparsed("fake-model", garbage, delay=0.05),
+        Reply(text='{"query": "news today"}'),  # the search made first, without tools
+        Reply(text='{"read": 0}'),
         Reply(text="Answer without the web."),
     )
     send(page, "Anything new?")

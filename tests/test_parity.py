@@ -69,20 +69,34 @@ def search(query: str) -> Reply:
     return Reply(tool_calls=[ToolCall("web_search", {"query": query})])
 
 
+def search_steps(text: str) -> list[Reply]:
+    """The query a model without tool calling writes in the search-first step, and no page
+    to read."""
+    return [Reply(text=f'{{"query": "{text}"}}'), Reply(text='{"read": 0}')]
+
+
 CASES = [
     Case(
-        "a refused tools field, remembered",
-        lambda: [tools_unsupported(), Reply(text="Without tools.")],
-        Outcome("Without tools.", offered=(BOTH, NONE), warnings=(REFUSED,)),
-        again=Outcome("Again.", offered=(NONE,), warnings=(WITHHELD,)),
+        "a refused tools field, remembered, searched first",
+        lambda: [
+            tools_unsupported(),
+            *search_steps("what it is"),
+            Reply(text="Without tools."),
+            *search_steps("and then"),  # the next question's
+        ],
+        Outcome(
+            "Without tools.", searches=1, offered=(BOTH, NONE, NONE, NONE), warnings=(REFUSED,)
+        ),
+        again=Outcome("Again.", searches=1, offered=(NONE, NONE, NONE), warnings=(WITHHELD,)),
     ),
     Case(
-        "a round the server could not parse, discarded and retried",
+        "a round the server could not parse, discarded, searched first and retried",
         lambda: [
             llamacpp_stream_unparsed("fake-model", ["You may call ", "these tools"]),
+            *search_steps("warsaw capital"),
             Reply(text="Warsaw."),
         ],
-        Outcome("Warsaw.", offered=(BOTH, NONE), warnings=(NOT_PARSED,)),
+        Outcome("Warsaw.", searches=1, offered=(BOTH, NONE, NONE, NONE), warnings=(NOT_PARSED,)),
         # Not remembered: one output that did not parse says nothing of the next.
         again=Outcome("Again.", offered=(BOTH,)),
     ),

@@ -344,7 +344,7 @@ def test_a_server_without_json_mode_is_read_as_plain_text(
 ):
     monkeypatch.setattr(llm, "response_formats", ())
     researcher.prose = True
-    with caplog.at_level(logging.INFO, logger="app.research"):
+    with caplog.at_level(logging.INFO, logger="app"):
         run = research(llm, pages, tmp_path, searxng.url, "--json")
     assert "the model server refused response_format; reading plain text" in caplog.text
     assert run.returncode == 0, run.stderr

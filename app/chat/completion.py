@@ -274,6 +274,8 @@ def activity_line(result: ToolResult) -> str:
     again = " (repeated: the earlier result)" if step.get("repeated") else ""
     if step["type"] == "search":
         where = f"{step['query']!r} ({step['language']})"
+        if step.get("without_tools"):
+            where += " without tool calling"
         if step.get("left_out"):
             return f"Searched {where}: {step.get('error')}{again}"
         if error := step.get("error"):

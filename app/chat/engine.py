@@ -1,8 +1,9 @@
 """The answer engine: the rounds of one answer, whichever surface asked (the page's turn,
 /v1, anything later). It owns the tool loop, the caps and the last round without tools,
 the recovery from a failed round (a context overflow, a `tools` field refused, output the
-server could not parse), the refusal remembered per model, and repeat detection (through
-the `ToolRunner`).
+server could not parse), the refusal remembered per model, the search made first for a
+model that cannot call tools (app/chat/search_first.py), and repeat detection (through the
+`ToolRunner`).
 
 A surface gives a `Prompt` (the context it assembles and the request's own fields) and
 reads the engine's events: text, reasoning, usage, a finish reason, a tool step, a
@@ -16,15 +17,20 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Generic, Protocol, TypeVar
 
+from app.chat import search_first
 from app.chat.fitting import Fitted
 from app.chat.gathered import Gathered
 from app.chat.openai_wire import ChatMessage, FunctionTool, PassedOn, assistant_tool_message
 from app.chat.services import Services
+from app.chat.structured import StructuredSteps
 from app.chat.tool import ToolResult, Waiting
 from app.chat.tools import ToolRunner
+from app.chat.web_fetch import WEB_FETCH
+from app.chat.web_search import WEB_SEARCH
 from app.model.failures import Failure, LLMError
 from app.model.tool_calls import ToolCall
 from app.model.usage import RawUsage
+from app.model.wire import RequestBody
 from app.store.rows import ToolRefusal
 
 logger = logging.getLogger(__name__)
@@ -33,6 +39,10 @@ REFUSED = "this model rejected the web tools; answering without them"
 REMEMBERED = (
     "this model rejected the web tools; answering without them, now and in later turns "
     "(the model picker can clear that)"
+)
+NO_TEMPLATE_TOOLS = (
+    "this model's chat template on the model server has no tool calling; the service "
+    "searches for it instead"
 )
 NOT_PARSED = (
     "this model could not call the web tools (its output did not parse); answering again "
@@ -159,15 +169,20 @@ class Engine(Generic[Own]):
     """Text, reasoning or a tool step was kept: a retry after an overflow would repeat it."""
     forced: bool = False
     """Room was made once after an overflow: a second one fails."""
+    found: str = ""
+    """What the search-first step found, given to the model after the question."""
 
     async def answer(self, refusal: ToolRefusal | None) -> AsyncIterator[EngineEvent | Own]:
         """The answer's events, round after round, until the model answers without a
         call of ours; `refusal` is the model's refusal of the tools remembered earlier."""
-        if refusal and self.runner.declarations():
+        untemplated = not self.services.served.takes_tools(self.model)
+        if (refusal or untemplated) and self.runner.declarations():
             # Not declared at all: the server would refuse them again, and the retry costs
-            # a round trip (and the tool note a share of the context) every time.
-            self.runner.withdraw()
-            yield Warned(withheld_notice(refusal))
+            # a round trip (and the tool note a share of the context) every time; a
+            # template without tools ignores them.
+            yield Warned(withheld_notice(refusal) if refusal else NO_TEMPLATE_TOOLS)
+            async for searched in self.search_instead():
+                yield searched
         self.assemble()
         rounds = self.services.settings.max_tool_rounds
         for number in range(rounds + 1):
@@ -201,6 +216,8 @@ class Engine(Generic[Own]):
     def assemble(self) -> None:
         """The prompt's context anew, this answer's tool exchanges kept after it."""
         fresh = self.prompt.context(self.runner)
+        if self.found:
+            fresh = search_first.with_found(fresh, self.found)
         self.messages, self.assembled = [*fresh, *self.messages[self.assembled :]], len(fresh)
 
     def tools(self) -> list[FunctionTool]:
@@ -249,11 +266,12 @@ class Engine(Generic[Own]):
             # The round runs again without tools, ours and the client's (once: the retry
             # declares none), and without the note that offers them.
             logger.info("%s refused the tools: answering without them", self.model)
-            self.runner.withdraw()
-            self.client_tools = []
-            self.assemble()
             async for event in self.without_tools(error, said):
                 yield event
+            async for event in self.search_instead():
+                yield event
+            self.client_tools = []
+            self.assemble()
         elif error.kind == Failure.CONTEXT_OVERFLOW and not self.produced and not self.forced:
             self.forced = True
             for own in await self.prompt.make_room():
@@ -275,6 +293,50 @@ class Engine(Generic[Own]):
             yield Discarded(len(said.text), said.reasoning)
             message = NOT_PARSED
         yield Warned(message, refused)
+
+    async def search_instead(self) -> AsyncIterator[EngineEvent]:
+        """The tools withdrawn; a model that cannot call them still searches, once, unless
+        this answer searched already or may not: the service searches before it answers,
+        and reads the one result's page the model asks for."""
+        if self.runner.left.get(WEB_SEARCH.name, 0) > 0 and not self.runner.searched():
+            history = self.messages or self.prompt.context(self.runner)
+            steps = StructuredSteps(self.services.model)
+            params = self.services.settings.model_params.get(self.model, {})
+            fields: RequestBody = {"model": self.model, **params}
+            query, usage = await search_first.written_query(steps, fields, history)
+            if usage is not None:
+                yield Measured(usage)
+            async for event in self.run_first(search_first.search_call(query), history):
+                yield event
+            if self.runner.left.get(WEB_FETCH.name, 0) > 0 and self.runner.sources:
+                url, usage = await search_first.chosen_page(
+                    steps, fields, history, self.found, self.runner.sources
+                )
+                if usage is not None:
+                    yield Measured(usage)
+                if url is not None:
+                    async for event in self.run_first(search_first.fetch_call(url), history):
+                        yield event
+        self.runner.withdraw()
+
+    async def run_first(
+        self, call: ToolCall, history: list[ChatMessage]
+    ) -> AsyncIterator[EngineEvent]:
+        """One call the service makes for the model, told as made without tool calling; its
+        result within the room left goes after the question with the others (`assemble`)."""
+        if waiting := await self.runner.waiting(call):
+            yield waiting
+        result = await self.runner.run(call)
+        if result.event["type"] != "warning":
+            result.event["without_tools"] = True
+        given = search_first.with_found(history, self.found) if self.found else history
+        fitted = self.prompt.fitted(result.text, given, [])
+        if fitted.left_out is not None:
+            result = self.runner.left_out(result, fitted)
+        self.found = f"{self.found}\n\n{fitted.text}" if self.found else fitted.text
+        self.produced = True
+        logger.info("%s cannot call tools: %s made first", self.model, call.name)
+        yield Stepped(result, self.runner.gathered())
 
     async def run_tools(self, said: Round) -> AsyncIterator[EngineEvent]:
         """A round's calls of our tools: each result to the model, each step told."""

@@ -81,6 +81,9 @@ class SearchEvent(TypedDict):
     left_out: NotRequired[bool]
     """Its results were not given to the model: no room was left in its window (`error`
     says how large the window is)."""
+    without_tools: NotRequired[bool]
+    """The service searched before the model answered: the model cannot call tools
+    (app/chat/search_first.py)."""
 
 
 class SearchWaitEvent(TypedDict):
@@ -112,6 +115,9 @@ class FetchEvent(TypedDict):
     left_out: NotRequired[bool]
     """Fetched but not read: no room was left for it in the model's window (`error` says
     how large the window is)."""
+    without_tools: NotRequired[bool]
+    """The service read it before the model answered, as the model asked in plain text: the
+    model cannot call tools (app/chat/search_first.py)."""
 
 
 ToolEvent = SearchEvent | FetchEvent

@@ -102,6 +102,11 @@ class ServedModels:
         self.windows[model] = (window, time.monotonic())
         return window
 
+    def takes_tools(self, model: str) -> bool:
+        """False when the server said, as it read the window, that the model's chat template
+        has no tools (llama.cpp): declared, they would be ignored, and no search made."""
+        return self.client.template_tools.get(model) is not False
+
     def window_note(self, model: str) -> str | None:
         """For the context bar: Ollama runs the model in its small default window, which
         cuts a longer prompt from its start without an error, and nothing here can raise it."""

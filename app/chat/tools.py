@@ -78,6 +78,10 @@ class ToolRunner:
             )
         return template
 
+    def searched(self) -> bool:
+        """A search was made in this answer (whatever it found)."""
+        return any(result.event["type"] == "search" for result in self.done.values())
+
     def is_repeat(self, call: ToolCall) -> bool:
         """The same call was made earlier in this answer: its result is given again."""
         return call_key(call) in self.done

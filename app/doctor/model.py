@@ -189,6 +189,17 @@ async def tool_check(client: ModelClient, model: str, *, timeout: float = TOOL_T
             Failure.NETWORK: MODEL_URL_FIX,
         }.get(error.kind, "see the message")
         return Check("model_tools", "model", name, "fail", error.message, fix)
+    if client.template_tools.get(model) is False:  # read with the window, before this
+        return Check(
+            "model_tools",
+            "model",
+            name,
+            "warning",
+            "accepted, but its chat template has no tool calling (llama.cpp's /props): "
+            "the chat searches for it before it answers, instead of letting it search",
+            "serve the model with a chat template that has tools (llama-server --jinja "
+            "with the model's own template, or --chat-template-file)",
+        )
     return Check("model_tools", "model", name, "ok", "a request with tools was answered")
 
 

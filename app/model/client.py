@@ -102,6 +102,9 @@ class ModelClient:
         self.limits = limits or Limits()
         self.ollama_windows: dict[str, OllamaWindow] = {}
         """What Ollama last said of each model's window (read_window), for the context bar."""
+        self.template_tools: dict[str, bool | None] = {}
+        """Whether llama.cpp's chat template for each model takes tools, as /props last said
+        (read_window); None where it does not say."""
         self.key_refused: KeyRefused | None = None
         """Set by an answer refused for the key, cleared by the next one given."""
         # Reads are bounded by `limits` with deadlines of our own: httpx's read timeout
@@ -286,9 +289,11 @@ class ModelClient:
         return self.base_url.removesuffix("/v1")
 
     async def read_window(self, model: str) -> int | None:
-        window = await read_llama_cpp(self.http, self.root)
-        if window is not None:
-            return window
+        llama_cpp = await read_llama_cpp(self.http, self.root)
+        if llama_cpp is not None:
+            self.template_tools[model] = llama_cpp.takes_tools
+            if llama_cpp.window is not None:
+                return llama_cpp.window
         ollama = await read_ollama(self.http, self.root, model)
         if ollama is not None:
             self.ollama_windows[model] = ollama

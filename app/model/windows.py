@@ -6,7 +6,8 @@ Each probe requires the fields its server sends in that answer, else it is "not 
 (None) and the next one asks:
 
 - llama.cpp, ``GET /props``: a ``default_generation_settings`` object; the window is its
-  ``n_ctx`` (or the top-level ``n_ctx`` of newer builds).
+  ``n_ctx`` (or the top-level ``n_ctx`` of newer builds); whether its chat template takes
+  tools, ``chat_template_caps.supports_tools``.
 - Ollama, ``POST /api/show``: a ``modelfile`` string and a ``details`` object (api/types.go
   ShowResponse); ``PARAMETER num_ctx`` from ``parameters`` and the trained window from
   ``model_info["<arch>.context_length"]``. Then ``GET /api/ps``: a ``models`` list whose
@@ -53,13 +54,29 @@ def tokens(value: object) -> int | None:
     return None
 
 
-async def read_llama_cpp(http: httpx.AsyncClient, root: str) -> int | None:
-    """llama.cpp's window (``n_ctx``), at the top of /props or, in older builds, under its
-    default generation settings, which every build sends."""
+@dataclass(frozen=True)
+class LlamaCppProps:
+    """What llama.cpp's /props says of the model it serves: its window, and whether its
+    chat template takes tools (``chat_template_caps.supports_tools``; None in builds that
+    do not say). A template without them renders no tool, so the model never calls one:
+    llama.cpp accepts the `tools` field all the same."""
+
+    window: int | None
+    takes_tools: bool | None
+
+
+async def read_llama_cpp(http: httpx.AsyncClient, root: str) -> LlamaCppProps | None:
+    """llama.cpp's /props: the window (``n_ctx``), at the top or, in older builds, under its
+    default generation settings, which every build sends; None when this is not llama.cpp."""
     props = json_object(await http.get(f"{root}/props"))
     if props is None or not isinstance(settings := props.get("default_generation_settings"), dict):
         return None
-    return tokens(props.get("n_ctx")) or tokens(settings.get("n_ctx"))
+    caps = props.get("chat_template_caps")
+    takes = caps.get("supports_tools") if isinstance(caps, dict) else None
+    return LlamaCppProps(
+        tokens(props.get("n_ctx")) or tokens(settings.get("n_ctx")),
+        takes if isinstance(takes, bool) else None,
+    )
 
 
 async def read_ollama(http: httpx.AsyncClient, root: str, model: str) -> OllamaWindow | None:

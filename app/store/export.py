@@ -100,7 +100,8 @@ def message_lines(message: Mapping[str, Any]) -> list[str]:
     for step in message.get("activity", []):
         if step.get("type") == "search":
             query, language = plain(step.get("query", "")), plain(step.get("language", ""))
-            lines.append(f"- searched: {query} ({language})")
+            how = ", without tool calling" if step.get("without_tools") else ""
+            lines.append(f"- searched: {query} ({language}{how})")
         elif step.get("type") == "fetch":
             page = link(step.get("title") or "", step.get("url", ""))
             error = step.get("error")

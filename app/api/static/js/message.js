@@ -441,6 +441,8 @@ function trailStep(step) {
       { className: step.error ? "failed" : "" },
       el("span", { className: "step-title", text: `Searched “${step.query}”` }),
       ` · ${step.language || "all"}`,
+      // The model cannot call tools: the service searched before it answered.
+      step.without_tools ? " · without tool calling" : "",
       step.error ? ` · ${step.error}` : ` · ${results.length} result${results.length === 1 ? "" : "s"}`,
       step.repeated ? " · repeated" : "",
       step.waited ? ` · waited ${step.waited.toFixed(1)} s for the search plan's rate` : "",
