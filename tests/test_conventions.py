@@ -294,7 +294,7 @@ def test_llamacpp_output_that_does_not_parse_is_discarded_and_answered_without_t
     retry = next(e for e in events if e["type"] == "retry")
     assert retry == {"type": "retry", "text": "", "reasoning": ""}  # nothing of it is kept
     warning = next(e for e in events if e["type"] == "warning")["message"]
-    assert "did not parse" in warning and "without them" in warning
+    assert "did not parse" in warning and "the service searches for it instead" in warning
     assert "tools" in first and "tools" not in retried
     stored = get_conversation(chat, conversation_id)["messages"][-1]
     assert (stored["content"], stored["status"]) == ("Warsaw.", "complete")

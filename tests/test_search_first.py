@@ -1,7 +1,8 @@
 """A model without tool calling still searches: when the model server refuses the `tools`
 field (or the refusal is remembered), the service searches first, with the query the model
 writes in a small structured step or with the question itself, and the model answers from
-the results, given as untrusted data. On the page's API and on /v1 alike."""
+the results, given as untrusted data. On the page's API, /v1/chat/completions and
+/v1/responses alike."""
 
 from __future__ import annotations
 
@@ -79,6 +80,27 @@ def test_v1_searches_first_for_a_model_that_refuses_tools(chat, llm, brave):
     assert "Searched 'hexapod release notes' (pl-PL) without tool calling: " in reasoning
     sources = message.model_extra["sources"]
     assert [a.url_citation.url for a in message.annotations] == [sources[0]["url"]]
+    assert "<untrusted-data" in last_user_text(llm.requests[-1])
+
+
+def test_responses_searches_first_for_a_model_that_refuses_tools(chat, llm, brave):
+    llm.script(
+        tools_unsupported(),
+        Reply(text=QUERY),
+        Reply(text=NO_PAGE),
+        Reply(text="It added legs [1]."),
+    )
+    response = client_of(chat).responses.create(model="fake-model", input=QUESTION)
+    assert brave_queries(brave) == ["hexapod release notes"]
+    warned, searched, message = response.output
+    (said,) = warned.content
+    assert said.text.startswith("Note: this model rejected the web tools; the service searches")
+    assert searched.type == "web_search_call" and searched.status == "completed"
+    assert searched.action.query == "hexapod release notes"
+    (text,) = message.content
+    assert text.text == "It added legs [1]."
+    (cited,) = text.annotations
+    assert cited.url == searched.action.sources[0].url
     assert "<untrusted-data" in last_user_text(llm.requests[-1])
 
 

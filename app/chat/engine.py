@@ -35,19 +35,15 @@ from app.store.rows import ToolRefusal
 
 logger = logging.getLogger(__name__)
 
-REFUSED = "this model rejected the web tools; answering without them"
-REMEMBERED = (
-    "this model rejected the web tools; answering without them, now and in later turns "
-    "(the model picker can clear that)"
-)
+REFUSED = "this model rejected the web tools"
+REMEMBERED = ", now and in later turns (the model picker can clear that)"
+INSTEAD = "the service searches for it instead"
+WITHOUT = "answering without them"
 NO_TEMPLATE_TOOLS = (
     "this model's chat template on the model server has no tool calling; the service "
     "searches for it instead"
 )
-NOT_PARSED = (
-    "this model could not call the web tools (its output did not parse); answering again "
-    "without them"
-)
+NOT_PARSED = "this model could not call the web tools (its output did not parse)"
 
 
 @dataclass(frozen=True)
@@ -285,20 +281,27 @@ class Engine(Generic[Own]):
         declarations is remembered (every later answer would be refused too); llama.cpp,
         which streams the text and then fails when it does not parse as a tool call, has
         that text discarded: it is garbage."""
-        message, refused = REFUSED, None
+        refused = None
+        then = INSTEAD if self.searches_instead() else WITHOUT
+        message = f"{REFUSED}; {then}"
         if error.tools_refused:
             refused = await self.services.storage.refuse_tools(self.model, error.message)
-            message = REMEMBERED
+            message += REMEMBERED
         if said.streamed:
             yield Discarded(len(said.text), said.reasoning)
-            message = NOT_PARSED
+            message = f"{NOT_PARSED}; {then}"
         yield Warned(message, refused)
+
+    def searches_instead(self) -> bool:
+        """Whether the tools' withdrawal leaves a search for the service to make: one is
+        left, and this answer made none."""
+        return self.runner.left.get(WEB_SEARCH.name, 0) > 0 and not self.runner.searched()
 
     async def search_instead(self) -> AsyncIterator[EngineEvent]:
         """The tools withdrawn; a model that cannot call them still searches, once, unless
         this answer searched already or may not: the service searches before it answers,
         and reads the one result's page the model asks for."""
-        if self.runner.left.get(WEB_SEARCH.name, 0) > 0 and not self.runner.searched():
+        if self.searches_instead():
             history = self.messages or self.prompt.context(self.runner)
             steps = StructuredSteps(self.services.model)
             params = self.services.settings.model_params.get(self.model, {})
