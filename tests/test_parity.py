@@ -26,9 +26,7 @@ from tests.fakes.llm_server import (
 BOTH = ("web_search", "web_fetch")
 FETCH = ("web_fetch",)
 NONE: tuple[str, ...] = ()
-REFUSED = (
-    "this model rejected the web tools; the service searches for it instead, now and in later"
-)
+REFUSED = "this model rejected the web tools; the service searches for it instead, now and in later"
 NOT_PARSED = "could not call the web tools (its output did not parse); the service searches for"
 WITHHELD = "web tools not offered: this model refused them on"
 SPENT = "the model called web_search, which was spent"
