@@ -141,7 +141,8 @@ def test_a_second_start_waits_for_the_first_to_finish_installing(tmp_path):
         second.start()
         second.join(timeout=1)
         assert second.is_alive() and not found
-        vendor.mkdir(parents=True)  # what the first start's install leaves
+        (vendor / "searx").mkdir(parents=True)  # what the first start's install leaves
+        (vendor / "searx" / "webapp.py").touch()
         (venv / "installed.txt").write_text(lock.read_text())
     second.join(timeout=10)
     assert found == [vendor]  # not reinstalled: the stamp matched once it could look
