@@ -23,6 +23,7 @@ from tests.fakes.llm_server import Reply, ToolCall
 from tests.searxng_releases import (
     NEWEST,
     PINNED,
+    RELEASES,
     each_fresh_searxng,
     each_searxng,
     install_of,
@@ -131,7 +132,7 @@ def test_the_plan_brave_states_is_written_for_the_chat_service(each_searxng, bra
     assert plan["limited"] is None and time.time() - plan["read_at"] < 30
 
 
-ENGINE_ON_ONE_RESULT = """
+ONE_RESULT = """
 import json
 import brave_api
 
@@ -142,28 +143,54 @@ class Answer:  # Brave's answer with one result, as SearXNG hands it to the engi
 
     def json(self):
         result = {"url": "https://example.org/a", "title": "A", "description": "About A."}
-        return {"web": {"results": [{**result, "page_age": "2026-01-02T00:00:00"}]}}
-
-
-print(json.dumps([[type(r).__name__, r["content"]] for r in brave_api.response(Answer())]))
+        result.update(page_age="2026-01-02T00:00:00", extra_snippets=["Also A."])
+        return {"web": {"results": [result]}}
 """
+OURS = "2026-01-02 — About A. … Also A."
+"""That result's content as our engine writes it."""
 
 
-@pytest.mark.parametrize(("release", "kind"), [(PINNED, "dict"), (NEWEST, "MainResult")])
-def test_results_are_typed_where_searxngs_merge_keeps_typed_results_whole(release, kind):
-    """Typed (the newest SearXNG keeps a dict only as "LegacyResult, internal use only"),
-    but dicts on 2025.8, whose merge of two typed results lost the first one's fields."""
+def engine_in(release: str, script: str) -> object:
+    """What the script prints, run with our engine in that release's SearXNG (no server)."""
     install = install_of(release) or SearxngInstall(config.load().searxng_venv)
     home = ensure_venv(install.venv, install.lock)
     run = subprocess.run(
-        [str(install.venv / "bin" / "python"), "-c", ENGINE_ON_ONE_RESULT],
+        [str(install.venv / "bin" / "python"), "-c", ONE_RESULT + script],
         env={"PATH": os.environ["PATH"], "PYTHONPATH": f"{home}:{config.ENGINE_FILE.parent}"},
         capture_output=True,
         text=True,
         timeout=60,
     )
     assert run.returncode == 0, run.stderr
-    assert json.loads(run.stdout) == [[kind, "2026-01-02 — About A."]]
+    return json.loads(run.stdout)
+
+
+@pytest.mark.parametrize(("release", "kind"), [(PINNED, "dict"), (NEWEST, "MainResult")])
+def test_results_are_typed_where_searxngs_merge_keeps_typed_results_whole(release, kind):
+    """Typed (the newest SearXNG keeps a dict only as "LegacyResult, internal use only"),
+    but dicts on 2025.8, whose merge of two typed results lost the first one's fields."""
+    script = "results = brave_api.response(Answer())\n"
+    script += 'print(json.dumps([[type(r).__name__, r["content"]] for r in results]))'
+    assert engine_in(release, script) == [[kind, OURS]]
+
+
+ALSO_FOUND_BY_BRAVEAPI = """
+from searx import metrics
+from searx.results import ResultContainer
+from searx.result_types import MainResult
+
+metrics.initialize(["braveweb", "braveapi"])
+found = ResultContainer()
+found.extend("braveweb", brave_api.response(Answer()))
+# SearXNG's own braveapi finds the same page, with Brave's description alone
+found.extend("braveapi", [MainResult(url="https://example.org/a", title="A", content="About A.")])
+print(json.dumps([[r["content"], sorted(r["engines"])] for r in found.get_ordered_results()]))
+"""
+
+
+@pytest.mark.parametrize("release", RELEASES)
+def test_a_page_searxngs_own_braveapi_also_found_keeps_our_snippets_and_date(release):
+    assert engine_in(release, ALSO_FOUND_BY_BRAVEAPI) == [[OURS, ["braveapi", "braveweb"]]]
 
 
 def test_rate_limit_reaches_the_cli_as_a_clear_error(each_fresh_searxng, brave):
