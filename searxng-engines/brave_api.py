@@ -1,6 +1,9 @@
 # SPDX-License-Identifier: AGPL-3.0-or-later
 """Brave Search API (web), through the official API with a subscription token.
 
+Brave documents the endpoint at
+https://api-dashboard.search.brave.com/documentation/services/web-search.
+
 Unlike an engine that scrapes Brave's result pages (blocked after a dozen or so
 queries), this one calls ``GET {base_url}/res/v1/web/search`` and, compared with a
 stock engine:
@@ -17,7 +20,9 @@ stock engine:
   ``QUOTA_LIMITED``: the month's); other errors name Brave's error code and detail;
 - writes the plan Brave states in its ``X-RateLimit-*`` headers, on every answer, to
   the JSON file ``SEARCH_PLAN_FILE`` (written atomically; the chat service reads it, so
-  it learns the plan without spending a query: docs/search.md).
+  it learns the plan without spending a query: docs/search.md);
+- hands SearXNG typed results (``MainResult``) where the running version merges them
+  without losing fields (the newest), dicts on 2025.8 (``typed_results``).
 
 Configuration (``settings.yml``):
 
@@ -62,6 +67,7 @@ import re
 import threading
 import time
 from datetime import datetime
+from functools import cache
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
 
@@ -71,7 +77,9 @@ if TYPE_CHECKING:
 about = {
     "website": "https://search.brave.com/",
     "wikidata_id": "Q22906900",
-    "official_api_documentation": "https://api-dashboard.search.brave.com/documentation",
+    "official_api_documentation": (
+        "https://api-dashboard.search.brave.com/documentation/services/web-search"
+    ),
     "use_official_api": True,
     "require_api_key": True,
     "results": "JSON",
@@ -99,6 +107,8 @@ MAX_EXTRA_SNIPPETS = 5
 NO_KEY = "no Brave API key: set BRAVE_API_KEY (or api_key in settings.yml)"
 SNIPPET_SEPARATOR = " … "
 DATE_SEPARATOR = " — "
+PROBE_URL = "https://example.org/"
+"""The address of the two results typed_results() merges (never sent anywhere)."""
 
 FRESHNESS = {"day": "pd", "week": "pw", "month": "pm", "year": "py"}
 SAFESEARCH = {0: "off", 1: "moderate", 2: "strict"}
@@ -416,11 +426,32 @@ def response(resp: Any) -> EngineResults:
     from searx.result_types import EngineResults  # on use: the functions above need no SearXNG
 
     results = EngineResults()
+    typed = typed_results()
     for result in (data.get("web") or {}).get("results") or []:
         formatted = format_result(result)
         if formatted:
-            results.append(formatted)  # a main result as a dict, as SearXNG's own engines do
+            results.add(results.types.MainResult(**formatted) if typed else formatted)
     return results
+
+
+@cache
+def typed_results() -> bool:
+    """Whether the running SearXNG takes our results typed (``MainResult``) or as dicts.
+
+    The newest SearXNG builds its own engines' results typed and keeps a dict only as
+    "LegacyResult, internal use only". 2025.8 has ``MainResult`` too, but its merge of two
+    typed results (one page found by two engines) overwrote each field already set with
+    the other result's (``Result.defaults_from``): our extra snippets and date would go
+    whenever another typed engine found the page too, so there results stay dicts. Decided
+    by that merge itself, once, so a release in between is judged by what it does.
+    """
+    try:
+        from searx.result_types import MainResult
+    except ImportError:  # older than typed results
+        return False
+    kept = MainResult(url=PROBE_URL, content="ours")
+    kept.defaults_from(MainResult(url=PROBE_URL, content="theirs"))
+    return bool(kept.content == "ours")
 
 
 def searx_exceptions() -> Any:

@@ -99,7 +99,9 @@ HEAVY = (CHROMIUM, POSTGRESQL, LLAMA, DOCKER)
 """What `make check` leaves out."""
 
 LIGHT_TIERS = {
-    "searxng": frozenset({"searxng", "fresh_searxng"}),
+    "searxng": frozenset(
+        {"searxng", "fresh_searxng", "newest_searxng", "each_searxng", "each_fresh_searxng"}
+    ),
     "service": frozenset({"chat", "guarded", "chat_on_backend"}),
 }
 """The tiers that need nothing outside the lock, and the fixtures that mark them."""

@@ -39,6 +39,7 @@ from tests.conftest import (
     run_cli,
     searxng_env,
 )
+from tests.searxng_releases import NEWEST, PINNED, install_of
 from tests.upstream_engine import UPSTREAM_ENGINE, our_entry, rendered_with, upstream_entry
 
 # SearXNG's own entry of that name since February 2026 (searx/settings.yml, commit 8e824017d).
@@ -141,7 +142,8 @@ def test_a_second_start_waits_for_the_first_to_finish_installing(tmp_path):
         second.start()
         second.join(timeout=1)
         assert second.is_alive() and not found
-        vendor.mkdir(parents=True)  # what the first start's install leaves
+        (vendor / "searx").mkdir(parents=True)  # what the first start's install leaves
+        (vendor / "searx" / "webapp.py").touch()
         (venv / "installed.txt").write_text(lock.read_text())
     second.join(timeout=10)
     assert found == [vendor]  # not reinstalled: the stamp matched once it could look
@@ -236,6 +238,48 @@ def test_doctor_names_searxngs_own_braveapi_active_beside_ours(brave, tmp_path):
     assert "no locale" in check.detail
     assert "take braveapi out" in check.fix
     assert brave.requests == []  # told from /config, without a query
+
+
+def test_doctor_names_the_newest_searxngs_real_braveapi_beside_ours(brave, tmp_path):
+    """SearXNG's own module this time, not the stand-in: the newest SearXNG's braveapi."""
+    rendered = rendered_with(tmp_path, our_entry(), upstream_entry(brave, engine="braveapi"))
+    environ = searxng_env(brave)
+    install = install_of(NEWEST)
+    with EmbeddedSearxng("all", environ=environ, rendered=rendered, install=install) as both:
+        check = engine_check_of(both.url)
+    assert check.state == "fail"
+    assert "SearXNG's own braveapi engine is active beside ours" in check.detail
+    assert "take braveapi out" in check.fix
+    assert brave.requests == []
+
+
+@pytest.mark.parametrize(
+    ("release", "engine"),
+    [(PINNED, UPSTREAM_ENGINE), (NEWEST, "braveapi")],
+    ids=("stand-in", "real"),
+)
+def test_searxngs_own_braveapi_sends_brave_no_locale_and_an_offset_in_results(
+    brave, tmp_path, release, engine
+):
+    """What the stand-in sends on the pinned SearXNG is what the newest SearXNG's own
+    module sends: no locale, no extra snippets, page 2 as result 20 (Brave takes 0..9)."""
+    rendered = rendered_with(tmp_path, our_entry(), upstream_entry(brave, engine=engine))
+    environ = searxng_env(brave)
+    install = install_of(release)
+    with EmbeddedSearxng("pl-PL", environ=environ, rendered=rendered, install=install) as both:
+        query = {"q": "rust", "engines": "braveapi", "pageno": "2", "time_range": "week"}
+        params = {**query, "safesearch": "1", "format": "json", "language": "pl-PL"}
+        httpx.get(f"{both.url}/search", params=params, timeout=30).raise_for_status()
+    assert [request.params for request in brave.requests] == [
+        {
+            "q": "rust",
+            "count": "20",
+            "offset": "20",
+            "text_decorations": "False",
+            "time_range": "past_week",
+            "safesearch": "strict",
+        }
+    ]
 
 
 def test_doctor_names_searxngs_own_braveapi_running_instead_of_ours(brave, tmp_path):

@@ -1,6 +1,6 @@
 """SearXNG's own ``braveapi`` engine (since 2026) in a SearXNG set up by hand: the stand-in
-module (``fakes/upstream_braveapi.py``), its settings entry on the fake Brave, and settings
-that list it beside or instead of ours."""
+module (``fakes/upstream_braveapi.py``) or the newest SearXNG's own, its settings entry on
+the fake Brave, and settings that list it beside or instead of ours."""
 
 from __future__ import annotations
 
@@ -18,10 +18,15 @@ UPSTREAM_ENGINE = str(Path(__file__).parent / "fakes" / "upstream_braveapi")
 """The stand-in's path without ``.py``, as SearXNG's loader takes an engine outside its tree."""
 
 
-def upstream_entry(brave: FakeBrave, name: str = config.OLD_ENGINE_NAME) -> dict[str, Any]:
-    """SearXNG's own engine as its documentation configures it, on the fake Brave."""
+def upstream_entry(
+    brave: FakeBrave, name: str = config.OLD_ENGINE_NAME, engine: str = UPSTREAM_ENGINE
+) -> dict[str, Any]:
+    """SearXNG's own engine as its documentation configures it, on the fake Brave: the
+    stand-in, or with ``engine="braveapi"`` the real one of the newest SearXNG
+    (tests/searxng_releases.py)."""
     endpoint = f"{brave.url}/res/v1/web/search"
-    return {"name": name, "engine": UPSTREAM_ENGINE, "api_key": API_KEY, "base_url": endpoint}
+    entry = {"name": name, "engine": engine, "api_key": API_KEY, "base_url": endpoint}
+    return {**entry, "inactive": False}  # the newest SearXNG's own entry says inactive: true
 
 
 def our_entry() -> dict[str, Any]:

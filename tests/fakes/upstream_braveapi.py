@@ -7,7 +7,9 @@ What sets it apart, as there: ``base_url`` is the whole endpoint; it sends
 ``q``, ``count``, ``offset`` as a result offset (page 2 of 20 asks 20, above Brave's 9),
 ``text_decorations=false``, ``time_range`` and ``safesearch=strict``; no locale, no extra
 snippets; it sets no shortcut (SearXNG's default, ``-``); ``init`` refuses an empty key.
-Loaded by its absolute path without ``.py`` (SearXNG's loader accepts that).
+Loaded by its absolute path without ``.py`` (SearXNG's loader accepts that). What it sends
+Brave is checked against the real module, run by the newest SearXNG the tests install
+(tests/test_embedded_searxng.py).
 """
 
 from __future__ import annotations
