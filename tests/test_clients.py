@@ -64,7 +64,8 @@ def test_search_activity_in_reasoning_off_tells_none_unless_asked(listing, llm, 
     assert "reasoning_content" not in (quiet.model_extra or {})
     search_then_fetch(llm, article)
     told = ask(listing, article=article, search_activity=True).choices[0].message
-    assert told.model_extra["reasoning_content"].startswith("Searched 'python asyncio'")
+    # (A line saying the search waited for the plan's rate may come first, on a busy machine.)
+    assert "Searched 'python asyncio'" in told.model_extra["reasoning_content"]
 
 
 def test_a_switch_that_is_neither_on_nor_off_is_refused(llm, tmp_path):
