@@ -58,6 +58,19 @@ def integer(env: Mapping[str, str], name: str, default: int, minimum: int = 0) -
     return value
 
 
+SWITCH_WORDS = {"1": True, "true": True, "on": True, "0": False, "false": False, "off": False}
+
+
+def switch(env: Mapping[str, str], name: str, default: bool) -> bool:
+    """A setting that is on or off: 1, true, on / 0, false, off; empty: the default."""
+    raw = env.get(name, "").strip().lower()
+    if not raw:
+        return default
+    if raw not in SWITCH_WORDS:
+        raise ConfigError(f"{name} must be 1 (on) or 0 (off), not {raw!r}")
+    return SWITCH_WORDS[raw]
+
+
 def comma_list(raw: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(item.strip() for item in raw.split(",") if item.strip()))
 
@@ -255,6 +268,12 @@ class Settings:
     for its headers is closed."""
     v1_answers_per_client: int
     """V1_ANSWERS_PER_CLIENT: /v1 answers one client address may run at once."""
+    sources_in_text: bool
+    """SOURCES_IN_TEXT: the default of /v1's `sources_in_text`, for clients that drop
+    annotations and cannot send a body field of ours (`llm`, LangChain)."""
+    search_activity_in_reasoning: bool
+    """SEARCH_ACTIVITY_IN_REASONING: the default of /v1's `search_activity`; off for
+    clients that count any reasoning_content as the model's reasoning tokens (litellm)."""
 
 
 def search_rate(raw: str) -> float | None:
@@ -463,4 +482,6 @@ def load(environ: dict[str, str] | None = None) -> Settings:
         header_timeout=integer(env, "HEADER_TIMEOUT", 10, 1),
         max_connections=integer(env, "MAX_CONNECTIONS", 500, 10),
         v1_answers_per_client=integer(env, "V1_ANSWERS_PER_CLIENT", 4, 1),
+        sources_in_text=switch(env, "SOURCES_IN_TEXT", False),
+        search_activity_in_reasoning=switch(env, "SEARCH_ACTIVITY_IN_REASONING", True),
     )

@@ -1,8 +1,10 @@
-"""The same scripted model behaviours through the page's API and through /v1 (the official
-`openai` SDK), each with one expected outcome for both: the searches sent to Brave, the
-pages read, the tools offered in each model request, what the tool results told the model,
-the warnings, the final text and the failure kind. A client of /v1 reads a warning as a
-"Note:" line of the answer's reasoning, and a failure as OpenAI's error code."""
+"""The same scripted model behaviours through the page's API and through /v1's two
+endpoints, Chat Completions and the Responses API (the official `openai` SDK), each with
+one expected outcome for all three: the searches sent to Brave, the pages read, the tools
+offered in each model request, what the tool results told the model, the warnings, the
+final text and the failure kind. A client of /v1 reads a warning as a "Note:" line of the
+answer's reasoning (a `reasoning` item's text on the Responses API), and a failure as
+OpenAI's error code."""
 
 from __future__ import annotations
 
@@ -225,26 +227,49 @@ class Page(Surface):
         return self.outcome(before, end["text"], None, warnings)
 
 
+def sdk(chat) -> openai.OpenAI:
+    """The official SDK on the service's transport, in-process or not."""
+    return openai.OpenAI(
+        base_url=f"{chat.url}/v1", api_key="-", max_retries=0, http_client=chat.client()
+    )
+
+
+def notes(reasoning: str) -> list[str]:
+    """The warnings told in the reasoning, each a "Note: " line."""
+    return [line[6:] for line in reasoning.splitlines() if line.startswith("Note: ")]
+
+
 class V1(Surface):
     def ask(self, question: str) -> Outcome:
         before = self.counts()
         self.history.append({"role": "user", "content": question})
-        client = openai.OpenAI(
-            base_url=f"{self.chat.url}/v1",
-            api_key="-",
-            max_retries=0,
-            http_client=self.chat.client(),  # the service's transport, in-process or not
-        )
         try:
-            answer = client.chat.completions.create(model="fake-model", messages=self.history)
+            answer = sdk(self.chat).chat.completions.create(
+                model="fake-model", messages=self.history
+            )
         except openai.APIStatusError as error:
             code = error.response.json()["error"]["code"]
             return self.outcome(before, None, OPENAI_CODES.get(code, code), [])
         message = answer.choices[0].message
         self.history.append({"role": "assistant", "content": message.content})
         reasoning = (message.model_extra or {}).get("reasoning_content") or ""
-        notes = [line[6:] for line in reasoning.splitlines() if line.startswith("Note: ")]
-        return self.outcome(before, message.content, None, notes)
+        return self.outcome(before, message.content, None, notes(reasoning))
+
+
+class Responses(Surface):
+    def ask(self, question: str) -> Outcome:
+        before = self.counts()
+        self.history.append({"role": "user", "content": question})
+        try:
+            answer = sdk(self.chat).responses.create(model="fake-model", input=self.history)
+        except openai.APIStatusError as error:
+            code = error.response.json()["error"]["code"]
+            return self.outcome(before, None, OPENAI_CODES.get(code, code), [])
+        self.history.append({"role": "assistant", "content": answer.output_text})
+        reasoning = "\n".join(
+            part.text for item in answer.output if item.type == "reasoning" for part in item.content
+        )
+        return self.outcome(before, answer.output_text, None, notes(reasoning))
 
 
 def matches(seen: Outcome, expected: Outcome) -> bool:
@@ -263,7 +288,7 @@ def matches(seen: Outcome, expected: Outcome) -> bool:
     return same and starts and warned
 
 
-@pytest.mark.parametrize("surface", [Page, V1], ids=["page", "v1"])
+@pytest.mark.parametrize("surface", [Page, V1, Responses], ids=["page", "v1", "responses"])
 @pytest.mark.parametrize("case", CASES, ids=[case.name for case in CASES])
 def test_the_same_behaviour_through_the_page_and_v1(case, surface, chat, llm, brave, pages):
     llm.script(*case.script(), Reply(text="Again."))
@@ -281,10 +306,9 @@ def test_mcp_serves_our_tools_as_the_model_is_declared_them(chat, llm):
     and web_fetch as the model of a page's turn and of /v1."""
     llm.script(Reply(text="Hi."), Reply(text="Hi."))
     send(chat, new_conversation(chat), "Hi")
-    sdk = openai.OpenAI(
-        base_url=f"{chat.url}/v1", api_key="-", max_retries=0, http_client=chat.client()
+    sdk(chat).chat.completions.create(
+        model="fake-model", messages=[{"role": "user", "content": "Hi"}]
     )
-    sdk.chat.completions.create(model="fake-model", messages=[{"role": "user", "content": "Hi"}])
     page, v1 = (request.body["tools"] for request in llm.requests[-2:])
     assert page == v1
 

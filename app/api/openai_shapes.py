@@ -199,8 +199,10 @@ class OurFields(BaseModel):
     model: Annotated[str, Field(min_length=1, max_length=200)]
     web_search: StrictBool = True
     search_language: Annotated[str, Field(pattern=LOCALE.pattern)] | None = None
-    search_activity: StrictBool = True
-    sources_in_text: StrictBool = False
+    search_activity: StrictBool | None = None
+    """None: SEARCH_ACTIVITY_IN_REASONING's (on unless set off)."""
+    sources_in_text: StrictBool | None = None
+    """None: SOURCES_IN_TEXT's (off unless set on)."""
     location_param: ClassVar[str] = "web_search_options"
     """The field that holds the user's location, named when its country is refused."""
 

@@ -282,6 +282,8 @@ async def client_request(
     except ServiceError as exc:
         where = "search_language" if body.search_language else body.location_param
         raise OpenAIError(400, str(exc), where) from None
+    settings = services.settings
+    activity, in_text = body.search_activity, body.sources_in_text
     return CompletionRequest(
         model=model,
         messages=messages,
@@ -289,8 +291,8 @@ async def client_request(
         client_tools=tools,
         locale=locale,
         web_search=body.web_search,
-        activity=body.search_activity,
-        sources_in_text=body.sources_in_text,
+        activity=settings.search_activity_in_reasoning if activity is None else activity,
+        sources_in_text=settings.sources_in_text if in_text is None else in_text,
     )
 
 
