@@ -60,6 +60,8 @@ class Answer(Message):
     timing: dict[str, float]
     compressions: NotRequired[list[CompressionEvent]]
     """Kept with the answer: their notices and Undo stay."""
+    research: NotRequired[bool]
+    """A research run's report (app/api/research_turn.py): Regenerate researches again."""
 
 
 class Budget(TypedDict):
@@ -157,6 +159,8 @@ class TurnOutcome:
     """What the tools gathered, as the last step handed it: the answer's sources, numbered
     anew once the answer is written."""
     numbered: bool = False
+    research: bool = False
+    """A research run's report, not the model's answer."""
 
     @property
     def text(self) -> str:
@@ -307,6 +311,8 @@ class TurnOutcome:
             answer["digest"] = self.digest
         if self.compressions:
             answer["compressions"] = self.compressions
+        if self.research:
+            answer["research"] = True
         return answer
 
     def write(self) -> OutcomeWrite:

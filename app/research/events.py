@@ -36,9 +36,10 @@ class StepStarted:
 
 @dataclass(frozen=True)
 class Planned:
-    """The plan, before any search."""
+    """The plan, before any search; again once approved, where the run waits for that."""
 
     plan: ResearchPlan
+    approved: bool = False
 
 
 @dataclass(frozen=True)
@@ -182,7 +183,7 @@ def progress_line(event: Event) -> str | None:
     """One line per step, search and page: what the run is doing, as /v1 tells it as
     reasoning and MCP as its progress notifications' message."""
     match event:
-        case Planned(plan):
+        case Planned(plan, False):
             return "Plan:\n" + "\n".join(f"- {q}" for q in plan.questions())
         case StepStarted("plan" | "reflect" | "report" as step):
             return STEP_LINES[step]

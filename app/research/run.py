@@ -18,7 +18,8 @@ import asyncio
 import contextlib
 import json
 import logging
-from collections.abc import AsyncGenerator, Awaitable, Coroutine, Mapping
+import time
+from collections.abc import AsyncGenerator, Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from datetime import date
 from typing import Any, TypeVar
@@ -73,6 +74,8 @@ from app.research.writer import Writer
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
+Approval = Callable[[ResearchPlan], Awaitable[ResearchPlan]]
+"""Shown the plan before any search: the plan to run (edited, or as it was)."""
 
 READS_PER_SEARCH = 3
 """The results of each search read, in their rank, at once (the fetcher has no rate)."""
@@ -104,6 +107,9 @@ class Research:
     """The model's served window (or the assumed one), which every request fits."""
     max_completion_tokens: int
     stop: asyncio.Event = field(default_factory=asyncio.Event)
+    approve: Approval | None = None
+    """Waited for after the plan, before any search (the page's plan editor); the wait is
+    no part of the run's minutes. Stop ends it as it ends any step."""
     today: date = field(default_factory=date.today)
     plan: ResearchPlan | None = None
     notes: list[Note] = field(default_factory=list)
@@ -132,6 +138,9 @@ class Research:
                 )
             )
             yield Planned(self.plan)
+            if self.approve is not None:
+                self.plan = await self.approved(self.approve)
+                yield Planned(self.plan, approved=True)
             yield self.progress()
             async with contextlib.aclosing(self.gathering(self.plan)) as gathering:
                 async for event in gathering:
@@ -145,6 +154,14 @@ class Research:
         async with contextlib.aclosing(self.ending()) as ending:
             async for event in ending:
                 yield event
+
+    async def approved(self, approve: Approval) -> ResearchPlan:
+        assert self.plan is not None
+        asked = time.monotonic()
+        try:
+            return await self.bounded(approve(self.plan), timed=False)
+        finally:
+            self.spent.started += time.monotonic() - asked
 
     def halted(self, halt: Halted) -> None:
         self.stopped_by = halt.bound

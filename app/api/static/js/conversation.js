@@ -11,6 +11,7 @@ import { AnswerView, notice, userMessage } from "./message.js";
 import { streams } from "./streams.js";
 import { fillPicker, forgetToolRefusal, pickModel, renderHeader } from "./topbar.js";
 import { reattach, runTurn } from "./turn.js";
+import { planPause, researchOf, wireSwitch } from "./research.js";
 import { editInPlace, settle, showVersions, userTurns } from "./versions.js";
 
 const EXAMPLES = {
@@ -55,6 +56,7 @@ export class ConversationView {
   }
 
   bind() {
+    wireSwitch();
     $("#composer").addEventListener("submit", (event) => {
       event.preventDefault();
       this.submit();
@@ -233,7 +235,7 @@ export class ConversationView {
   // ---- the turn --------------------------------------------------------------------------
 
   async submit() {
-    const message = this.input.value;
+    const { message, research } = researchOf(this.input.value);
     const typedIn = this.draftId;
     if (this.streaming && message.trim()) {
       // Said, not silently ignored: one answer at a time in a conversation.
@@ -264,7 +266,7 @@ export class ConversationView {
     const bubble = userMessage(message);
     this.messages.querySelector(".empty")?.remove();
     this.messages.append(bubble);
-    await runTurn(this, `/api/conversations/${this.conversation.id}/chat`, { message, model: this.picker.value }, { bubble, message });
+    await runTurn(this, `/api/conversations/${this.conversation.id}/chat`, { message, model: this.picker.value, research }, { bubble, message });
   }
 
   async regenerate() {
@@ -279,7 +281,10 @@ export class ConversationView {
       node = previous;
     }
     if (!messages.length) return;
-    await runTurn(this, `/api/conversations/${this.conversation.id}/regenerate`, { model: this.picker.value }, {});
+    const last = messages[messages.length - 1];
+    // A research's report is researched again (the earlier one stays as a version).
+    const research = last.role === "assistant" && last.research ? { plan_seconds: planPause() } : undefined;
+    await runTurn(this, `/api/conversations/${this.conversation.id}/regenerate`, { model: this.picker.value, research }, {});
   }
 
   /** The last message of yours, in its own bubble: nothing changes on the server until Save. */
