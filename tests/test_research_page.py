@@ -120,8 +120,8 @@ def test_a_plan_left_alone_starts_by_itself_after_the_pause(browser, service, re
         page.context.close()
 
 
-def test_stop_keeps_the_notes_then_regenerate_researches_again_as_a_version(
-    browser, service, researcher, article
+def test_stop_keeps_the_notes_then_the_report_is_written_from_them_and_regenerate_adds_one(
+    browser, service, researcher, article, tmp_path
 ):
     researcher.slow = {"reflect": 30}
     page = opened(browser, service, pause=0.1)
@@ -133,13 +133,23 @@ def test_stop_keeps_the_notes_then_regenerate_researches_again_as_a_version(
         answer = page.locator(".message.assistant .answer").last
         expect(answer).to_contain_text(ARTICLE_QUOTE)
         expect(page.locator(".badge.interrupted")).to_be_visible()
+        assert "report" not in researcher.asked
+        shot(page, "stopped-light", tmp_path)
         researcher.slow = {}
-        page.ended_before = turns_ended(page)
+        page.get_by_role("button", name="Write the report from what was found").click()
+        wait_turn_end(page)
+        answer = page.locator(".message.assistant .answer").last
+        expect(answer).to_contain_text("stopped before it was done")
+        expect(answer).to_contain_text(REPORT_START)
+        expect(page.locator(".versions").last).to_contain_text("2/2")
+        expect(
+            page.get_by_role("button", name="Write the report from what was found")
+        ).to_have_count(0)
         page.get_by_role("button", name="Regenerate").last.click()
         wait_turn_end(page)
         expect(page.locator(".message.assistant .answer").last).to_contain_text(REPORT_START)
-        expect(page.locator(".versions").last).to_contain_text("2/2")
-        assert researcher.asked.count("plan") == 2
+        expect(page.locator(".versions").last).to_contain_text("3/3")
+        assert researcher.asked.count("plan") == 2 and researcher.asked.count("report") == 2
     finally:
         page.context.close()
 

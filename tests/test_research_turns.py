@@ -127,7 +127,7 @@ def test_a_plan_nobody_touches_starts_by_itself_after_the_pause(service, researc
 
 
 @pytest.mark.socket  # the client leaves its stream at the plan
-def test_stop_keeps_the_notes_and_sources_found_and_regenerate_keeps_the_report_as_a_version(
+def test_stop_keeps_what_was_found_then_the_report_is_written_from_it_and_regenerate_adds_a_version(
     service, researcher, article
 ):
     researcher.slow = {"reflect": 30}  # the stop comes while the run reflects
@@ -148,17 +148,41 @@ def test_stop_keeps_the_notes_and_sources_found_and_regenerate_keeps_the_report_
     assert "report" not in researcher.asked
 
     researcher.slow = {}
+    path = f"/api/conversations/{conversation_id}/research/write"
+    with service.http.stream("POST", path, json={}) as response:
+        written = numbered(response)
+    report = written[-1][1]
+    assert report["type"] == "done" and report["status"] == "complete", report
+    assert "stopped before it was done" in report["text"].split("\n")[0]
+    assert "Pierogi are filled dumplings [1]." in report["text"]
+    assert [s["url"] for s in report["sources"]] == [article]
+    assert researcher.asked.count("report") == 1 and researcher.asked.count("plan") == 1
+    again = service.http.post(path, json={})
+    assert again.status_code == 409  # the last answer is now a report
+
     path = f"/api/conversations/{conversation_id}/regenerate"
     with service.http.stream("POST", path, json={"research": {"plan_seconds": 0.1}}) as response:
-        again = numbered(response)
-    assert again[-1][1]["status"] == "complete"
+        regenerated = numbered(response)
+    assert regenerated[-1][1]["status"] == "complete"
+    assert researcher.asked.count("plan") == 2
     stored = get_conversation(service, conversation_id)["messages"]
     assert stored[-1]["content"].startswith("Pierogi are filled dumplings [1].")
-    assert stored[0]["versions"] == {"index": 2, "count": 2}
-    earlier = service.http.put(
-        f"/api/conversations/{conversation_id}/turns/0/version", json={"index": 1}
-    )
-    assert earlier.json()["messages"][-1]["content"] == done["text"]
+    assert stored[0]["versions"] == {"index": 3, "count": 3}
+    for index, text in ((1, done["text"]), (2, report["text"])):
+        shown = service.http.put(
+            f"/api/conversations/{conversation_id}/turns/0/version", json={"index": index}
+        )
+        assert shown.json()["messages"][-1]["content"] == text
+
+
+def test_the_export_carries_the_report_with_its_sources(service, researcher, article):
+    conversation_id = new_conversation(service)
+    body = {"message": QUESTION, "research": {"plan_seconds": 0.1}}
+    with service.http.stream("POST", chat_path(conversation_id), json=body) as response:
+        assert numbered(response)[-1][1]["status"] == "complete"
+    exported = service.http.get(f"/api/conversations/{conversation_id}/export").text
+    assert "Pierogi are filled dumplings [1]." in exported
+    assert f"Sources:\n\n1. [Pierogi, step by step]({article})" in exported
 
 
 def test_a_service_killed_mid_research_leaves_it_interrupted_with_its_notes(

@@ -24,7 +24,16 @@ from app.chat.turn import Turn, record
 from app.model.failures import Failure, LLMError
 from app.research.budget import Bound, Budget
 from app.research.events import Event as ResearchEvent
-from app.research.events import Finished, Noted, Planned, ResearchResult, StepStarted, progress_line
+from app.research.events import (
+    Finished,
+    Found,
+    Noted,
+    Planned,
+    Reported,
+    ResearchResult,
+    StepStarted,
+    progress_line,
+)
 from app.research.plan import ResearchPlan
 from app.research.run import Research
 from app.research.start import prepared
@@ -69,13 +78,19 @@ class PlanGate:
 
 
 async def research_turn(
-    services: Services, lease: Lease, start: TurnInput, model: str, gate: PlanGate
+    services: Services,
+    lease: Lease,
+    start: TurnInput,
+    model: str,
+    gate: PlanGate,
+    found: Found | None = None,
 ) -> AsyncGenerator[Event, None]:
-    """Research the conversation's last user message as its answer."""
+    """Research the conversation's last user message as its answer; or, given what a
+    stopped run `found`, write the report from that."""
     turn = Turn.begin(services, lease, start, model)
     outcome = turn.outcome
     outcome.numbered = True  # the report numbers its sources itself, its list included
-    outcome.research = True
+    outcome.research = {}
     try:
         research = await prepared(
             turn.pending,
@@ -89,9 +104,18 @@ async def research_turn(
             extract=services.extraction,
             approve=gate.approve,
         )
-        async with aclosing(research.events()) as events:
+        if found is not None:
+            research.resumed(found)
+        steps = research.events() if found is None else research.written()
+        reported = False  # a report was written: complete, whatever cut the gathering short
+        async with aclosing(steps) as events:
             async for event in events:
-                told = ended(turn, event.result) if isinstance(event, Finished) else []
+                reported = reported or isinstance(event, Reported)
+                told = (
+                    ended(turn, research, event.result, reported)
+                    if isinstance(event, Finished)
+                    else []
+                )
                 for each in told_of(event, research, gate) + told:
                     if each["type"] == "reasoning":
                         outcome.thinks(each["text"])
@@ -162,14 +186,22 @@ def progress(research: Research, step: str, about: str) -> Event:
     }
 
 
-def ended(turn: Turn, result: ResearchResult) -> list[Event]:
-    """The report (or what was found, or what was tried) as the answer, with its sources."""
+def ended(turn: Turn, research: Research, result: ResearchResult, reported: bool) -> list[Event]:
+    """The report (or what was found, or what was tried) as the answer, with its sources;
+    after Stop, what was found kept to write the report from."""
     outcome = turn.outcome
     logger.info("research turn %s: %s", turn.saver.conversation_id, result.status)
+    spent = result.spent
+    outcome.add_usage(
+        {"prompt_tokens": spent.prompt_tokens, "completion_tokens": spent.completion_tokens}
+    )
     if result.status == "failed":
         raise LLMError(Failure.UPSTREAM, f"the research failed: {result.error}")
+    stopped = not reported and result.stopped_by is Bound.USER
+    if stopped and result.notes:
+        outcome.research = {"found": research.found_so_far().model_dump(mode="json")}
     text = result.report if result.status != "nothing_found" else result.tried_text()
     outcome.wrote(text)
     outcome.gathered = Gathered(sources=tuple(sources_of(result)))
-    outcome.ended("interrupted" if result.stopped_by is Bound.USER else "complete")
+    outcome.ended("interrupted" if stopped else "complete")
     return [{"type": "delta", "text": text}]

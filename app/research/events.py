@@ -10,6 +10,7 @@ from urllib.parse import urlsplit
 
 # pydantic reads a TypedDict on Python 3.11 only from typing_extensions (the surfaces to
 # come answer these as JSON).
+from pydantic import BaseModel
 from typing_extensions import TypedDict
 
 from app.research.budget import Bound, Budget, Spent
@@ -167,6 +168,27 @@ class ResearchResult:
         for kind, what in tried.failures.items():
             lines.append(f"{kind} ({len(what)}): " + "; ".join(what[:5]))
         return "\n".join(lines)
+
+
+class FoundPage(BaseModel):
+    """A page read with a note, as an answer lists its sources."""
+
+    url: str
+    title: str
+    domain: str = ""
+    date: str | None = None
+    read: bool = True
+
+
+class Found(BaseModel):
+    """What a stopped run found, as a surface keeps it (JSON) to have the report written
+    from it later (`Research.resumed`): the plan, the notes, the pages they cite (numbered
+    1, 2... as the notes cite them)."""
+
+    plan: ResearchPlan
+    notes: list[tuple[int, int, str]]
+    """Each note's source, sub-question and quote."""
+    pages: list[FoundPage]
 
 
 @dataclass(frozen=True)

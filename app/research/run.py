@@ -22,9 +22,10 @@ import time
 from collections.abc import AsyncGenerator, Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from datetime import date
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from app.chat.context import completion_reserve, estimate_tokens
+from app.chat.events import Source
 from app.chat.tools import ToolRunner
 from app.errors import ServiceError
 from app.model.tool_calls import ToolCall
@@ -32,6 +33,8 @@ from app.research.budget import Bound, Budget, Spent
 from app.research.events import (
     Event,
     Finished,
+    Found,
+    FoundPage,
     Noted,
     PageRead,
     Planned,
@@ -330,6 +333,25 @@ class Research:
         yield Reported(text)
         yield self.progress()
         yield Finished(self.result("stopped" if self.stopped_by else "complete", text))
+
+    def found_so_far(self) -> Found:
+        """What the run found, to keep: `resumed` takes it back."""
+        assert self.plan is not None
+        return Found(
+            plan=self.plan,
+            notes=[(note.source, note.subquestion, note.quote) for note in self.notes],
+            pages=[FoundPage.model_validate(page.source) for page in self.pages()],
+        )
+
+    def resumed(self, found: Found) -> None:
+        """The run as a Stop left it, its plan, notes and pages those of `found`: then
+        `written()` writes the report from what was found."""
+        self.plan = found.plan
+        self.notes = [Note(*note) for note in found.notes]
+        self.runner.sources = [cast(Source, page.model_dump()) for page in found.pages]
+        self.read = list(range(1, len(found.pages) + 1))
+        self.cited = list(self.read)
+        self.halted(Halted(Bound.USER))
 
     def found(self) -> str:
         """What was found, without a report: the notes and their sources."""

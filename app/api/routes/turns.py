@@ -6,7 +6,7 @@ the connection that started it (app/chat/runs.py): a client that leaves stops no
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Header, Query, Response
 from fastapi import Path as PathParam
@@ -29,6 +29,7 @@ from app.api.research_turn import PlanGate, research_turn
 from app.api.sse import EventStream
 from app.chat.services import Services
 from app.chat.turn import run_turn
+from app.research.events import Found
 from app.store.errors import Conflict
 from app.store.rows import Conversation, EditAt
 from app.store.storage import Lease, TurnInput
@@ -68,6 +69,7 @@ def stream_turn(
     start: TurnInput,
     model: str,
     research: Research | None = None,
+    found: Found | None = None,
 ) -> Response:
     """SSE for one turn from its first event. The turn runs as a task of the service and
     holds the conversation's lease until it ends: the outcome's write releases it (in the
@@ -78,7 +80,7 @@ def stream_turn(
         run = services.runs.start(lease, run_turn(services, lease, start, model))
     else:
         gate = PlanGate(research.plan_seconds)
-        turn = research_turn(services, lease, start, model, gate)
+        turn = research_turn(services, lease, start, model, gate, found)
         run = services.runs.start(lease, turn, gate)
     return EventStream(run.feed.follow(0))
 
@@ -137,6 +139,29 @@ async def stop_turn(conversation_id: ConversationId, services: ServicesDep) -> S
     """Stop the conversation's running turn, whichever replica runs it: the model
     server's stream is closed, what came is kept, marked interrupted."""
     return {"stopped": await services.runs.stop(conversation_id)}
+
+
+@router.post("/research/write", responses=STREAMED)
+async def write_research(
+    conversation_id: ConversationId, services: ServicesDep, body: Regenerate | None = None
+) -> Response:
+    """After Stop: the report written from what the research had found (its plan, notes
+    and pages), as a new version of the answer. 409 when the last answer is no stopped
+    research with notes."""
+    model = await chosen_model(services, conversation_id, body.model if body else None)
+    found = found_in(await services.storage.load(conversation_id))
+    await services.pending.settle(conversation_id)
+    lease, start = await services.storage.begin_turn(conversation_id, None, model)
+    return stream_turn(services, lease, start, model, Research(plan_seconds=0), found)
+
+
+def found_in(conversation: Conversation) -> Found:
+    messages = conversation["messages"]
+    last: dict[str, Any] = dict(messages[-1]) if messages else {}
+    kept = (last.get("research") or {}).get("found") if last.get("role") == "assistant" else None
+    if kept is None:
+        raise Conflict("the last answer is no stopped research with something found")
+    return Found.model_validate(kept)
 
 
 @router.post("/research/plan", responses=errors(404, 409, 415, 422))

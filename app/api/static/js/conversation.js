@@ -269,7 +269,9 @@ export class ConversationView {
     await runTurn(this, `/api/conversations/${this.conversation.id}/chat`, { message, model: this.picker.value, research }, { bubble, message });
   }
 
-  async regenerate() {
+  /** A new version of the last answer; `write`: the report of a stopped research, written
+   * from what it had found. */
+  async regenerate({ write = false } = {}) {
     if (this.streaming || !this.conversation) return;
     this.dropGivenBack();
     const messages = this.conversation.messages;
@@ -282,9 +284,14 @@ export class ConversationView {
     }
     if (!messages.length) return;
     const last = messages[messages.length - 1];
+    const base = `/api/conversations/${this.conversation.id}`;
+    if (write) {
+      await runTurn(this, `${base}/research/write`, { model: this.picker.value }, {});
+      return;
+    }
     // A research's report is researched again (the earlier one stays as a version).
     const research = last.role === "assistant" && last.research ? { plan_seconds: planPause() } : undefined;
-    await runTurn(this, `/api/conversations/${this.conversation.id}/regenerate`, { model: this.picker.value, research }, {});
+    await runTurn(this, `${base}/regenerate`, { model: this.picker.value, research }, {});
   }
 
   /** The last message of yours, in its own bubble: nothing changes on the server until Save. */
@@ -350,6 +357,12 @@ export class ConversationView {
     if (!answer) return;
     for (const old of this.messages.querySelectorAll(".regenerate")) old.remove();
     answer.setAction(el("button", { type: "button", className: "quiet answer-action regenerate", text: "Regenerate", on: { click: () => this.regenerate() } }));
+    const messages = this.conversation?.messages || [];
+    const last = messages[messages.length - 1];
+    if (last && last.role === "assistant" && last.research?.found) {
+      const write = el("button", { type: "button", className: "answer-action regenerate write-found", text: "Write the report from what was found", on: { click: () => this.regenerate({ write: true }) } });
+      answer.stats.prepend(write);
+    }
   }
 
   removeEditButtons() {
