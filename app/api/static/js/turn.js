@@ -89,7 +89,7 @@ async function follow(view, answer, path, body, { bubble, message }) {
     if (view.shows(id)) view.render();
     return;
   }
-  answer.research?.end();
+  answer.researching?.end();
   await view.afterTurn(answer, ended, id);
 }
 
@@ -155,11 +155,12 @@ function apply(view, event, answer, id) {
 
 /** The answer's plan card and progress line, made at its first research event. */
 function researchView(answer, id) {
-  if (!answer.research) {
-    answer.research = new ResearchView(id);
-    answer.body.before(answer.research.progress);
+  if (!answer.researching) {
+    answer.research = true; // its trail is the research's log
+    answer.researching = new ResearchView(id);
+    answer.body.before(answer.researching.progress);
   }
-  return answer.research;
+  return answer.researching;
 }
 
 /** The message left the conversation on the server: its bubble goes, its text returns to
