@@ -217,7 +217,9 @@ def test_on_a_phone_the_switch_the_plan_and_the_progress_fit(
             within(page, control, width)
         assert not overlap(page, "#research-switch", "#send")
         assert not overlap(page, "#research-switch", "#composer-input")
+        expect(page.locator("#composer-input")).to_have_attribute("placeholder", "Message…")
         research(page)
+        expect(page.locator("#composer-input")).to_have_attribute("placeholder", "Research…")
         card = page.locator(".plan-card")
         expect(card.locator("input")).to_have_count(2)
         for part in (".plan-card", ".plan-card input", ".plan-start"):

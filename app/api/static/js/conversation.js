@@ -50,8 +50,13 @@ export class ConversationView {
   /** A phone's one-line box shows the short placeholder whole. */
   placeholder() {
     const narrow = window.matchMedia("(max-width: 720px)");
-    const set = () => (this.input.placeholder = narrow.matches ? "Message…" : "Message… (Enter sends, Shift+Enter for a new line)");
+    const set = () => {
+      const research = $("#research-switch").getAttribute("aria-pressed") === "true";
+      if (research) this.input.placeholder = narrow.matches ? "Research…" : "A question to research… (Enter shows the plan)";
+      else this.input.placeholder = narrow.matches ? "Message…" : "Message… (Enter sends, Shift+Enter for a new line)";
+    };
     narrow.addEventListener("change", set);
+    $("#research-switch").addEventListener("click", set);
     set();
   }
 

@@ -33,8 +33,7 @@ export function wireSwitch() {
   const button = $("#research-switch");
   button.addEventListener("click", () => {
     const on = button.getAttribute("aria-pressed") !== "true";
-    button.setAttribute("aria-pressed", String(on));
-    $("#composer-input").placeholder = on ? "A question to research…" : "Message… (Enter sends, Shift+Enter for a new line)";
+    button.setAttribute("aria-pressed", String(on)); // the box's placeholder follows (conversation.js)
   });
 }
 
