@@ -218,3 +218,15 @@ def test_a_service_killed_mid_research_leaves_it_interrupted_with_its_notes(
             with client.stream("POST", path, json={"research": {"plan_seconds": 0}}) as response:
                 plan = numbered(response, until=lambda event: event["type"] == "research_plan")
             assert plan[-1][1]["questions"] == ["What about pierogi boiling time?"]
+
+
+def test_a_research_the_model_cannot_plan_ends_as_an_error_card_saying_why(service, researcher):
+    researcher.garbage = {"plan": "Sure! Here are some thoughts about pierogi."}
+    conversation_id = new_conversation(service)
+    body = {"message": QUESTION, "research": {"plan_seconds": 0}}
+    with service.http.stream("POST", chat_path(conversation_id), json=body) as response:
+        events = numbered(response)
+    error = events[-1][1]
+    assert error["type"] == "error" and error["kind"] == "upstream", error
+    assert "the research failed" in error["message"] and "plan" in error["message"]
+    assert of_type(events, "research_plan") == []

@@ -86,41 +86,16 @@ async def research_turn(
     found: Found | None = None,
 ) -> AsyncGenerator[Event, None]:
     """Research the conversation's last user message as its answer; or, given what a
-    stopped run `found`, write the report from that."""
+    stopped run `found`, write the report from that. Every ending is recorded as a chat
+    turn's is (app/chat/turn.py)."""
     turn = Turn.begin(services, lease, start, model)
     outcome = turn.outcome
     outcome.numbered = True  # the report numbers its sources itself, its list included
     outcome.research = {}
     try:
-        research = await prepared(
-            turn.pending,
-            Budget(),
-            settings=services.settings,
-            searcher=services.searcher,
-            client=services.model,
-            locale=turn.chosen.search_locale,
-            stop=gate.halt,
-            model=model,
-            extract=services.extraction,
-            approve=gate.approve,
-        )
-        if found is not None:
-            research.resumed(found)
-        steps = research.events() if found is None else research.written()
-        reported = False  # a report was written: complete, whatever cut the gathering short
-        async with aclosing(steps) as events:
-            async for event in events:
-                reported = reported or isinstance(event, Reported)
-                told = (
-                    ended(turn, research, event.result, reported)
-                    if isinstance(event, Finished)
-                    else []
-                )
-                for each in told_of(event, research, gate) + told:
-                    if each["type"] == "reasoning":
-                        outcome.thinks(each["text"])
-                    yield each
-                await turn.saver.checkpoint(force=True)  # a step is rare, and what it found dear
+        async with aclosing(research_steps(services, turn, gate, found)) as steps:
+            async for each in steps:
+                yield each
         async for each in record(turn.saver):
             yield each
     except LLMError as error:
@@ -132,8 +107,46 @@ async def research_turn(
         outcome.ended("interrupted")
         logger.info("research turn %s interrupted", lease.conversation_id)
         raise
+    except Exception as exc:  # a bug of ours, or no model to research with: said, kept
+        logger.exception("research turn %s failed unexpectedly", lease.conversation_id)
+        outcome.fail(LLMError(Failure.INTERNAL, f"the research failed: {exc}"), turn.pending)
+        async for each in record(turn.saver):
+            yield each
     finally:
         await turn.saver.persist()
+
+
+async def research_steps(
+    services: Services, turn: Turn, gate: PlanGate, found: Found | None
+) -> AsyncGenerator[Event, None]:
+    """The run's events as the page is sent them, each step checkpointed with the answer."""
+    research = await prepared(
+        turn.pending,
+        Budget(),
+        settings=services.settings,
+        searcher=services.searcher,
+        client=services.model,
+        locale=turn.chosen.search_locale,
+        stop=gate.halt,
+        model=turn.model,
+        extract=services.extraction,
+        approve=gate.approve,
+    )
+    if found is not None:
+        research.resumed(found)
+    steps = research.events() if found is None else research.written()
+    reported = False  # a report was written: complete, whatever cut the gathering short
+    async with aclosing(steps) as events:
+        async for event in events:
+            reported = reported or isinstance(event, Reported)
+            told = told_of(event, research, gate)
+            if isinstance(event, Finished):
+                told += ended(turn, research, event.result, reported)
+            for each in told:
+                if each["type"] == "reasoning":
+                    turn.outcome.thinks(each["text"])
+                yield each
+            await turn.saver.checkpoint(force=True)  # a step is rare, and what it found dear
 
 
 def told_of(event: ResearchEvent, research: Research, gate: PlanGate) -> list[Event]:
