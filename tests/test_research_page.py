@@ -80,6 +80,7 @@ def test_the_switch_shows_the_plan_which_runs_as_edited_on_start_with_live_progr
         expect(card.locator("input")).to_have_count(2)
         expect(card.locator("input").first).to_have_value("What about pierogi boiling time?")
         expect(card).to_contain_text("waits for Start")
+        expect(card).to_contain_text("Up to 12 searches, 20 pages, 10 minutes.")
         assert researcher.asked == ["plan"]  # nothing searched before Start
         shot(page, "plan-light", tmp_path)
         card.locator("input").nth(1).fill("frozen pierogi")

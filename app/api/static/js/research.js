@@ -55,7 +55,7 @@ export class ResearchView {
       return;
     }
     this.dropCard();
-    this.card = planCard(event, (questions) => this.start(questions));
+    this.card = planCard(event, this.last, (questions) => this.start(questions));
     before.before(this.card);
     if (event.starts_in) this.countdown(event.starts_in);
   }
@@ -117,7 +117,7 @@ export class ResearchView {
   }
 }
 
-function planCard(event, start) {
+function planCard(event, budget, start) {
   const list = el("ol", { className: "plan-questions" });
   const row = (question) => {
     const input = el("input", { type: "text", value: question, "aria-label": "Sub-question", maxlength: "500" });
@@ -137,6 +137,7 @@ function planCard(event, start) {
     { className: "plan-card", "aria-label": "Research plan" },
     el("div", { className: "plan-head" }, el("strong", { text: "Research plan" }), el("span", { className: "plan-countdown", text: waits })),
     list,
+    budget ? el("p", { className: "plan-note", text: `Up to ${budget.max_searches} searches, ${budget.max_pages} pages, ${Math.round(budget.max_seconds / 60)} minutes.` }) : null,
     el("p", { className: "field-error", role: "alert" }),
     el("div", { className: "plan-foot" }, startButton, el("span", { className: "plan-note", text: "Edit or remove sub-questions, then Start. Stop cancels." })),
   );
