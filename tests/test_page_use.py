@@ -696,6 +696,7 @@ def test_the_placeholder_fits_the_message_box_on_a_phone(browser, chat):
             """box => {
               const copy = box.cloneNode(); copy.value = box.placeholder;
               copy.style.height = getComputedStyle(box).height;
+              copy.style.width = getComputedStyle(box).width; copy.style.flex = "none";
               box.after(copy); const ok = copy.scrollHeight <= copy.clientHeight + 1;
               copy.remove(); return ok; }"""
         )

@@ -21,6 +21,7 @@ from pydantic.fields import FieldInfo
 from app import config
 from app.chat import context
 from app.chat.context import MAX_FACT_CHARS
+from app.research.plan import MAX_SUBQUESTIONS
 from app.store.rows import StoredSettings
 
 OpenApiResponses: TypeAlias = dict[int | str, dict[str, Any]]
@@ -180,10 +181,26 @@ class ConversationChange(Body):
     settings: ConversationSettings | None = None
 
 
+class Research(Body):
+    """Answer with a research run (docs/research.md, "The page")."""
+
+    plan_seconds: float = Field(default=10.0, ge=0, le=3600)
+    """How long the plan waits for the user's Start before it starts by itself; 0: it
+    waits for Start."""
+
+
+class ResearchStart(Body):
+    """The plan as the user left it: its sub-questions, each kept, rewritten or left out."""
+
+    questions: list[Annotated[str, Text(500, 1)]] = Field(min_length=1, max_length=MAX_SUBQUESTIONS)
+
+
 class UserMessage(Body):
     message: Annotated[str, Text(MAX_MESSAGE_CHARS, 1)] = Field(pattern=r"[^ \t\r\n\f\v]")
     model: ModelId | None = None
     """Default: the conversation's model."""
+    research: Research | None = None
+    """Research the message rather than answer it."""
 
     @field_validator("message")
     @classmethod
@@ -201,6 +218,8 @@ class Edit(UserMessage):
 
 class Regenerate(Body):
     model: ModelId | None = None
+    research: Research | None = None
+    """A new research run; the earlier answer stays as a version."""
 
 
 class VersionChoice(Body):

@@ -74,7 +74,16 @@ def ended(result: ResearchResult) -> list[CompletionEvent]:
     if result.status == "failed":
         raise LLMError(Failure.UPSTREAM, f"the research failed: {result.error}")
     text = result.report if result.status != "nothing_found" else result.tried_text()
-    sources: list[Source] = [
+    sources = sources_of(result)
+    spent = result.spent
+    usage = Usage(prompt_tokens=spent.prompt_tokens, completion_tokens=spent.completion_tokens)
+    done = CompletionEvent("done", usage=usage, citations=citations(text, sources), sources=sources)
+    return [CompletionEvent("delta", text), done]
+
+
+def sources_of(result: ResearchResult) -> list[Source]:
+    """The run's sources as an answer's, numbered 1, 2... as the report cites them."""
+    return [
         {
             "url": s["url"],
             "title": s["title"],
@@ -82,9 +91,5 @@ def ended(result: ResearchResult) -> list[CompletionEvent]:
             "date": None,
             "read": s["read"],
         }
-        for s in result.sources  # numbered 1, 2... as the report cites them
+        for s in result.sources
     ]
-    spent = result.spent
-    usage = Usage(prompt_tokens=spent.prompt_tokens, completion_tokens=spent.completion_tokens)
-    done = CompletionEvent("done", usage=usage, citations=citations(text, sources), sources=sources)
-    return [CompletionEvent("delta", text), done]

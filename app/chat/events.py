@@ -184,6 +184,31 @@ class StoppedEvent(TypedDict):
     type: Literal["stopped"]
 
 
+class ResearchPlanEvent(TypedDict):
+    """A research turn's plan (app/api/research_turn.py): before any search, waiting for
+    the user's Start or for `starts_in` seconds (None: for Start); then once it runs."""
+
+    type: Literal["research_plan"]
+    questions: list[str]
+    started: bool
+    starts_in: float | None
+
+
+class ResearchEvent(TypedDict):
+    """A research turn's step (`step`: "" when it goes on as before) and its counters
+    against the budget."""
+
+    type: Literal["research"]
+    step: str
+    about: str
+    searches: int
+    max_searches: int
+    pages: int
+    max_pages: int
+    seconds: float
+    max_seconds: float
+
+
 Event = (
     TextEvent
     | RetryEvent
@@ -195,4 +220,6 @@ Event = (
     | ErrorEvent
     | DoneEvent
     | StoppedEvent
+    | ResearchPlanEvent
+    | ResearchEvent
 )

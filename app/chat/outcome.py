@@ -13,7 +13,7 @@ import logging
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import NotRequired, TypedDict
+from typing import Any, NotRequired, TypedDict
 
 import anyio
 
@@ -60,6 +60,9 @@ class Answer(Message):
     timing: dict[str, float]
     compressions: NotRequired[list[CompressionEvent]]
     """Kept with the answer: their notices and Undo stay."""
+    research: NotRequired[dict[str, Any]]
+    """A research run's report (app/api/research_turn.py): Regenerate researches again;
+    after Stop, `found` is what it had found, to write the report from."""
 
 
 class Budget(TypedDict):
@@ -157,6 +160,8 @@ class TurnOutcome:
     """What the tools gathered, as the last step handed it: the answer's sources, numbered
     anew once the answer is written."""
     numbered: bool = False
+    research: dict[str, Any] | None = None
+    """A research run's report, not the model's answer (the Answer's `research`)."""
 
     @property
     def text(self) -> str:
@@ -307,6 +312,8 @@ class TurnOutcome:
             answer["digest"] = self.digest
         if self.compressions:
             answer["compressions"] = self.compressions
+        if self.research is not None:
+            answer["research"] = self.research
         return answer
 
     def write(self) -> OutcomeWrite:

@@ -20,7 +20,7 @@ import time
 from collections.abc import AsyncGenerator
 from contextlib import aclosing
 from dataclasses import dataclass, field
-from typing import NamedTuple, cast
+from typing import NamedTuple, Protocol, cast
 
 from app import jsoncodec
 from app.chat.events import Event, StoppedEvent, TextEvent
@@ -197,12 +197,26 @@ class Feed:
         return rows
 
 
+class Control(Protocol):
+    """A turn that ends itself when told to stop, keeping what it found (a research),
+    rather than being cancelled; what else it is told goes through it too."""
+
+    def stop(self) -> None: ...
+
+
 class Run:
     """One turn running as a task of the service; its lease released when it ends."""
 
-    def __init__(self, storage: Storage, lease: Lease, events: AsyncGenerator[Event, None]) -> None:
+    def __init__(
+        self,
+        storage: Storage,
+        lease: Lease,
+        events: AsyncGenerator[Event, None],
+        control: Control | None = None,
+    ) -> None:
         self.storage = storage
         self.lease = lease
+        self.control = control
         self.feed = Feed()
         self.unwritten: list[KeptRow] = []
         """Rows a write could not keep (the database did not answer): tried again."""
@@ -215,9 +229,12 @@ class Run:
         return self.lease.conversation_id
 
     def stop(self) -> None:
-        """Close the model server's stream now: the turn keeps what came, interrupted."""
+        """Close the model server's stream now: the turn keeps what came, interrupted. A
+        turn with a control is told, and ends itself."""
         self.stopping = True
-        if self.started:
+        if self.control is not None:
+            self.control.stop()
+        elif self.started:
             self.task.cancel()
 
     async def drive(self, events: AsyncGenerator[Event, None]) -> None:
@@ -283,8 +300,10 @@ class Runs:
         """Other replicas' turns that readers here follow."""
         self.watchers: set[asyncio.Task[None]] = set()
 
-    def start(self, lease: Lease, events: AsyncGenerator[Event, None]) -> Run:
-        run = Run(self.storage, lease, events)
+    def start(
+        self, lease: Lease, events: AsyncGenerator[Event, None], control: Control | None = None
+    ) -> Run:
+        run = Run(self.storage, lease, events, control)
         conversation_id = lease.conversation_id
         self.running[conversation_id] = run
 

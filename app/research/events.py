@@ -10,6 +10,7 @@ from urllib.parse import urlsplit
 
 # pydantic reads a TypedDict on Python 3.11 only from typing_extensions (the surfaces to
 # come answer these as JSON).
+from pydantic import BaseModel
 from typing_extensions import TypedDict
 
 from app.research.budget import Bound, Budget, Spent
@@ -36,9 +37,10 @@ class StepStarted:
 
 @dataclass(frozen=True)
 class Planned:
-    """The plan, before any search."""
+    """The plan, before any search; again once approved, where the run waits for that."""
 
     plan: ResearchPlan
+    approved: bool = False
 
 
 @dataclass(frozen=True)
@@ -168,6 +170,27 @@ class ResearchResult:
         return "\n".join(lines)
 
 
+class FoundPage(BaseModel):
+    """A page read with a note, as an answer lists its sources."""
+
+    url: str
+    title: str
+    domain: str = ""
+    date: str | None = None
+    read: bool = True
+
+
+class Found(BaseModel):
+    """What a stopped run found, as a surface keeps it (JSON) to have the report written
+    from it later (`Research.resumed`): the plan, the notes, the pages they cite (numbered
+    1, 2... as the notes cite them)."""
+
+    plan: ResearchPlan
+    notes: list[tuple[int, int, str]]
+    """Each note's source, sub-question and quote."""
+    pages: list[FoundPage]
+
+
 @dataclass(frozen=True)
 class Finished:
     """The last event: the run's result."""
@@ -182,7 +205,7 @@ def progress_line(event: Event) -> str | None:
     """One line per step, search and page: what the run is doing, as /v1 tells it as
     reasoning and MCP as its progress notifications' message."""
     match event:
-        case Planned(plan):
+        case Planned(plan, False):
             return "Plan:\n" + "\n".join(f"- {q}" for q in plan.questions())
         case StepStarted("plan" | "reflect" | "report" as step):
             return STEP_LINES[step]

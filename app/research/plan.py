@@ -36,6 +36,18 @@ class ResearchPlan(BaseModel):
     def questions(self) -> list[str]:
         return [s.question for s in self.subquestions]
 
+    def edited(self, questions: list[str]) -> ResearchPlan:
+        """The plan as the user left it: a sub-question kept as it was keeps its queries,
+        one rewritten is searched as written, one left out is gone."""
+        planned = {s.question: s for s in self.subquestions}
+        kept = [planned.get(q) or rewritten(q) for q in questions]
+        return ResearchPlan(subquestions=kept)
+
+
+def rewritten(question: str) -> SubQuestion:
+    """A sub-question the user wrote: searched as written."""
+    return SubQuestion(question=question, queries=[PlannedQuery(query=question[:MAX_QUERY_CHARS])])
+
 
 class Reflection(BaseModel):
     """After a round of searches: the sub-questions the notes answer (numbered from 1:

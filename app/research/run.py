@@ -18,12 +18,14 @@ import asyncio
 import contextlib
 import json
 import logging
-from collections.abc import AsyncGenerator, Awaitable, Coroutine, Mapping
+import time
+from collections.abc import AsyncGenerator, Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from datetime import date
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from app.chat.context import completion_reserve, estimate_tokens
+from app.chat.events import Source
 from app.chat.tools import ToolRunner
 from app.errors import ServiceError
 from app.model.tool_calls import ToolCall
@@ -31,6 +33,8 @@ from app.research.budget import Bound, Budget, Spent
 from app.research.events import (
     Event,
     Finished,
+    Found,
+    FoundPage,
     Noted,
     PageRead,
     Planned,
@@ -73,6 +77,8 @@ from app.research.writer import Writer
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
+Approval = Callable[[ResearchPlan], Awaitable[ResearchPlan]]
+"""Shown the plan before any search: the plan to run (edited, or as it was)."""
 
 READS_PER_SEARCH = 3
 """The results of each search read, in their rank, at once (the fetcher has no rate)."""
@@ -104,6 +110,9 @@ class Research:
     """The model's served window (or the assumed one), which every request fits."""
     max_completion_tokens: int
     stop: asyncio.Event = field(default_factory=asyncio.Event)
+    approve: Approval | None = None
+    """Waited for after the plan, before any search (the page's plan editor); the wait is
+    no part of the run's minutes. Stop ends it as it ends any step."""
     today: date = field(default_factory=date.today)
     plan: ResearchPlan | None = None
     notes: list[Note] = field(default_factory=list)
@@ -132,6 +141,9 @@ class Research:
                 )
             )
             yield Planned(self.plan)
+            if self.approve is not None:
+                self.plan = await self.approved(self.approve)
+                yield Planned(self.plan, approved=True)
             yield self.progress()
             async with contextlib.aclosing(self.gathering(self.plan)) as gathering:
                 async for event in gathering:
@@ -145,6 +157,14 @@ class Research:
         async with contextlib.aclosing(self.ending()) as ending:
             async for event in ending:
                 yield event
+
+    async def approved(self, approve: Approval) -> ResearchPlan:
+        assert self.plan is not None
+        asked = time.monotonic()
+        try:
+            return await self.bounded(approve(self.plan), timed=False)
+        finally:
+            self.spent.started += time.monotonic() - asked
 
     def halted(self, halt: Halted) -> None:
         self.stopped_by = halt.bound
@@ -313,6 +333,25 @@ class Research:
         yield Reported(text)
         yield self.progress()
         yield Finished(self.result("stopped" if self.stopped_by else "complete", text))
+
+    def found_so_far(self) -> Found:
+        """What the run found, to keep: `resumed` takes it back."""
+        assert self.plan is not None
+        return Found(
+            plan=self.plan,
+            notes=[(note.source, note.subquestion, note.quote) for note in self.notes],
+            pages=[FoundPage.model_validate(page.source) for page in self.pages()],
+        )
+
+    def resumed(self, found: Found) -> None:
+        """The run as a Stop left it, its plan, notes and pages those of `found`: then
+        `written()` writes the report from what was found."""
+        self.plan = found.plan
+        self.notes = [Note(*note) for note in found.notes]
+        self.runner.sources = [cast(Source, page.model_dump()) for page in found.pages]
+        self.read = list(range(1, len(found.pages) + 1))
+        self.cited = list(self.read)
+        self.halted(Halted(Bound.USER))
 
     def found(self) -> str:
         """What was found, without a report: the notes and their sources."""

@@ -13,7 +13,7 @@ from app.errors import ServiceError
 from app.model.client import ModelClient
 from app.pages.fetch import Extract, extract_in_thread
 from app.research.budget import Budget, Spent, tokens_for
-from app.research.run import READS_PER_SEARCH, Research
+from app.research.run import READS_PER_SEARCH, Approval, Research
 from app.research.writer import Writer
 from app.search.searcher import Searcher
 
@@ -35,6 +35,7 @@ async def prepared(
     stop: asyncio.Event | None = None,
     model: str | None = None,
     extract: Extract = extract_in_thread,
+    approve: Approval | None = None,
 ) -> Research:
     """The run, its budget's tokens derived from the window its model is served with;
     the model the caller names (a /v1 request's), else DEFAULT_MODEL; pages extracted by
@@ -63,4 +64,5 @@ async def prepared(
         window,
         settings.max_completion_tokens,
         stop=stop or asyncio.Event(),
+        approve=approve,
     )

@@ -6,7 +6,7 @@ the connection that started it (app/chat/runs.py): a client that leaves stops no
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Header, Query, Response
 from fastapi import Path as PathParam
@@ -17,15 +17,20 @@ from app.api.bodies import (
     Edit,
     OpenApiResponses,
     Regenerate,
+    Research,
+    ResearchStart,
     UserMessage,
     VersionChoice,
     errors,
 )
 from app.api.choices import chosen_model
 from app.api.deps import ConversationId, ServicesDep, StorageDep
+from app.api.research_turn import PlanGate, research_turn
 from app.api.sse import EventStream
 from app.chat.services import Services
 from app.chat.turn import run_turn
+from app.research.events import Found
+from app.store.errors import Conflict
 from app.store.rows import Conversation, EditAt
 from app.store.storage import Lease, TurnInput
 
@@ -53,12 +58,30 @@ class Stopped(TypedDict):
     outcome is written; on another, it ends within a tick (app/chat/runs.py)."""
 
 
-def stream_turn(services: Services, lease: Lease, start: TurnInput, model: str) -> Response:
+class Started(TypedDict):
+    started: bool
+    """The plan was waiting, and runs as given."""
+
+
+def stream_turn(
+    services: Services,
+    lease: Lease,
+    start: TurnInput,
+    model: str,
+    research: Research | None = None,
+    found: Found | None = None,
+) -> Response:
     """SSE for one turn from its first event. The turn runs as a task of the service and
     holds the conversation's lease until it ends: the outcome's write releases it (in the
     same transaction), and the task's end does should the write fail (only its owner can
-    release it, so a late release frees nothing another turn holds)."""
-    run = services.runs.start(lease, run_turn(services, lease, start, model))
+    release it, so a late release frees nothing another turn holds). A research turn is
+    stopped through its gate, and ends itself with what it found."""
+    if research is None:
+        run = services.runs.start(lease, run_turn(services, lease, start, model))
+    else:
+        gate = PlanGate(research.plan_seconds)
+        turn = research_turn(services, lease, start, model, gate, found)
+        run = services.runs.start(lease, turn, gate)
     return EventStream(run.feed.follow(0))
 
 
@@ -69,7 +92,7 @@ async def chat(
     model = await chosen_model(services, conversation_id, body.model)
     await services.pending.settle(conversation_id)
     lease, start = await services.storage.begin_turn(conversation_id, body.message, model)
-    return stream_turn(services, lease, start, model)
+    return stream_turn(services, lease, start, model, body.research)
 
 
 @router.post("/regenerate", responses=STREAMED)
@@ -79,7 +102,7 @@ async def regenerate(
     model = await chosen_model(services, conversation_id, body.model if body else None)
     await services.pending.settle(conversation_id)
     lease, start = await services.storage.begin_turn(conversation_id, None, model)
-    return stream_turn(services, lease, start, model)
+    return stream_turn(services, lease, start, model, body.research if body else None)
 
 
 @router.post("/edit", responses=STREAMED)
@@ -94,7 +117,7 @@ async def edit_message(
     at: EditAt = "last" if body.position is None else body.position
     await services.pending.settle(conversation_id)
     lease, start = await storage.begin_turn(conversation_id, body.message, model, edit=at)
-    return stream_turn(services, lease, start, model)
+    return stream_turn(services, lease, start, model, body.research)
 
 
 @router.get("/events", responses={**SSE_RESPONSE, **errors(404, 422)})
@@ -116,6 +139,42 @@ async def stop_turn(conversation_id: ConversationId, services: ServicesDep) -> S
     """Stop the conversation's running turn, whichever replica runs it: the model
     server's stream is closed, what came is kept, marked interrupted."""
     return {"stopped": await services.runs.stop(conversation_id)}
+
+
+@router.post("/research/write", responses=STREAMED)
+async def write_research(
+    conversation_id: ConversationId, services: ServicesDep, body: Regenerate | None = None
+) -> Response:
+    """After Stop: the report written from what the research had found (its plan, notes
+    and pages), as a new version of the answer. 409 when the last answer is no stopped
+    research with notes."""
+    model = await chosen_model(services, conversation_id, body.model if body else None)
+    found = found_in(await services.storage.load(conversation_id))
+    await services.pending.settle(conversation_id)
+    lease, start = await services.storage.begin_turn(conversation_id, None, model)
+    return stream_turn(services, lease, start, model, Research(plan_seconds=0), found)
+
+
+def found_in(conversation: Conversation) -> Found:
+    messages = conversation["messages"]
+    last: dict[str, Any] = dict(messages[-1]) if messages else {}
+    kept = (last.get("research") or {}).get("found") if last.get("role") == "assistant" else None
+    if kept is None:
+        raise Conflict("the last answer is no stopped research with something found")
+    return Found.model_validate(kept)
+
+
+@router.post("/research/plan", responses=errors(404, 409, 415, 422))
+async def start_research(
+    conversation_id: ConversationId, body: ResearchStart, services: ServicesDep
+) -> Started:
+    """Start the research waiting on its plan, with the plan as the user left it (its
+    sub-questions kept, rewritten or left out). 409 when no plan waits on this replica."""
+    run = services.runs.running.get(conversation_id)
+    gate = run.control if run else None
+    if not isinstance(gate, PlanGate) or not gate.start(body.questions):
+        raise Conflict("no research plan is waiting in this conversation")
+    return {"started": True}
 
 
 @router.put(

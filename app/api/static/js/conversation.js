@@ -11,6 +11,7 @@ import { AnswerView, notice, userMessage } from "./message.js";
 import { streams } from "./streams.js";
 import { fillPicker, forgetToolRefusal, pickModel, renderHeader } from "./topbar.js";
 import { reattach, runTurn } from "./turn.js";
+import { planPause, researchOf, wireSwitch } from "./research.js";
 import { editInPlace, settle, showVersions, userTurns } from "./versions.js";
 
 const EXAMPLES = {
@@ -49,12 +50,18 @@ export class ConversationView {
   /** A phone's one-line box shows the short placeholder whole. */
   placeholder() {
     const narrow = window.matchMedia("(max-width: 720px)");
-    const set = () => (this.input.placeholder = narrow.matches ? "Message…" : "Message… (Enter sends, Shift+Enter for a new line)");
+    const set = () => {
+      const research = $("#research-switch").getAttribute("aria-pressed") === "true";
+      if (research) this.input.placeholder = narrow.matches ? "Research…" : "A question to research… (Enter shows the plan)";
+      else this.input.placeholder = narrow.matches ? "Message…" : "Message… (Enter sends, Shift+Enter for a new line)";
+    };
     narrow.addEventListener("change", set);
+    $("#research-switch").addEventListener("click", set);
     set();
   }
 
   bind() {
+    wireSwitch();
     $("#composer").addEventListener("submit", (event) => {
       event.preventDefault();
       this.submit();
@@ -233,7 +240,7 @@ export class ConversationView {
   // ---- the turn --------------------------------------------------------------------------
 
   async submit() {
-    const message = this.input.value;
+    const { message, research } = researchOf(this.input.value);
     const typedIn = this.draftId;
     if (this.streaming && message.trim()) {
       // Said, not silently ignored: one answer at a time in a conversation.
@@ -264,10 +271,12 @@ export class ConversationView {
     const bubble = userMessage(message);
     this.messages.querySelector(".empty")?.remove();
     this.messages.append(bubble);
-    await runTurn(this, `/api/conversations/${this.conversation.id}/chat`, { message, model: this.picker.value }, { bubble, message });
+    await runTurn(this, `/api/conversations/${this.conversation.id}/chat`, { message, model: this.picker.value, research }, { bubble, message });
   }
 
-  async regenerate() {
+  /** A new version of the last answer; `write`: the report of a stopped research, written
+   * from what it had found. */
+  async regenerate({ write = false } = {}) {
     if (this.streaming || !this.conversation) return;
     this.dropGivenBack();
     const messages = this.conversation.messages;
@@ -279,7 +288,15 @@ export class ConversationView {
       node = previous;
     }
     if (!messages.length) return;
-    await runTurn(this, `/api/conversations/${this.conversation.id}/regenerate`, { model: this.picker.value }, {});
+    const last = messages[messages.length - 1];
+    const base = `/api/conversations/${this.conversation.id}`;
+    if (write) {
+      await runTurn(this, `${base}/research/write`, { model: this.picker.value }, {});
+      return;
+    }
+    // A research's report is researched again (the earlier one stays as a version).
+    const research = last.role === "assistant" && last.research ? { plan_seconds: planPause() } : undefined;
+    await runTurn(this, `${base}/regenerate`, { model: this.picker.value, research }, {});
   }
 
   /** The last message of yours, in its own bubble: nothing changes on the server until Save. */
@@ -345,6 +362,12 @@ export class ConversationView {
     if (!answer) return;
     for (const old of this.messages.querySelectorAll(".regenerate")) old.remove();
     answer.setAction(el("button", { type: "button", className: "quiet answer-action regenerate", text: "Regenerate", on: { click: () => this.regenerate() } }));
+    const messages = this.conversation?.messages || [];
+    const last = messages[messages.length - 1];
+    if (last && last.role === "assistant" && last.research?.found) {
+      const write = el("button", { type: "button", className: "answer-action regenerate write-found", text: "Write the report from what was found", on: { click: () => this.regenerate({ write: true }) } });
+      answer.stats.prepend(write);
+    }
   }
 
   removeEditButtons() {

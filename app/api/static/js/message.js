@@ -63,6 +63,7 @@ export class AnswerView {
     this.renderedStable = -1;
     this.frame = 0;
     this.live = true;
+    this.research = false; // a research run: the trail is its log
     this.renumbers = true; // until the service's numbering comes with the done event
     this.trail = el("details", { className: "trail live" });
     this.trailSummary = el("summary", {}, el("span", { className: "trail-summary-text", text: "Working…" }));
@@ -90,6 +91,7 @@ export class AnswerView {
     view.sources = message.sources || [];
     view.timing = message.timing || {};
     view.model = message.model;
+    view.research = Boolean(message.research);
     view.at = message.created;
     view.live = false;
     view.renumbers = false; // stored numbered as it cites its sources
@@ -220,7 +222,8 @@ export class AnswerView {
     const parts = [];
     const thought = this.thinkingSeconds();
     const stillThinking = this.live && !this.text && !this.activity.length;
-    if (this.reasoning) parts.push(stillThinking ? `Thinking… ${format.seconds(thought)}` : `Thought ${format.seconds(thought)}`);
+    if (this.research) parts.push(researched(this.reasoning));
+    else if (this.reasoning) parts.push(stillThinking ? `Thinking… ${format.seconds(thought)}` : `Thought ${format.seconds(thought)}`);
     if (searches.length) {
       const languages = [...new Set(searches.map((s) => s.language).filter(Boolean))];
       parts.push(`Searched ${searches.length}×${languages.length ? ` (${languages.join(", ")})` : ""}`);
@@ -234,7 +237,7 @@ export class AnswerView {
     clear(this.timeline);
     if (this.reasoning) {
       this.timeline.append(
-        el("li", {}, el("span", { className: "step-title", text: thought ? `Thought for ${format.seconds(thought)}` : this.live ? "Thinking…" : "Thought" }), el("div", { className: "thinking-text", text: this.reasoning })),
+        el("li", {}, el("span", { className: "step-title", text: this.research ? "The research, step by step" : thought ? `Thought for ${format.seconds(thought)}` : this.live ? "Thinking…" : "Thought" }), el("div", { className: "thinking-text", text: this.reasoning })),
       );
     }
     for (const step of this.activity) this.timeline.append(trailStep(step));
@@ -430,6 +433,13 @@ function countdown(button, row, seconds) {
   };
   label.textContent = `retry in ${Math.ceil(seconds)} s`;
   setTimeout(tick, 250); // by then the card is on the page (a removed card stops the clock)
+}
+
+/** A research's trail in one line: its searches and pages, counted from its log. */
+function researched(log) {
+  const searches = (log.match(/^Searched /gm) || []).length;
+  const pages = (log.match(/^Read /gm) || []).length;
+  return `Research: ${searches} search${searches === 1 ? "" : "es"} · ${pages} page${pages === 1 ? "" : "s"} read`;
 }
 
 function trailStep(step) {

@@ -3,6 +3,7 @@
 // open with the server's message under it.
 
 import { api } from "./api.js";
+import { keepPlanPause, planPause } from "./research.js";
 import { $, el, clear } from "./dom.js";
 import { COMMON_LOCALES } from "./lab.js";
 
@@ -175,7 +176,7 @@ export class SettingsDialog {
   async renderGlobal(body) {
     const models = this.modelsSection();
     const memory = el("div", { className: "field" });
-    body.append(models, memory, this.searchCacheSection());
+    body.append(models, memory, this.searchCacheSection(), researchSection());
     const text = el("textarea", { id: "memory-text", rows: 10, spellcheck: "false" });
     const error = el("p", { className: "field-error", role: "alert" });
     const saved = el("span", { className: "saved", role: "status" });
@@ -273,6 +274,29 @@ const PLAIN = [
 ];
 
 /** The server's message for one setting, without its field path, in plain words. */
+/** How long a research plan waits for Start before it starts by itself: kept in this
+ * browser, sent with each research (research.js). */
+function researchSection() {
+  const input = el("input", { type: "number", id: "research-pause", min: "0", max: "3600", step: "1", value: String(planPause()) });
+  const saved = el("span", { className: "saved", role: "status" });
+  const save = () => {
+    const seconds = Number(input.value);
+    if (input.value.trim() === "" || !(seconds >= 0 && seconds <= 3600)) {
+      saved.textContent = "0 to 3600 seconds";
+      return;
+    }
+    keepPlanPause(seconds);
+    saved.textContent = "Saved";
+  };
+  return el(
+    "div",
+    { className: "field" },
+    el("div", { className: "field-label" }, el("label", { for: "research-pause", text: "Research: the plan starts by itself after (seconds)" }), helpTip("The plan of a research is shown before any search, to edit or remove its sub-questions. Without Start it starts by itself after this many seconds; 0 waits for Start.")),
+    input,
+    el("div", { className: "settings-foot" }, el("button", { type: "button", className: "primary", id: "save-research-pause", text: "Save", on: { click: save } }), saved),
+  );
+}
+
 function plainRefusal(message, name) {
   const own = message.split("; ").find((part) => part.includes(name)) || message;
   const text = own.replace(new RegExp(`^(settings\\.)?${name}: `), "");

@@ -9,6 +9,7 @@ import { $ } from "./dom.js";
 import { compressionNotice } from "./compression.js";
 import { keepDraft } from "./drafts.js";
 import { AnswerView, notice } from "./message.js";
+import { ResearchView } from "./research.js";
 import { streams } from "./streams.js";
 import { learnToolRefusal, renderContextBar, renderTotals } from "./topbar.js";
 
@@ -88,6 +89,7 @@ async function follow(view, answer, path, body, { bubble, message }) {
     if (view.shows(id)) view.render();
     return;
   }
+  answer.researching?.end();
   await view.afterTurn(answer, ended, id);
 }
 
@@ -109,6 +111,12 @@ function apply(view, event, answer, id) {
       return null;
     case "search_wait":
       answer.waitForRate(event);
+      return null;
+    case "research_plan":
+      researchView(answer, id).plan(event, answer.body);
+      return null;
+    case "research":
+      researchView(answer, id).step(event);
       return null;
     case "warning":
       answer.addWarning(event.message);
@@ -143,6 +151,16 @@ function apply(view, event, answer, id) {
     default:
       return null;
   }
+}
+
+/** The answer's plan card and progress line, made at its first research event. */
+function researchView(answer, id) {
+  if (!answer.researching) {
+    answer.research = true; // its trail is the research's log
+    answer.researching = new ResearchView(id);
+    answer.body.before(answer.researching.progress);
+  }
+  return answer.researching;
 }
 
 /** The message left the conversation on the server: its bubble goes, its text returns to

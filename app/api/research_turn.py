@@ -1,0 +1,220 @@
+"""The page's research (docs/research.md, "The page"): a conversation turn whose answer is
+a research run's report, run on the detached turns as a chat turn is (app/chat/runs.py),
+so a reload reattaches to it and Stop reaches it from any replica.
+
+Its events, beside the chat's: `research_plan` (the plan, then again once it runs),
+`research` (the step and the counters against the budget, at every step). The progress
+lines and the notes are the answer's reasoning, checkpointed as a chat answer's text is: a
+run the service's end cut short is kept interrupted with its notes. The report is the
+answer, its sources the answer's sources, numbered as the report cites them."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncGenerator
+from contextlib import aclosing
+from dataclasses import dataclass, field
+
+from app.api.research_answer import sources_of
+from app.chat.events import Event
+from app.chat.gathered import Gathered
+from app.chat.services import Services
+from app.chat.turn import Turn, record
+from app.model.failures import Failure, LLMError
+from app.research.budget import Bound, Budget
+from app.research.events import Event as ResearchEvent
+from app.research.events import (
+    Finished,
+    Found,
+    Noted,
+    Planned,
+    Reported,
+    ResearchResult,
+    StepStarted,
+    progress_line,
+)
+from app.research.plan import ResearchPlan
+from app.research.run import Research
+from app.research.start import prepared
+from app.store.storage import Lease, TurnInput
+
+logger = logging.getLogger(__name__)
+
+PLAN_SECONDS = 10.0
+"""The pause before a plan nobody edits starts by itself (the page's setting overrides it)."""
+
+
+@dataclass
+class PlanGate:
+    """A research turn's control: the plan waits for the user's Start (with the plan as
+    edited), or for the pause to end (`seconds`; 0: for Start only); Stop ends the run,
+    keeping what it found."""
+
+    seconds: float
+    halt: asyncio.Event = field(default_factory=asyncio.Event)
+    given: asyncio.Queue[list[str]] = field(default_factory=lambda: asyncio.Queue(1))
+    waiting: bool = False
+
+    def stop(self) -> None:
+        self.halt.set()
+
+    def start(self, questions: list[str]) -> bool:
+        """Whether the plan was waiting for this (it runs as given)."""
+        if not self.waiting or self.given.full():
+            return False
+        self.given.put_nowait(questions)
+        return True
+
+    async def approve(self, plan: ResearchPlan) -> ResearchPlan:
+        self.waiting = True
+        try:
+            async with asyncio.timeout(self.seconds or None):
+                return plan.edited(await self.given.get())
+        except TimeoutError:
+            return plan
+        finally:
+            self.waiting = False
+
+
+async def research_turn(
+    services: Services,
+    lease: Lease,
+    start: TurnInput,
+    model: str,
+    gate: PlanGate,
+    found: Found | None = None,
+) -> AsyncGenerator[Event, None]:
+    """Research the conversation's last user message as its answer; or, given what a
+    stopped run `found`, write the report from that. Every ending is recorded as a chat
+    turn's is (app/chat/turn.py)."""
+    turn = Turn.begin(services, lease, start, model)
+    outcome = turn.outcome
+    outcome.numbered = True  # the report numbers its sources itself, its list included
+    outcome.research = {}
+    try:
+        async with aclosing(research_steps(services, turn, gate, found)) as steps:
+            async for each in steps:
+                yield each
+        async for each in record(turn.saver):
+            yield each
+    except LLMError as error:
+        logger.info("research turn %s failed: %s", lease.conversation_id, error.message)
+        outcome.fail(error, turn.pending)
+        async for each in record(turn.saver):
+            yield each
+    except (asyncio.CancelledError, GeneratorExit):
+        outcome.ended("interrupted")
+        logger.info("research turn %s interrupted", lease.conversation_id)
+        raise
+    except Exception as exc:  # a bug of ours, or no model to research with: said, kept
+        logger.exception("research turn %s failed unexpectedly", lease.conversation_id)
+        outcome.fail(LLMError(Failure.INTERNAL, f"the research failed: {exc}"), turn.pending)
+        async for each in record(turn.saver):
+            yield each
+    finally:
+        await turn.saver.persist()
+
+
+async def research_steps(
+    services: Services, turn: Turn, gate: PlanGate, found: Found | None
+) -> AsyncGenerator[Event, None]:
+    """The run's events as the page is sent them, each step checkpointed with the answer."""
+    research = await prepared(
+        turn.pending,
+        Budget(),
+        settings=services.settings,
+        searcher=services.searcher,
+        client=services.model,
+        locale=turn.chosen.search_locale,
+        stop=gate.halt,
+        model=turn.model,
+        extract=services.extraction,
+        approve=gate.approve,
+    )
+    if found is not None:
+        research.resumed(found)
+    steps = research.events() if found is None else research.written()
+    reported = False  # a report was written: complete, whatever cut the gathering short
+    async with aclosing(steps) as events:
+        async for event in events:
+            reported = reported or isinstance(event, Reported)
+            told = told_of(event, research, gate)
+            if isinstance(event, Finished):
+                told += ended(turn, research, event.result, reported)
+            for each in told:
+                if each["type"] == "reasoning":
+                    turn.outcome.thinks(each["text"])
+                yield each
+            await turn.saver.checkpoint(force=True)  # a step is rare, and what it found dear
+
+
+def told_of(event: ResearchEvent, research: Research, gate: PlanGate) -> list[Event]:
+    """What the page is sent of one event of the run."""
+    match event:
+        case Planned(plan, approved):
+            starts_in = None if approved or not gate.seconds else gate.seconds
+            told: list[Event] = [
+                {
+                    "type": "research_plan",
+                    "questions": plan.questions(),
+                    "started": approved,
+                    "starts_in": starts_in,
+                }
+            ]
+            if approved:
+                told.append(reasoning("Plan:\n" + "\n".join(f"- {q}" for q in plan.questions())))
+            return told + [progress(research, "search" if approved else "plan", "")]
+        case StepStarted(step, about):
+            return [progress(research, step, about), *line_of(event)]
+        case Noted(note):
+            return [reasoning(f"Note {note.line()}")]
+        case Finished():
+            return [progress(research, "done", "")]
+    return [*line_of(event), progress(research, "", "")]
+
+
+def line_of(event: ResearchEvent) -> list[Event]:
+    line = progress_line(event)
+    return [reasoning(line)] if line else []
+
+
+def reasoning(line: str) -> Event:
+    return {"type": "reasoning", "text": line + "\n"}
+
+
+def progress(research: Research, step: str, about: str) -> Event:
+    """The counters against the budget, and the step under way ("" : the same as before)."""
+    spent, budget = research.spent, research.budget
+    return {
+        "type": "research",
+        "step": step,
+        "about": about,
+        "searches": spent.searches,
+        "max_searches": budget.searches,
+        "pages": spent.pages,
+        "max_pages": budget.pages,
+        "seconds": spent.seconds,
+        "max_seconds": budget.minutes * 60,
+    }
+
+
+def ended(turn: Turn, research: Research, result: ResearchResult, reported: bool) -> list[Event]:
+    """The report (or what was found, or what was tried) as the answer, with its sources;
+    after Stop, what was found kept to write the report from."""
+    outcome = turn.outcome
+    logger.info("research turn %s: %s", turn.saver.conversation_id, result.status)
+    spent = result.spent
+    outcome.add_usage(
+        {"prompt_tokens": spent.prompt_tokens, "completion_tokens": spent.completion_tokens}
+    )
+    if result.status == "failed":
+        raise LLMError(Failure.UPSTREAM, f"the research failed: {result.error}")
+    stopped = not reported and result.stopped_by is Bound.USER
+    if stopped and result.notes:
+        outcome.research = {"found": research.found_so_far().model_dump(mode="json")}
+    text = result.report if result.status != "nothing_found" else result.tried_text()
+    outcome.wrote(text)
+    outcome.gathered = Gathered(sources=tuple(sources_of(result)))
+    outcome.ended("interrupted" if stopped else "complete")
+    return [{"type": "delta", "text": text}]

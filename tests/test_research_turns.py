@@ -1,0 +1,232 @@
+"""The page's research as the service runs it (docs/research.md, "The page"): a turn of the
+conversation on the detached turns, its plan shown before any search and started by the
+user's edit or by itself after a pause, its progress as events, the report as the answer
+with its sources; Stop keeps what was found; a killed service leaves the run interrupted
+with its notes. On the real SearXNG over the fake Brave, the loopback page server and the
+fake model scripted as a researcher."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from tests import crashing
+from tests.chat_client import Numbered, follow, get_conversation, new_conversation, numbered
+from tests.conftest import ChatService, chat_env
+from tests.research_model import (
+    ARTICLE_QUOTE,
+    QUESTION,
+    ScriptedResearcher,
+    article_first,
+    plan_of,
+    research_service,
+    scripted_on,
+)
+
+
+@pytest.fixture
+def researcher(llm, monkeypatch) -> ScriptedResearcher:
+    return scripted_on(llm, monkeypatch)
+
+
+@pytest.fixture
+def article(brave, pages, monkeypatch) -> str:
+    return article_first(brave, pages, monkeypatch)
+
+
+@pytest.fixture
+def service(request, llm, pages, searxng, brave, tmp_path) -> Iterator[ChatService]:
+    with research_service(request, llm, pages, searxng.url, tmp_path) as started:
+        yield started
+
+
+def chat_path(conversation_id: str) -> str:
+    return f"/api/conversations/{conversation_id}/chat"
+
+
+def until_plan(client: httpx.Client, conversation_id: str, body: dict[str, Any]) -> Numbered:
+    """POST a research and read its events up to its plan, then leave (it waits on)."""
+    path = chat_path(conversation_id)
+    with client.stream("POST", path, json={"message": QUESTION, **body}) as response:
+        assert response.status_code == 200, response.read()
+        return numbered(response, until=lambda event: event["type"] == "research_plan")
+
+
+def of_type(events: Numbered, kind: str) -> list[dict[str, Any]]:
+    return [event for _, event in events if event["type"] == kind]
+
+
+def reasoning(events: Numbered) -> str:
+    return "".join(event["text"] for event in of_type(events, "reasoning"))
+
+
+@pytest.mark.socket  # the client leaves its stream at the plan
+def test_the_plan_waits_for_start_and_runs_as_the_user_edited_it(service, researcher, article):
+    researcher.plan = plan_of("pierogi boiling time", "pierogi fillings", "pierogi history")
+    conversation_id = new_conversation(service)
+    with service.client() as client:
+        seen = until_plan(client, conversation_id, {"research": {"plan_seconds": 0}})
+    plan = seen[-1][1]
+    assert plan["questions"] == [
+        "What about pierogi boiling time?",
+        "What about pierogi fillings?",
+        "What about pierogi history?",
+    ]
+    assert (plan["started"], plan["starts_in"]) == (False, None)
+    time.sleep(0.5)
+    assert researcher.asked == ["plan"]  # no search before Start
+    edited = ["What about pierogi boiling time?", "frozen pierogi"]  # one rewritten, one gone
+    started = service.http.post(
+        f"/api/conversations/{conversation_id}/research/plan", json={"questions": edited}
+    )
+    assert started.status_code == 200 and started.json() == {"started": True}
+
+    rest = follow(service, conversation_id, last_event_id=seen[-1][0])
+    assert of_type(rest, "research_plan")[0] == {
+        "type": "research_plan",
+        "questions": edited,
+        "started": True,
+        "starts_in": None,
+    }
+    lines = reasoning(rest)
+    assert "Searched 'pierogi boiling time'" in lines and "Searched 'frozen pierogi'" in lines
+    assert "pierogi fillings" not in lines and "pierogi history" not in lines
+    assert f'"{ARTICLE_QUOTE}"' in lines  # the notes are kept with the answer
+    progress = of_type(rest, "research")
+    assert {p["step"] for p in progress} >= {"search", "read", "reflect", "report"}
+    assert progress[-1]["searches"] == 2 and progress[-1]["max_searches"] == 12
+    assert progress[-1]["pages"] >= 1 and progress[-1]["max_pages"] == 20
+
+    done = rest[-1][1]
+    assert done["type"] == "done" and done["status"] == "complete"
+    assert done["text"].startswith("Pierogi are filled dumplings [1].")
+    assert [s["url"] for s in done["sources"]][:1] == [article]
+    stored = get_conversation(service, conversation_id)["messages"]
+    assert [m["role"] for m in stored] == ["user", "assistant"]
+    assert stored[0]["content"] == QUESTION
+    assert stored[1]["content"] == done["text"] and stored[1]["sources"] == done["sources"]
+    again = service.http.post(
+        f"/api/conversations/{conversation_id}/research/plan", json={"questions": edited}
+    )
+    assert again.status_code == 409  # no plan waits any more
+
+
+def test_a_plan_nobody_touches_starts_by_itself_after_the_pause(service, researcher, article):
+    conversation_id = new_conversation(service)
+    body = {"message": QUESTION, "research": {"plan_seconds": 0.5}}
+    with service.http.stream("POST", chat_path(conversation_id), json=body) as response:
+        events = numbered(response)
+    plans = of_type(events, "research_plan")
+    assert [(p["started"], p["starts_in"]) for p in plans] == [(False, 0.5), (True, None)]
+    assert events[-1][1]["type"] == "done" and events[-1][1]["status"] == "complete"
+    assert researcher.asked == ["plan", "notes", "reflect", "report"]
+
+
+@pytest.mark.socket  # the client leaves its stream at the plan
+def test_stop_keeps_what_was_found_then_the_report_is_written_from_it_and_regenerate_adds_a_version(
+    service, researcher, article
+):
+    researcher.slow = {"reflect": 30}  # the stop comes while the run reflects
+    conversation_id = new_conversation(service)
+    with service.client() as client:
+        seen = until_plan(client, conversation_id, {"research": {"plan_seconds": 0.1}})
+        started = time.monotonic()
+        while "reflect" not in researcher.asked:
+            assert time.monotonic() - started < 20, researcher.asked
+            time.sleep(0.05)
+        stopped = client.post(f"/api/conversations/{conversation_id}/stop")
+        assert stopped.json() == {"stopped": True}
+    rest = follow(service, conversation_id, last_event_id=seen[-1][0])
+    done = rest[-1][1]
+    assert done["type"] == "done" and done["status"] == "interrupted"
+    assert ARTICLE_QUOTE in done["text"] and article in done["text"]
+    assert [s["url"] for s in done["sources"]][:1] == [article]
+    assert "report" not in researcher.asked
+
+    researcher.slow = {}
+    path = f"/api/conversations/{conversation_id}/research/write"
+    with service.http.stream("POST", path, json={}) as response:
+        written = numbered(response)
+    report = written[-1][1]
+    assert report["type"] == "done" and report["status"] == "complete", report
+    assert "stopped before it was done" in report["text"].split("\n")[0]
+    assert "Pierogi are filled dumplings [1]." in report["text"]
+    assert [s["url"] for s in report["sources"]] == [article]
+    assert researcher.asked.count("report") == 1 and researcher.asked.count("plan") == 1
+    again = service.http.post(path, json={})
+    assert again.status_code == 409  # the last answer is now a report
+
+    path = f"/api/conversations/{conversation_id}/regenerate"
+    with service.http.stream("POST", path, json={"research": {"plan_seconds": 0.1}}) as response:
+        regenerated = numbered(response)
+    assert regenerated[-1][1]["status"] == "complete"
+    assert researcher.asked.count("plan") == 2
+    stored = get_conversation(service, conversation_id)["messages"]
+    assert stored[-1]["content"].startswith("Pierogi are filled dumplings [1].")
+    assert stored[0]["versions"] == {"index": 3, "count": 3}
+    for index, text in ((1, done["text"]), (2, report["text"])):
+        shown = service.http.put(
+            f"/api/conversations/{conversation_id}/turns/0/version", json={"index": index}
+        )
+        assert shown.json()["messages"][-1]["content"] == text
+
+
+def test_the_export_carries_the_report_with_its_sources(service, researcher, article):
+    conversation_id = new_conversation(service)
+    body = {"message": QUESTION, "research": {"plan_seconds": 0.1}}
+    with service.http.stream("POST", chat_path(conversation_id), json=body) as response:
+        assert numbered(response)[-1][1]["status"] == "complete"
+    exported = service.http.get(f"/api/conversations/{conversation_id}/export").text
+    assert "Pierogi are filled dumplings [1]." in exported
+    assert f"Sources:\n\n1. [Pierogi, step by step]({article})" in exported
+
+
+def test_a_service_killed_mid_research_leaves_it_interrupted_with_its_notes(
+    llm, monkeypatch, brave, pages, searxng, tmp_path
+):
+    researcher = scripted_on(llm, monkeypatch)
+    article_first(brave, pages, monkeypatch)
+    researcher.silent = {"reflect"}  # the run waits there when the service dies
+    env = {**chat_env(llm, tmp_path, pages, SEARCH_RATE="50"), "SEARXNG_URL": searxng.url}
+    env["FETCH_TIMEOUT"] = "2"  # the results other than the page server's go nowhere
+    with crashing.serving(env) as (doomed, process):
+        with httpx.Client(base_url=doomed, timeout=30) as client:
+            conversation_id = client.post("/api/conversations", json={}).json()["id"]
+            body = {"message": QUESTION, "research": {"plan_seconds": 0.1}}
+            with client.stream("POST", chat_path(conversation_id), json=body) as response:
+                numbered(response, until=lambda event: event.get("step") == "reflect")
+            kept = time.monotonic() + 10
+            while ARTICLE_QUOTE not in client.get(f"/api/conversations/{conversation_id}").text:
+                assert time.monotonic() < kept, "no checkpoint of the notes"
+                time.sleep(0.05)
+        process.kill()
+        process.wait(timeout=10)
+    with crashing.serving(env) as (restarted, _):
+        with httpx.Client(base_url=restarted, timeout=30) as client:
+            last = client.get(f"/api/conversations/{conversation_id}").json()["messages"][-1]
+            assert last["role"] == "assistant" and last["status"] == "interrupted"
+            assert ARTICLE_QUOTE in last["reasoning"]
+            assert "Searched 'pierogi boiling time'" in last["reasoning"]
+            with client.stream("GET", f"/api/conversations/{conversation_id}/events") as response:
+                assert numbered(response)[-1][1] == {"type": "stopped"}  # its replica is gone
+            researcher.silent = set()
+            path = f"/api/conversations/{conversation_id}/regenerate"
+            with client.stream("POST", path, json={"research": {"plan_seconds": 0}}) as response:
+                plan = numbered(response, until=lambda event: event["type"] == "research_plan")
+            assert plan[-1][1]["questions"] == ["What about pierogi boiling time?"]
+
+
+def test_a_research_the_model_cannot_plan_ends_as_an_error_card_saying_why(service, researcher):
+    researcher.garbage = {"plan": "Sure! Here are some thoughts about pierogi."}
+    conversation_id = new_conversation(service)
+    body = {"message": QUESTION, "research": {"plan_seconds": 0}}
+    with service.http.stream("POST", chat_path(conversation_id), json=body) as response:
+        events = numbered(response)
+    error = events[-1][1]
+    assert error["type"] == "error" and error["kind"] == "upstream", error
+    assert "the research failed" in error["message"] and "plan" in error["message"]
+    assert of_type(events, "research_plan") == []
