@@ -255,8 +255,10 @@ class Searxng:
 
 
 def spends_brave(engines: str | None) -> bool:
-    """Whether a search may reach our Brave engine: SearXNG's default engines, or named."""
-    return not engines or config.ENGINE_NAME in (e.strip() for e in engines.split(","))
+    """Whether a search may reach one of our Brave engines: SearXNG's default engines, or
+    one named."""
+    ours = {config.ENGINE_NAME, config.CONTEXT_ENGINE_NAME}
+    return not engines or bool(ours & {e.strip() for e in engines.split(",")})
 
 
 def engine_details(stats: SearxngObject, engine: str, wanted: str | None) -> list[str]:

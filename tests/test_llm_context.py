@@ -1,0 +1,116 @@
+"""Brave's LLM Context as a second source: our bravellm engine in a real SearXNG against the
+fake Brave API (what reaches Brave, what comes back, Brave's errors), and what the chat
+service and the research mode make of a result whose page Brave has already read."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import httpx
+import pytest
+
+from app.search.embedded import EmbeddedSearxng
+from tests.chat_client import done, new_conversation, send
+from tests.conftest import API_KEY, run_main, searxng_env
+from tests.fakes.brave_api import CONTEXT_PATH, CorpusPage
+from tests.fakes.llm_server import Reply
+
+ENGINE = "bravellm"
+
+
+def search(searxng: EmbeddedSearxng, **params: str) -> dict:
+    params = {"format": "json", "engines": ENGINE, **params}
+    response = httpx.get(f"{searxng.url}/search", params=params, timeout=30)
+    response.raise_for_status()
+    return response.json()
+
+
+def context_requests(brave) -> list:
+    return [r for r in brave.requests if r.path == CONTEXT_PATH]
+
+
+@pytest.mark.parametrize(
+    ("locale", "expected"),
+    [
+        ("pl-PL", {"country": "PL", "search_lang": "pl"}),
+        ("pl", {"search_lang": "pl"}),
+        ("fr-FR", {"country": "FR", "search_lang": "fr"}),
+        ("all", {}),
+    ],
+)
+def test_the_locale_reaches_brave_llm_context(searxng, brave, locale, expected):
+    search(searxng, q=f"kubernetes {locale}", language=locale)
+    params = context_requests(brave)[-1].params
+    assert {k: params[k] for k in ("country", "search_lang") if k in params} == expected
+    assert "ui_lang" not in params  # no parameter of this endpoint
+
+
+def test_the_server_default_locale_applies_when_the_client_sends_none(searxng, brave):
+    search(searxng, q="python asyncio")
+    params = context_requests(brave)[-1].params
+    assert (params["country"], params["search_lang"]) == ("PL", "pl")
+
+
+def test_the_request_carries_brave_documented_caps(searxng, brave):
+    search(searxng, q="docker volumes", time_range="week")
+    request = context_requests(brave)[-1]
+    assert request.params["maximum_number_of_tokens"] == "8192"
+    assert request.params["maximum_number_of_tokens_per_url"] == "4096"
+    assert 1 <= int(request.params["maximum_number_of_urls"]) <= 50
+    assert request.params["context_threshold_mode"] == "balanced"
+    assert request.params["freshness"] == "pw"
+    assert request.headers["x-subscription-token"] == API_KEY
+
+
+def test_each_result_is_a_page_with_its_date_and_passages(searxng, brave):
+    brave.corpus = (
+        CorpusPage(
+            "https://docs.example/volumes",
+            "Docker volumes",
+            "Named volumes keep data when a container is removed. Bind mounts map a host "
+            "folder. Volumes are managed by Docker itself.",
+            day="2026-03-02",
+        ),
+    )
+    [result] = search(searxng, q="docker volumes", language="en")["results"]
+    assert result["url"] == "https://docs.example/volumes"
+    assert result["engine"] == ENGINE
+    assert result["content"].startswith("2026-03-02 — ")
+    assert "Named volumes keep data when a container is removed." in result["content"]
+    assert " ¶ " in result["content"]  # the passages, one after another
+
+
+def test_the_token_caps_are_settings(brave):
+    env = {**searxng_env(brave), "BRAVE_CONTEXT_TOKENS": "2048"}
+    env["BRAVE_CONTEXT_TOKENS_PER_URL"] = "99999"  # beyond Brave's 8,192: held to it
+    with EmbeddedSearxng("all", environ=env) as own:
+        search(own, q="rust")
+    params = context_requests(brave)[-1].params
+    assert params["maximum_number_of_tokens"] == "2048"
+    assert params["maximum_number_of_tokens_per_url"] == "8192"
+
+
+def test_a_bad_key_reaches_the_cli_with_brave_code_and_detail(fresh_searxng, brave):
+    brave.fail_next(422, "SUBSCRIPTION_TOKEN_INVALID")
+    run = run_main("search", "rust", "--engines", ENGINE, searxng_url=fresh_searxng.url)
+    assert run.returncode != 0
+    assert "SUBSCRIPTION_TOKEN_INVALID" in run.stderr
+    assert "Brave API 422" in run.stderr
+
+
+def test_a_rate_limit_is_named_and_suspends_only_as_long_as_brave_says(fresh_searxng, brave):
+    brave.fail_next(429, "RATE_LIMITED", times=2)
+    run = run_main("search", "rust", "--engines", ENGINE, searxng_url=fresh_searxng.url)
+    assert run.returncode != 0
+    assert "RATE_LIMITED" in run.stderr
+    assert "per-second rate limit" in run.stderr
+    plan = json.loads(open(fresh_searxng.plan_file).read())
+    assert plan["limited"] == "RATE_LIMITED"  # the plan file, as the web engine writes it
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline:
+        again = run_main("search", "rust", "--engines", ENGINE, searxng_url=fresh_searxng.url)
+        if again.returncode == 0:
+            return
+        time.sleep(0.5)
+    pytest.fail("the engine stayed suspended past Brave's reset delay")
