@@ -76,8 +76,9 @@ TOKENS_PER_URL = ("BRAVE_CONTEXT_TOKENS_PER_URL", 4096, 512, 8192)
 
 def web_engine() -> ModuleType:
     """Our web engine's module, a copy of this engine's own (SearXNG loads each engine
-    from its file, not as an importable module)."""
-    path = Path(__file__).with_name("brave_api.py")
+    from its file, not as an importable module), from beside this file's real place (the
+    embedded SearXNG links it from the checkout)."""
+    path = Path(__file__).resolve().with_name("brave_api.py")
     spec = importlib.util.spec_from_file_location("brave_api_for_llm", path)
     if spec is None or spec.loader is None:
         raise ImportError(f"cannot load {path}")

@@ -10,11 +10,12 @@ import time
 import httpx
 import pytest
 
+from app.chat.fitting import CUT_MARKER
 from app.search.embedded import EmbeddedSearxng
 from tests.chat_client import done, new_conversation, send
-from tests.conftest import API_KEY, run_main, searxng_env
+from tests.conftest import API_KEY, chat_env, run_main, searxng_env, service_for
 from tests.fakes.brave_api import CONTEXT_PATH, CorpusPage
-from tests.fakes.llm_server import Reply
+from tests.fakes.llm_server import FakeLLM, Reply, ToolCall
 
 ENGINE = "bravellm"
 
@@ -114,3 +115,72 @@ def test_a_rate_limit_is_named_and_suspends_only_as_long_as_brave_says(fresh_sea
             return
         time.sleep(0.5)
     pytest.fail("the engine stayed suspended past Brave's reset delay")
+
+
+# -- the chat service: a page already read ------------------------------------------------
+
+ARTICLE = (
+    "Pierogi are boiled until they float, then two minutes more. "
+    "Fried pierogi are boiled first and browned in butter afterwards. "
+    "Frozen pierogi need about seven minutes of boiling."
+)
+
+
+def page_on(pages, brave, text: str = ARTICLE) -> str:
+    """The page server's article, as Brave has it in its index (the fake's corpus)."""
+    url = f"{pages.url}/article"
+    brave.corpus = (CorpusPage(url, "Pierogi, step by step", text, day="2026-02-20"),)
+    return url
+
+
+def tool_messages(llm) -> list[str]:
+    return [m["content"] for m in llm.requests[-1].body["messages"] if m["role"] == "tool"]
+
+
+def test_an_answer_cites_the_passages_brave_read_without_reading_the_page(chat, llm, brave, pages):
+    url = page_on(pages, brave)
+    pages.requests.clear()
+    llm.script(
+        Reply(tool_calls=[ToolCall("web_search", {"query": "pierogi boiling"})]),
+        Reply(text="Boil them until they float, then two minutes more [1]."),
+    )
+    conversation = new_conversation(chat, search_engines=ENGINE)
+    events = send(chat, conversation, "How long do I boil pierogi?")
+    search, ended = events[0], done(events)
+
+    [told] = tool_messages(llm)
+    assert "<untrusted-data" in told  # web text, never instructions
+    assert f"[1] Pierogi, step by step\n{url}\n2026-02-20 — " in told
+    assert "\n¶ Pierogi are boiled until they float, then two minutes more." in told
+    assert search["read"] == [1]
+    assert ended["sources"] == [
+        {
+            "url": url,
+            "title": "Pierogi, step by step",
+            "domain": "127.0.0.1",
+            "date": "2026-02-20",
+            "read": True,
+        }
+    ]
+    assert pages.requests == []  # the page's server saw nobody from here
+    assert [r.path for r in brave.requests] == [CONTEXT_PATH]
+
+
+def test_the_window_keeps_whole_passages(request, searxng, brave, pages, tmp_path):
+    sentences = [
+        f"Passage {n} says pierogi boil for {n} minutes in salted water." for n in range(400)
+    ]
+    page_on(pages, brave, " ".join(sentences))
+    with FakeLLM(models=["fake-model"], n_ctx=2500) as small:
+        env = chat_env(small, tmp_path, pages, MODELS="fake-model")
+        with service_for(request, env, searxng.url) as chat:
+            small.script(
+                Reply(tool_calls=[ToolCall("web_search", {"query": "pierogi boil minutes"})]),
+                Reply(text="About ten minutes [1]."),
+            )
+            conversation = new_conversation(chat, search_engines=ENGINE)
+            assert done(send(chat, conversation, "How long?"))["status"] == "complete"
+        [told] = tool_messages(small)
+    assert CUT_MARKER in told  # cut for the window...
+    given = [line[2:] for line in told.split("\n") if line.startswith("¶ ")]
+    assert given and all(passage in sentences for passage in given)  # ...between passages
