@@ -6,16 +6,19 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Iterator
 
 import httpx
 import pytest
+import yaml
 
 from app.chat.fitting import CUT_MARKER
-from app.search.embedded import EmbeddedSearxng
+from app.search.embedded import EmbeddedSearxng, write_settings
 from tests.chat_client import done, new_conversation, send
 from tests.conftest import API_KEY, chat_env, run_main, searxng_env, service_for
 from tests.fakes.brave_api import CONTEXT_PATH, CorpusPage
 from tests.fakes.llm_server import FakeLLM, Reply, ToolCall
+from tests.research_model import ARTICLE_QUOTE, QUESTION, scripted_on
 
 ENGINE = "bravellm"
 
@@ -184,3 +187,41 @@ def test_the_window_keeps_whole_passages(request, searxng, brave, pages, tmp_pat
     assert CUT_MARKER in told  # cut for the window...
     given = [line[2:] for line in told.split("\n") if line.startswith("¶ ")]
     assert given and all(passage in sentences for passage in given)  # ...between passages
+
+
+# -- research -----------------------------------------------------------------------------
+
+
+@pytest.fixture
+def context_only(brave, tmp_path) -> Iterator[EmbeddedSearxng]:
+    """A SearXNG whose one default engine is bravellm (its settings say disabled: false,
+    and the web engine's say disabled: true)."""
+    directory = tmp_path / "searxng"
+    path = write_settings(directory, "pl-PL", brave_api_key=API_KEY, allow_http_engine=True)
+    settings = yaml.safe_load(path.read_text())
+    for entry in settings["engines"]:
+        entry["disabled"] = entry["name"] != ENGINE
+    path.write_text(yaml.safe_dump(settings))
+    with EmbeddedSearxng("pl-PL", environ=searxng_env(brave), rendered=directory) as instance:
+        yield instance
+
+
+def test_research_notes_the_pages_brave_read_without_fetching_them(
+    llm, pages, brave, context_only, tmp_path, monkeypatch
+):
+    url = page_on(pages, brave, f"{ARTICLE_QUOTE} of unleavened dough. {ARTICLE}")
+    pages.requests.clear()
+    scripted_on(llm, monkeypatch).report = "Pierogi are filled dumplings [1]."
+    settings = chat_env(llm, tmp_path, pages, SEARCH_RATE="50")
+    run = run_main("research", QUESTION, "--json", searxng_url=context_only.url, **settings)
+    assert run.returncode == 0, run.stderr
+    result = json.loads(run.stdout)
+    assert result["sources"][0] == {
+        "n": 1,
+        "url": url,
+        "title": "Pierogi, step by step",
+        "read": True,
+    }
+    assert "Pierogi are filled dumplings [1]." in result["report"]
+    assert result["spent"]["pages"] == 1 and result["spent"]["searches"] == 1
+    assert pages.requests == []  # noted from Brave's passages: the page was never fetched
