@@ -11,13 +11,17 @@ from collections.abc import Iterator
 import httpx
 import pytest
 import yaml
+from playwright.sync_api import expect
 
 from app.chat.fitting import CUT_MARKER
 from app.search.embedded import EmbeddedSearxng, write_settings
+from tests.browser import open_page
 from tests.chat_client import done, new_conversation, send
 from tests.conftest import API_KEY, chat_env, run_main, searxng_env, service_for
 from tests.fakes.brave_api import CONTEXT_PATH, CorpusPage
 from tests.fakes.llm_server import FakeLLM, Reply, ToolCall
+from tests.page_actions import send as type_and_send
+from tests.page_actions import wait_turn_end
 from tests.research_model import ARTICLE_QUOTE, QUESTION, scripted_on
 
 ENGINE = "bravellm"
@@ -225,3 +229,25 @@ def test_research_notes_the_pages_brave_read_without_fetching_them(
     assert "Pierogi are filled dumplings [1]." in result["report"]
     assert result["spent"]["pages"] == 1 and result["spent"]["searches"] == 1
     assert pages.requests == []  # noted from Brave's passages: the page was never fetched
+
+
+def test_the_trail_says_the_pages_were_read_through_brave(
+    request, browser, llm, brave, pages, context_only, tmp_path
+):
+    page_on(pages, brave)
+    llm.script(
+        Reply(tool_calls=[ToolCall("web_search", {"query": "pierogi boiling"})]),
+        Reply(text="Until they float, then two minutes more [1]."),
+    )
+    with service_for(request, chat_env(llm, tmp_path, pages), context_only.url) as chat:
+        page = open_page(browser, chat.url)
+        try:
+            type_and_send(page, "How long do I boil pierogi?")
+            wait_turn_end(page)
+            trail = page.locator(".trail").last
+            trail.locator("summary").click()
+            step = trail.locator(".timeline li").first
+            expect(step).to_contain_text("1 read through Brave, your address not shown")
+            assert page.log.errors == []
+        finally:
+            page.context.close()
