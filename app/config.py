@@ -62,6 +62,14 @@ def integer(env: Mapping[str, str], name: str, default: int, minimum: int = 0) -
     return value
 
 
+def within(env: Mapping[str, str], name: str, default: int, minimum: int, maximum: int) -> int:
+    """A whole number in the range an outside API accepts."""
+    value = integer(env, name, default, minimum)
+    if value > maximum:
+        raise ConfigError(f"{name} must be at most {maximum}, not {value}")
+    return value
+
+
 def comma_list(raw: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(item.strip() for item in raw.split(",") if item.strip()))
 
@@ -215,6 +223,11 @@ class Settings:
     """SEARCH_RATE: queries a second searches may go at; None: the Brave plan's rate."""
     brave_price_per_1000: float
     """BRAVE_PRICE_PER_1000: dollars Brave charges for 1,000 queries; 0: not shown."""
+    brave_context_tokens: int
+    """BRAVE_CONTEXT_TOKENS: Brave's LLM Context tokens per search (our bravellm engine
+    reads it in SearXNG; checked here so a value Brave refuses stops the start)."""
+    brave_context_tokens_per_url: int
+    """BRAVE_CONTEXT_TOKENS_PER_URL: the same per page."""
     search_plan_file: Path
     """SEARCH_PLAN_FILE: where our engine writes the plan Brave's headers state, and the
     service reads it (DATA_DIR/brave-plan.json by default; Compose: a shared volume)."""
@@ -438,6 +451,8 @@ def load(environ: dict[str, str] | None = None) -> Settings:
         searxng_timeout=integer(env, "SEARXNG_TIMEOUT", 20, 1),
         search_rate=search_rate(env.get("SEARCH_RATE", "")),
         brave_price_per_1000=price_per_1000(env.get("BRAVE_PRICE_PER_1000", "")),
+        brave_context_tokens=within(env, "BRAVE_CONTEXT_TOKENS", 8192, 1024, 32768),
+        brave_context_tokens_per_url=within(env, "BRAVE_CONTEXT_TOKENS_PER_URL", 4096, 512, 8192),
         search_plan_file=Path(
             env.get("SEARCH_PLAN_FILE", "").strip()
             or Path(env.get("DATA_DIR", "").strip() or ROOT / "data") / "brave-plan.json"
