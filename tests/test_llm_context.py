@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 
 import httpx
 import pytest
@@ -196,17 +198,23 @@ def test_the_window_keeps_whole_passages(request, searxng, brave, pages, tmp_pat
 # -- research -----------------------------------------------------------------------------
 
 
-@pytest.fixture
-def context_only(brave, tmp_path) -> Iterator[EmbeddedSearxng]:
-    """A SearXNG whose one default engine is bravellm (its settings say disabled: false,
-    and the web engine's say disabled: true)."""
-    directory = tmp_path / "searxng"
+@contextmanager
+def searching_with(brave, directory: Path, *engines: str) -> Iterator[EmbeddedSearxng]:
+    """A SearXNG whose default engines are these (their entries say disabled: false, the
+    others' disabled: true)."""
     path = write_settings(directory, "pl-PL", brave_api_key=API_KEY, allow_http_engine=True)
     settings = yaml.safe_load(path.read_text())
     for entry in settings["engines"]:
-        entry["disabled"] = entry["name"] != ENGINE
+        entry["disabled"] = entry["name"] not in engines
     path.write_text(yaml.safe_dump(settings))
     with EmbeddedSearxng("pl-PL", environ=searxng_env(brave), rendered=directory) as instance:
+        yield instance
+
+
+@pytest.fixture
+def context_only(brave, tmp_path) -> Iterator[EmbeddedSearxng]:
+    """A SearXNG whose one default engine is bravellm."""
+    with searching_with(brave, tmp_path / "searxng", ENGINE) as instance:
         yield instance
 
 
@@ -251,3 +259,9 @@ def test_the_trail_says_the_pages_were_read_through_brave(
             assert page.log.errors == []
         finally:
             page.context.close()
+
+
+def test_doctor_spends_no_llm_context_query_when_it_is_on(brave, tmp_path):
+    with searching_with(brave, tmp_path, "braveweb", ENGINE) as both:
+        run_main("doctor", searxng_url=both.url, LLM_BASE_URL="http://127.0.0.1:9/v1")
+    assert brave.requests and context_requests(brave) == []  # only the key's one web query
