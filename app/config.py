@@ -30,11 +30,11 @@ ENGINE_SHORTCUT = "bweb"
 # list (a conversation's, the search cache's, the lab's) that says it still means ours,
 # for one release, with a warning.
 OLD_ENGINE_NAME = "braveapi"
+OLD_ENGINE_SHORTCUT = "bapi"
 # Our second engine: Brave's LLM Context, whose results carry their pages' passages, read
 # by Brave (searxng-engines/brave_llm.py; the chat service counts them as pages read).
 CONTEXT_ENGINE_FILE = ROOT / "searxng-engines" / "brave_llm.py"
 CONTEXT_ENGINE_NAME = "bravellm"
-OLD_ENGINE_SHORTCUT = "bapi"
 
 # SearXNG runs from PyPI in a virtualenv of its own (its exact pins clash with ours),
 # installed from this lock of its whole tree, each file checked against its hash.

@@ -69,7 +69,8 @@ class Result:
     def for_model(self, number: int) -> str:
         """The result as a model reads it: its number, title, address, then its text (the
         engine puts the publication date first, then the joined snippets); a page Brave
-        read, its passages one a paragraph."""
+        read, its passages one a line, each after PASSAGE_MARK (a page's text holds no
+        line break: SearXNG folds them)."""
         if not self.read_through_brave:
             return f"[{number}] {self.title}\n{self.url}\n{self.content}"
         dated = f"{self.day}{DATE_SEPARATOR}" if self.day else ""
