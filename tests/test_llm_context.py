@@ -18,7 +18,7 @@ from playwright.sync_api import expect
 from app.chat.fitting import CUT_MARKER
 from app.search.embedded import EmbeddedSearxng, write_settings
 from tests.browser import open_page
-from tests.chat_client import done, new_conversation, send
+from tests.chat_client import done, get_conversation, new_conversation, send
 from tests.conftest import API_KEY, chat_env, run_main, searxng_env, service_for
 from tests.fakes.brave_api import CONTEXT_PATH, CorpusPage
 from tests.fakes.llm_server import FakeLLM, Reply, ToolCall
@@ -265,3 +265,21 @@ def test_doctor_spends_no_llm_context_query_when_it_is_on(brave, tmp_path):
     with searching_with(brave, tmp_path, "braveweb", ENGINE) as both:
         run_main("doctor", searxng_url=both.url, LLM_BASE_URL="http://127.0.0.1:9/v1")
     assert brave.requests and context_requests(brave) == []  # only the key's one web query
+
+
+def test_the_trail_numbers_the_pages_read_as_the_answer_cites_them(chat, llm, brave, pages):
+    brave.corpus = tuple(
+        CorpusPage(f"{pages.url}/{name}", f"Pierogi {name}", f"Pierogi {name} boil {n} minutes.")
+        for n, name in enumerate(("fresh", "frozen"), 4)
+    )
+    llm.script(
+        Reply(tool_calls=[ToolCall("web_search", {"query": "pierogi boil"})]),
+        Reply(text="Frozen ones take longer [2]."),
+    )
+    conversation = new_conversation(chat, search_engines=ENGINE)
+    assert done(send(chat, conversation, "Pierogi?"))["status"] == "complete"
+    [answer] = [m for m in get_conversation(chat, conversation)["messages"] if m["role"] != "user"]
+    [search] = answer["activity"]
+    first_cited = answer["sources"][0]["url"]
+    assert first_cited.endswith(search["results"][1]["url"].rsplit("/", 1)[-1])
+    assert search["read"] == [2, 1]  # the trail's numbers are the answer's
