@@ -4,6 +4,7 @@ service and the research mode make of a result whose page Brave has already read
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from collections.abc import Iterator
@@ -16,6 +17,7 @@ import yaml
 from playwright.sync_api import expect
 
 from app.chat.fitting import CUT_MARKER
+from app.search.client import Searxng
 from app.search.embedded import EmbeddedSearxng, write_settings
 from tests.browser import open_page
 from tests.chat_client import done, get_conversation, new_conversation, send
@@ -283,3 +285,17 @@ def test_the_trail_numbers_the_pages_read_as_the_answer_cites_them(chat, llm, br
     first_cited = answer["sources"][0]["url"]
     assert first_cited.endswith(search["results"][1]["url"].rsplit("/", 1)[-1])
     assert search["read"] == [2, 1]  # the trail's numbers are the answer's
+
+
+def test_a_search_with_both_engines_counts_two_queries(searxng, brave):
+    counted: list[str] = []
+
+    async def count() -> None:
+        counted.append("query")
+
+    async def searched() -> None:
+        async with Searxng(searxng.url, count=count) as client:
+            await client.search("rust", engines=f"braveweb,{ENGINE}")
+
+    asyncio.run(searched())
+    assert len(brave.requests) == 2 and len(counted) == 2  # what the plan and doctor count

@@ -180,8 +180,9 @@ class Searxng:
             params["engines"] = engines
         if time_range:
             params["time_range"] = time_range
-        if self.count is not None and spends_brave(engines):
-            await self.count()  # counted when sent, whoever searches
+        if self.count is not None:
+            for _ in range(brave_queries(engines)):
+                await self.count()  # counted when sent, whoever searches
         data = await self.get_json("/search", params)
         try:
             results = [
@@ -275,11 +276,13 @@ class Searxng:
         return failures
 
 
-def spends_brave(engines: str | None) -> bool:
-    """Whether a search may reach one of our Brave engines: SearXNG's default engines, or
-    one named."""
+def brave_queries(engines: str | None) -> int:
+    """The Brave queries a search sends: one with SearXNG's default engines, else one for
+    each of our Brave engines named (web search and LLM Context are a query each)."""
+    if not engines:
+        return 1
     ours = {config.ENGINE_NAME, config.CONTEXT_ENGINE_NAME}
-    return not engines or bool(ours & {e.strip() for e in engines.split(",")})
+    return len(ours & {e.strip() for e in engines.split(",")})
 
 
 def engine_details(stats: SearxngObject, engine: str, wanted: str | None) -> list[str]:
