@@ -8,6 +8,7 @@ import asyncio
 import json
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -297,5 +298,7 @@ def test_a_search_with_both_engines_counts_two_queries(searxng, brave):
         async with Searxng(searxng.url, count=count) as client:
             await client.search("rust", engines=f"braveweb,{ENGINE}")
 
-    asyncio.run(searched())
+    # In a thread of its own: a browser test leaves Playwright's loop in this one.
+    with ThreadPoolExecutor(max_workers=1) as thread:
+        thread.submit(asyncio.run, searched()).result()
     assert len(brave.requests) == 2 and len(counted) == 2  # what the plan and doctor count
