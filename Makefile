@@ -85,6 +85,7 @@ bench: $(BIN)/python
 	$(BIN)/python bench/crash_replicas.py
 	$(BIN)/python bench/llama.py
 	$(BIN)/python bench/research.py
+	$(BIN)/python bench/llm_context.py
 
 # The README's pictures: a finished search + fetch answer, light and dark, into docs/.
 screenshots: $(BIN)/python

@@ -31,6 +31,10 @@ ENGINE_SHORTCUT = "bweb"
 # for one release, with a warning.
 OLD_ENGINE_NAME = "braveapi"
 OLD_ENGINE_SHORTCUT = "bapi"
+# Our second engine: Brave's LLM Context, whose results carry their pages' passages, read
+# by Brave (searxng-engines/brave_llm.py; the chat service counts them as pages read).
+CONTEXT_ENGINE_FILE = ROOT / "searxng-engines" / "brave_llm.py"
+CONTEXT_ENGINE_NAME = "bravellm"
 
 # SearXNG runs from PyPI in a virtualenv of its own (its exact pins clash with ours),
 # installed from this lock of its whole tree, each file checked against its hash.
@@ -69,6 +73,14 @@ def switch(env: Mapping[str, str], name: str, default: bool) -> bool:
     if raw not in SWITCH_WORDS:
         raise ConfigError(f"{name} must be 1 (on) or 0 (off), not {raw!r}")
     return SWITCH_WORDS[raw]
+
+
+def within(env: Mapping[str, str], name: str, default: int, minimum: int, maximum: int) -> int:
+    """A whole number in the range an outside API accepts."""
+    value = integer(env, name, default, minimum)
+    if value > maximum:
+        raise ConfigError(f"{name} must be at most {maximum}, not {value}")
+    return value
 
 
 def comma_list(raw: str) -> tuple[str, ...]:
@@ -224,6 +236,11 @@ class Settings:
     """SEARCH_RATE: queries a second searches may go at; None: the Brave plan's rate."""
     brave_price_per_1000: float
     """BRAVE_PRICE_PER_1000: dollars Brave charges for 1,000 queries; 0: not shown."""
+    brave_context_tokens: int
+    """BRAVE_CONTEXT_TOKENS: Brave's LLM Context tokens per search (our bravellm engine
+    reads it in SearXNG; checked here so a value Brave refuses stops the start)."""
+    brave_context_tokens_per_url: int
+    """BRAVE_CONTEXT_TOKENS_PER_URL: the same per page."""
     search_plan_file: Path
     """SEARCH_PLAN_FILE: where our engine writes the plan Brave's headers state, and the
     service reads it (DATA_DIR/brave-plan.json by default; Compose: a shared volume)."""
@@ -453,6 +470,8 @@ def load(environ: dict[str, str] | None = None) -> Settings:
         searxng_timeout=integer(env, "SEARXNG_TIMEOUT", 20, 1),
         search_rate=search_rate(env.get("SEARCH_RATE", "")),
         brave_price_per_1000=price_per_1000(env.get("BRAVE_PRICE_PER_1000", "")),
+        brave_context_tokens=within(env, "BRAVE_CONTEXT_TOKENS", 8192, 1024, 32768),
+        brave_context_tokens_per_url=within(env, "BRAVE_CONTEXT_TOKENS_PER_URL", 4096, 512, 8192),
         search_plan_file=Path(
             env.get("SEARCH_PLAN_FILE", "").strip()
             or Path(env.get("DATA_DIR", "").strip() or ROOT / "data") / "brave-plan.json"

@@ -16,6 +16,11 @@ UNTRUSTED_TAG = "untrusted-data"
 TAG_IN_TEXT = re.compile(re.escape(UNTRUSTED_TAG), re.IGNORECASE)
 
 
+PASSAGE_MARK = "\n¶ "
+"""Starts each passage of a page a search engine has read (Brave's LLM Context) in what a
+model reads: a cut for the window's sake keeps passages whole (app/chat/fitting.py)."""
+
+
 def untrusted(text: str, source: str) -> str:
     """Web text in a block the model is told never to obey. The closing marker carries a
     random id made for this call, so text that closes the block must guess it."""

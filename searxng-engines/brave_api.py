@@ -359,10 +359,11 @@ def record_plan(resp: Any, code: str | None) -> None:
         write_plan(record, path)
 
 
-def token() -> str:
-    """api_key, else BRAVE_API_KEY, else what the file BRAVE_API_KEY_FILE names holds
-    (Compose's secret, which the environment never shows)."""
-    key = api_key or os.environ.get("BRAVE_API_KEY", "")
+def token(configured: str | None = None) -> str:
+    """api_key (or the ``configured`` key of another module's entry), else BRAVE_API_KEY,
+    else what the file BRAVE_API_KEY_FILE names holds (Compose's secret, which the
+    environment never shows)."""
+    key = (api_key if configured is None else configured) or os.environ.get("BRAVE_API_KEY", "")
     path = os.environ.get("BRAVE_API_KEY_FILE", "").strip()
     if key or not path:
         return key
@@ -373,10 +374,12 @@ def token() -> str:
         return ""  # no key: every query says so, and init() logs it
 
 
-def api_root() -> str:
-    """The API's root, from ``base_url`` or BRAVE_API_URL given either as the root or as
-    one of its endpoints (``.../res/v1/web/search``, as upstream's engine takes it)."""
-    given = (base_url or os.environ.get("BRAVE_API_URL") or OFFICIAL_BASE_URL).strip()
+def api_root(configured: str | None = None) -> str:
+    """The API's root, from ``base_url`` (or the ``configured`` one of another module's
+    entry) or BRAVE_API_URL given either as the root or as one of its endpoints
+    (``.../res/v1/web/search``, as upstream's engine takes it)."""
+    url = base_url if configured is None else configured
+    given = (url or os.environ.get("BRAVE_API_URL") or OFFICIAL_BASE_URL).strip()
     return given.partition(API_PATH)[0].rstrip("/")
 
 

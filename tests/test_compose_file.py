@@ -109,9 +109,10 @@ def test_every_mounted_file_exists():
 
 def test_engine_mount_target_matches_the_engine_module_in_settings():
     settings = yaml.safe_load(render_settings("all"))
-    entry = next(e for e in settings["engines"] if e["name"] == config.ENGINE_NAME)
+    ours = (config.ENGINE_NAME, config.CONTEXT_ENGINE_NAME)
+    modules = [e["engine"] for e in settings["engines"] if e["name"] in ours]
     targets = [t for _s, t, _m in bind_mounts(SERVICES["searxng"]) if "/searx/engines/" in t]
-    assert targets == [f"/usr/local/searxng/searx/engines/{entry['engine']}.py"]
+    assert targets == [f"/usr/local/searxng/searx/engines/{module}.py" for module in modules]
     assert config.ENGINE_NAME in settings["use_default_settings"]["engines"]["keep_only"]
 
 
@@ -231,6 +232,8 @@ NOT_FOR_CHAT = {
     "SEARXNG_SECRET": "searxng",
     "BRAVE_API_KEY": "searxng",
     "BRAVE_API_URL": "searxng",
+    "BRAVE_CONTEXT_TOKENS": "searxng",
+    "BRAVE_CONTEXT_TOKENS_PER_URL": "searxng",
     "SEARXNG_URL": "native runs only: Compose sets its own",
     "LLM_BASE_URL": "native runs only: COMPOSE_LLM_BASE_URL under Compose",
     "COMPOSE_LLM_BASE_URL": "chat's LLM_BASE_URL",

@@ -76,7 +76,8 @@ def marked(token: str) -> set[int]:
 
 def test_our_engine_is_loaded_and_json_is_on(searxng):
     config = httpx.get(f"{searxng.url}/config").json()
-    assert [(e["name"], e["shortcut"]) for e in config["engines"]] == [("braveweb", "bweb")]
+    shortcuts = [(e["name"], e["shortcut"]) for e in config["engines"]]
+    assert shortcuts == [("braveweb", "bweb"), ("bravellm", "bllm")]
     assert httpx.get(f"{searxng.url}/healthz").text == "OK"
 
 
@@ -346,7 +347,8 @@ def test_without_a_key_searxng_starts_on_keyless_engines_and_doctor_warns(brave)
             e["name"]: e["enabled"] for e in httpx.get(f"{keyless.url}/config").json()["engines"]
         }
         checks = {c.id: c for c in asyncio.run(searxng_checks(keyless.url))}
-    assert engines == {config.ENGINE_NAME: False} | {e["name"]: True for e in KEYLESS_ENGINES}
+    ours = {config.ENGINE_NAME: False, config.CONTEXT_ENGINE_NAME: False}
+    assert engines == ours | {e["name"]: True for e in KEYLESS_ENGINES}
     engine = checks["engine_loaded"]
     assert engine.state == "warning"
     assert "no Brave API key" in engine.detail
@@ -392,7 +394,8 @@ def test_settings_rendered_as_compose_renders_them_load_in_searxng(locale, tmp_p
     assert settings["search"]["default_lang"] == locale
     with EmbeddedSearxng(locale, environ=environ, rendered=rendered) as searxng:
         engines = httpx.get(f"{searxng.url}/config").json()["engines"]
-    assert [(e["name"], e["enabled"]) for e in engines] == [(config.ENGINE_NAME, True)]
+    enabled = [(e["name"], e["enabled"]) for e in engines]
+    assert enabled == [(config.ENGINE_NAME, True), (config.CONTEXT_ENGINE_NAME, False)]
 
 
 def test_services_starting_at_once_link_the_engine_without_failing(tmp_path: Path):
@@ -427,4 +430,6 @@ def test_services_starting_at_once_link_the_engine_without_failing(tmp_path: Pat
     assert failures == []
     link_engine(vendor)
     assert target.resolve() == config.ENGINE_FILE
-    assert list(target.parent.iterdir()) == [target]  # no temporary link left behind
+    context = target.with_name(config.CONTEXT_ENGINE_FILE.name)
+    assert context.resolve() == config.CONTEXT_ENGINE_FILE
+    assert sorted(target.parent.iterdir()) == sorted([target, context])  # no temporary link

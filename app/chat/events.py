@@ -84,6 +84,9 @@ class SearchEvent(TypedDict):
     without_tools: NotRequired[bool]
     """The service searched before the model answered: the model cannot call tools
     (app/chat/search_first.py)."""
+    read: NotRequired[list[int]]
+    """The source numbers of the results whose pages came read through Brave (its LLM
+    Context): read without any request from this network to their servers."""
 
 
 class SearchWaitEvent(TypedDict):

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from app.chat import context
 from app.chat.openai_wire import ChatMessage, FunctionTool
+from app.webtext import PASSAGE_MARK
 
 CUT_MARKER = "\n\n[... cut here: the rest would not fit in the model's context window]"
 NO_ROOM = (
@@ -51,14 +52,25 @@ def fitted(
 
 def cut(text: str, room: int) -> str:
     """`text` cut at its end to `room` tokens (estimated as the budget is), with a visible
-    marker, the closing line of its web-data block kept."""
+    marker, the closing line of its web-data block kept. Pages read as passages (Brave's
+    LLM Context) lose whole passages: half a passage could say the opposite of the whole."""
     at = text.rfind(UNTRUSTED_CLOSE)
     body, closing = (text[:at], text[at:]) if at >= 0 else (text, "")
     spare = room - context.estimate_tokens(CUT_MARKER + closing)
     keep = max(0, len(body) * spare // max(1, context.estimate_tokens(body)))
     while keep > 0 and context.estimate_tokens(body[:keep]) > spare:
         keep = keep * 9 // 10
-    return body[:keep].rstrip() + CUT_MARKER + closing
+    return body[: whole_passages(body, keep)].rstrip() + CUT_MARKER + closing
+
+
+def whole_passages(body: str, keep: int) -> int:
+    """Where to cut instead of `keep`: before the passage the cut would split, if any."""
+    start = body.rfind(PASSAGE_MARK, 0, keep)
+    if start < 0:
+        return keep
+    ends = [at for at in (body.find(PASSAGE_MARK, start + 1), body.find("\n\n", start)) if at >= 0]
+    end = min(ends, default=len(body))
+    return start if end > keep else keep
 
 
 def history_tokens(messages: list[ChatMessage]) -> int:

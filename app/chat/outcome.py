@@ -291,6 +291,8 @@ class TurnOutcome:
         for step in self.activity:
             if step["type"] == "fetch" and "source" in step:
                 step["source"] = new[step["source"]]
+            elif step["type"] == "search" and "read" in step:
+                step["read"] = [new[number] for number in step["read"]]
 
     def answer(self) -> Answer:
         answer: Answer = {

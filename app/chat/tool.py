@@ -44,6 +44,10 @@ class ToolResult:
     warning: str | None = None
 
 
+PAGE_KEEP_CHARS = 1_500
+"""The start of a page read kept for the answer's digest (app/chat/gathered.py)."""
+
+
 class Answering(Protocol):
     """What a tool's run may read of the answer it runs in, and add to (the runner of
     app/chat/tools.py is one)."""
@@ -61,6 +65,8 @@ class Answering(Protocol):
     """The addresses the model wrote in its search queries."""
     snippets: dict[int, str]
     excerpts: dict[int, str]
+    passages: dict[int, str]
+    """The text of each page a search engine read (Brave's LLM Context), by source number."""
 
     @property
     def extract(self) -> Extract:

@@ -58,6 +58,9 @@ class ToolRunner:
     """Each search result's text by source number, for the answer's digest."""
     excerpts: dict[int, str] = field(default_factory=dict)
     """The start of each page read, by source number, for the answer's digest."""
+    passages: dict[int, str] = field(default_factory=dict)
+    """The text of each page a search engine read (Brave's LLM Context), by source number:
+    the research mode notes it as a page read."""
     reads: Counter[int] = field(default_factory=Counter)
     """How many reads of each page, by source number, reached the model."""
 
@@ -152,16 +155,24 @@ class ToolRunner:
             return ToolResult(fitted.text, event)  # a failure: nothing was read
         room = f"did not fit in the model's window ({fitted.left_out} tokens)"
         if event["type"] == "search":
+            if not event.get("repeated"):
+                for page in event.get("read", []):
+                    self.unread(page)
             return ToolResult(
                 fitted.text, {**event, "left_out": True, "error": f"results not given: {room}"}
             )
         number = event.get("source")
         if number and not event.get("repeated"):
-            self.reads[number] -= 1
-            if self.reads[number] <= 0:
-                self.sources[number - 1]["read"] = False
-                self.excerpts.pop(number, None)
+            self.unread(number)
         return ToolResult(fitted.text, {**event, "left_out": True, "error": f"not read: {room}"})
+
+    def unread(self, number: int) -> None:
+        """One read of the page did not reach the model: not read unless another did."""
+        self.reads[number] -= 1
+        if self.reads[number] <= 0:
+            self.sources[number - 1]["read"] = False
+            self.excerpts.pop(number, None)
+            self.passages.pop(number, None)
 
     def gathered(self) -> Gathered:
         """What the tools gathered so far, as a copy the caller keeps: a source found

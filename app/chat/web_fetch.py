@@ -18,13 +18,11 @@ from pydantic import BaseModel, Field, StrictInt, StrictStr
 from app.chat.events import FetchEvent
 from app.chat.given_addresses import MAX_ADDRESS_CHARS, GivenAddress, GivenAddresses, address_key
 from app.chat.settings import ChatSettings
-from app.chat.tool import Answering, Tool, ToolResult, failed
+from app.chat.tool import PAGE_KEEP_CHARS, Answering, Tool, ToolResult, failed
 from app.pages.errors import FetchFailed, FetchRefused
 from app.pages.fetch import Page, fetch_page, for_model, part_for_model
 from app.store.rows import Message
 from app.webtext import clipped, untrusted
-
-PAGE_KEEP_CHARS = 1_500
 
 
 class FetchArguments(BaseModel):

@@ -9,10 +9,10 @@ from pydantic import BaseModel, Field, StrictInt, StrictStr
 from app import config
 from app.chat.events import ListedResult, SearchEvent
 from app.chat.settings import ChatSettings
-from app.chat.tool import Answering, Tool, ToolResult, Waiting, failed
+from app.chat.tool import PAGE_KEEP_CHARS, Answering, Tool, ToolResult, Waiting, failed
 from app.errors import ServiceError
 from app.search import lab
-from app.search.client import SearchError
+from app.search.client import Result, SearchError
 from app.webtext import MAX_QUERY_CHARS, clipped, results_text
 
 SHOWN_WAIT_SECONDS = 0.1
@@ -50,8 +50,9 @@ class WebSearch(Tool[SearchArguments]):
     name = "web_search"
     description = (
         "Searches the web. Returns each result with its publication date (first, when "
-        "known), title, address and its snippets joined. Cost: one Brave Search API query "
-        "of the user's plan per call (and per page)."
+        "known), title, address and its snippets joined; a result whose page Brave read "
+        "for you comes with that page's passages (no need to fetch it). Cost: one Brave "
+        "Search API query of the user's plan per call (and per page)."
     )
     arguments = SearchArguments
     placeholder = "searches"
@@ -101,15 +102,13 @@ class WebSearch(Tool[SearchArguments]):
             event["waited"] = response.waited
         if response.cached_age is not None:
             event["cached_age"] = response.cached_age
-        lines = []
-        for result in response.results:
-            number = runner.cite(result.url, result.title, result.domain, date=result.day)
-            if not runner.planted.written(result.url):
-                runner.given.add(result.url, "result")
-            echo = f"{result.title}\n{result.content}"
-            runner.given.add_text(echo, "web", planted=runner.planted)
-            runner.snippets.setdefault(number, clipped(result.content, SNIPPET_KEEP_CHARS))
-            lines.append(result.for_model(number))
+        numbered = [listed(result, runner) for result in response.results]
+        lines = [line for _, line in numbered]
+        read = [
+            n for (n, _), r in zip(numbered, response.results, strict=True) if r.read_through_brave
+        ]
+        if read:
+            event["read"] = read
         event["results"] = [
             ListedResult(url=r.url, title=r.title, domain=r.domain, date=r.day)
             for r in response.results
@@ -118,3 +117,20 @@ class WebSearch(Tool[SearchArguments]):
 
 
 WEB_SEARCH = WebSearch()
+
+
+def listed(result: Result, runner: Answering) -> tuple[int, str]:
+    """The result numbered and given to the model (its address may be read); a page Brave
+    read (its LLM Context) is cited as a page read, its passages kept as a page's text."""
+    read = result.read_through_brave
+    number = runner.cite(result.url, result.title, result.domain, date=result.day, read=read)
+    if not runner.planted.written(result.url):
+        runner.given.add(result.url, "result")
+    echo = f"{result.title}\n{result.content}"
+    runner.given.add_text(echo, "web", planted=runner.planted)
+    runner.snippets.setdefault(number, clipped(result.content, SNIPPET_KEEP_CHARS))
+    if read:
+        text = "\n\n".join(result.passages)
+        runner.excerpts[number] = clipped(text, PAGE_KEEP_CHARS)
+        runner.passages[number] = text
+    return number, result.for_model(number)

@@ -223,7 +223,8 @@ async def keyfree_checks(url: str) -> list[Check]:
     """The engines other than ours, searched once: each one blocked or suspended, until when."""
     async with Searxng(url, timeout=SEARCH_TIMEOUT) as client:
         try:
-            others = sorted(await client.loaded_engines() - {config.ENGINE_NAME})
+            ours = {config.ENGINE_NAME, config.CONTEXT_ENGINE_NAME}  # each search a query
+            others = sorted(await client.loaded_engines() - ours)
             response = await client.search("weather", engines=",".join(others)) if others else None
         except SearchError:
             return []

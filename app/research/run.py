@@ -73,6 +73,7 @@ from app.research.report import (
     whole_sentences,
 )
 from app.research.writer import Writer
+from app.webtext import untrusted
 
 logger = logging.getLogger(__name__)
 
@@ -226,7 +227,13 @@ class Research:
             # again would only fail again.
             self.failed("search failed", error)
             raise Halted(Bound.SEARCH_UNAVAILABLE, f"The searching was cut short: {error}.")
-        urls = [r["url"] for r in listed if not self.was_read(r["url"])][:READS_PER_SEARCH]
+        # A page Brave read (its LLM Context engine) is a page read, without a fetch.
+        given = [n for n in told.get("read", []) if n not in self.read][:READS_PER_SEARCH]
+        async with contextlib.aclosing(self.given_pages(given)) as reading:
+            async for step in reading:
+                yield step
+        wanted = READS_PER_SEARCH - len(given)
+        urls = [r["url"] for r in listed if not self.was_read(r["url"])][:wanted]
         async with contextlib.aclosing(self.reading(urls)) as reading:
             async for step in reading:
                 yield step
@@ -255,13 +262,37 @@ class Research:
                 self.failed("fetch refused" if event.get("refused") else "fetch failed", error)
                 yield PageRead(url, error=error)
                 continue
-            self.read.append(event["source"])
-            self.spent.pages += 1
-            yield PageRead(event["url"], event.get("title", ""))
-            async with contextlib.aclosing(self.noted(event["source"], result.text)) as noted:
-                async for note in noted:
-                    yield note
-            yield self.progress()
+            page = self.page_read(
+                event["source"], event["url"], event.get("title", ""), result.text
+            )
+            async with contextlib.aclosing(page) as steps:
+                async for step in steps:
+                    yield step
+
+    async def given_pages(self, numbers: list[int]) -> AsyncGenerator[Event, None]:
+        """The pages a search gave already read (within the pages left), each one noted."""
+        for number in numbers:
+            if self.spent.pages >= self.budget.pages:
+                raise Halted(Bound.PAGES)
+            source = self.runner.sources[number - 1]
+            text = untrusted(self.runner.passages.get(number, ""), "web_search")
+            async with contextlib.aclosing(
+                self.page_read(number, source["url"], source["title"], text)
+            ) as steps:
+                async for step in steps:
+                    yield step
+
+    async def page_read(
+        self, number: int, url: str, title: str, text: str
+    ) -> AsyncGenerator[Event, None]:
+        """A page read: counted, told, then noted."""
+        self.read.append(number)
+        self.spent.pages += 1
+        yield PageRead(url, title)
+        async with contextlib.aclosing(self.noted(number, text)) as noted:
+            async for note in noted:
+                yield note
+        yield self.progress()
 
     async def noted(self, number: int, page_text: str) -> AsyncGenerator[Event, None]:
         """The page's notes, numbered as the report will cite the page: pages with a note

@@ -16,6 +16,7 @@ from app.errors import ServiceError
 from app.search.failures import EngineFailure, Suspensions
 from app.search.plan import PlanReader
 from app.transport import AiohttpTransport
+from app.webtext import PASSAGE_MARK
 
 SearxngObject: TypeAlias = dict[str, Any]
 """A JSON object SearXNG answered (/search, /config, /stats/errors), read key by key and
@@ -36,6 +37,8 @@ DAY = re.compile(r"^\d{4}-\d{2}-\d{2}")
 # the description and extra snippets joined (tests/test_mcp.py checks they agree).
 DATE_SEPARATOR = " — "
 SNIPPET_SEPARATOR = " … "
+# How our LLM Context engine (searxng-engines/brave_llm.py) joins a page's passages.
+CHUNK_SEPARATOR = " ¶ "
 DATED = re.compile(r"^\d{4}-\d{2}-\d{2}" + re.escape(DATE_SEPARATOR))
 
 
@@ -65,8 +68,26 @@ class Result:
 
     def for_model(self, number: int) -> str:
         """The result as a model reads it: its number, title, address, then its text (the
-        engine puts the publication date first, then the joined snippets)."""
-        return f"[{number}] {self.title}\n{self.url}\n{self.content}"
+        engine puts the publication date first, then the joined snippets); a page Brave
+        read, its passages one a line, each after PASSAGE_MARK (a page's text holds no
+        line break: SearXNG folds them)."""
+        if not self.read_through_brave:
+            return f"[{number}] {self.title}\n{self.url}\n{self.content}"
+        dated = f"{self.day}{DATE_SEPARATOR}" if self.day else ""
+        head = f"[{number}] {self.title}\n{self.url}\n{dated}the page, read by Brave: its passages"
+        return head + "".join(PASSAGE_MARK + passage for passage in self.passages)
+
+    @property
+    def read_through_brave(self) -> bool:
+        """Its page came read, as passages, through Brave's LLM Context (our bravellm
+        engine): no request of ours reached the page's server."""
+        return self.engine == config.CONTEXT_ENGINE_NAME
+
+    @property
+    def passages(self) -> list[str]:
+        """A page read through Brave: its passages, without the date in front."""
+        text = DATED.sub("", self.content, count=1)
+        return [part.strip() for part in text.split(CHUNK_SEPARATOR.strip()) if part.strip()]
 
     @property
     def domain(self) -> str:
@@ -159,8 +180,9 @@ class Searxng:
             params["engines"] = engines
         if time_range:
             params["time_range"] = time_range
-        if self.count is not None and spends_brave(engines):
-            await self.count()  # counted when sent, whoever searches
+        if self.count is not None:
+            for _ in range(brave_queries(engines)):
+                await self.count()  # counted when sent, whoever searches
         data = await self.get_json("/search", params)
         try:
             results = [
@@ -254,9 +276,13 @@ class Searxng:
         return failures
 
 
-def spends_brave(engines: str | None) -> bool:
-    """Whether a search may reach our Brave engine: SearXNG's default engines, or named."""
-    return not engines or config.ENGINE_NAME in (e.strip() for e in engines.split(","))
+def brave_queries(engines: str | None) -> int:
+    """The Brave queries a search sends: one with SearXNG's default engines, else one for
+    each of our Brave engines named (web search and LLM Context are a query each)."""
+    if not engines:
+        return 1
+    ours = {config.ENGINE_NAME, config.CONTEXT_ENGINE_NAME}
+    return len(ours & {e.strip() for e in engines.split(",")})
 
 
 def engine_details(stats: SearxngObject, engine: str, wanted: str | None) -> list[str]:

@@ -84,11 +84,15 @@ def render_settings(
     settings["search"]["default_lang"] = config.check_locale(locale)
     if rename_old_engine(settings):
         logger.warning(OLD_NAME_WARNING)
+    key = os.environ.get("BRAVE_API_KEY", "") if brave_api_key is None else brave_api_key
+    for entry in settings["engines"]:
+        if entry.get("engine") == config.CONTEXT_ENGINE_FILE.stem:
+            entry["enable_http"] = allow_http_engine or entry.get("enable_http", False)
+            entry["disabled"] = entry.get("disabled") or not (key or entry.get("api_key"))
     ours = next((e for e in settings["engines"] if e["name"] == config.ENGINE_NAME), None)
     if ours is not None:
         if allow_http_engine:
             ours["enable_http"] = True
-        key = os.environ.get("BRAVE_API_KEY", "") if brave_api_key is None else brave_api_key
         if not (key or ours.get("api_key")):
             use_keyless_engines(settings, ours)
     return yaml.safe_dump(settings, sort_keys=False, allow_unicode=True)
@@ -210,6 +214,7 @@ def searx_home(venv_path: Path) -> Path | None:
 PASSED_TO_SEARXNG = frozenset(
     {"PATH", "HOME", "LANG", "LANGUAGE", "TZ", "TMPDIR", "BRAVE_API_KEY", "BRAVE_API_URL"}
     | {"BRAVE_API_KEY_FILE", "SEARCH_PLAN_FILE"}
+    | {"BRAVE_CONTEXT_TOKENS", "BRAVE_CONTEXT_TOKENS_PER_URL"}
     | {"SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE"}
     | {f"{name}_proxy" for name in ("http", "https", "all", "no")}
     | {f"{name}_PROXY" for name in ("HTTP", "HTTPS", "ALL", "NO")}
@@ -226,16 +231,17 @@ def searxng_environment(environ: dict[str, str]) -> dict[str, str]:
 
 
 def link_engine(vendor: Path) -> None:
-    """Put our engine where SearXNG loads engines (Compose mounts it at the same place).
-    The link is made under a name of this process's, then renamed over the old one: two
+    """Put our engines where SearXNG loads engines (Compose mounts them at the same place).
+    Each link is made under a name of this process's, then renamed over the old one: two
     services starting at once (test workers, checkouts sharing the venv) never see it
     missing, and neither fails on the other's link."""
-    target = vendor / "searx" / "engines" / config.ENGINE_FILE.name
-    if target.is_symlink() and target.resolve() == config.ENGINE_FILE:
-        return
-    fresh = target.with_name(f".{target.name}.{os.getpid()}.{secrets.token_hex(4)}")
-    fresh.symlink_to(config.ENGINE_FILE)
-    os.replace(fresh, target)
+    for module in (config.ENGINE_FILE, config.CONTEXT_ENGINE_FILE):
+        target = vendor / "searx" / "engines" / module.name
+        if target.is_symlink() and target.resolve() == module:
+            continue
+        fresh = target.with_name(f".{target.name}.{os.getpid()}.{secrets.token_hex(4)}")
+        fresh.symlink_to(module)
+        os.replace(fresh, target)
 
 
 def free_port() -> int:

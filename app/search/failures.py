@@ -128,7 +128,8 @@ class Suspensions:
     ) -> EngineFailure:
         """The failure with its until, remembered while the engine is suspended."""
         now = datetime.now(UTC)
-        code = brave_code(details, plan) if engine == config.ENGINE_NAME else None
+        ours = engine in (config.ENGINE_NAME, config.CONTEXT_ENGINE_NAME)
+        code = brave_code(details, plan) if ours else None
         failure = EngineFailure(engine, message, details, None, code)
         if code and plan is not None and plan.limited_until and plan.limited_until > now:
             failure = EngineFailure(engine, message, details, plan.limited_until, code)

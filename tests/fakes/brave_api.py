@@ -1,4 +1,4 @@
-"""A fake of the Brave Search API web-search endpoint, served on loopback.
+"""A fake of the Brave Search API's web-search and LLM Context endpoints, on loopback.
 
 Tests and benchmarks point the real SearXNG engine at this server instead of
 api.search.brave.com, so they run offline, cost no quota and can provoke errors on demand.
@@ -42,6 +42,7 @@ from urllib.parse import parse_qs, quote, urlsplit
 from tests.fakes.loopback import DispatchingHandler, LoopbackFake, LoopbackServer
 
 SEARCH_PATH = "/res/v1/web/search"
+CONTEXT_PATH = "/res/v1/llm/context"  # Brave's LLM Context, the same plan and headers
 PAGE_SIZE = 20  # the largest page the API serves, and the unit of the language quotas
 MAX_OFFSET = 9  # offset is a page index; the API serves at most ten pages
 RATE_LIMIT_PER_SECOND = 1  # Free plan numbers, as seen in real headers
@@ -1705,6 +1706,127 @@ def _validate(params: dict[str, str]) -> tuple[_Query, list[dict[str, Any]]]:
     return query, errors
 
 
+# --------------------------------------------------------------------------------------------
+# LLM Context (/res/v1/llm/context), as Brave's API reference describes it (2026): the same
+# query, country and language parameters as web search; count up to 50 results considered;
+# caps on URLs, tokens and snippets (in all and per URL); a relevance threshold mode. The
+# answer: grounding.generic, one object per page (url, title, snippets: its passages on the
+# query, best first), and sources, keyed by URL (title, hostname, age: the day in words, as
+# ISO and as "N days ago", or null).
+# --------------------------------------------------------------------------------------------
+
+THRESHOLD_MODES = ("strict", "balanced", "lenient", "disabled")
+CHARS_PER_TOKEN = 4  # how the fake counts a passage against the token caps
+
+
+@dataclass(frozen=True)
+class _ContextQuery:
+    q: str
+    country: str | None
+    search_lang: str | None
+    count: int
+    urls: int
+    tokens: int
+    tokens_per_url: int
+    snippets: int
+    snippets_per_url: int
+    threshold: str
+    freshness: str | None
+
+
+def _validate_context(params: dict[str, str]) -> tuple[_ContextQuery, list[dict[str, Any]]]:
+    shared = ("q", "country", "search_lang", "freshness")
+    web, errors = _validate({k: v for k, v in params.items() if k in shared})
+    number = _int_reader(params, errors)
+    query = _ContextQuery(
+        q=web.q,
+        country=web.country,
+        search_lang=web.search_lang,
+        count=number("count", 20, 1, 50),
+        urls=number("maximum_number_of_urls", 20, 1, 50),
+        tokens=number("maximum_number_of_tokens", 8192, 1024, 32768),
+        tokens_per_url=number("maximum_number_of_tokens_per_url", 4096, 512, 8192),
+        snippets=number("maximum_number_of_snippets", 50, 1, 100),
+        snippets_per_url=number("maximum_number_of_snippets_per_url", 50, 1, 100),
+        threshold=_choice_param(params, "context_threshold_mode", THRESHOLD_MODES, errors)
+        or "balanced",
+        freshness=web.freshness,
+    )
+    return query, errors
+
+
+def _int_reader(params: dict[str, str], errors: list[dict[str, Any]]) -> Any:
+    """_int_param over these parameters and this list of problems."""
+
+    def number(name: str, default: int, low: int, high: int) -> int:
+        return _int_param(params, name, default, low, high, errors)
+
+    return number
+
+
+def _passages(entry: _Entry, page: CorpusPage | None, asked: set[str]) -> list[str]:
+    """A page's passages on the query, best first: a corpus page's sentences that hold a
+    term of it, else the invented result's description and snippets."""
+    if page is None:
+        return [entry.description, *(entry.snippets or ())]
+    sentences = [s for s in _SENTENCE.split(page.text.strip()) if s]
+    holding = [s for s in sentences if asked & set(_terms(s))]
+    return sorted(holding, key=lambda s: -len(asked & set(_terms(s))))
+
+
+def _context_body(
+    query: _ContextQuery, no_hits: bool, first: dict[str, str], corpus: tuple[CorpusPage, ...]
+) -> dict[str, Any]:
+    """grounding.generic and sources for the query, within every cap asked."""
+    if no_hits:
+        entries: tuple[_Entry, ...] = ()
+    elif corpus:
+        entries = _corpus_ranked(query.q, corpus)
+    else:
+        hour = datetime.now(UTC).replace(minute=0, second=0, microsecond=0).isoformat()
+        entries = _ranked(query.q, query.country, query.search_lang, query.freshness, hour)
+    pages = {page.url: page for page in corpus}
+    asked = set(_terms(query.q))
+    generic: list[dict[str, Any]] = []
+    sources: dict[str, Any] = {}
+    tokens_left, snippets_left = query.tokens, query.snippets
+    for entry in entries[: query.count]:
+        if len(generic) >= query.urls or snippets_left <= 0:
+            break
+        kept, used = [], 0
+        for passage in _passages(entry, pages.get(entry.url), asked)[: query.snippets_per_url]:
+            cost = max(1, len(passage) // CHARS_PER_TOKEN)
+            if used + cost > min(query.tokens_per_url, tokens_left) or len(kept) >= snippets_left:
+                break
+            kept.append(passage)
+            used += cost
+        if not kept:
+            continue
+        tokens_left -= used
+        snippets_left -= len(kept)
+        item = {"url": entry.url, "title": entry.title, "snippets": kept}
+        if not generic and first:
+            item |= {
+                k: v.replace("{q}", query.q) for k, v in first.items() if k in ("url", "title")
+            }
+        generic.append(item)
+        sources[item["url"]] = {
+            "title": item["title"],
+            "hostname": urlsplit(item["url"]).hostname,
+            "age": _ages(entry.page_age),
+        }
+    return {"grounding": {"generic": generic, "map": []}, "sources": sources}
+
+
+def _ages(page_age: str | None) -> list[str] | None:
+    """A source's "age" as Brave writes it: the day in words, in ISO, and how long ago."""
+    if not page_age:
+        return None
+    day = datetime.fromisoformat(page_age[:10]).replace(tzinfo=UTC)
+    ago = (datetime.now(UTC) - day).days
+    return [day.strftime("%A, %B %-d, %Y"), day.strftime("%Y-%m-%d"), f"{ago} days ago"]
+
+
 _DEFAULT_DETAILS = {
     "RATE_LIMITED": "Request rate limit exceeded for plan.",
     "QUOTA_LIMITED": "Request quota limit exceeded for plan.",
@@ -1876,7 +1998,7 @@ class FakeBrave(LoopbackFake):
         with self._lock:
             self.requests.append(request)
             failure = None
-            if request.path == SEARCH_PATH and method == "GET":
+            if request.path in (SEARCH_PATH, CONTEXT_PATH) and method == "GET":
                 self._quota_used += 1
                 failure = self._failures.popleft() if self._failures else None
                 if failure is None and 0 < self.monthly_quota < self._quota_used:
@@ -1886,7 +2008,7 @@ class FakeBrave(LoopbackFake):
             first = dict(self.first_result)
             corpus = self.corpus
         headers = self._rate_headers(quota_used, failure, self.monthly_quota)
-        if request.path != SEARCH_PATH:
+        if request.path not in (SEARCH_PATH, CONTEXT_PATH):
             return self._error(404, "RESOURCE_NOT_FOUND", None, quota_used, request, headers)
         if method != "GET":
             headers["Allow"] = "GET"
@@ -1897,6 +2019,12 @@ class FakeBrave(LoopbackFake):
         if request.headers.get("x-subscription-token") != self.api_key:
             code = "SUBSCRIPTION_TOKEN_INVALID"
             return self._error(422, code, None, quota_used, request, headers)
+        if request.path == CONTEXT_PATH:
+            asked, problems = _validate_context(request.params)
+            if problems:
+                return 422, _error_body(422, "VALIDATION", None, {"errors": problems}), headers
+            no_answer = asked.q.strip().lower() in no_hits
+            return 200, _context_body(asked, no_answer, first, corpus), headers
         query, errors = _validate(request.params)
         if errors:
             body = _error_body(422, "VALIDATION", None, {"errors": errors})

@@ -454,6 +454,8 @@ function trailStep(step) {
       // The model cannot call tools: the service searched before it answered.
       step.without_tools ? " · without tool calling" : "",
       step.error ? ` · ${step.error}` : ` · ${results.length} result${results.length === 1 ? "" : "s"}`,
+      // Pages Brave's LLM Context read for the answer: no request reached their servers from here.
+      step.read && step.read.length && !step.left_out ? ` · ${step.read.length} read through Brave, your address not shown` : "",
       step.repeated ? " · repeated" : "",
       step.waited ? ` · waited ${step.waited.toFixed(1)} s for the search plan's rate` : "",
       step.cached_age !== undefined ? ` · from cache, ${format.age(step.cached_age)}` : "",
