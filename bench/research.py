@@ -20,6 +20,7 @@ plain answers through /v1 (the service on the same web and model: one turn with 
 tools).
 
     .venv/bin/python bench/research.py [--rounds 2] [--web shared|written] [--model fake|llama]
+                                       [--corpora ../shared/corpus]
 """
 
 from __future__ import annotations
@@ -123,6 +124,9 @@ SHARED_NOTHING_THERE = [  # no page of the corpora names tungsten or pierogi
     "What is the melting point of tungsten?",
     "How long do frozen pierogi boil?",
 ]
+UTF8 = lxml.html.HTMLParser(encoding="utf-8")
+"""Every page of both webs is UTF-8 (and served so); lxml would read bytes without a
+charset of their own as Latin-1."""
 TITLE = re.compile(r"<title[^>]*>(.*?)</title>", re.S | re.I)
 
 
@@ -150,7 +154,7 @@ class Web:
     def serving(self) -> Iterator[LocalPages]:
         with LocalPages({page.path: page.html for page in self.pages}) as local:
             for page in self.pages:
-                document = lxml.html.fromstring(page.html)
+                document = lxml.html.fromstring(page.html, parser=UTF8)
                 self.served[f"{local.url}{page.path}"] = f"{page.title} {document.text_content()}"
             yield local
 
@@ -177,15 +181,15 @@ def written_html(title: str, text: str) -> bytes:
     ).encode()
 
 
-def shared_web() -> Web | None:
+def shared_web(corpora: Path) -> Web | None:
     """The extraction corpora of ../shared as they lie (read, not copied); None when absent."""
-    if not all((CORPORA / part / "ground-truth.json").exists() for part in SHARED_PARTS):
+    if not all((corpora / part / "ground-truth.json").exists() for part in SHARED_PARTS):
         return None
     pages = []
     for part in SHARED_PARTS:
-        truth = json.loads((CORPORA / part / "ground-truth.json").read_text())
+        truth = json.loads((corpora / part / "ground-truth.json").read_text())
         for name, page in sorted(truth.items()):
-            served = gzip.decompress((CORPORA / part / "html" / f"{name}.html.gz").read_bytes())
+            served = gzip.decompress((corpora / part / "html" / f"{name}.html.gz").read_bytes())
             title = TITLE.search(served.decode("utf-8", "replace"))
             body = page["articleBody"]
             named = html.unescape(title[1]).strip() if title else body[:60]
@@ -194,8 +198,22 @@ def shared_web() -> Web | None:
     return Web("shared", pages, SHARED_ANSWERABLE, SHARED_NOTHING_THERE)
 
 
+ASKING = {"what", "which", "when", "where", "does", "should", "many", "much", "with", "that"}
+ASKING |= {"this", "from", "have", "there", "their", "they", "were", "been", "about", "into"}
+"""Words a question shares with any page: two of them made a note of an unrelated sentence
+("What ... point" for the melting point of tungsten)."""
+
+
 def words(text: str) -> set[str]:
-    return {w.lower() for w in WORD.findall(text)}
+    """The words a sentence shares with a question to be a note of it, for the fake."""
+    return {w.lower() for w in WORD.findall(text)} - ASKING
+
+
+def sentences(page: str) -> list[str]:
+    """The sentences of a page as web_fetch gives it, each within its paragraph (a quote
+    across two is one no page holds), without our lines around the page's text."""
+    lines = [line for line in page.splitlines() if line.strip() and not line.startswith(HEADER)]
+    return [s.strip() for line in lines for s in re.split(r"(?<=[.!?])\s+", line) if s.strip()]
 
 
 def plausible(body: dict[str, Any]) -> Reply:
@@ -209,10 +227,8 @@ def plausible(body: dict[str, Any]) -> Reply:
         return Reply(text=json.dumps({"subquestions": [sub]}))
     if name == "notes":
         asked = words(user.split("\n\nSub-questions:")[0])
-        page = user.split("The page:\n", 1)[-1].splitlines()
-        text = " ".join(line for line in page if not line.startswith(HEADER))
-        sentences = re.split(r"(?<=[.!?])\s+", text)
-        quotes = [s.strip() for s in sentences if len(asked & words(s)) >= 2][:3]
+        page = user.split("The page:\n", 1)[-1]
+        quotes = [s for s in sentences(page) if len(asked & words(s)) >= 2][:3]
         notes = [{"subquestion": 1, "quote": q} for q in quotes]
         return Reply(text=json.dumps({"notes": notes}))
     if name == "reflect":
@@ -238,10 +254,8 @@ def plain_turn(messages: list[dict[str, Any]]) -> Reply:
             return Reply(text="The search found nothing on this.")
         return Reply(tool_calls=[ToolCall("web_fetch", {"url": local[0]})])
     number = re.match(r"\[(\d+)\]", last["content"])
-    lines = last["content"].splitlines()
-    text = " ".join(line for line in lines if not line.startswith(HEADER))
     asked = words(question)
-    said = [s for s in re.split(r"(?<=[.!?])\s+", text) if len(asked & words(s)) >= 2][:3]
+    said = [s for s in sentences(last["content"]) if len(asked & words(s)) >= 2][:3]
     cite = f" [{number[1]}]" if number else ""
     answer = " ".join(f"{s.rstrip('.')}{cite}." for s in said)
     return Reply(text=answer or "The page does not say.")
@@ -368,12 +382,12 @@ def model_server(kind: str, scratch: Path) -> Iterator[Model]:
         yield Model(MODEL_ALIAS, chat_env(llama, scratch, **settings), LLAMA_BUDGET)
 
 
-def chosen_web(name: str) -> Web:
+def chosen_web(name: str, corpora: Path) -> Web:
     if name == "written":
         return written_web()
-    web = shared_web()
+    web = shared_web(corpora)
     if web is None:
-        print(f"skipped: the shared extraction corpora are absent ({CORPORA}/extraction*);")
+        print(f"skipped: the shared extraction corpora are absent ({corpora}/extraction*);")
         print("measured on the five pages this benchmark writes instead")
         return written_web()
     return web
@@ -384,8 +398,11 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2, help="runs of each question (2)")
     parser.add_argument("--web", choices=("shared", "written"), default="shared")
     parser.add_argument("--model", choices=("fake", "llama"), default="fake")
+    parser.add_argument(
+        "--corpora", type=Path, default=CORPORA, help=f"where the shared corpora lie ({CORPORA})"
+    )
     args = parser.parse_args()
-    web = chosen_web(args.web)
+    web = chosen_web(args.web, args.corpora)
     with (
         tempfile.TemporaryDirectory() as scratch,
         model_server(args.model, Path(scratch)) as model,
