@@ -360,3 +360,16 @@ def test_an_answers_figures_and_the_labs_say_what_its_searches_cost(
         assert page.log.errors == []
     finally:
         page.context.close()
+    chat.stop()
+    free = plan_service(BRAVE_PRICE_PER_1000="0")  # an old free plan: no money anywhere
+    traits = Reply(tool_calls=[ToolCall("web_search", {"query": "rust traits"})])
+    llm.script(traits, Reply(text="Traits."))
+    page = open_page(browser, free.url)
+    try:
+        send(page, "What are traits?")
+        wait_turn_end(page)
+        shown = page.locator(".answer-stats")
+        expect(shown).to_contain_text("1 search")
+        expect(shown).not_to_contain_text("$")
+    finally:
+        page.context.close()
