@@ -20,7 +20,7 @@ plain answers through /v1 (the service on the same web and model: one turn with 
 tools).
 
     .venv/bin/python bench/research.py [--rounds 2] [--web shared|written] [--model fake|llama]
-                                       [--corpora ../shared/corpus]
+                                       [--answerable N] [--corpora ../shared/corpus]
 """
 
 from __future__ import annotations
@@ -332,16 +332,12 @@ def answered(http: httpx.Client, model: str, question: str, served: dict[str, st
     )
 
 
-def table(title: str, rows: list[Measured]) -> None:
-    print(f"\n{title}\n")
-    print("| question | status | searches (cached) | pages | s | tokens | citing | grounded |")
-    print("|---|---|---|---|---|---|---|---|")
-    for r in rows:
-        print(
-            f"| {r.question} | {r.status} | {r.searches} ({'-' if r.cached is None else r.cached})"
-            f" | {r.pages} | "
-            f"{r.seconds:.1f} | {r.tokens:,} | {share(r.citing)} | {share(r.grounded)} |"
-        )
+def cells(r: Measured) -> str:
+    cached = "-" if r.cached is None else r.cached
+    return (
+        f"{r.status}, {r.searches} ({cached}), {r.pages}, {r.seconds:.1f} s, {r.tokens:,}, "
+        f"{share(r.citing)}, {share(r.grounded)}"
+    )
 
 
 def share(value: float | None) -> str:
@@ -399,6 +395,9 @@ def main() -> None:
     parser.add_argument("--web", choices=("shared", "written"), default="shared")
     parser.add_argument("--model", choices=("fake", "llama"), default="fake")
     parser.add_argument(
+        "--answerable", type=int, default=None, help="only the first N questions the web answers"
+    )
+    parser.add_argument(
         "--corpora", type=Path, default=CORPORA, help=f"where the shared corpora lie ({CORPORA})"
     )
     args = parser.parse_args()
@@ -414,23 +413,23 @@ def main() -> None:
         env = {**model.env, "FETCH_ALLOW_HOSTS": local.host, "SEARCH_RATE": "50"}
         env["SEARXNG_URL"] = searxng.url
         settings = config.load(env)
-        questions = [q for _ in range(args.rounds) for q in web.answerable + web.nothing_there]
-        rows = [
-            measured(
-                q,
-                asyncio.run(researched(q, model.budget, "en-US", searxng.url, settings)),
-                web.served,
-            )
-            for q in questions
-        ]
+        answerable = web.answerable[: args.answerable]
+        questions = [q for _ in range(args.rounds) for q in answerable + web.nothing_there]
+        print(f"{machine_load()}; web: {web.name} ({len(web.pages)} pages); model: {model.name}")
+        print("\n| question | research | a plain answer through /v1 (one turn with our tools) |")
+        print("|---|---|---|")
+        empty = []
         with service(env) as running, httpx.Client(base_url=running.url) as http:
-            plain = [answered(http, model.name, q, web.served) for q in questions]
-    print(f"load: {machine_load()}; web: {web.name} ({len(web.pages)} pages); model: {model.name}")
-    table("Research:", rows)
-    table("A plain answer through /v1 (one turn with our tools):", plain)
-    empty = [r for r in rows if r.question in web.nothing_there]
-    found = sum(r.status == "nothing_found" for r in empty)
-    print(f"\nnothing found where the corpus holds nothing: {found} of {len(empty)} runs")
+            for q in questions:  # each line as it is measured: a slow model's run is long
+                result = asyncio.run(researched(q, model.budget, "en-US", searxng.url, settings))
+                row = measured(q, result, web.served)
+                plain = answered(http, model.name, q, web.served)
+                print(f"| {q} | {cells(row)} | {cells(plain)} |", flush=True)
+                if q in web.nothing_there:
+                    empty.append(row.status == "nothing_found")
+    print("\neach: status, searches (from the cache), pages, seconds, tokens, citing, grounded")
+    print(f"{machine_load()}")
+    print(f"nothing found where the corpus holds nothing: {sum(empty)} of {len(empty)} runs")
 
 
 if __name__ == "__main__":
