@@ -307,8 +307,11 @@ def answered(http: httpx.Client, model: str, question: str, served: dict[str, st
     from its activity lines, its citations grounded when a cited page says the sentence."""
     body = {"model": model, "messages": [{"role": "user", "content": question}]}
     started = time.monotonic()
-    answer = http.post("/v1/chat/completions", json=body, timeout=600).json()
+    answer = http.post("/v1/chat/completions", json=body, timeout=900).json()
     seconds = time.monotonic() - started
+    if "choices" not in answer:  # the service's error, in OpenAI's shape
+        failed = f"failed: {answer.get('error', {}).get('message', answer)}"[:120]
+        return Measured(question, failed, 0, None, 0, seconds, 0, None, None)
     message = answer["choices"][0]["message"]
     activity = message.get("reasoning_content") or ""
     sentences = [s for s in re.split(r"(?<=[.!?])\s+", (message["content"] or "").strip()) if s]
@@ -372,7 +375,7 @@ def model_server(kind: str, scratch: Path) -> Iterator[Model]:
             "MODELS": MODEL_ALIAS,
             "DEFAULT_MODEL": MODEL_ALIAS,
             "SUMMARY_MODEL": MODEL_ALIAS,
-            "MAX_COMPLETION_TOKENS": "1024",
+            "MAX_COMPLETION_TOKENS": "512",
             "MODEL_PARAMS": json.dumps({MODEL_ALIAS: {"temperature": 0}}),  # greedy: replayable
         }
         yield Model(MODEL_ALIAS, chat_env(llama, scratch, **settings), LLAMA_BUDGET)
