@@ -131,9 +131,12 @@ class ScriptedLLM(FakeLLM):
         return Reply(tool_calls=[call], chunk_delay=self.answer.chunk_delay)
 
 
-class _BigPageHandler(LoopbackHandler):
+class _LocalPagesHandler(LoopbackHandler):
     def do_GET(self) -> None:  # noqa: N802 - stdlib naming
-        body = self.server.fake.body
+        body = self.server.fake.page(self.path)
+        if body is None:
+            self.send_error(404)
+            return
         self.send_response(200)
         self.send_header("Content-Type", "text/html; charset=utf-8")
         self.send_header("Content-Length", str(len(body)))
@@ -141,21 +144,37 @@ class _BigPageHandler(LoopbackHandler):
         self.wfile.write(body)
 
 
-class BigPage(LoopbackFake):
-    """One page of `size` bytes of ordinary HTML: articles of paragraphs and links between a
-    navigation bar and a footer, the work a real long page gives the extractor."""
+class LocalPages(LoopbackFake):
+    """A local web on loopback: `pages` (HTML by path, "/name"), 404 elsewhere; `url` its
+    base, `host` its ``host:port`` for FETCH_ALLOW_HOSTS."""
 
-    _handler_class = _BigPageHandler
-    _thread_name = "big-page"
+    _handler_class = _LocalPagesHandler
+    _thread_name = "local-pages"
 
-    def __init__(self, size: int = 3_000_000) -> None:
+    def __init__(self, pages: dict[str, bytes] | None = None) -> None:
         super().__init__()
-        self.body = big_html(size)
+        self.pages = pages or {}
         self.host = ""
+
+    def page(self, path: str) -> bytes | None:
+        return self.pages.get(path)
 
     def _serving_at(self, host: str, port: int) -> str:
         self.host = f"{host}:{port}"
         return f"http://{self.host}"
+
+
+class BigPage(LocalPages):
+    """One page of `size` bytes of ordinary HTML at every path: articles of paragraphs and
+    links between a navigation bar and a footer, the work a real long page gives the
+    extractor."""
+
+    def __init__(self, size: int = 3_000_000) -> None:
+        super().__init__()
+        self.body = big_html(size)
+
+    def page(self, path: str) -> bytes | None:
+        return self.body
 
 
 def big_html(size: int) -> bytes:

@@ -450,6 +450,20 @@ def test_a_dry_run_shows_the_budget_against_the_brave_plan(tmp_path):
     assert run.returncode == 0, run.stderr
     assert "at most 30 Brave queries" in run.stdout
     assert "1,987 of 2,000 queries left this month" in run.stdout
+    assert "about 0.150 $ at 5 $ per 1,000 queries" in run.stdout  # the default price
+
+
+@pytest.mark.parametrize(("price", "shown", "cost"), [("9", "0.270 $", 0.27), ("0", None, None)])
+def test_a_dry_run_says_what_the_searches_cost_at_the_price_set(price, shown, cost):
+    said = dict(searxng_url="http://127.0.0.1:9", BRAVE_PRICE_PER_1000=price)
+    run = run_main("research", QUESTION, "--dry-run", "--max-searches", "30", **said)
+    assert run.returncode == 0, run.stderr
+    if shown is None:  # a free plan: no money anywhere
+        assert "$" not in run.stdout
+    else:
+        assert f"about {shown} at 9 $ per 1,000 queries" in run.stdout
+    as_json = run_main("research", QUESTION, "--dry-run", "--json", "--max-searches", "30", **said)
+    assert json.loads(as_json.stdout)["cost"] == cost
 
 
 def test_a_budget_beyond_the_service_caps_is_refused():

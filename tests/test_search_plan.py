@@ -313,3 +313,63 @@ def test_doctor_names_a_blocked_key_free_engine_and_until_when(blocked_searxng, 
     line = next((x for x in run.stdout.splitlines() if "engine keyfree" in x), "")
     assert line.startswith("warn"), run.stdout
     assert re.search(r"keyfree blocked this address \(CAPTCHA\); suspended until \d{4}-", line)
+
+
+def test_the_lab_and_status_panel_put_a_price_on_the_queries(plan_service, brave):
+    chat = plan_service()  # the Search plan's price: 5 $ per 1,000
+    brave.spend(1_000)
+    assert lab_search(chat, "rust ownership").json()["cost"] == 0.005
+    assert lab_search(chat, "rust ownership").json()["cost"] == 0.0  # the cache answered
+    detail = checks(chat)["brave_plan"]["detail"]
+    assert "13,999 of 15,000 queries left this month" in detail
+    assert "queries left are worth about 69.995 $ of 75.000 $" in detail
+    chat.stop()
+    free = plan_service(BRAVE_PRICE_PER_1000="0")  # an old free plan: no money anywhere
+    assert lab_search(free, "python asyncio").json()["cost"] is None
+    detail = checks(free)["brave_plan"]["detail"]
+    assert "13,998 of 15,000 queries left this month" in detail and "$" not in detail
+
+
+def test_an_answers_figures_and_the_labs_say_what_its_searches_cost(
+    browser, plan_service, brave, llm
+):
+    from playwright.sync_api import expect
+
+    from tests.page_actions import send, wait_turn_end
+
+    chat = plan_service(BRAVE_PRICE_PER_1000="6")
+    search = Reply(tool_calls=[ToolCall("web_search", {"query": "rust ownership"})])
+    other = Reply(tool_calls=[ToolCall("web_search", {"query": "rust borrowing"})])
+    llm.script(search, other, Reply(text="Ownership."), search, Reply(text="Again."))
+    page = open_page(browser, chat.url)
+    try:
+        send(page, "What is ownership in Rust?")
+        wait_turn_end(page)
+        stats = page.locator(".answer-stats")
+        expect(stats.last).to_contain_text("2 searches, about 0.012 $")
+        send(page, "And once more?")  # the same search: the cache answers, nothing is spent
+        wait_turn_end(page)
+        expect(stats.last).to_contain_text("1 search")
+        expect(stats.last).not_to_contain_text("$")
+        page.goto(f"{chat.url}/#/lab")
+        summary = page.locator(".lab-results .lab-summary")
+        for query, said in (("rust ownership", "no Brave query spent"), ("tatra", "about 0.006 $")):
+            page.fill("#lab-query", query)
+            page.click(".lab-actions button[type=submit]")
+            expect(summary).to_contain_text(said)
+        assert page.log.errors == []
+    finally:
+        page.context.close()
+    chat.stop()
+    free = plan_service(BRAVE_PRICE_PER_1000="0")  # an old free plan: no money anywhere
+    traits = Reply(tool_calls=[ToolCall("web_search", {"query": "rust traits"})])
+    llm.script(traits, Reply(text="Traits."))
+    page = open_page(browser, free.url)
+    try:
+        send(page, "What are traits?")
+        wait_turn_end(page)
+        shown = page.locator(".answer-stats")
+        expect(shown).to_contain_text("1 search")
+        expect(shown).not_to_contain_text("$")
+    finally:
+        page.context.close()

@@ -7,12 +7,15 @@
         {"query": str, "locale": str, "target": str | null, "page": int,
          "results": [{"title", "url", "domain", "content", "date": "YYYY-MM-DD" | null,
                       "language": "pl", "engine"}],
-         "engine_errors": [str], "cached_age": float | null, "waited": float}
+         "engine_errors": [str], "cached_age": float | null, "waited": float,
+         "cost": float | null}
 
     ``locale`` defaults to SEARCH_LOCALE; ``target`` is its language (null for ``all``),
     the one the page highlights. ``cached_age`` is the seconds since the search was
     stored when it came from the search cache (``fresh=true`` asks SearXNG instead);
-    ``waited`` the seconds it queued for the search plan's rate. ``engine_errors`` lists
+    ``waited`` the seconds it queued for the search plan's rate; ``cost`` the dollars its
+    Brave query cost at ``BRAVE_PRICE_PER_1000`` (0 when the cache answered or no Brave
+    query was sent; null when the price is 0). ``engine_errors`` lists
     engines that failed while others answered; when no result came and an engine failed,
     the answer is 502 instead.
 
@@ -76,22 +79,30 @@ def default_locale(request: Request) -> str:
     return locale
 
 
+def price(request: Request) -> float:
+    """BRAVE_PRICE_PER_1000: what a search the lab sends to Brave costs."""
+    dollars: float = request.app.state.services.settings.brave_price_per_1000
+    return dollars
+
+
 Client = Annotated[Searcher, Depends(searcher)]
 Fresh = Annotated[bool, Query(description="search again even if the cache holds it")]
 HomeLocale = Annotated[str, Depends(default_locale)]
+Price = Annotated[float, Depends(price)]
 
 
 @router.get("/search")
 async def search(
     client: Client,
     home: HomeLocale,
+    dollars: Price,
     q: QueryText,
     locale: Annotated[str, Query(json_schema_extra={"pattern": LOCALE_PATTERN})] = "",
     engines: Engines = "",
     page: Annotated[str, Query(json_schema_extra={"pattern": r"^([1-9]|10)$"})] = "1",
     fresh: Fresh = False,
 ) -> LabSearch:
-    return await lab.search_page(client, q, locale, engines, page, home, fresh=fresh)
+    return await lab.search_page(client, q, locale, engines, page, home, fresh=fresh, price=dollars)
 
 
 @router.get("/measure")

@@ -199,10 +199,11 @@ def told(result: ResearchResult, *, as_json: bool) -> int:
 
 def dry_run(budget: Budget, settings: config.Settings, *, as_json: bool) -> int:
     """What the budget may spend against the Brave plan's queries left this month."""
-    from app.search.plan import PlanReader
+    from app.search.plan import PlanReader, cost
 
     plan = PlanReader(settings.search_plan_file, settings.search_rate).read()
     left = plan.monthly_remaining if plan is not None else None
+    price = settings.brave_price_per_1000
     if as_json:
         shown = {
             "searches": budget.searches,
@@ -210,10 +211,13 @@ def dry_run(budget: Budget, settings: config.Settings, *, as_json: bool) -> int:
             "minutes": budget.minutes,
             "monthly_remaining": left,
             "monthly_limit": plan.monthly_limit if plan is not None else None,
+            "cost": budget.searches * price / 1000 if price else None,
         }
         print(json.dumps(shown, indent=2))
         return 0
     print(f"searches: at most {budget.searches} Brave queries (fewer when cached)")
+    if price:
+        print(f"  about {cost(budget.searches, price)} at {price:g} $ per 1,000 queries")
     if plan is None:
         print("  the Brave plan is not known yet: Brave states it in its first answer")
     elif left is None:

@@ -14,7 +14,7 @@ from app.model.client import safe_json
 from app.search import embedded
 from app.search.client import Counter, SearchError, Searxng
 from app.search.failures import EngineFailure
-from app.search.plan import Plan, PlanReader, summary
+from app.search.plan import Plan, PlanReader, cost, quota_worth, summary
 from app.search.searcher import Searcher
 from app.store.searches import SearchesSpent
 
@@ -243,15 +243,10 @@ def plan_check(
     ours = f"this service sent {spent.today} today, {spent.month} this month"
     if price:
         ours += f" (about {cost(spent.today, price)} today, {cost(spent.month, price)} this month)"
-    detail = f"{summary(plan, rate)}; {ours}"
+    detail = f"{summary(plan, rate)}{quota_worth(plan, price)}; {ours}"
     if plan is not None and (plan.low or plan.limited_now()):
         return Check("brave_plan", "engine", "Brave plan", "warning", detail, PLAN_FIX)
     return Check("brave_plan", "engine", "Brave plan", "ok", detail)
-
-
-def cost(queries: int, price: float) -> str:
-    """What the queries cost in dollars at ``price`` per 1,000: ``0.015 $``."""
-    return f"{queries * price / 1000:.3f} $"
 
 
 def suspension_checks(failures: list[EngineFailure]) -> list[Check]:

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from app import config
 from app.errors import ServiceError
 from app.search import language
-from app.search.client import SearchError
+from app.search.client import SearchError, spends_brave
 from app.search.searcher import Searcher
 
 MAX_QUERY_CHARS = 400
@@ -66,6 +66,9 @@ class LabSearch:
     """Seconds since it was stored, when it came from the search cache."""
     waited: float = 0.0
     """Seconds it waited for the search plan's rate."""
+    cost: float | None = None
+    """Dollars its Brave query cost at BRAVE_PRICE_PER_1000: 0 when none was sent (the
+    cache answered, or engines without ours); None when no price is set."""
 
 
 @dataclass(frozen=True)
@@ -136,10 +139,12 @@ async def lab_search(
     page: int,
     *,
     fresh: bool = False,
+    price: float = 0.0,
 ) -> LabSearch:
     """One page of results with their languages; SearchError when nothing came back
     because SearXNG or every engine failed (the model would get "search failed").
-    ``fresh`` asks SearXNG even when the cache holds the search."""
+    ``fresh`` asks SearXNG even when the cache holds the search; ``price`` is dollars per
+    1,000 Brave queries (0: no cost said)."""
     response = await client.search(query, locale=locale, engines=engines, page=page, fresh=fresh)
     if response.unavailable:  # every engine failed: what happened, until when
         raise SearchError("; ".join(failure.told for failure in response.failures))
@@ -165,7 +170,15 @@ async def lab_search(
         engine_errors=response.engine_errors,
         cached_age=response.cached_age,
         waited=response.waited,
+        cost=query_cost(response.cached_age is None and spends_brave(engines), price),
     )
+
+
+def query_cost(sent: bool, price: float) -> float | None:
+    """What one search cost: a query at ``price`` per 1,000 when one reached Brave."""
+    if not price:
+        return None
+    return price / 1000 if sent else 0.0
 
 
 async def search_page(
@@ -177,15 +190,17 @@ async def search_page(
     home: str,
     *,
     fresh: bool = False,
+    price: float = 0.0,
 ) -> LabSearch:
-    """GET /api/lab/search: the parameters as given, ``home`` being SEARCH_LOCALE."""
+    """GET /api/lab/search: the parameters as given, ``home`` being SEARCH_LOCALE, ``price``
+    BRAVE_PRICE_PER_1000."""
     query = check_query(q)
     chosen = config.check_locale(locale.strip() or home)
     number = check_number("page", page, 1, MAX_PAGE)
     if not query.strip():  # only Unicode spaces: nothing to search, and nothing wrong
         return LabSearch(query, chosen, target_of(chosen), number, results=[])
     names = await check_engines(client, engines)
-    return await lab_search(client, query, chosen, names, number, fresh=fresh)
+    return await lab_search(client, query, chosen, names, number, fresh=fresh, price=price)
 
 
 async def measurement(

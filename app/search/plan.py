@@ -177,6 +177,23 @@ def when(moment: datetime) -> str:
     return moment.strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
+def cost(queries: int, price: float) -> str:
+    """What ``queries`` cost in dollars at ``price`` per 1,000 (BRAVE_PRICE_PER_1000):
+    ``0.015 $``."""
+    return f"{queries * price / 1000:.3f} $"
+
+
+def quota_worth(plan: Plan | None, price: float) -> str:
+    """The month's quota as Brave's headers state it, in money: their headers count
+    queries, never dollars, so the credit is the queries at ``price``. Empty without a
+    price, a plan or a monthly cap."""
+    if not price or plan is None or plan.monthly_limit is None:
+        return ""
+    left = plan.monthly_remaining
+    worth = f"{cost(left, price)} of " if left is not None else ""
+    return f"; the month's queries left are worth about {worth}{cost(plan.monthly_limit, price)}"
+
+
 def summary(plan: Plan | None, rate: float | None = None) -> str:
     """The plan in one line, for doctor and the Status panel."""
     paced = f"; searches paced at SEARCH_RATE={rate:g} a second" if rate is not None else ""

@@ -32,7 +32,7 @@ import threading
 import time
 import unicodedata
 import uuid
-from collections import deque
+from collections import Counter, deque
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from functools import lru_cache
@@ -1500,25 +1500,44 @@ def _terms(text: str) -> list[str]:
     return _WORD.findall(_fold(text).lower())
 
 
-def _corpus_ranked(q: str, corpus: tuple[CorpusPage, ...]) -> tuple[_Entry, ...]:
-    """The corpus pages that hold a term of the query, by BM25 (k1 1.2, b 0.75); each
-    result's description the sentence richest in the query's terms, the next ones its
-    extra snippets."""
+@dataclass(frozen=True)
+class _CorpusIndex:
+    counts: tuple[Counter[str], ...]
+    """Each page's terms, counted."""
+    holding: Counter[str]
+    """Pages holding each term."""
+    average: float
+    """Terms in a page, on average."""
+
+
+@lru_cache(maxsize=4)
+def _corpus_index(corpus: tuple[CorpusPage, ...]) -> _CorpusIndex:
+    """The corpus's terms, counted once for all its queries (a benchmark's corpus of real
+    pages took SearXNG's engine timeout to rank page by page)."""
+    counts = tuple(Counter(_terms(f"{page.title} {page.text}")) for page in corpus)
+    holding: Counter[str] = Counter(term for count in counts for term in count)
+    average = sum(count.total() for count in counts) / max(1, len(counts))
+    return _CorpusIndex(counts, holding, average)
+
+
+def _corpus_ranked(q: str, corpus: tuple[CorpusPage, ...], start: int, count: int) -> list[_Entry]:
+    """The corpus pages that hold a term of the query, by BM25 (k1 1.2, b 0.75), from
+    `start`, `count` of them; each result's description the sentence richest in the query's
+    terms, the next ones its extra snippets."""
     asked = set(_terms(q))
-    texts = [_terms(f"{page.title} {page.text}") for page in corpus]
-    average = sum(map(len, texts)) / max(1, len(texts))
+    index = _corpus_index(corpus)
+    idf = {
+        term: math.log(1 + (len(corpus) - index.holding[term] + 0.5) / (index.holding[term] + 0.5))
+        for term in asked
+    }
     scored = []
-    for page, words in zip(corpus, texts, strict=True):
-        score = 0.0
-        for term in asked:
-            tf = words.count(term)
-            holding = sum(term in other for other in texts)
-            idf = math.log(1 + (len(texts) - holding + 0.5) / (holding + 0.5))
-            score += idf * tf * 2.2 / (tf + 1.2 * (0.25 + 0.75 * len(words) / average))
+    for page, terms in zip(corpus, index.counts, strict=True):
+        norm = 1.2 * (0.25 + 0.75 * terms.total() / index.average)
+        score = sum(idf[term] * terms[term] * 2.2 / (terms[term] + norm) for term in asked)
         if score > 0:
             scored.append((score, page))
     scored.sort(key=lambda pair: -pair[0])
-    return tuple(_corpus_entry(page, asked) for _, page in scored)
+    return [_corpus_entry(page, asked) for _, page in scored[start : start + count]]
 
 
 def _corpus_entry(page: CorpusPage, asked: set[str]) -> _Entry:
@@ -1546,12 +1565,13 @@ def _search_body(
     hour = datetime.now(UTC).replace(minute=0, second=0, microsecond=0).isoformat()
     results: list[dict[str, Any]] = []
     if not no_hits:
-        if corpus:
-            ranked = _corpus_ranked(query.q, corpus)
-        else:
-            ranked = _ranked(query.q, query.country, query.search_lang, query.freshness, hour)
         start = query.offset * query.count
-        results = [_render(e, query) for e in ranked[start : start + query.count]]
+        if corpus:
+            ranked = _corpus_ranked(query.q, corpus, start, query.count)
+        else:
+            every = _ranked(query.q, query.country, query.search_lang, query.freshness, hour)
+            ranked = list(every[start : start + query.count])
+        results = [_render(e, query) for e in ranked]
     if results and first:
         results[0] |= {name: value.replace("{q}", query.q) for name, value in first.items()}
     body: dict[str, Any] = {

@@ -36,6 +36,8 @@ class PageConfig(TypedDict):
     help: dict[str, str]
     presets: dict[str, str]
     auth: bool
+    search_price_per_1000: float
+    """BRAVE_PRICE_PER_1000: what an answer's searches cost is shown at it; 0: not shown."""
 
 
 @router.get("/config")
@@ -55,6 +57,7 @@ async def api_config(services: ServicesDep) -> PageConfig:
         "help": settings_help(),
         "presets": presets(),
         "auth": bool(settings.auth_token),
+        "search_price_per_1000": settings.brave_price_per_1000,
     }
 
 

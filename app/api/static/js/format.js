@@ -31,6 +31,11 @@ export function cost(value) {
   return value < 0.01 && value > 0 ? `$${value.toFixed(4)}` : `$${value.toFixed(2)}`;
 }
 
+/** Dollars as doctor and the Status panel write them: "0.015 $". */
+export function dollars(value) {
+  return `${value.toFixed(3)} $`;
+}
+
 export function percent(part, whole) {
   return whole ? Math.round((100 * part) / whole) : 0;
 }

@@ -287,6 +287,7 @@ class SearchLab {
     if (target) facts.push(`${inTarget} of ${body.results.length} in “${target}”`);
     if (body.cached_age !== null) facts.push(`from cache, ${format.age(body.cached_age)}`);
     if (body.waited) facts.push(`waited ${body.waited.toFixed(1)} s for the search plan's rate`);
+    if (body.cost !== null) facts.push(body.cost ? `about ${format.dollars(body.cost)}` : "no Brave query spent");
     results.append(
       el("h2", { id: "lab-results-title", text: `Results for “${body.query}”` }),
       el("p", { className: "lab-summary", text: facts.join(" · ") }),

@@ -6,6 +6,7 @@ import { ConversationView } from "./conversation.js";
 import { $, el, clear } from "./dom.js";
 import { dayGroup } from "./format.js";
 import { mountLab } from "./lab.js";
+import { priceSearches } from "./message.js";
 import { SettingsDialog } from "./settings.js";
 import { mountStatus, overview } from "./status.js";
 import { streams } from "./streams.js";
@@ -31,6 +32,7 @@ async function start() {
     document.body.replaceChildren(el("p", { className: "notice warning", text: `${lead}: ${error.message}` }));
     return;
   }
+  priceSearches(state.config.search_price_per_1000);
   state.view = new ConversationView(state.config, {
     created: (id) => {
       history.replaceState(null, "", `#/c/${id}`);

@@ -8,6 +8,11 @@ import { renderMarkdown, splitStable } from "./markdown.js";
 import { sourceList } from "./sources.js";
 
 let answerCount = 0;
+let searchPrice = 0; // BRAVE_PRICE_PER_1000 from /api/config; 0 shows no money
+
+export function priceSearches(dollarsPer1000) {
+  searchPrice = dollarsPer1000 || 0;
+}
 
 const LONG_LINES = 14; // a message of more lines than this shows its start, and "Show more"
 const LONG_CHARS = 1400;
@@ -330,7 +335,11 @@ export class AnswerView {
     } else if (usage) {
       items.push("usage not reported");
     }
-    if (searches) items.push(`${searches} search${searches === 1 ? "" : "es"}`);
+    // Only a search that reached the engine is paid for: not one the cache or the answer's
+    // earlier call gave, nor one that failed (Brave bills successful requests only).
+    const sent = this.activity.filter((a) => a.type === "search" && a.cached_age === undefined && !a.repeated && !a.error).length;
+    const money = searchPrice && sent ? `, about ${format.dollars((sent * searchPrice) / 1000)}` : "";
+    if (searches) items.push(`${searches} search${searches === 1 ? "" : "es"}${money}`);
     if (pages) items.push(`${pages} page${pages === 1 ? "" : "s"}`);
     // A cost only when the server gave one: local servers never do, and saying so under
     // every answer says nothing.
