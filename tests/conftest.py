@@ -140,10 +140,17 @@ def fresh_searxng(brave: FakeBrave) -> Iterator[EmbeddedSearxng]:
         yield instance
 
 
+SESSION_FAKES = ("brave", "pages", "llm")
+"""The session's fakes keep what each test of a worker sent them (requests, queued
+failures and replies): a test starts with each one it uses cleared, so what it reads
+(`pages.paths()`, `brave.requests`, `llm.requests`) is its own."""
+
+
 @pytest.fixture(autouse=True)
-def clean_brave(request: pytest.FixtureRequest) -> Iterator[None]:
-    if "brave" in request.fixturenames:
-        request.getfixturevalue("brave").clear()
+def clean_fakes(request: pytest.FixtureRequest) -> Iterator[None]:
+    for name in SESSION_FAKES:
+        if name in request.fixturenames:
+            request.getfixturevalue(name).clear()
     yield
 
 
@@ -368,7 +375,6 @@ def service_for(
 def chat(request, llm, pages, searxng, brave, tmp_path) -> Iterator[ChatService]:
     """A chat service with its own data directory, on the shared fakes: in-process, or on a
     loopback socket for a test that uses the browser or has the `socket` mark."""
-    llm.clear()
     with service_for(request, chat_env(llm, tmp_path, pages), searxng.url) as service:
         yield service
 
@@ -382,7 +388,6 @@ def auth_token() -> str:
 @pytest.fixture
 def guarded(request, llm, pages, searxng, brave, tmp_path, auth_token) -> Iterator[ChatService]:
     """The `chat` service with an access token (`auth_token`), of the same kind."""
-    llm.clear()
     env = chat_env(llm, tmp_path, pages, AUTH_TOKEN=auth_token)
     with service_for(request, env, searxng.url) as service:
         yield service
@@ -440,7 +445,6 @@ def chat_on_backend(
     request, llm, pages, searxng, brave, tmp_path, database_url
 ) -> Iterator[ChatService]:
     """`chat` on the storage backend of the test: each test that takes it runs on both."""
-    llm.clear()
     env = chat_env(llm, tmp_path, pages, DATABASE_URL=database_url)
     with service_for(request, env, searxng.url) as service:
         yield service
