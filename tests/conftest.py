@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import certifi
 import httpx
 import httpx2
 import pytest
@@ -30,6 +31,7 @@ from app.api.factory import create_app
 from app.api.serving import server_config
 from app.cli import main
 from app.search.embedded import EmbeddedSearxng, free_port
+from app.transport import tls_context
 from tests import components
 from tests.browser import browser, open_page
 from tests.components import require
@@ -296,8 +298,15 @@ class ChatService:
     def client(self, **options: Any) -> httpx.Client:
         """A client of this service with a cookie jar of its own (a browser tab, for one)."""
         # httpx's own defaults for the rest (no redirects followed, its User-Agent), as the
-        # tests' bare httpx calls had them; 30 s for the turns that search and fetch.
-        return httpx.Client(base_url=self.url, transport=self.transport, timeout=30, **options)
+        # tests' bare httpx calls had them; 30 s for the turns that search and fetch. The
+        # process's one TLS context: a client of its own would load the CA bundle again.
+        return httpx.Client(
+            base_url=self.url,
+            transport=self.transport,
+            timeout=30,
+            verify=tls_context(certifi.where()),
+            **options,
+        )
 
     def start(self) -> ChatService:
         if self.in_process is not None:
