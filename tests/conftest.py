@@ -54,18 +54,13 @@ def pytest_configure(config: pytest.Config) -> None:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Each test marked with its tiers before `-m` selects (hence first). Under xdist's
-    loadgroup the heavy tiers share one worker, one test at a time as they always ran
-    (Chromium, the clusters and llama-server each want a core), while the light tiers
-    spread over the others."""
+    """Each test marked with its tiers before `-m` selects (hence first)."""
     for item in items:
         marked = {mark.name for mark in item.iter_markers()}
         tiers = components.tier_marks(getattr(item, "fixturenames", ()), marked)
         for tier in tiers:
             if tier not in marked:
                 item.add_marker(tier)
-        if {component.name for component in components.HEAVY} & set(tiers):
-            item.add_marker(pytest.mark.xdist_group("heavy"))
 
 
 @pytest.hookimpl(tryfirst=True)
