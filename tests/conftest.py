@@ -54,13 +54,16 @@ def pytest_configure(config: pytest.Config) -> None:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Each test marked with its tiers before `-m` selects (hence first)."""
+    """Each test marked with its tiers before `-m` selects (hence first); the `long` tests
+    first, each to the next free worker (`--maxschedchunk 1` in the Makefile): started last,
+    one of them would keep its worker busy after the others had ended."""
     for item in items:
         marked = {mark.name for mark in item.iter_markers()}
         tiers = components.tier_marks(getattr(item, "fixturenames", ()), marked)
         for tier in tiers:
             if tier not in marked:
                 item.add_marker(tier)
+    items.sort(key=lambda item: item.get_closest_marker("long") is None)
 
 
 @pytest.hookimpl(tryfirst=True)
