@@ -114,6 +114,7 @@ MARKERS = {
     "searxng": "starts a real SearXNG (installed from PyPI on first use)",
     "service": "runs the chat service",
     "socket": "its `chat` (or `guarded`) service listens on a loopback port (tests/README.md)",
+    "long": "waits tens of seconds: runs first, so the workers end together (conftest)",
 }
 
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import certifi
 import httpx
 import httpx2
 import pytest
@@ -30,6 +31,7 @@ from app.api.factory import create_app
 from app.api.serving import server_config
 from app.cli import main
 from app.search.embedded import EmbeddedSearxng, free_port
+from app.transport import tls_context
 from tests import components
 from tests.browser import browser, open_page
 from tests.components import require
@@ -52,18 +54,16 @@ def pytest_configure(config: pytest.Config) -> None:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Each test marked with its tiers before `-m` selects (hence first). Under xdist's
-    loadgroup the heavy tiers share one worker, one test at a time as they always ran
-    (Chromium, the clusters and llama-server each want a core), while the light tiers
-    spread over the others."""
+    """Each test marked with its tiers before `-m` selects (hence first); the `long` tests
+    first, each to the next free worker (`--maxschedchunk 1` in the Makefile): started last,
+    one of them would keep its worker busy after the others had ended."""
     for item in items:
         marked = {mark.name for mark in item.iter_markers()}
         tiers = components.tier_marks(getattr(item, "fixturenames", ()), marked)
         for tier in tiers:
             if tier not in marked:
                 item.add_marker(tier)
-        if {component.name for component in components.HEAVY} & set(tiers):
-            item.add_marker(pytest.mark.xdist_group("heavy"))
+    items.sort(key=lambda item: item.get_closest_marker("long") is None)
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -140,10 +140,17 @@ def fresh_searxng(brave: FakeBrave) -> Iterator[EmbeddedSearxng]:
         yield instance
 
 
+SESSION_FAKES = ("brave", "pages", "llm")
+"""The session's fakes keep what each test of a worker sent them (requests, queued
+failures and replies): a test starts with each one it uses cleared, so what it reads
+(`pages.paths()`, `brave.requests`, `llm.requests`) is its own."""
+
+
 @pytest.fixture(autouse=True)
-def clean_brave(request: pytest.FixtureRequest) -> Iterator[None]:
-    if "brave" in request.fixturenames:
-        request.getfixturevalue("brave").clear()
+def clean_fakes(request: pytest.FixtureRequest) -> Iterator[None]:
+    for name in SESSION_FAKES:
+        if name in request.fixturenames:
+            request.getfixturevalue(name).clear()
     yield
 
 
@@ -289,8 +296,15 @@ class ChatService:
     def client(self, **options: Any) -> httpx.Client:
         """A client of this service with a cookie jar of its own (a browser tab, for one)."""
         # httpx's own defaults for the rest (no redirects followed, its User-Agent), as the
-        # tests' bare httpx calls had them; 30 s for the turns that search and fetch.
-        return httpx.Client(base_url=self.url, transport=self.transport, timeout=30, **options)
+        # tests' bare httpx calls had them; 30 s for the turns that search and fetch. The
+        # process's one TLS context: a client of its own would load the CA bundle again.
+        return httpx.Client(
+            base_url=self.url,
+            transport=self.transport,
+            timeout=30,
+            verify=tls_context(certifi.where()),
+            **options,
+        )
 
     def start(self) -> ChatService:
         if self.in_process is not None:
@@ -368,7 +382,6 @@ def service_for(
 def chat(request, llm, pages, searxng, brave, tmp_path) -> Iterator[ChatService]:
     """A chat service with its own data directory, on the shared fakes: in-process, or on a
     loopback socket for a test that uses the browser or has the `socket` mark."""
-    llm.clear()
     with service_for(request, chat_env(llm, tmp_path, pages), searxng.url) as service:
         yield service
 
@@ -382,7 +395,6 @@ def auth_token() -> str:
 @pytest.fixture
 def guarded(request, llm, pages, searxng, brave, tmp_path, auth_token) -> Iterator[ChatService]:
     """The `chat` service with an access token (`auth_token`), of the same kind."""
-    llm.clear()
     env = chat_env(llm, tmp_path, pages, AUTH_TOKEN=auth_token)
     with service_for(request, env, searxng.url) as service:
         yield service
@@ -440,7 +452,6 @@ def chat_on_backend(
     request, llm, pages, searxng, brave, tmp_path, database_url
 ) -> Iterator[ChatService]:
     """`chat` on the storage backend of the test: each test that takes it runs on both."""
-    llm.clear()
     env = chat_env(llm, tmp_path, pages, DATABASE_URL=database_url)
     with service_for(request, env, searxng.url) as service:
         yield service

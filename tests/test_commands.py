@@ -421,6 +421,7 @@ def wait_until_up(url: str, process: subprocess.Popen, log: Path) -> None:
     pytest.fail(f"serve did not answer /healthz:\n{log.read_text()[-3000:]}")
 
 
+@pytest.mark.long  # `serve` and its own SearXNG, started and stopped
 @pytest.mark.parametrize("stop_signal", [signal.SIGTERM, signal.SIGINT], ids=["TERM", "INT"])
 def test_serve_runs_its_own_searxng_and_stops_it(brave, llm, tmp_path, stop_signal):
     llm.clear()

@@ -342,6 +342,7 @@ def test_another_page_gets_no_get_route_to_run_and_can_still_link_the_page(brows
 # -- beyond loopback, never without a token ----------------------------------------------------
 
 
+@pytest.mark.long  # three starts of `serve`
 def test_under_compose_without_a_token_one_is_made_kept_and_required(llm, searxng, tmp_path):
     llm.clear()
     env = chat_env(llm, tmp_path, SEARXNG_URL=searxng.url, PUBLISHED_ON_LOOPBACK="1")

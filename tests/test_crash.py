@@ -6,6 +6,8 @@ runs the same cycles 200 times."""
 
 from __future__ import annotations
 
+import pytest
+
 from tests import crashing
 from tests.conftest import chat_env
 from tests.fakes.llm_server import Reply
@@ -13,6 +15,7 @@ from tests.fakes.llm_server import Reply
 CYCLES = 3
 
 
+@pytest.mark.long  # three services killed and restarted
 def test_nothing_is_lost_or_doubled_across_sigkills(llm, searxng, tmp_path):
     llm.clear()
     llm.default = Reply(text=crashing.STORY, chunk_delay=0.01)

