@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from app import config
 from app.errors import ServiceError
 from app.search import language
-from app.search.client import SearchError, spends_brave
+from app.search.client import SearchError, brave_queries
 from app.search.searcher import Searcher
 
 MAX_QUERY_CHARS = 400
@@ -170,15 +170,16 @@ async def lab_search(
         engine_errors=response.engine_errors,
         cached_age=response.cached_age,
         waited=response.waited,
-        cost=query_cost(response.cached_age is None and spends_brave(engines), price),
+        cost=query_cost(0 if response.cached_age is not None else brave_queries(engines), price),
     )
 
 
-def query_cost(sent: bool, price: float) -> float | None:
-    """What one search cost: a query at ``price`` per 1,000 when one reached Brave."""
+def query_cost(queries: int, price: float) -> float | None:
+    """What one search cost: its Brave queries (none from the cache, two with both of our
+    engines) at ``price`` per 1,000."""
     if not price:
         return None
-    return price / 1000 if sent else 0.0
+    return queries * price / 1000
 
 
 async def search_page(

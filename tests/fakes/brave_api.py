@@ -1801,7 +1801,7 @@ def _context_body(
     if no_hits:
         entries: tuple[_Entry, ...] = ()
     elif corpus:
-        entries = _corpus_ranked(query.q, corpus)
+        entries = tuple(_corpus_ranked(query.q, corpus, 0, query.count))
     else:
         hour = datetime.now(UTC).replace(minute=0, second=0, microsecond=0).isoformat()
         entries = _ranked(query.q, query.country, query.search_lang, query.freshness, hour)
