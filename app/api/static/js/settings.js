@@ -306,7 +306,7 @@ function researchSection() {
     el("div", { className: "field-label" }, el("label", { for: "research-pause", text: "Research: the plan starts by itself after (seconds)" }), helpTip("The plan of a research is shown before any search, to edit or remove its sub-questions. Without Start it starts by itself after this many seconds; 0 waits for Start.")),
     pause,
     el("div", { className: "field-label" }, el("span", { text: "Research budget: searches, pages, minutes at most" }), helpTip("Each research stops at the first bound reached and writes its report from what it found. Empty: the service's default (RESEARCH_SEARCHES, RESEARCH_PAGES, RESEARCH_MINUTES).")),
-    el("div", { className: "research-bounds" }, ...bounds.map(([, , input]) => input)),
+    el("div", { className: "research-bounds" }, ...bounds.map(([name, , input]) => el("label", { className: "research-bound" }, el("span", { text: name }), input))),
     el("div", { className: "settings-foot" }, el("button", { type: "button", className: "primary", id: "save-research-pause", text: "Save", on: { click: save } }), saved),
   );
 }
