@@ -83,6 +83,36 @@ def within(env: Mapping[str, str], name: str, default: int, minimum: int, maximu
     return value
 
 
+@dataclass(frozen=True)
+class ResearchDefaults:
+    """A research run's budget when it asks for none of its own, and the service's caps on
+    any run's (Brave's own research mode caps its queries at 50)."""
+
+    searches: int = 12
+    pages: int = 20
+    minutes: int = 10
+
+
+RESEARCH_CAPS = ResearchDefaults(searches=50, pages=60, minutes=60)
+
+
+def research_defaults(env: Mapping[str, str]) -> ResearchDefaults:
+    """RESEARCH_SEARCHES, RESEARCH_PAGES, RESEARCH_MINUTES: each from 1 to its cap."""
+    given = ResearchDefaults()
+    return ResearchDefaults(
+        *(
+            within(
+                env,
+                f"RESEARCH_{name.upper()}",
+                getattr(given, name),
+                1,
+                getattr(RESEARCH_CAPS, name),
+            )
+            for name in ("searches", "pages", "minutes")
+        )
+    )
+
+
 def comma_list(raw: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(item.strip() for item in raw.split(",") if item.strip()))
 
@@ -235,6 +265,8 @@ class Settings:
     search_rate: float | None
     """SEARCH_RATE: queries a second searches may go at; None: the Brave plan's rate."""
     brave_price_per_1000: float
+    research: ResearchDefaults
+    """A research run's budget where it gives none (docs/research.md)."""
     """BRAVE_PRICE_PER_1000: dollars Brave charges for 1,000 queries; 0: not shown."""
     brave_context_tokens: int
     """BRAVE_CONTEXT_TOKENS: Brave's LLM Context tokens per search (our bravellm engine
@@ -470,6 +502,7 @@ def load(environ: dict[str, str] | None = None) -> Settings:
         searxng_timeout=integer(env, "SEARXNG_TIMEOUT", 20, 1),
         search_rate=search_rate(env.get("SEARCH_RATE", "")),
         brave_price_per_1000=price_per_1000(env.get("BRAVE_PRICE_PER_1000", "")),
+        research=research_defaults(env),
         brave_context_tokens=within(env, "BRAVE_CONTEXT_TOKENS", 8192, 1024, 32768),
         brave_context_tokens_per_url=within(env, "BRAVE_CONTEXT_TOKENS_PER_URL", 4096, 512, 8192),
         search_plan_file=Path(

@@ -122,10 +122,16 @@ def article_first(brave: FakeBrave, pages: PageServer, monkeypatch: pytest.Monke
 
 @contextmanager
 def research_service(
-    request: pytest.FixtureRequest, llm: FakeLLM, pages: PageServer, searxng_url: str, tmp: Path
+    request: pytest.FixtureRequest,
+    llm: FakeLLM,
+    pages: PageServer,
+    searxng_url: str,
+    tmp: Path,
+    **extra: str,
 ) -> Iterator[ChatService]:
-    """The chat service, its searches unpaced (a research makes several)."""
+    """The chat service, its searches unpaced (a research makes several), with `extra`
+    settings."""
     llm.clear()
-    env = chat_env(llm, tmp, pages, SEARCH_RATE="50")
+    env = chat_env(llm, tmp, pages, SEARCH_RATE="50", **extra)
     with service_for(request, env, searxng_url) as started:
         yield started

@@ -513,6 +513,9 @@ def test_serve_runs_its_own_searxng_and_stops_it(brave, llm, tmp_path, stop_sign
         ("BRAVE_PRICE_PER_1000", "-5"),
         ("BRAVE_CONTEXT_TOKENS", "512"),
         ("BRAVE_CONTEXT_TOKENS_PER_URL", "10000"),
+        ("RESEARCH_SEARCHES", "0"),
+        ("RESEARCH_PAGES", "61"),
+        ("RESEARCH_MINUTES", "ten"),
     ],
 )
 def test_invalid_setting_is_a_clear_error_naming_it(name, value):

@@ -466,6 +466,14 @@ def test_a_dry_run_says_what_the_searches_cost_at_the_price_set(price, shown, co
     assert json.loads(as_json.stdout)["cost"] == cost
 
 
+def test_a_dry_run_takes_the_services_budget_where_the_command_gives_none():
+    said = dict(searxng_url="http://127.0.0.1:9", RESEARCH_SEARCHES="7", RESEARCH_MINUTES="3")
+    shown = json.loads(run_main("research", QUESTION, "--dry-run", "--json", **said).stdout)
+    assert (shown["searches"], shown["pages"], shown["minutes"]) == (7, 20, 3)
+    given = run_main("research", QUESTION, "--dry-run", "--json", "--max-pages", "4", **said)
+    assert json.loads(given.stdout)["pages"] == 4
+
+
 def test_a_budget_beyond_the_service_caps_is_refused():
     run = run_main("research", QUESTION, "--max-searches", "500", searxng_url="http://127.0.0.1:9")
     assert run.returncode == 2

@@ -20,6 +20,7 @@ from tests.research_model import (
     QUESTION,
     ScriptedResearcher,
     article_first,
+    plan_of,
     research_service,
     scripted_on,
 )
@@ -94,6 +95,22 @@ def test_a_research_reports_progress_and_returns_its_report_and_sources(
     }
     assert found["spent"]["searches"] == 1 and found["spent"]["pages"] >= 1
     assert result.content[0].text == found["report"]
+
+
+def test_a_research_that_asks_no_budget_runs_within_the_services(
+    request, llm, pages, searxng, tmp_path, researcher, article
+):
+    researcher.plan = plan_of("pierogi boiling time", "pierogi fillings")
+    env = {"RESEARCH_SEARCHES": "1"}
+
+    async def scenario(url: str) -> Any:
+        async with Client(url, read_timeout_seconds=120) as client:
+            return await client.call_tool("research", {"question": QUESTION})
+
+    with research_service(request, llm, pages, searxng.url, tmp_path, **env) as service:
+        result = asyncio.run(scenario(f"{service.url}/mcp"))
+    found = result.structured_content
+    assert (found["stopped_by"], found["spent"]["searches"]) == ("searches", 1)
 
 
 def test_a_cancelled_research_lets_the_models_request_go(server, llm, researcher, article):

@@ -80,7 +80,8 @@ def test_the_switch_shows_the_plan_which_runs_as_edited_on_start_with_live_progr
         expect(card.locator("input")).to_have_count(2)
         expect(card.locator("input").first).to_have_value("What about pierogi boiling time?")
         expect(card).to_contain_text("waits for Start")
-        expect(card).to_contain_text("Up to 12 searches, 20 pages, 10 minutes.")
+        expect(card).to_contain_text("Up to 12 searches, about 0.060 $ at most")
+        expect(card).to_contain_text(", 20 pages, 10 minutes.")
         assert researcher.asked == ["plan"]  # nothing searched before Start
         shot(page, "plan-light", tmp_path)
         card.locator("input").nth(1).fill("frozen pierogi")
@@ -254,5 +255,30 @@ def test_screenshots_of_the_plan_and_the_report_in_the_dark(
         wait_turn_end(page)
         expect(page.locator(".message.assistant .answer").last).to_contain_text(REPORT_START)
         shot(page, "report-dark", tmp_path)
+    finally:
+        page.context.close()
+
+
+def test_a_budget_set_in_settings_is_the_next_researchs_and_its_plan_says_what_it_may_cost(
+    browser, service, researcher, article
+):
+    page = opened(browser, service, pause=0)
+    try:
+        page.locator("#open-settings").click()
+        page.locator("#research-searches").fill("3")
+        page.locator("#research-minutes").fill("99")
+        page.locator("#save-research-pause").click()
+        expect(page.locator(".saved").last).to_contain_text("minutes: 1 to 60")
+        page.locator("#research-minutes").fill("")
+        page.locator("#save-research-pause").click()
+        expect(page.locator(".saved").last).to_have_text("Saved")
+        page.keyboard.press("Escape")
+        research(page)
+        card = page.locator(".plan-card")
+        expect(card).to_contain_text("Up to 3 searches, about 0.015 $ at most")
+        expect(card).to_contain_text(", 20 pages, 10 minutes.")
+        page.reload()  # kept in this browser
+        page.locator("#open-settings").click()
+        expect(page.locator("#research-searches")).to_have_value("3")
     finally:
         page.context.close()

@@ -86,7 +86,9 @@ def test_the_plan_waits_for_start_and_runs_as_the_user_edited_it(service, resear
     assert started.status_code == 200 and started.json() == {"started": True}
 
     rest = follow(service, conversation_id, last_event_id=seen[-1][0])
-    assert of_type(rest, "research_plan")[0] == {
+    running = of_type(rest, "research_plan")[0]
+    assert running == {
+        **running,
         "type": "research_plan",
         "questions": edited,
         "started": True,
@@ -124,6 +126,43 @@ def test_a_plan_nobody_touches_starts_by_itself_after_the_pause(service, researc
     assert [(p["started"], p["starts_in"]) for p in plans] == [(False, 0.5), (True, None)]
     assert events[-1][1]["type"] == "done" and events[-1][1]["status"] == "complete"
     assert researcher.asked == ["plan", "notes", "reflect", "report"]
+
+
+def test_the_budget_is_the_runs_own_else_the_services_and_the_plan_says_what_it_may_cost(
+    request, llm, pages, fresh_searxng, brave, tmp_path, researcher, article
+):
+    settings = {
+        "RESEARCH_SEARCHES": "1",
+        "RESEARCH_MINUTES": "5",
+        "BRAVE_PRICE_PER_1000": "9",
+        "SEARCH_PLAN_FILE": str(fresh_searxng.plan_file),
+    }
+    url = fresh_searxng.url
+    with research_service(request, llm, pages, url, tmp_path, **settings) as service:
+        asked = {}
+        for budget in ({}, {"searches": 3, "pages": 2}):
+            conversation_id = new_conversation(service)
+            body = {"message": QUESTION, "research": {"plan_seconds": 0.1, **budget}}
+            with service.http.stream("POST", chat_path(conversation_id), json=body) as response:
+                events = numbered(response)
+            last = of_type(events, "research")[-1]
+            plan = of_type(events, "research_plan")[0]
+            asked[str(budget)] = (
+                last["max_searches"],
+                last["max_pages"],
+                last["max_seconds"],
+                plan["max_cost"],
+                plan["queries_left"],
+            )
+        # Before any search the plan is not known; then it is, less the one query spent.
+        left = brave.monthly_quota - 1
+        assert asked == {
+            "{}": (1, 20, 300, pytest.approx(0.009), None),
+            "{'searches': 3, 'pages': 2}": (3, 2, 300, pytest.approx(0.027), left),
+        }
+        over = {"message": QUESTION, "research": {"searches": 51}}
+        refused = service.http.post(chat_path(new_conversation(service)), json=over)
+        assert refused.status_code == 422 and "searches" in refused.text
 
 
 @pytest.mark.socket  # the client leaves its stream at the plan

@@ -84,6 +84,18 @@ def test_a_research_not_streamed_within_the_budget_it_asks_for(service, research
     assert answer.usage.prompt_tokens > 0
 
 
+def test_a_research_that_asks_no_budget_runs_within_the_services(
+    request, llm, pages, searxng, tmp_path, researcher, article
+):
+    researcher.plan = plan_of("pierogi boiling time", "pierogi fillings")
+    env = {"RESEARCH_SEARCHES": "1"}
+    with research_service(request, llm, pages, searxng.url, tmp_path, **env) as service:
+        answer = client_of(service).chat.completions.create(
+            model="fake-model", messages=ASKED, extra_body={"research": {"pages": 5}}
+        )
+    assert answer.choices[0].message.content.startswith("*The research stopped at its 1 searches")
+
+
 def test_a_research_that_finds_nothing_says_what_it_tried(service, researcher, article):
     researcher.quotes = []
     answer = client_of(service).chat.completions.create(

@@ -21,6 +21,7 @@ from pydantic.fields import FieldInfo
 from app import config
 from app.chat import context
 from app.chat.context import MAX_FACT_CHARS
+from app.research.budget import MAX_MINUTES, MAX_PAGES, MAX_SEARCHES
 from app.research.plan import MAX_SUBQUESTIONS
 from app.store.rows import StoredSettings
 
@@ -187,6 +188,11 @@ class Research(Body):
     plan_seconds: float = Field(default=10.0, ge=0, le=3600)
     """How long the plan waits for the user's Start before it starts by itself; 0: it
     waits for Start."""
+    searches: int | None = Field(default=None, ge=1, le=MAX_SEARCHES)
+    """The run's budget, each bound within the service's caps; one left out (None) is
+    the service's default (RESEARCH_SEARCHES, RESEARCH_PAGES, RESEARCH_MINUTES)."""
+    pages: int | None = Field(default=None, ge=1, le=MAX_PAGES)
+    minutes: float | None = Field(default=None, gt=0, le=MAX_MINUTES)
 
 
 class ResearchStart(Body):

@@ -17,6 +17,7 @@ from app.chat.completion import CompletionEvent, CompletionRequest, citations
 from app.chat.events import Source
 from app.chat.fitting import message_text
 from app.chat.services import Services
+from app.config import ResearchDefaults
 from app.model.failures import Failure, LLMError
 from app.model.usage import Usage
 from app.research.budget import Budget
@@ -26,12 +27,11 @@ from app.research.start import prepared
 logger = logging.getLogger(__name__)
 
 
-def budget_of(options: ResearchOptions | bool) -> Budget:
-    """The budget a request asks for: the defaults for each bound it leaves out."""
+def budget_of(options: ResearchOptions | bool, defaults: ResearchDefaults) -> Budget:
+    """The budget a request asks for: the service's defaults for each bound it leaves out."""
     if isinstance(options, bool):
-        return Budget()
-    given = options.model_dump(exclude_none=True)
-    return Budget(**given)
+        return Budget.asked(defaults)
+    return Budget.asked(defaults, options.searches, options.pages, options.minutes)
 
 
 def question_of(request: CompletionRequest) -> str:
@@ -47,7 +47,7 @@ async def research_answer(
     failure as the model server's (502)."""
     research = await prepared(
         question_of(request),
-        budget_of(options),
+        budget_of(options, services.settings.research),
         settings=services.settings,
         searcher=services.searcher,
         client=services.model,

@@ -22,7 +22,7 @@ from app.chat.gathered import Gathered
 from app.chat.services import Services
 from app.chat.turn import Turn, record
 from app.model.failures import Failure, LLMError
-from app.research.budget import Bound, Budget
+from app.research.budget import Bound, Budget, most_cost
 from app.research.events import Event as ResearchEvent
 from app.research.events import (
     Finished,
@@ -83,6 +83,7 @@ async def research_turn(
     start: TurnInput,
     model: str,
     gate: PlanGate,
+    budget: Budget,
     found: Found | None = None,
 ) -> AsyncGenerator[Event, None]:
     """Research the conversation's last user message as its answer; or, given what a
@@ -93,7 +94,7 @@ async def research_turn(
     outcome.numbered = True  # the report numbers its sources itself, its list included
     outcome.research = {}
     try:
-        async with aclosing(research_steps(services, turn, gate, found)) as steps:
+        async with aclosing(research_steps(services, turn, gate, budget, found)) as steps:
             async for each in steps:
                 yield each
         async for each in record(turn.saver):
@@ -117,12 +118,17 @@ async def research_turn(
 
 
 async def research_steps(
-    services: Services, turn: Turn, gate: PlanGate, found: Found | None
+    services: Services, turn: Turn, gate: PlanGate, budget: Budget, found: Found | None
 ) -> AsyncGenerator[Event, None]:
     """The run's events as the page is sent them, each step checkpointed with the answer."""
+    plan = await asyncio.to_thread(services.plan.read)
+    spend = Spendable(
+        queries_left=plan.monthly_remaining if plan is not None else None,
+        cost=most_cost(budget, services.settings.brave_price_per_1000),
+    )
     research = await prepared(
         turn.pending,
-        Budget(),
+        budget,
         settings=services.settings,
         searcher=services.searcher,
         client=services.model,
@@ -139,7 +145,7 @@ async def research_steps(
     async with aclosing(steps) as events:
         async for event in events:
             reported = reported or isinstance(event, Reported)
-            told = told_of(event, research, gate)
+            told = told_of(event, research, gate, spend)
             if isinstance(event, Finished):
                 told += ended(turn, research, event.result, reported)
             for each in told:
@@ -149,7 +155,19 @@ async def research_steps(
             await turn.saver.checkpoint(force=True)  # a step is rare, and what it found dear
 
 
-def told_of(event: ResearchEvent, research: Research, gate: PlanGate) -> list[Event]:
+@dataclass(frozen=True)
+class Spendable:
+    """What the plan card says the budget may spend: the Brave plan's queries left this
+    month (None: not stated, or no monthly cap), and the budget's searches in money (None:
+    no price set)."""
+
+    queries_left: int | None
+    cost: float | None
+
+
+def told_of(
+    event: ResearchEvent, research: Research, gate: PlanGate, spend: Spendable
+) -> list[Event]:
     """What the page is sent of one event of the run."""
     match event:
         case Planned(plan, approved):
@@ -160,6 +178,8 @@ def told_of(event: ResearchEvent, research: Research, gate: PlanGate) -> list[Ev
                     "questions": plan.questions(),
                     "started": approved,
                     "starts_in": starts_in,
+                    "queries_left": spend.queries_left,
+                    "max_cost": spend.cost,
                 }
             ]
             if approved:

@@ -195,6 +195,11 @@ class ResearchPlanEvent(TypedDict):
     questions: list[str]
     started: bool
     starts_in: float | None
+    queries_left: int | None
+    """The Brave plan's queries left this month, as its last answer stated (None: unknown
+    or uncapped)."""
+    max_cost: float | None
+    """The most the budget's searches may cost, in dollars (None: no price set)."""
 
 
 class ResearchEvent(TypedDict):

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, TextIO
 from app import config
 from app.cli.exits import EXIT_ERROR, EXIT_REFUSED
 from app.cli.searching import searcher, searxng_url
-from app.research.budget import DEFAULT_MINUTES, DEFAULT_PAGES, DEFAULT_SEARCHES, Budget, Spent
+from app.research.budget import Budget, Spent, most_cost
 
 if TYPE_CHECKING:
     from app.research.events import Event, ResearchResult
@@ -39,20 +39,17 @@ def research_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser
     command.add_argument(
         "--max-searches",
         type=int,
-        default=DEFAULT_SEARCHES,
-        help=f"searches at most (default {DEFAULT_SEARCHES})",
+        help="searches at most (default RESEARCH_SEARCHES, 12)",
     )
     command.add_argument(
         "--max-pages",
         type=int,
-        default=DEFAULT_PAGES,
-        help=f"pages read at most (default {DEFAULT_PAGES})",
+        help="pages read at most (default RESEARCH_PAGES, 20)",
     )
     command.add_argument(
         "--max-minutes",
         type=float,
-        default=DEFAULT_MINUTES,
-        help=f"minutes at most (default {DEFAULT_MINUTES:g})",
+        help="minutes at most (default RESEARCH_MINUTES, 10)",
     )
     command.add_argument(
         "--dry-run",
@@ -67,7 +64,8 @@ def cmd_research(args: argparse.Namespace, settings: config.Settings) -> int:
     from app.research.budget import BudgetError
 
     try:
-        budget = Budget(args.max_searches, args.max_pages, args.max_minutes).checked()
+        asked = (args.max_searches, args.max_pages, args.max_minutes)
+        budget = Budget.asked(settings.research, *asked).checked()
     except BudgetError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_REFUSED
@@ -211,7 +209,7 @@ def dry_run(budget: Budget, settings: config.Settings, *, as_json: bool) -> int:
             "minutes": budget.minutes,
             "monthly_remaining": left,
             "monthly_limit": plan.monthly_limit if plan is not None else None,
-            "cost": budget.searches * price / 1000 if price else None,
+            "cost": most_cost(budget, price),
         }
         print(json.dumps(shown, indent=2))
         return 0

@@ -34,15 +34,7 @@ from app.mcp.research import RESEARCH_DESCRIPTION, ResearchOutput, ResearchTool
 from app.mcp.tools import MeasureOutput, SearchOutput, WebTools
 from app.model.client import ModelClient
 from app.pages.worker import ExtractionProcess
-from app.research.budget import (
-    DEFAULT_MINUTES,
-    DEFAULT_PAGES,
-    DEFAULT_SEARCHES,
-    MAX_MINUTES,
-    MAX_PAGES,
-    MAX_SEARCHES,
-    Budget,
-)
+from app.research.budget import MAX_MINUTES, MAX_PAGES, MAX_SEARCHES, Budget
 from app.search.lab import MAX_LOCALES, MAX_TOP
 from app.search.searcher import Searcher
 from app.webtext import MAX_QUERY_CHARS
@@ -101,16 +93,19 @@ def build_server(tools: WebTools, researcher: ResearchTool) -> MCPServer:
             str | None, Field(description="search locale, e.g. pl-PL; default SEARCH_LOCALE")
         ] = None,
         searches: Annotated[
-            int, Field(description="searches at most", ge=1, le=MAX_SEARCHES)
-        ] = DEFAULT_SEARCHES,
-        pages: Annotated[int, Field(description="pages read at most", ge=1, le=MAX_PAGES)] = (
-            DEFAULT_PAGES
-        ),
+            int | None,
+            Field(description="searches at most; default RESEARCH_SEARCHES", ge=1, le=MAX_SEARCHES),
+        ] = None,
+        pages: Annotated[
+            int | None,
+            Field(description="pages read at most; default RESEARCH_PAGES", ge=1, le=MAX_PAGES),
+        ] = None,
         minutes: Annotated[
-            float, Field(description="minutes at most", gt=0, le=MAX_MINUTES)
-        ] = DEFAULT_MINUTES,
+            float | None,
+            Field(description="minutes at most; default RESEARCH_MINUTES", gt=0, le=MAX_MINUTES),
+        ] = None,
     ) -> Annotated[CallToolResult, ResearchOutput]:
-        budget = Budget(searches, pages, minutes)
+        budget = Budget.asked(researcher.settings.research, searches, pages, minutes)
         return await researcher.run(question, locale or "", budget, ctx)
 
     return MCPServer(

@@ -6,13 +6,12 @@ import time
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
-DEFAULT_SEARCHES = 12
-DEFAULT_PAGES = 20
-DEFAULT_MINUTES = 10.0
-MAX_SEARCHES = 50
-"""The service's caps on a run's own budget (Brave's research mode caps its queries at 50)."""
-MAX_PAGES = 60
-MAX_MINUTES = 60.0
+from app.config import RESEARCH_CAPS, ResearchDefaults
+
+MAX_SEARCHES = RESEARCH_CAPS.searches
+"""The service's caps on a run's own budget (config.RESEARCH_CAPS)."""
+MAX_PAGES = RESEARCH_CAPS.pages
+MAX_MINUTES = float(RESEARCH_CAPS.minutes)
 WINDOWS_OF_TOKENS = 4
 """The tokens bound by default: the served window this many times over. A run reads a page
 per request, so a few windows' worth is many pages' notes and a report."""
@@ -39,10 +38,26 @@ class BudgetError(ValueError):
 
 @dataclass(frozen=True)
 class Budget:
-    searches: int = DEFAULT_SEARCHES
-    pages: int = DEFAULT_PAGES
-    minutes: float = DEFAULT_MINUTES
+    searches: int = ResearchDefaults.searches
+    pages: int = ResearchDefaults.pages
+    minutes: float = ResearchDefaults.minutes
     tokens: int = DEFAULT_WINDOW * WINDOWS_OF_TOKENS
+
+    @classmethod
+    def asked(
+        cls,
+        defaults: ResearchDefaults,
+        searches: int | None = None,
+        pages: int | None = None,
+        minutes: float | None = None,
+    ) -> Budget:
+        """The budget a run asks for, each bound it leaves out (None) the service's
+        default (RESEARCH_SEARCHES, RESEARCH_PAGES, RESEARCH_MINUTES)."""
+        return cls(
+            defaults.searches if searches is None else searches,
+            defaults.pages if pages is None else pages,
+            defaults.minutes if minutes is None else minutes,
+        )
 
     def checked(self) -> Budget:
         """This budget, or a BudgetError naming the bound out of the service's range."""
@@ -54,6 +69,12 @@ class Budget:
             if not 0 < value <= cap:
                 raise BudgetError(f"{name} must be above 0 and at most {cap:g}, not {value:g}")
         return self
+
+
+def most_cost(budget: Budget, price_per_1000: float) -> float | None:
+    """The most the budget's searches may cost in dollars (every one a Brave query);
+    None without a price (BRAVE_PRICE_PER_1000=0)."""
+    return budget.searches * price_per_1000 / 1000 if price_per_1000 else None
 
 
 def tokens_for(window: int) -> int:

@@ -29,6 +29,7 @@ from app.api.research_turn import PlanGate, research_turn
 from app.api.sse import EventStream
 from app.chat.services import Services
 from app.chat.turn import run_turn
+from app.research.budget import Budget
 from app.research.events import Found
 from app.store.errors import Conflict
 from app.store.rows import Conversation, EditAt
@@ -80,7 +81,9 @@ def stream_turn(
         run = services.runs.start(lease, run_turn(services, lease, start, model))
     else:
         gate = PlanGate(research.plan_seconds)
-        turn = research_turn(services, lease, start, model, gate, found)
+        asked = (research.searches, research.pages, research.minutes)
+        budget = Budget.asked(services.settings.research, *asked)
+        turn = research_turn(services, lease, start, model, gate, budget, found)
         run = services.runs.start(lease, turn, gate)
     return EventStream(run.feed.follow(0))
 

@@ -11,7 +11,7 @@ import { AnswerView, notice, userMessage } from "./message.js";
 import { streams } from "./streams.js";
 import { fillPicker, forgetToolRefusal, pickModel, renderHeader } from "./topbar.js";
 import { reattach, runTurn } from "./turn.js";
-import { planPause, researchOf, wireSwitch } from "./research.js";
+import { researchBody, researchOf, wireSwitch } from "./research.js";
 import { editInPlace, settle, showVersions, userTurns } from "./versions.js";
 
 const EXAMPLES = {
@@ -295,7 +295,7 @@ export class ConversationView {
       return;
     }
     // A research's report is researched again (the earlier one stays as a version).
-    const research = last.role === "assistant" && last.research ? { plan_seconds: planPause() } : undefined;
+    const research = last.role === "assistant" && last.research ? researchBody() : undefined;
     await runTurn(this, `${base}/regenerate`, { model: this.picker.value, research }, {});
   }
 

@@ -6,8 +6,12 @@
 
 import { api } from "./api.js";
 import { $, el } from "./dom.js";
+import { dollars } from "./format.js";
 
 const PAUSE_KEY = "research-plan-seconds";
+const BUDGET_KEY = "research-budget";
+/** The bounds a research may set, with the service's caps (app/config.py RESEARCH_CAPS). */
+export const BOUNDS = { searches: 50, pages: 60, minutes: 60 };
 export const DEFAULT_PAUSE = 10;
 const PREFIX = /^\/research\s+/i;
 
@@ -26,7 +30,28 @@ export function keepPlanPause(seconds) {
 export function researchOf(message) {
   const switched = $("#research-switch")?.getAttribute("aria-pressed") === "true";
   if (!switched && !PREFIX.test(message)) return { message, research: undefined };
-  return { message: message.replace(PREFIX, ""), research: { plan_seconds: planPause() } };
+  return { message: message.replace(PREFIX, ""), research: researchBody() };
+}
+
+/** The body's `research`: the pause, and the bounds this browser set (the others are the
+ * service's defaults). */
+export function researchBody() {
+  return { plan_seconds: planPause(), ...researchBudget() };
+}
+
+/** The budget kept in this browser: only the bounds set, each within its cap. */
+export function researchBudget() {
+  let kept = {};
+  try {
+    kept = JSON.parse(localStorage.getItem(BUDGET_KEY) || "{}") || {};
+  } catch {
+    kept = {};
+  }
+  return Object.fromEntries(Object.entries(BOUNDS).filter(([name, cap]) => Number.isFinite(kept[name]) && kept[name] > 0 && kept[name] <= cap).map(([name]) => [name, kept[name]]));
+}
+
+export function keepResearchBudget(budget) {
+  localStorage.setItem(BUDGET_KEY, JSON.stringify(budget));
 }
 
 export function wireSwitch() {
@@ -137,10 +162,18 @@ function planCard(event, budget, start) {
     { className: "plan-card", "aria-label": "Research plan" },
     el("div", { className: "plan-head" }, el("strong", { text: "Research plan" }), el("span", { className: "plan-countdown", text: waits })),
     list,
-    budget ? el("p", { className: "plan-note", text: `Up to ${budget.max_searches} searches, ${budget.max_pages} pages, ${Math.round(budget.max_seconds / 60)} minutes.` }) : null,
+    budget ? el("p", { className: "plan-note plan-budget", text: budgetLine(event, budget) }) : null,
     el("p", { className: "field-error", role: "alert" }),
     el("div", { className: "plan-foot" }, startButton, el("span", { className: "plan-note", text: "Edit or remove sub-questions, then Start. Stop cancels." })),
   );
+}
+
+/** What the budget may spend: its bounds, the searches in money where a price is set, and
+ * the Brave plan's queries left this month where its last answer stated them. */
+function budgetLine(event, budget) {
+  const money = event.max_cost === null || event.max_cost === undefined ? "" : `, about ${dollars(event.max_cost)} at most`;
+  const left = event.queries_left === null || event.queries_left === undefined ? "" : `; ${event.queries_left.toLocaleString("en")} Brave queries left this month`;
+  return `Up to ${budget.max_searches} searches${money}${left}, ${budget.max_pages} pages, ${Math.round(budget.max_seconds / 60)} minutes.`;
 }
 
 const STEPS = { plan: "Planning", search: "Searching", read: "Reading", reflect: "Reflecting on the notes", report: "Writing the report", done: "Done" };

@@ -3,7 +3,7 @@
 // open with the server's message under it.
 
 import { api } from "./api.js";
-import { keepPlanPause, planPause } from "./research.js";
+import { BOUNDS, keepPlanPause, keepResearchBudget, planPause, researchBudget } from "./research.js";
 import { $, el, clear } from "./dom.js";
 import { COMMON_LOCALES } from "./lab.js";
 
@@ -273,30 +273,45 @@ const PLAIN = [
   [/^String should have at least (\d+) characters?$/, (n) => `At least ${n} character${n === "1" ? "" : "s"}.`],
 ];
 
-/** The server's message for one setting, without its field path, in plain words. */
-/** How long a research plan waits for Start before it starts by itself: kept in this
- * browser, sent with each research (research.js). */
+/** A research's plan pause and budget: kept in this browser, sent with each research
+ * (research.js); a bound left empty is the service's default. */
 function researchSection() {
-  const input = el("input", { type: "number", id: "research-pause", min: "0", max: "3600", step: "1", value: String(planPause()) });
+  const pause = el("input", { type: "number", id: "research-pause", min: "0", max: "3600", step: "1", value: String(planPause()) });
+  const kept = researchBudget();
+  const bounds = Object.entries(BOUNDS).map(([name, cap]) => [name, cap, el("input", { type: "number", id: `research-${name}`, min: "1", max: String(cap), step: "1", placeholder: "default", value: kept[name] === undefined ? "" : String(kept[name]), "aria-label": `Research ${name} at most` })]);
   const saved = el("span", { className: "saved", role: "status" });
   const save = () => {
-    const seconds = Number(input.value);
-    if (input.value.trim() === "" || !(seconds >= 0 && seconds <= 3600)) {
-      saved.textContent = "0 to 3600 seconds";
+    const seconds = Number(pause.value);
+    if (pause.value.trim() === "" || !(seconds >= 0 && seconds <= 3600)) {
+      saved.textContent = "The pause: 0 to 3600 seconds";
       return;
     }
+    const budget = {};
+    for (const [name, cap, input] of bounds) {
+      if (input.value.trim() === "") continue;
+      const value = Number(input.value);
+      if (!(value > 0 && value <= cap)) {
+        saved.textContent = `${name}: 1 to ${cap}, or empty for the default`;
+        return;
+      }
+      budget[name] = value;
+    }
     keepPlanPause(seconds);
+    keepResearchBudget(budget);
     saved.textContent = "Saved";
   };
   return el(
     "div",
     { className: "field" },
     el("div", { className: "field-label" }, el("label", { for: "research-pause", text: "Research: the plan starts by itself after (seconds)" }), helpTip("The plan of a research is shown before any search, to edit or remove its sub-questions. Without Start it starts by itself after this many seconds; 0 waits for Start.")),
-    input,
+    pause,
+    el("div", { className: "field-label" }, el("span", { text: "Research budget: searches, pages, minutes at most" }), helpTip("Each research stops at the first bound reached and writes its report from what it found. Empty: the service's default (RESEARCH_SEARCHES, RESEARCH_PAGES, RESEARCH_MINUTES).")),
+    el("div", { className: "research-bounds" }, ...bounds.map(([name, , input]) => el("label", { className: "research-bound" }, el("span", { text: name }), input))),
     el("div", { className: "settings-foot" }, el("button", { type: "button", className: "primary", id: "save-research-pause", text: "Save", on: { click: save } }), saved),
   );
 }
 
+/** The server's message for one setting, without its field path, in plain words. */
 function plainRefusal(message, name) {
   const own = message.split("; ").find((part) => part.includes(name)) || message;
   const text = own.replace(new RegExp(`^(settings\\.)?${name}: `), "");
