@@ -263,7 +263,10 @@ def test_content_filter_after_text_still_rewinds(chat, llm):
 def test_model_rejecting_tools_gets_one_retry_without_them(chat, llm):
     llm.script(tools_unsupported(), Reply(text="Answer without tools."))
     events = send(chat, new_conversation(chat), "question")
-    assert any(e["type"] == "warning" and "the service searches for it instead" in e["message"] for e in events)
+    assert any(
+        e["type"] == "warning" and "the service searches for it instead" in e["message"]
+        for e in events
+    )
     assert events[-1]["type"] == "done"
     assert "tools" in llm.requests[0].body and "tools" not in llm.requests[1].body
 
@@ -367,7 +370,10 @@ def test_llama_cpp_tool_parse_failure_retries_without_tools(chat, llm):
     llm.script(unparsed, *search_steps(), Reply(text="Answer without tools."), Reply(text="Next."))
     conversation_id = new_conversation(chat)
     events = send(chat, conversation_id, "question")
-    assert any(e["type"] == "warning" and "the service searches for it instead" in e["message"] for e in events)
+    assert any(
+        e["type"] == "warning" and "the service searches for it instead" in e["message"]
+        for e in events
+    )
     assert events[-1]["text"] == "Answer without tools."
     assert not any("tools" in r.body for r in llm.requests[1:4])
     # One output that did not parse says nothing of the next: the tools are offered again.

@@ -261,7 +261,7 @@ class Engine(Generic[Own]):
         if error.kind == Failure.TOOLS_UNSUPPORTED and declared:
             # The round runs again without tools, ours and the client's (once: the retry
             # declares none), and without the note that offers them.
-            logger.info("%s refused the tools: answering without them", self.model)
+            logger.info("%s refused the tools: the round again without them", self.model)
             async for event in self.without_tools(error, said):
                 yield event
             async for event in self.search_instead():
@@ -359,6 +359,6 @@ class Engine(Generic[Own]):
 def withheld_notice(refusal: ToolRefusal) -> str:
     return (
         f"web tools not offered: this model refused them on {refusal['at'][:10]} "
-        f"({refusal['reason']}); answering without them. Clear that in the model picker to "
-        "try them again."
+        f"({refusal['reason']}); the service searches for it, without tool calling. Clear "
+        "that in the model picker to try them again."
     )
