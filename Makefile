@@ -40,7 +40,7 @@ CORES := $(shell nproc 2>/dev/null || echo 2)
 # git); where PYTHONDONTWRITEBYTECODE is set, every worker rewrites them all again at each
 # run (5 s of CPU a worker), so these runs keep them whatever the environment says.
 KEEP_REWRITTEN := PYTHONDONTWRITEBYTECODE=
-HEAVY_TIERS := not chromium and not postgresql and not llamacpp and not docker
+HEAVY_TIERS := not chromium and not postgresql and not llamacpp and not docker and not nodejs
 # xdist hands out the tests in their order, one at a time to the next free worker (by
 # default a block of them to each at the start): the `long` tests, first in the order
 # (tests/conftest.py), start on different workers at once.

@@ -2,7 +2,8 @@
 
 Each heavy component has one fixture of the same name (in conftest.py) that the fixtures
 using it depend on: `chromium` under `browser`, `postgresql` under the clusters,
-`llamacpp` under the llama-server fixtures, `docker` under the Compose stack. A test whose
+`llamacpp` under the llama-server fixtures, `docker` under the Compose stack, `nodejs`
+under the Node.js MCP clients (tests/node_clients.py). A test whose
 fixtures reach such a fixture is marked with its name (`tier_marks`, called by conftest's
 collection hook), so `make check` can leave the heavy tiers out with `-m` and nobody marks
 a test by hand. The two light tiers are marked the same way: `searxng` (a real SearXNG,
@@ -45,6 +46,11 @@ def chromium_executable() -> Path | None:
 
 def _chromium_missing() -> str | None:
     return None if chromium_executable() else "no `chromium` on PATH"
+
+
+def _nodejs_missing() -> str | None:
+    missing = [name for name in ("node", "npm") if shutil.which(name) is None]
+    return f"no `{'`, `'.join(missing)}` on PATH" if missing else None
 
 
 def _postgresql_missing() -> str | None:
@@ -95,7 +101,13 @@ DOCKER = Component(
     "apt-get install docker.io, start dockerd, add the Compose plugin",
     _docker_missing,
 )
-HEAVY = (CHROMIUM, POSTGRESQL, LLAMA, DOCKER)
+NODEJS = Component(
+    "nodejs",
+    "Node.js and npm (the TypeScript MCP SDK and the MCP Inspector, from the npm registry)",
+    "apt-get install nodejs npm",
+    _nodejs_missing,
+)
+HEAVY = (CHROMIUM, POSTGRESQL, LLAMA, DOCKER, NODEJS)
 """What `make check` leaves out."""
 
 LIGHT_TIERS = {
@@ -111,6 +123,7 @@ MARKERS = {
     "postgresql": "needs a PostgreSQL server; make check leaves it out",
     "llamacpp": "needs llama-server, built from source; make check leaves it out",
     "docker": "needs a Docker engine with Compose (make test-compose); not in plain pytest",
+    "nodejs": "needs Node.js (MCP clients, npm ci on first use); make check leaves it out",
     "searxng": "starts a real SearXNG (installed from PyPI on first use)",
     "service": "runs the chat service",
     "socket": "its `chat` (or `guarded`) service listens on a loopback port (tests/README.md)",

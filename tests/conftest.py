@@ -32,7 +32,7 @@ from app.api.serving import server_config
 from app.cli import main
 from app.search.embedded import EmbeddedSearxng, free_port
 from app.transport import tls_context
-from tests import components
+from tests import components, node_clients
 from tests.browser import browser, open_page
 from tests.components import require
 from tests.fakes.brave_api import FakeBrave
@@ -81,6 +81,13 @@ def chromium() -> Path:
     found = components.chromium_executable()
     assert found is not None
     return found
+
+
+@pytest.fixture(scope="session")
+def nodejs() -> Path:
+    """tests/node with the Node.js MCP clients installed from npm (`pytest_runtest_setup`
+    made sure Node.js and npm are there)."""
+    return node_clients.installed()
 
 
 @pytest.fixture(scope="session")
