@@ -135,3 +135,31 @@ def research_service(
     env = chat_env(llm, tmp, pages, SEARCH_RATE="50", **extra)
     with service_for(request, env, searxng_url) as started:
         yield started
+
+
+# The fixtures of the research test modules, imported by each (a module may define its
+# own `researcher` instead, as the page's does).
+
+
+@pytest.fixture
+def researcher(llm: FakeLLM, monkeypatch: pytest.MonkeyPatch) -> ScriptedResearcher:
+    return scripted_on(llm, monkeypatch)
+
+
+@pytest.fixture
+def article(brave: FakeBrave, pages: PageServer, monkeypatch: pytest.MonkeyPatch) -> str:
+    return article_first(brave, pages, monkeypatch)
+
+
+@pytest.fixture
+def service(
+    request: pytest.FixtureRequest,
+    llm: FakeLLM,
+    pages: PageServer,
+    searxng: Any,
+    brave: FakeBrave,
+    tmp_path: Path,
+) -> Iterator[ChatService]:
+    """The research chat service on the session's SearXNG."""
+    with research_service(request, llm, pages, searxng.url, tmp_path) as started:
+        yield started

@@ -8,41 +8,26 @@ from __future__ import annotations
 
 import asyncio
 import sys
-from collections.abc import Iterator
 from typing import Any
 
 import anyio
 import pytest
 from mcp import Client, StdioServerParameters
 
-from tests.conftest import ROOT, ChatService, chat_env
+from tests.conftest import ROOT, chat_env
 from tests.research_model import (
     QUESTION,
-    ScriptedResearcher,
-    article_first,
+    article,
     plan_of,
     research_service,
-    scripted_on,
+    researcher,
+    service,
 )
+
+__all__ = ["researcher", "article", "service"]  # fixtures, imported to be used here
 
 # The MCP SDK's clients make their own connections, to the service's address.
 pytestmark = pytest.mark.socket
-
-
-@pytest.fixture
-def researcher(llm, monkeypatch) -> ScriptedResearcher:
-    return scripted_on(llm, monkeypatch)
-
-
-@pytest.fixture
-def article(brave, pages, monkeypatch) -> str:
-    return article_first(brave, pages, monkeypatch)
-
-
-@pytest.fixture
-def service(request, llm, pages, searxng, brave, tmp_path) -> Iterator[ChatService]:
-    with research_service(request, llm, pages, searxng.url, tmp_path) as started:
-        yield started
 
 
 @pytest.fixture

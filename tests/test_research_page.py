@@ -6,7 +6,6 @@ screenshots of the plan and the report, light and dark, at 1280 and 390 px."""
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -19,11 +18,13 @@ from tests.research_model import (
     ARTICLE_QUOTE,
     QUESTION,
     ScriptedResearcher,
-    article_first,
+    article,
     plan_of,
-    research_service,
     scripted_on,
+    service,
 )
+
+__all__ = ["article", "service"]  # fixtures, imported to be used here
 
 REPORT_START = "Pierogi are filled dumplings"
 
@@ -33,17 +34,6 @@ def researcher(llm, monkeypatch) -> ScriptedResearcher:
     scripted = scripted_on(llm, monkeypatch)
     scripted.plan = plan_of("pierogi boiling time", "pierogi fillings")
     return scripted
-
-
-@pytest.fixture
-def article(brave, pages, monkeypatch) -> str:
-    return article_first(brave, pages, monkeypatch)
-
-
-@pytest.fixture
-def service(request, llm, pages, searxng, brave, tmp_path) -> Iterator[ChatService]:
-    with research_service(request, llm, pages, searxng.url, tmp_path) as started:
-        yield started
 
 
 def opened(browser, service: ChatService, *, pause: float, width: int = 1280, dark=False) -> Page:

@@ -8,7 +8,6 @@ fake model scripted as a researcher."""
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -16,32 +15,20 @@ import pytest
 
 from tests import crashing
 from tests.chat_client import Numbered, follow, get_conversation, new_conversation, numbered
-from tests.conftest import ChatService, chat_env
+from tests.conftest import chat_env
 from tests.research_model import (
     ARTICLE_QUOTE,
     QUESTION,
-    ScriptedResearcher,
+    article,
     article_first,
     plan_of,
     research_service,
+    researcher,
     scripted_on,
+    service,
 )
 
-
-@pytest.fixture
-def researcher(llm, monkeypatch) -> ScriptedResearcher:
-    return scripted_on(llm, monkeypatch)
-
-
-@pytest.fixture
-def article(brave, pages, monkeypatch) -> str:
-    return article_first(brave, pages, monkeypatch)
-
-
-@pytest.fixture
-def service(request, llm, pages, searxng, brave, tmp_path) -> Iterator[ChatService]:
-    with research_service(request, llm, pages, searxng.url, tmp_path) as started:
-        yield started
+__all__ = ["researcher", "article", "service"]  # fixtures, imported to be used here
 
 
 def chat_path(conversation_id: str) -> str:

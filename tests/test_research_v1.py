@@ -5,7 +5,6 @@ scripted as a researcher."""
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 
 import openai
 import pytest
@@ -13,30 +12,16 @@ import pytest
 from tests.conftest import ChatService
 from tests.research_model import (
     QUESTION,
-    ScriptedResearcher,
-    article_first,
+    article,
     plan_of,
     research_service,
-    scripted_on,
+    researcher,
+    service,
 )
 
+__all__ = ["researcher", "article", "service"]  # fixtures, imported to be used here
+
 ASKED = [{"role": "user", "content": QUESTION}]
-
-
-@pytest.fixture
-def researcher(llm, monkeypatch) -> ScriptedResearcher:
-    return scripted_on(llm, monkeypatch)
-
-
-@pytest.fixture
-def article(brave, pages, monkeypatch) -> str:
-    return article_first(brave, pages, monkeypatch)
-
-
-@pytest.fixture
-def service(request, llm, pages, searxng, brave, tmp_path) -> Iterator[ChatService]:
-    with research_service(request, llm, pages, searxng.url, tmp_path) as started:
-        yield started
 
 
 def client_of(service: ChatService) -> openai.OpenAI:
