@@ -113,6 +113,43 @@ def research_defaults(env: Mapping[str, str]) -> ResearchDefaults:
     )
 
 
+HEADER_NAME = re.compile(r"[A-Za-z0-9!#$%&'*+.^_`|~-]+")
+"""A header's name as HTTP allows it (RFC 9110's token)."""
+
+
+@dataclass(frozen=True)
+class ProxyHeaders:
+    """The headers a forward-auth proxy names the person in, lower-case as ASGI gives them."""
+
+    user: bytes
+    email: bytes | None
+    name: bytes | None
+
+
+def header_name(env: Mapping[str, str], setting: str) -> bytes | None:
+    raw = env.get(setting, "").strip()
+    if not raw:
+        return None
+    if not HEADER_NAME.fullmatch(raw):
+        raise ConfigError(f"{setting}={raw!r} is not a header name (e.g. Remote-User)")
+    return raw.lower().encode()
+
+
+def proxy_headers(env: Mapping[str, str]) -> ProxyHeaders | None:
+    user = header_name(env, "AUTH_USER_HEADER")
+    email, name = header_name(env, "AUTH_EMAIL_HEADER"), header_name(env, "AUTH_NAME_HEADER")
+    if user is None:
+        if email or name:
+            raise ConfigError("AUTH_EMAIL_HEADER and AUTH_NAME_HEADER need AUTH_USER_HEADER")
+        return None
+    if not comma_list(env.get("TRUSTED_PROXIES", "")):
+        raise ConfigError(
+            "AUTH_USER_HEADER is believed only from TRUSTED_PROXIES, which is empty: "
+            "set it to your forward-auth proxy's address"
+        )
+    return ProxyHeaders(user, email, name)
+
+
 def comma_list(raw: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(item.strip() for item in raw.split(",") if item.strip()))
 
@@ -246,6 +283,10 @@ class Settings:
     trusted_proxies: tuple[str, ...]
     """Addresses of reverse proxies whose X-Forwarded-For / X-Forwarded-Proto are believed
     (TRUSTED_PROXIES); none by default, so a client cannot pose as another address."""
+    auth_headers: ProxyHeaders | None
+    """AUTH_USER_HEADER (with AUTH_EMAIL_HEADER, AUTH_NAME_HEADER): the header naming the
+    person a forward-auth proxy signed in, believed from TRUSTED_PROXIES only; None: unset
+    (docs/household.md)."""
     published_on_loopback: bool
     """Set by compose.yaml: the container binds all its interfaces (Docker publishes the
     port on 127.0.0.1, but older engines let the LAN reach it, and `ports` may be edited):
@@ -491,6 +532,7 @@ def load(environ: dict[str, str] | None = None) -> Settings:
             h.lower().rstrip(".") for h in comma_list(env.get("ALLOWED_HOSTS", ""))
         ),
         trusted_proxies=comma_list(env.get("TRUSTED_PROXIES", "")),
+        auth_headers=proxy_headers(env),
         published_on_loopback=env.get("PUBLISHED_ON_LOOPBACK", "") == "1",
         llm_base_url=(env.get("LLM_BASE_URL", "").strip() or "http://127.0.0.1:11434/v1").rstrip(
             "/"

@@ -198,7 +198,6 @@ def server_config(
     app: Any, settings: config.Settings, host: str, port: int, **options: Any
 ) -> ServiceConfig:
     """How `serve` (and the tests' services on a socket) listen."""
-    trusted = list(settings.trusted_proxies)
     return ServiceConfig(
         app,
         limits=connection_limits(settings),
@@ -206,8 +205,9 @@ def server_config(
         port=port,
         # uvicorn believes X-Forwarded-For from 127.0.0.1 unless told otherwise: any
         # local process could then pose as any client (the login limit is per client).
-        proxy_headers=bool(trusted),
-        forwarded_allow_ips=trusted,
+        # The app reads it from TRUSTED_PROXIES itself (access.Forwarded), keeping the
+        # connection's own address, which household mode's header is believed from.
+        proxy_headers=False,
         **options,
     )
 

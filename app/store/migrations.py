@@ -395,6 +395,15 @@ MIGRATIONS = [
     );
     """,
     ),
+    # Household mode (docs/household.md): a conversation's owner and a session's person
+    # (users.rowid); NULL for the single-user modes' conversations and token sessions.
+    both(
+        """
+    ALTER TABLE conversations ADD COLUMN owner INTEGER;
+    CREATE INDEX conversations_owner ON conversations (owner);
+    ALTER TABLE sessions ADD COLUMN person INTEGER;
+    """
+    ),
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 

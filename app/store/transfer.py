@@ -89,6 +89,7 @@ TABLES = (
             "totals",
             "usage",
             "budget",
+            "owner",
         ),
         frozenset(("settings", "totals", "usage", "budget")),
     ),
@@ -106,7 +107,7 @@ TABLES = (
     Table("tool_refusals", ("model", "at", "reason")),
     Table("search_queries", ("day", "queries")),
     Table("search_cache", ("key", "response", "stored_at", "used")),
-    Table("sessions", ("key", "expires")),
+    Table("sessions", ("key", "expires", "person")),
     Table(
         "users",
         ("rowid", "name", "display_name", "email", "admin", "disabled", "created", "password"),

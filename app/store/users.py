@@ -6,7 +6,9 @@ password is kept only as its hash (passwords.py), and a person the proxy signs i
 from __future__ import annotations
 
 import unicodedata
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from app.store.connection import Connection
 from app.store.errors import Conflict, Refused
@@ -15,11 +17,16 @@ from app.store.rows import now
 MAX_NAME_CHARS = 256
 """A name, a display name or an email: as long as a proxy's header may be."""
 
-USER_COLUMNS = "name, display_name, email, admin, disabled, created, password"
+USER_FIELDS = ("rowid", "name", "display_name", "email", "admin", "disabled", "created", "password")
+USER_COLUMNS = ", ".join(USER_FIELDS)
+USERS_COLUMNS = ", ".join(f"users.{field}" for field in USER_FIELDS)
+"""The same, in a query that joins users to another table."""
 
 
 @dataclass(frozen=True)
 class User:
+    id: int
+    """Its rowid: what a conversation's owner and a session's person name."""
     name: str
     display_name: str | None
     email: str | None
@@ -55,17 +62,9 @@ def checked_text(what: str, text: str) -> str:
     return text
 
 
-def user_of(row: tuple[object, ...]) -> User:
-    name, display_name, email, admin, disabled, created, password = row
-    return User(
-        str(name),
-        None if display_name is None else str(display_name),
-        None if email is None else str(email),
-        bool(admin),
-        bool(disabled),
-        str(created),
-        None if password is None else str(password),
-    )
+def user_of(row: Sequence[Any]) -> User:
+    rowid, name, display_name, email, admin, disabled, created, password = row
+    return User(rowid, name, display_name, email, bool(admin), bool(disabled), created, password)
 
 
 class UserRows(Connection):
@@ -82,7 +81,8 @@ class UserRows(Connection):
             if self.user(name) is not None:
                 raise Conflict(f"there is already a user named {name!r}")
             self.db.execute(
-                f"INSERT INTO users ({USER_COLUMNS}) VALUES (?, ?, ?, ?, 0, ?, ?)",
+                "INSERT INTO users (name, display_name, email, admin, disabled, created, password) "
+                "VALUES (?, ?, ?, ?, 0, ?, ?)",
                 (name, new.display_name, new.email, int(new.admin), now(), new.password),
             )
         added = self.user(name)
@@ -119,3 +119,32 @@ class UserRows(Connection):
                 ).rowcount
                 == 1
             )
+
+    def seen_user(self, name: str, display_name: str | None, email: str | None) -> User:
+        """The person a proxy named, added (not an admin, no password) on first sight, with
+        the display name and email it sent then; Refused for a name the store does not
+        keep. The write lock makes two replicas seeing a new name at once add it once."""
+        if (known := self.user(name)) is not None:
+            return known
+        with self.write():
+            if self.user(name) is None:
+                self.db.execute(
+                    "INSERT INTO users (name, display_name, email, created) VALUES (?, ?, ?, ?)",
+                    (checked_text("name", name), display_name, email, now()),
+                )
+        seen = self.user(name)
+        assert seen is not None
+        return seen
+
+    def first_admin(self) -> User | None:
+        found = self.db.execute(
+            f"SELECT {USER_COLUMNS} FROM users WHERE admin = 1 ORDER BY rowid LIMIT 1"
+        ).fetchone()
+        return None if found is None else user_of(found)
+
+    def adopt_conversations(self, owner: int) -> int:
+        """The conversations of the single-user modes (no owner) given to `owner`: how many."""
+        with self.write():
+            return self.db.execute(
+                "UPDATE conversations SET owner = ? WHERE owner IS NULL", (owner,)
+            ).rowcount

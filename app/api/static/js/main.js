@@ -428,22 +428,36 @@ function showDots(result) {
   dots.setAttribute("aria-label", said.join(", "));
 }
 
-/** The service wants its token: a form trades it for a session cookie (HttpOnly, so no
- * script on the page can read it). */
-function askToken(message) {
+/** The service wants its token, or in household mode a name and a password: a form trades
+ * it for a session cookie (HttpOnly, so no script on the page can read it). */
+async function askToken(message) {
   const dialog = $("#login-dialog");
   if (dialog.open) return;
   state.signedIn = false;
-  $("#login-error").textContent = message === "wrong access token" ? message : "";
+  if (state.household === undefined) {
+    state.household = await api("/api/session").then((session) => Boolean(session.household), () => false);
+  }
+  if (state.household) {
+    $("#login-title").textContent = "Sign in";
+    $("#login-lead").textContent = "Your name and password in this household.";
+    $("#login-secret-label").textContent = "Password";
+    $("#login-name-field").hidden = false;
+    $("#login-name").required = true;
+    dialog.setAttribute("aria-label", "Sign in");
+  }
+  const said = ["wrong access token", "wrong name or password"].includes(message);
+  $("#login-error").textContent = said ? message : "";
   dialog.showModal();
-  $("#login-token").focus();
+  $(state.household ? "#login-name" : "#login-token").focus();
 }
 
 async function signIn(event) {
   event.preventDefault();
   const error = $("#login-error");
+  const secret = $("#login-token").value;
+  const body = state.household ? { name: $("#login-name").value, password: secret } : { token: secret };
   try {
-    await api("/api/session", { method: "POST", body: { token: $("#login-token").value } });
+    await api("/api/session", { method: "POST", body });
   } catch (failure) {
     error.textContent = failure.message;
     return;
