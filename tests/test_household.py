@@ -104,6 +104,25 @@ def test_the_token_alone_signs_no_one_in(home):
     assert refused.status_code == 422
 
 
+TOKEN = "s3cret-token-for-the-household-1234567890"
+
+
+def test_the_access_token_opens_the_service_but_no_ones_conversations(
+    request, llm, pages, searxng, brave, tmp_path
+):
+    add_people(tmp_path / "data")
+    env = chat_env(llm, tmp_path, pages, AUTH_TOKEN=TOKEN)
+    with service_for(request, env, searxng.url) as service:
+        bearer = {"Authorization": f"Bearer {TOKEN}"}
+        assert service.http.get("/api/config", headers=bearer).status_code == 200
+        refused = service.http.get("/api/conversations", headers=bearer)
+        assert refused.status_code == 401
+        assert refused.json() == {
+            "detail": "sign in as a person of the household (name and password)"
+        }
+        assert service.http.post("/api/conversations", headers=bearer, json={}).status_code == 401
+
+
 def test_a_disabled_persons_session_and_sign_in_are_refused(home, tmp_path, database_url):
     bob = signed_in(home, "bob")
     assert bob.http.get("/api/conversations").status_code == 200
