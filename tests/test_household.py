@@ -12,10 +12,13 @@ from pathlib import Path
 
 import httpx
 import pytest
+from playwright.sync_api import expect
 
 from app.store.database import Database
 from app.store.passwords import hash_password
 from app.store.users import NewUser
+from tests import page_actions
+from tests.browser import open_page
 from tests.chat_client import done, new_conversation, send
 from tests.conftest import ChatService, chat_env, run_main, service_for, store_of
 from tests.fakes.llm_server import Reply
@@ -102,6 +105,28 @@ def test_a_wrong_password_is_refused_and_limited_as_the_token_is(home):
 def test_the_token_alone_signs_no_one_in(home):
     refused = home.http.post("/api/session", json={"token": "whatever it is"})
     assert refused.status_code == 422
+
+
+def test_the_page_asks_for_a_name_and_a_password(browser, llm, pages, searxng, tmp_path, request):
+    add_people(tmp_path / "data")
+    with service_for(request, chat_env(llm, tmp_path, pages), searxng.url) as service:
+        page = open_page(browser, service.url, ready=False)
+        try:
+            expect(page.locator("#login-dialog")).to_be_visible()
+            expect(page.locator("#login-title")).to_have_text("Sign in")
+            page.fill("#login-name", "bob")
+            page.fill("#login-token", PASSWORDS["alice"])
+            page.keyboard.press("Enter")
+            expect(page.locator("#login-error")).to_contain_text("wrong name or password")
+            page.fill("#login-name", "alice")
+            page.keyboard.press("Enter")
+            expect(page.locator("body")).to_have_attribute("data-ready", "yes")
+            llm.script(Reply(text="Hello, Alice."))
+            page_actions.send(page, "Hello")
+            page_actions.wait_turn_end(page)
+            expect(page.locator(".message.assistant .answer")).to_have_text("Hello, Alice.")
+        finally:
+            page.context.close()
 
 
 TOKEN = "s3cret-token-for-the-household-1234567890"
