@@ -2,7 +2,8 @@
 conversations with answers carrying sources, activity, usage and digests, regenerated
 turns (versions), renamed and reconfigured conversations, an accented title, the search
 cache and its counts, the picker's models, a tool refusal, its people (one with a
-password), and the lease of a turn whose process died. Used by tests/test_migrate_db.py and bench/migrate_db.py."""
+password), and the lease of a turn whose process died. Used by tests/test_migrate_db.py
+and bench/migrate_db.py."""
 
 from __future__ import annotations
 
