@@ -243,6 +243,8 @@ def people(service: ChatService) -> list[str]:
 def test_a_person_the_proxy_names_is_added_on_first_sight(proxied, llm, caplog):
     caplog.set_level(logging.INFO, logger="app.api.people")
     named = {"Remote-User": "carol", "Remote-Email": "carol@example.org", "Remote-Name": "Carol C."}
+    assert proxied.http.get("/", headers=named).status_code == 200
+    assert people(proxied) == []  # the page's own files look no one up
     assert proxied.http.get("/api/conversations", headers=named).json() == []
     session = proxied.http.get("/api/session", headers=named).json()
     assert session == {"auth": True, "signed_in": True, "household": True, "person": "Carol C."}

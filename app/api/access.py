@@ -359,7 +359,8 @@ class AccessControl:
             await deny(send, 403, reason)
             return
         if (household := self.guard.household) is not None:
-            person = await household.from_proxy(scope, peer_of(scope))
+            needed = guarded(scope["path"]) or scope["path"] in OPEN_PATHS
+            person = await household.from_proxy(scope, peer_of(scope), needed=needed)
             if isinstance(person, tuple):
                 await deny(send, *person)
                 return

@@ -54,10 +54,13 @@ class Household:
                 continue
         return False
 
-    async def from_proxy(self, scope: dict[str, Any] | Any, peer: str) -> User | Refusal | None:
+    async def from_proxy(
+        self, scope: dict[str, Any] | Any, peer: str, *, needed: bool = True
+    ) -> User | Refusal | None:
         """The person AUTH_USER_HEADER names, added on first sight; a refusal (401) for
         the header from anywhere but TRUSTED_PROXIES, or a value that is not one name;
-        None when the request does not carry it."""
+        None when the request does not carry it, or (`needed` false: the page's own
+        files) when it is not looked up."""
         if self.headers is None:
             return None
         values = [v for k, v in scope["headers"] if k == self.headers.user]
@@ -67,6 +70,8 @@ class Household:
         if isinstance(name, tuple):
             logger.warning("refused a request from %s: %s", peer, name[1])
             return name
+        if not needed:
+            return None
         email, display = (one_value(scope, h) for h in (self.headers.email, self.headers.name))
         known = await self.storage.user(name)
         user = known or await self.storage.seen_user(name, display, email)
