@@ -265,9 +265,12 @@ class Settings:
     search_rate: float | None
     """SEARCH_RATE: queries a second searches may go at; None: the Brave plan's rate."""
     brave_price_per_1000: float
+    """BRAVE_PRICE_PER_1000: dollars Brave charges for 1,000 queries; 0: not shown."""
     research: ResearchDefaults
     """A research run's budget where it gives none (docs/research.md)."""
-    """BRAVE_PRICE_PER_1000: dollars Brave charges for 1,000 queries; 0: not shown."""
+    research_plan_wait: int
+    """RESEARCH_PLAN_WAIT_SECONDS: how long a plan that waits for Start (the page's pause
+    of 0) waits; then the run ends, nothing searched."""
     brave_context_tokens: int
     """BRAVE_CONTEXT_TOKENS: Brave's LLM Context tokens per search (our bravellm engine
     reads it in SearXNG; checked here so a value Brave refuses stops the start)."""
@@ -503,6 +506,7 @@ def load(environ: dict[str, str] | None = None) -> Settings:
         search_rate=search_rate(env.get("SEARCH_RATE", "")),
         brave_price_per_1000=price_per_1000(env.get("BRAVE_PRICE_PER_1000", "")),
         research=research_defaults(env),
+        research_plan_wait=within(env, "RESEARCH_PLAN_WAIT_SECONDS", 1800, 1, 86400),
         brave_context_tokens=within(env, "BRAVE_CONTEXT_TOKENS", 8192, 1024, 32768),
         brave_context_tokens_per_url=within(env, "BRAVE_CONTEXT_TOKENS_PER_URL", 4096, 512, 8192),
         search_plan_file=Path(

@@ -35,9 +35,9 @@ from app.research.events import (
     progress_line,
 )
 from app.research.plan import ResearchPlan
-from app.research.run import Research
+from app.research.run import Halted, Research
 from app.research.start import prepared
-from app.store.storage import Lease, TurnInput
+from app.store.storage import Lease, Storage, TurnInput
 
 logger = logging.getLogger(__name__)
 
@@ -48,10 +48,15 @@ PLAN_SECONDS = 10.0
 @dataclass
 class PlanGate:
     """A research turn's control: the plan waits for the user's Start (with the plan as
-    edited), or for the pause to end (`seconds`; 0: for Start only); Stop ends the run,
-    keeping what it found."""
+    edited), or for the pause to end (`seconds`; 0: for Start only, at most `longest`
+    seconds, then the run ends with nothing searched); Stop ends the run, keeping what it
+    found. A Start comes through the database from any replica (`Storage.start_plan`): the
+    turn's replica reads it every tick (app/chat/runs.py) and gives it here."""
 
     seconds: float
+    longest: int
+    storage: Storage
+    lease: Lease
     halt: asyncio.Event = field(default_factory=asyncio.Event)
     given: asyncio.Queue[list[str]] = field(default_factory=lambda: asyncio.Queue(1))
     waiting: bool = False
@@ -66,15 +71,43 @@ class PlanGate:
         self.given.put_nowait(questions)
         return True
 
-    async def approve(self, plan: ResearchPlan) -> ResearchPlan:
+    async def opened(self) -> None:
+        """The plan waits from now, before the page is shown it: a Start may come."""
         self.waiting = True
+        await self.storage.plan_waits(self.lease.conversation_id, self.lease.owner)
+
+    async def approve(self, plan: ResearchPlan) -> ResearchPlan:
+        """The plan as the Start gave it, or as it is once the pause ended; Halted when it
+        waited for a Start that never came."""
         try:
-            async with asyncio.timeout(self.seconds or None):
-                return plan.edited(await self.given.get())
-        except TimeoutError:
-            return plan
+            questions = await self.started()
         finally:
             self.waiting = False
+            # A Start that reached the database before the wait ended is the one kept.
+            late = await self.storage.plan_waited(self.lease.conversation_id, self.lease.owner)
+        chosen = questions if questions is not None else late
+        if chosen is not None:
+            return plan.edited(chosen)
+        if self.seconds:
+            return plan
+        said = f"The plan waited {waited(self.longest)} for Start; nothing was searched."
+        raise Halted(Bound.UNSTARTED, said)
+
+    async def started(self) -> list[str] | None:
+        """The sub-questions a Start gave, None when the wait ended first."""
+        try:
+            async with asyncio.timeout(self.seconds or self.longest):
+                return await self.given.get()
+        except TimeoutError:
+            return None
+
+
+def waited(seconds: int) -> str:
+    """A wait in words: "30 minutes", "1 minute", "45 s"."""
+    if seconds % 60:
+        return f"{seconds} s"
+    minutes = seconds // 60
+    return f"{minutes} minute{'' if minutes == 1 else 's'}"
 
 
 async def research_turn(
@@ -145,6 +178,8 @@ async def research_steps(
     async with aclosing(steps) as events:
         async for event in events:
             reported = reported or isinstance(event, Reported)
+            if isinstance(event, Planned) and not event.approved:
+                await gate.opened()
             told = told_of(event, research, gate, spend)
             if isinstance(event, Finished):
                 told += ended(turn, research, event.result, reported)
@@ -230,7 +265,7 @@ def ended(turn: Turn, research: Research, result: ResearchResult, reported: bool
     )
     if result.status == "failed":
         raise LLMError(Failure.UPSTREAM, f"the research failed: {result.error}")
-    stopped = not reported and result.stopped_by is Bound.USER
+    stopped = not reported and result.stopped_by in (Bound.USER, Bound.UNSTARTED)
     if stopped and result.notes:
         outcome.research = {"found": research.found_so_far().model_dump(mode="json")}
     text = result.report if result.status != "nothing_found" else result.tried_text()

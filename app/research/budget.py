@@ -30,6 +30,8 @@ class Bound(StrEnum):
     """The search engine refused to go on: the month's quota, its rate, a suspension."""
     USER = "user"
     """Stop (Ctrl-C on the command line)."""
+    UNSTARTED = "unstarted"
+    """The plan waited for a Start that never came (the page's): nothing was searched."""
 
 
 class BudgetError(ValueError):

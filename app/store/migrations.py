@@ -367,6 +367,18 @@ MIGRATIONS = [
     );
     """,
     ),
+    # A research turn's plan waiting for Start (app/api/research_turn.py), which may come
+    # through any replica: whether the turn's plan waits, and the sub-questions a Start gave.
+    MigrationStep(
+        sqlite="""
+    ALTER TABLE turn_runs ADD COLUMN plan_waits INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE turn_runs ADD COLUMN plan TEXT;
+    """,
+        postgresql="""
+    ALTER TABLE turn_runs ADD COLUMN plan_waits integer NOT NULL DEFAULT 0;
+    ALTER TABLE turn_runs ADD COLUMN plan text;
+    """,
+    ),
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 
