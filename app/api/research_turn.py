@@ -265,9 +265,18 @@ def ended(turn: Turn, research: Research, result: ResearchResult, reported: bool
     )
     if result.status == "failed":
         raise LLMError(Failure.UPSTREAM, f"the research failed: {result.error}")
+    # The answer's figures: what the run spent (searches and pages read, not tokens a second).
+    outcome.research = {
+        "spent": {
+            "searches": spent.searches,
+            "searches_cached": spent.searches_cached,
+            "pages": spent.pages,
+            "seconds": spent.seconds,
+        }
+    }
     stopped = not reported and result.stopped_by in (Bound.USER, Bound.UNSTARTED)
     if stopped and result.notes:
-        outcome.research = {"found": research.found_so_far().model_dump(mode="json")}
+        outcome.research["found"] = research.found_so_far().model_dump(mode="json")
     text = result.report if result.status != "nothing_found" else result.tried_text()
     outcome.wrote(text)
     outcome.gathered = Gathered(sources=tuple(sources_of(result)))

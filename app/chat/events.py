@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal, NotRequired, TypedDict
+from typing import Any, Literal, NotRequired, TypedDict
 
 from app.chat.context import RefusedFact
 from app.store.rows import ToolRefusal, Totals
@@ -178,6 +178,8 @@ class DoneEvent(TypedDict):
     truncated: bool
     timing: dict[str, float]
     at: str
+    research: NotRequired[dict[str, Any]]
+    """A research's answer: as the stored answer's `research` (app/chat/outcome.py)."""
 
 
 class StoppedEvent(TypedDict):
