@@ -22,7 +22,7 @@ from app.chat.gathered import Gathered
 from app.chat.services import Services
 from app.chat.turn import Turn, record
 from app.model.failures import Failure, LLMError
-from app.research.budget import Bound, Budget, most_cost
+from app.research.budget import Bound, Budget, most_cost, most_queries
 from app.research.events import Event as ResearchEvent
 from app.research.events import (
     Finished,
@@ -122,9 +122,11 @@ async def research_steps(
 ) -> AsyncGenerator[Event, None]:
     """The run's events as the page is sent them, each step checkpointed with the answer."""
     plan = await asyncio.to_thread(services.plan.read)
+    per_search = await services.searcher.queries_per_search()
     spend = Spendable(
         queries_left=plan.monthly_remaining if plan is not None else None,
-        cost=most_cost(budget, services.settings.brave_price_per_1000),
+        queries=most_queries(budget, per_search),
+        cost=most_cost(budget, services.settings.brave_price_per_1000, per_search),
     )
     research = await prepared(
         turn.pending,
@@ -158,10 +160,11 @@ async def research_steps(
 @dataclass(frozen=True)
 class Spendable:
     """What the plan card says the budget may spend: the Brave plan's queries left this
-    month (None: not stated, or no monthly cap), and the budget's searches in money (None:
-    no price set)."""
+    month (None: not stated, or no monthly cap), the Brave queries the budget's searches
+    may send, and those in money (None: no price set)."""
 
     queries_left: int | None
+    queries: int
     cost: float | None
 
 
@@ -179,6 +182,7 @@ def told_of(
                     "started": approved,
                     "starts_in": starts_in,
                     "queries_left": spend.queries_left,
+                    "max_queries": spend.queries,
                     "max_cost": spend.cost,
                 }
             ]

@@ -102,6 +102,7 @@ class WebSearch(Tool[SearchArguments]):
             event["waited"] = response.waited
         if response.cached_age is not None:
             event["cached_age"] = response.cached_age
+        event["queries"] = response.queries
         numbered = [listed(result, runner) for result in response.results]
         lines = [line for _, line in numbered]
         read = [

@@ -112,9 +112,12 @@ class Governor:
         self.others = others
 
     @asynccontextmanager
-    async def slot(self) -> AsyncIterator[float]:
+    async def slot(self, queries: int = 1) -> AsyncIterator[float]:
         """Hold the search's turn while it runs; gives the seconds it waited for it. A
-        search cancelled (Stop) or failed ends its turn all the same."""
+        search cancelled (Stop) or failed ends its turn all the same. A search that sends
+        Brave several queries (both of our engines) is as many turns: the next search
+        starts ``queries / rate()`` seconds after it ended; one that sends none (other
+        engines only) is still one, SearXNG's engines being paced the same."""
         asked = self.clock()
         self.queued += 1
         try:
@@ -125,9 +128,10 @@ class Governor:
                 try:
                     yield self.clock() - asked
                 finally:
-                    self.next_at = self.clock() + self.interval()
+                    pause = max(1, queries) * self.interval()
+                    self.next_at = self.clock() + pause
                     if shared:
-                        await self.end(self.interval())
+                        await self.end(pause)
         finally:
             self.queued -= 1
 

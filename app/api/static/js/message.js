@@ -336,8 +336,11 @@ export class AnswerView {
       items.push("usage not reported");
     }
     // Only a search that reached the engine is paid for: not one the cache or the answer's
-    // earlier call gave, nor one that failed (Brave bills successful requests only).
-    const sent = this.activity.filter((a) => a.type === "search" && a.cached_age === undefined && !a.repeated && !a.error).length;
+    // earlier call gave, nor one that failed (Brave bills successful requests only). Each
+    // costs the Brave queries it spent (two with both of our engines); one stored before
+    // searches said so, one.
+    const paid = this.activity.filter((a) => a.type === "search" && a.cached_age === undefined && !a.repeated && !a.error);
+    const sent = paid.reduce((sum, a) => sum + (a.queries ?? 1), 0);
     const money = searchPrice && sent ? `, about ${format.dollars((sent * searchPrice) / 1000)}` : "";
     if (searches) items.push(`${searches} search${searches === 1 ? "" : "es"}${money}`);
     if (pages) items.push(`${pages} page${pages === 1 ? "" : "s"}`);
