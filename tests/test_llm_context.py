@@ -9,17 +9,14 @@ import json
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
-from pathlib import Path
 
 import httpx
 import pytest
-import yaml
 from playwright.sync_api import expect
 
 from app.chat.fitting import CUT_MARKER
 from app.search.client import Searxng
-from app.search.embedded import EmbeddedSearxng, write_settings
+from app.search.embedded import EmbeddedSearxng
 from tests.browser import open_page
 from tests.chat_client import done, get_conversation, new_conversation, send
 from tests.conftest import API_KEY, chat_env, run_main, searxng_env, service_for
@@ -28,6 +25,7 @@ from tests.fakes.llm_server import FakeLLM, Reply, ToolCall
 from tests.page_actions import send as type_and_send
 from tests.page_actions import wait_turn_end
 from tests.research_model import ARTICLE_QUOTE, QUESTION, scripted_on
+from tests.searxng_defaults import searching_with
 
 ENGINE = "bravellm"
 
@@ -199,19 +197,6 @@ def test_the_window_keeps_whole_passages(request, searxng, brave, pages, tmp_pat
 
 
 # -- research -----------------------------------------------------------------------------
-
-
-@contextmanager
-def searching_with(brave, directory: Path, *engines: str) -> Iterator[EmbeddedSearxng]:
-    """A SearXNG whose default engines are these (their entries say disabled: false, the
-    others' disabled: true)."""
-    path = write_settings(directory, "pl-PL", brave_api_key=API_KEY, allow_http_engine=True)
-    settings = yaml.safe_load(path.read_text())
-    for entry in settings["engines"]:
-        entry["disabled"] = entry["name"] not in engines
-    path.write_text(yaml.safe_dump(settings))
-    with EmbeddedSearxng("pl-PL", environ=searxng_env(brave), rendered=directory) as instance:
-        yield instance
 
 
 @pytest.fixture
