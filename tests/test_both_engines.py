@@ -5,7 +5,9 @@ counted, priced and paced as two, in a real SearXNG on the fake Brave API."""
 from __future__ import annotations
 
 import json
+import sqlite3
 from collections.abc import Iterator
+from contextlib import closing
 
 import pytest
 from playwright.sync_api import expect
@@ -49,6 +51,9 @@ def lab_search(chat: ChatService, q: str) -> dict:
 def test_the_lab_prices_a_search_as_the_two_queries_it_sent(chat, brave):
     assert lab_search(chat, "rust ownership")["cost"] == 0.010
     assert sorted(r.path for r in brave.requests) == sorted([SEARCH_PATH, CONTEXT_PATH])
+    status = chat.http.get("/api/status", params={"quick": "1"}, timeout=30).json()
+    [plan] = [check for check in status["checks"] if check["id"] == "brave_plan"]
+    assert "sent 2 today, 2 this month (about 0.010 $ today" in plan["detail"]
     again = chat.http.get("/api/lab/search", params={"q": "rust ownership"}, timeout=60)
     assert again.json()["cost"] == 0.0  # the cache answered: nothing sent
     assert len(brave.requests) == 2
@@ -116,7 +121,26 @@ def test_the_pages_figures_price_the_two_queries(browser, chat, llm, brave):
     try:
         type_and_send(page, "What is ownership in Rust?")
         wait_turn_end(page)
-        expect(page.locator(".answer-stats").last).to_contain_text("1 search, about 0.010 $")
+        stats = page.locator(".answer-stats").last
+        expect(stats).to_contain_text("1 search, about 0.010 $")
+        stored_before_queries_were_said(chat)
+        page.reload()
+        expect(stats).to_contain_text("1 search, about 0.005 $")  # such a search: one query
         assert page.log.errors == []
     finally:
         page.context.close()
+
+
+def stored_before_queries_were_said(chat: ChatService) -> None:
+    """The service's answers as an older service stored them: search steps without
+    `queries`."""
+    with closing(sqlite3.connect(chat.settings.data_dir / "chat.db")) as database, database:
+        for rowid, details in database.execute(
+            "SELECT rowid, details FROM messages WHERE role = 'assistant'"
+        ).fetchall():
+            kept = json.loads(details)
+            for step in kept.get("activity", []):
+                step.pop("queries", None)
+            database.execute(
+                "UPDATE messages SET details = ? WHERE rowid = ?", (json.dumps(kept), rowid)
+            )

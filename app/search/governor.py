@@ -82,7 +82,7 @@ class Governor:
         self.next_at = float("-inf")
         """When the next search may start, as far as this process knows."""
         self.queued = 0
-        """Searches holding their turn or waiting for it."""
+        """Turns held or waited for: one for each Brave query of those searches."""
         self.others = 0
         """Other replicas' searches ahead, as the store last said."""
 
@@ -92,7 +92,8 @@ class Governor:
     def expected_wait(self) -> float:
         """About how long a search asking now would wait for its turn, for the trail to
         say while it waits: what is left of the pause after the last search, and one
-        interval for each search ahead of it (their own time at Brave not counted)."""
+        interval for each turn ahead of it (a search of two queries is two; the other
+        replicas' searches one each; their own time at Brave not counted)."""
         left = max(0.0, self.next_at - self.clock())
         return left + (self.queued + self.others) * self.interval()
 
@@ -119,7 +120,8 @@ class Governor:
         starts ``queries / rate()`` seconds after it ended; one that sends none (other
         engines only) is still one, SearXNG's engines being paced the same."""
         asked = self.clock()
-        self.queued += 1
+        turns = max(1, queries)
+        self.queued += turns
         try:
             async with self.lock:
                 if (wait := self.next_at - self.clock()) > 0:
@@ -128,12 +130,12 @@ class Governor:
                 try:
                     yield self.clock() - asked
                 finally:
-                    pause = max(1, queries) * self.interval()
+                    pause = turns * self.interval()
                     self.next_at = self.clock() + pause
                     if shared:
                         await self.end(pause)
         finally:
-            self.queued -= 1
+            self.queued -= turns
 
     async def take(self) -> bool:
         """The shared turn, waited for; False without a store, or when the database does
