@@ -40,7 +40,8 @@ DEFAULT_CATEGORY = "general"
 enabled engines in it."""
 DEFAULTS_SECONDS = 300.0
 """How long the defaults read from /config are trusted: a SearXNG restarted with other
-settings while the service runs is counted right again within this."""
+settings while the service runs is counted right again within this (at once when the
+service met it down)."""
 DAY = re.compile(r"^\d{4}-\d{2}-\d{2}")
 # How our engine (searxng-engines/brave_api.py) writes a result's content: the date, then
 # the description and extra snippets joined (tests/test_mcp.py checks they agree).
@@ -248,6 +249,7 @@ class Searxng:
                 f"SearXNG at {self.url} did not answer within {self.timeout:g} s (SEARXNG_TIMEOUT)"
             ) from exc
         except httpx.HTTPError as exc:
+            self.defaults = None  # it may come back restarted, with other settings
             raise SearchError(
                 f"SearXNG is not reachable at {self.url} ({exc.__class__.__name__}: {exc}); "
                 "start it (python -m app searxng, or docker compose up) or fix SEARXNG_URL"

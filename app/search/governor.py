@@ -52,8 +52,8 @@ class PaceStore(Protocol):
 
 class Governor:
     """One search at a time, each starting at least ``1 / rate()`` seconds after the one
-    before it ended, in the order they asked; with a `store`, across every replica of its
-    database.
+    before it ended (``2 / rate()`` after one that sent Brave two queries), in the order
+    they asked; with a `store`, across every replica of its database.
 
     Counted from the end, not the start: when SearXNG forwards a search to Brave is known
     only to be between our request and its answer (a first search, or a new connection,
