@@ -112,6 +112,23 @@ def test_the_research_plan_counts_two_queries_a_search(
     assert (plan["max_queries"], plan["max_cost"]) == (6, pytest.approx(0.030))
 
 
+def test_the_plan_card_says_the_queries_and_their_price(
+    request, browser, llm, pages, both, tmp_path, researcher
+):
+    settings = dict(RESEARCH_SEARCHES="3")
+    with research_service(request, llm, pages, both.url, tmp_path, **settings) as service:
+        page = open_page(browser, service.url)
+        try:
+            page.evaluate("localStorage.setItem('research-plan-seconds', '0')")  # for Start
+            page.locator("#research-switch").click()
+            type_and_send(page, QUESTION)
+            said = "Up to 3 searches (6 Brave queries), about 0.030 $ at most"
+            expect(page.locator(".plan-card")).to_contain_text(said)
+            assert page.log.errors == []
+        finally:
+            page.context.close()
+
+
 def test_the_pages_figures_price_the_two_queries(browser, chat, llm, brave):
     llm.script(
         Reply(tool_calls=[ToolCall("web_search", {"query": "rust ownership"})]),
