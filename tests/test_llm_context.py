@@ -176,24 +176,46 @@ def test_an_answer_cites_the_passages_brave_read_without_reading_the_page(chat, 
     assert [r.path for r in brave.requests] == [CONTEXT_PATH]
 
 
+def searched_in_a_small_window(request, searxng, pages, tmp_path, query: str):
+    """One answer searching bravellm for `query`, by a model whose window (2,500 tokens)
+    cannot hold every passage: what the model was told, and the turn's events."""
+    with FakeLLM(models=["fake-model"], n_ctx=2500) as small:
+        env = chat_env(small, tmp_path, pages, MODELS="fake-model")
+        with service_for(request, env, searxng.url) as chat:
+            small.script(
+                Reply(tool_calls=[ToolCall("web_search", {"query": query})]),
+                Reply(text="About ten minutes [1]."),
+            )
+            conversation = new_conversation(chat, search_engines=ENGINE)
+            events = send(chat, conversation, "How long?")
+        [told] = tool_messages(small)
+    assert done(events)["status"] == "complete"
+    return told, events
+
+
 def test_the_window_keeps_whole_passages(request, searxng, brave, pages, tmp_path):
     sentences = [
         f"Passage {n} says pierogi boil for {n} minutes in salted water." for n in range(400)
     ]
     page_on(pages, brave, " ".join(sentences))
-    with FakeLLM(models=["fake-model"], n_ctx=2500) as small:
-        env = chat_env(small, tmp_path, pages, MODELS="fake-model")
-        with service_for(request, env, searxng.url) as chat:
-            small.script(
-                Reply(tool_calls=[ToolCall("web_search", {"query": "pierogi boil minutes"})]),
-                Reply(text="About ten minutes [1]."),
-            )
-            conversation = new_conversation(chat, search_engines=ENGINE)
-            assert done(send(chat, conversation, "How long?"))["status"] == "complete"
-        [told] = tool_messages(small)
+    told, _ = searched_in_a_small_window(request, searxng, pages, tmp_path, "pierogi boil minutes")
     assert CUT_MARKER in told  # cut for the window...
     given = [line[2:] for line in told.split("\n") if line.startswith("¶ ")]
     assert given and all(passage in sentences for passage in given)  # ...between passages
+
+
+def test_a_page_whose_passages_did_not_fit_is_not_read(request, searxng, brave, pages, tmp_path):
+    # Fewer passages than Brave's 50 a search, more than the small window holds.
+    long = " ".join(f"Passage {n} says pierogi boil for {n} minutes." for n in range(40))
+    brave.corpus = (
+        CorpusPage(f"{pages.url}/article", "Pierogi boil", f"Pierogi pierogi boil. {long}"),
+        CorpusPage(f"{pages.url}/other", "Dumplings", "Dumplings boil too, pierogi say some."),
+    )
+    told, events = searched_in_a_small_window(request, searxng, pages, tmp_path, "pierogi boil")
+    assert CUT_MARKER in told and "Dumplings boil too" not in told
+    search, ended = events[0], done(events)
+    assert [s["read"] for s in ended["sources"]] == [True, False]
+    assert search["read"] == [1]  # the trail tells only the first as read through Brave
 
 
 # -- research -----------------------------------------------------------------------------

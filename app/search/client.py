@@ -33,6 +33,7 @@ ERROR_CLASSES = {
     "CAPTCHA": "searx.exceptions.SearxEngineCaptchaException",
 }
 MAX_DETAILS = 3  # an engine's distinct error messages quoted per failure
+DETAILS_SETTLE_SECONDS = 0.3  # a detail not yet in /stats/errors is read again after this
 BRAVE_ENGINES = frozenset({config.ENGINE_NAME, config.CONTEXT_ENGINE_NAME})
 """Our engines: each one a search asks spends a query of the Brave plan."""
 DEFAULT_CATEGORY = "general"
@@ -297,19 +298,26 @@ class Searxng:
         """Each failed engine, with the engine's own detail and the end of its suspension.
 
         SearXNG's search answer names only a category ("server API error"); what the
-        engine said (Brave's error code and detail) is kept in /stats/errors.
+        engine said (Brave's error code and detail) is kept in /stats/errors, written by
+        the engine's thread just after the category: a search that gave up waiting on that
+        thread may answer before it, so a missing detail is looked for once more.
         """
-        try:
-            stats = await self.get_json("/stats/errors")
-        except SearchError:
-            stats = {}
+        wanted = [(e, ERROR_CLASSES.get(m.removeprefix("Suspended: "))) for e, m in failed]
+        stats = await self.error_stats()
+        if any(kind and not engine_details(stats, engine, kind) for engine, kind in wanted):
+            await asyncio.sleep(DETAILS_SETTLE_SECONDS)
+            stats = await self.error_stats()
         plan = await asyncio.to_thread(self.plan.read) if self.plan is not None else None
-        failures = []
-        for engine, message in failed:
-            wanted = ERROR_CLASSES.get(message.removeprefix("Suspended: "))
-            details = tuple(engine_details(stats, engine, wanted))
-            failures.append(self.suspensions.name(engine, message, details, plan))
-        return failures
+        return [
+            self.suspensions.name(engine, message, tuple(engine_details(stats, engine, kind)), plan)
+            for (engine, message), (_, kind) in zip(failed, wanted, strict=True)
+        ]
+
+    async def error_stats(self) -> SearxngObject:
+        try:
+            return await self.get_json("/stats/errors")
+        except SearchError:
+            return {}
 
 
 def engines_by_name(answer: SearxngObject) -> dict[str, SearxngObject]:
