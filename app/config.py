@@ -315,6 +315,8 @@ class Settings:
     """Measure the event loop's lateness and report it in /healthz (benchmarks)."""
     header_timeout: int
     """HEADER_TIMEOUT: seconds a client has to send a request's headers (app/api/serving.py)."""
+    body_timeout: int
+    """BODY_TIMEOUT: seconds a client has, after its headers, to send the request's body."""
     max_connections: int
     """MAX_CONNECTIONS: connections served at once; beyond, the one that waited longest
     for its headers is closed."""
@@ -536,6 +538,7 @@ def load(environ: dict[str, str] | None = None) -> Settings:
         fetch_allow_hosts=allow_hosts(env.get("FETCH_ALLOW_HOSTS", "")),
         loop_lag_probe=env.get("LOOP_LAG_PROBE", "") == "1",
         header_timeout=integer(env, "HEADER_TIMEOUT", 10, 1),
+        body_timeout=integer(env, "BODY_TIMEOUT", 60, 1),
         max_connections=integer(env, "MAX_CONNECTIONS", 500, 10),
         v1_answers_per_client=integer(env, "V1_ANSWERS_PER_CLIENT", 4, 1),
         sources_in_text=switch(env, "SOURCES_IN_TEXT", False),

@@ -22,7 +22,7 @@ from app.chat.gathered import Gathered
 from app.chat.services import Services
 from app.chat.turn import Turn, record
 from app.model.failures import Failure, LLMError
-from app.research.budget import Bound, Budget, most_cost
+from app.research.budget import Bound, Budget, Spent, most_cost, most_queries
 from app.research.events import Event as ResearchEvent
 from app.research.events import (
     Finished,
@@ -155,9 +155,12 @@ async def research_steps(
 ) -> AsyncGenerator[Event, None]:
     """The run's events as the page is sent them, each step checkpointed with the answer."""
     plan = await asyncio.to_thread(services.plan.read)
+    per_search = await services.searcher.queries_per_search()
     spend = Spendable(
         queries_left=plan.monthly_remaining if plan is not None else None,
-        cost=most_cost(budget, services.settings.brave_price_per_1000),
+        queries=most_queries(budget, per_search),
+        cost=most_cost(budget, services.settings.brave_price_per_1000, per_search),
+        per_search=per_search,
     )
     research = await prepared(
         turn.pending,
@@ -182,7 +185,7 @@ async def research_steps(
                 await gate.opened()
             told = told_of(event, research, gate, spend)
             if isinstance(event, Finished):
-                told += ended(turn, research, event.result, reported)
+                told += ended(turn, research, event.result, reported, spend.per_search)
             for each in told:
                 if each["type"] == "reasoning":
                     turn.outcome.thinks(each["text"])
@@ -193,11 +196,14 @@ async def research_steps(
 @dataclass(frozen=True)
 class Spendable:
     """What the plan card says the budget may spend: the Brave plan's queries left this
-    month (None: not stated, or no monthly cap), and the budget's searches in money (None:
-    no price set)."""
+    month (None: not stated, or no monthly cap), the Brave queries the budget's searches
+    may send, and those in money (None: no price set)."""
 
     queries_left: int | None
+    queries: int
     cost: float | None
+    per_search: int
+    """The Brave queries one search sends (two with both of our engines)."""
 
 
 def told_of(
@@ -214,6 +220,7 @@ def told_of(
                     "started": approved,
                     "starts_in": starts_in,
                     "queries_left": spend.queries_left,
+                    "max_queries": spend.queries,
                     "max_cost": spend.cost,
                 }
             ]
@@ -254,7 +261,22 @@ def progress(research: Research, step: str, about: str) -> Event:
     }
 
 
-def ended(turn: Turn, research: Research, result: ResearchResult, reported: bool) -> list[Event]:
+def figures(spent: Spent, per_search: int) -> dict[str, float]:
+    """What the run spent, as the answer's figures say it: its searches (the Brave queries
+    of those the cache did not answer), the pages it read, its time; not tokens a second,
+    which mean nothing for a run of many steps."""
+    return {
+        "searches": spent.searches,
+        "searches_cached": spent.searches_cached,
+        "queries": (spent.searches - spent.searches_cached) * per_search,
+        "pages": spent.pages,
+        "seconds": spent.seconds,
+    }
+
+
+def ended(
+    turn: Turn, research: Research, result: ResearchResult, reported: bool, per_search: int
+) -> list[Event]:
     """The report (or what was found, or what was tried) as the answer, with its sources;
     after Stop, what was found kept to write the report from."""
     outcome = turn.outcome
@@ -265,15 +287,7 @@ def ended(turn: Turn, research: Research, result: ResearchResult, reported: bool
     )
     if result.status == "failed":
         raise LLMError(Failure.UPSTREAM, f"the research failed: {result.error}")
-    # The answer's figures: what the run spent (searches and pages read, not tokens a second).
-    outcome.research = {
-        "spent": {
-            "searches": spent.searches,
-            "searches_cached": spent.searches_cached,
-            "pages": spent.pages,
-            "seconds": spent.seconds,
-        }
-    }
+    outcome.research = {"spent": figures(spent, per_search)}
     stopped = not reported and result.stopped_by in (Bound.USER, Bound.UNSTARTED)
     if stopped and result.notes:
         outcome.research["found"] = research.found_so_far().model_dump(mode="json")

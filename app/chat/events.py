@@ -78,6 +78,9 @@ class SearchEvent(TypedDict):
     """Seconds it waited for the search plan's rate (other searches went first)."""
     cached_age: NotRequired[float]
     """It came from the search cache, stored this many seconds ago: no query was spent."""
+    queries: NotRequired[int]
+    """The Brave queries it spent (two with both of our engines, 0 from the cache); an
+    answer stored before it was said counts one a search."""
     left_out: NotRequired[bool]
     """Its results were not given to the model: no room was left in its window (`error`
     says how large the window is)."""
@@ -200,6 +203,9 @@ class ResearchPlanEvent(TypedDict):
     queries_left: int | None
     """The Brave plan's queries left this month, as its last answer stated (None: unknown
     or uncapped)."""
+    max_queries: int
+    """The most Brave queries the budget's searches may send (two a search with both of
+    our engines among SearXNG's defaults)."""
     max_cost: float | None
     """The most the budget's searches may cost, in dollars (None: no price set)."""
 

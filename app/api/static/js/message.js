@@ -342,8 +342,11 @@ export class AnswerView {
       items.push(...spentItems(this.spent));
     } else {
       // Only a search that reached the engine is paid for: not one the cache or the answer's
-      // earlier call gave, nor one that failed (Brave bills successful requests only).
-      const sent = this.activity.filter((a) => a.type === "search" && a.cached_age === undefined && !a.repeated && !a.error).length;
+      // earlier call gave, nor one that failed (Brave bills successful requests only). Each
+      // costs the Brave queries it spent (two with both of our engines); one stored before
+      // searches said so, one.
+      const paid = this.activity.filter((a) => a.type === "search" && a.cached_age === undefined && !a.repeated && !a.error);
+      const sent = paid.reduce((sum, a) => sum + (a.queries ?? 1), 0);
       if (searches) items.push(searchCount(searches, sent));
       if (pages) items.push(`${pages} page${pages === 1 ? "" : "s"}`);
     }
@@ -450,17 +453,17 @@ function countdown(button, row, seconds) {
   setTimeout(tick, 250); // by then the card is on the page (a removed card stops the clock)
 }
 
-/** "3 searches, about 0.015 $": the money for those `sent` to the engine, where a price is set. */
-function searchCount(searches, sent) {
-  const money = searchPrice && sent ? `, about ${format.dollars((sent * searchPrice) / 1000)}` : "";
+/** "3 searches, about 0.015 $": the money for the Brave `queries` they sent, where a price is set. */
+function searchCount(searches, queries) {
+  const money = searchPrice && queries ? `, about ${format.dollars((queries * searchPrice) / 1000)}` : "";
   return `${searches} search${searches === 1 ? "" : "es"}${money}`;
 }
 
-/** What a research run spent: its searches (the money for those the cache did not answer),
- * the pages it read, its time. */
+/** What a research run spent: its searches (the money for the Brave queries of those the
+ * cache did not answer), the pages it read, its time. */
 function spentItems(spent) {
   const minutes = spent.seconds < 60 ? format.seconds(spent.seconds) : `${(spent.seconds / 60).toFixed(1)} min`;
-  return [searchCount(spent.searches, spent.searches - spent.searches_cached), `${spent.pages} page${spent.pages === 1 ? "" : "s"} read`, minutes];
+  return [searchCount(spent.searches, spent.queries), `${spent.pages} page${spent.pages === 1 ? "" : "s"} read`, minutes];
 }
 
 /** A research's trail in one line: its searches and pages, counted from its log. */
