@@ -16,10 +16,11 @@ $(BIN)/python: requirements-test.lock
 # Re-resolve every lock from its direct pins (pyproject.toml, searxng/requirements.in, the
 # newest SearXNG's tests/searxng-newest.in, the SearXNG stand-in's
 # tests/compose/searxng-image.in, .ci/run's tests/compose/tools.in): run after changing a pin.
+# The app's lock takes the test lock's versions, so the tests run on what the image installs.
 UV_COMPILE := $(BIN)/uv pip compile --quiet --universal --python-version 3.11 --generate-hashes
 lock: $(BIN)/python
-	$(UV_COMPILE) pyproject.toml -o requirements.lock
 	$(UV_COMPILE) pyproject.toml --extra test -o requirements-test.lock
+	$(UV_COMPILE) pyproject.toml -c requirements-test.lock -o requirements.lock
 	$(UV_COMPILE) searxng/requirements.in -o searxng/requirements.lock
 	cd tests && ../$(UV_COMPILE) searxng-newest.in -o searxng-newest.lock
 	cd tests/compose && ../../$(UV_COMPILE) searxng-image.in -o searxng-image.lock
@@ -96,6 +97,13 @@ bench: $(BIN)/python
 	$(BIN)/python bench/llama.py
 	$(BIN)/python bench/research.py
 	$(BIN)/python bench/llm_context.py
+	$(BIN)/python bench/openai_v1.py
+	$(BIN)/python bench/search_pacing.py
+	$(BIN)/python bench/search_spend.py
+	$(BIN)/python bench/export.py
+	$(BIN)/python bench/shape_check.py
+	$(BIN)/python bench/slowloris.py
+# bench/stalls.py reads a `perf sched record` of a load run (see its docstring): not here.
 
 # The README's pictures: a finished search + fetch answer, light and dark, into docs/.
 screenshots: $(BIN)/python

@@ -306,9 +306,12 @@ class Settings:
     search_rate: float | None
     """SEARCH_RATE: queries a second searches may go at; None: the Brave plan's rate."""
     brave_price_per_1000: float
+    """BRAVE_PRICE_PER_1000: dollars Brave charges for 1,000 queries; 0: not shown."""
     research: ResearchDefaults
     """A research run's budget where it gives none (docs/research.md)."""
-    """BRAVE_PRICE_PER_1000: dollars Brave charges for 1,000 queries; 0: not shown."""
+    research_plan_wait: int
+    """RESEARCH_PLAN_WAIT_SECONDS: how long a plan that waits for Start (the page's pause
+    of 0) waits; then the run ends, nothing searched."""
     brave_context_tokens: int
     """BRAVE_CONTEXT_TOKENS: Brave's LLM Context tokens per search (our bravellm engine
     reads it in SearXNG; checked here so a value Brave refuses stops the start)."""
@@ -353,6 +356,8 @@ class Settings:
     """Measure the event loop's lateness and report it in /healthz (benchmarks)."""
     header_timeout: int
     """HEADER_TIMEOUT: seconds a client has to send a request's headers (app/api/serving.py)."""
+    body_timeout: int
+    """BODY_TIMEOUT: seconds a client has, after its headers, to send the request's body."""
     max_connections: int
     """MAX_CONNECTIONS: connections served at once; beyond, the one that waited longest
     for its headers is closed."""
@@ -545,6 +550,7 @@ def load(environ: dict[str, str] | None = None) -> Settings:
         search_rate=search_rate(env.get("SEARCH_RATE", "")),
         brave_price_per_1000=price_per_1000(env.get("BRAVE_PRICE_PER_1000", "")),
         research=research_defaults(env),
+        research_plan_wait=within(env, "RESEARCH_PLAN_WAIT_SECONDS", 1800, 1, 86400),
         brave_context_tokens=within(env, "BRAVE_CONTEXT_TOKENS", 8192, 1024, 32768),
         brave_context_tokens_per_url=within(env, "BRAVE_CONTEXT_TOKENS_PER_URL", 4096, 512, 8192),
         search_plan_file=Path(
@@ -574,6 +580,7 @@ def load(environ: dict[str, str] | None = None) -> Settings:
         fetch_allow_hosts=allow_hosts(env.get("FETCH_ALLOW_HOSTS", "")),
         loop_lag_probe=env.get("LOOP_LAG_PROBE", "") == "1",
         header_timeout=integer(env, "HEADER_TIMEOUT", 10, 1),
+        body_timeout=integer(env, "BODY_TIMEOUT", 60, 1),
         max_connections=integer(env, "MAX_CONNECTIONS", 500, 10),
         v1_answers_per_client=integer(env, "V1_ANSWERS_PER_CLIENT", 4, 1),
         sources_in_text=switch(env, "SOURCES_IN_TEXT", False),

@@ -485,6 +485,13 @@ def test_the_lock_pins_the_whole_tree_with_hashes_at_pyprojects_versions(lock, e
     assert all(hashes for _, hashes in entries.values()), entries
 
 
+def test_the_tests_run_on_the_versions_the_image_installs():
+    shipped, tested = locked(ROOT / "requirements.lock"), locked(ROOT / "requirements-test.lock")
+    assert {name: tested.get(name, ("missing", 0))[0] for name in shipped} == {
+        name: version for name, (version, _) in shipped.items()
+    }
+
+
 def test_the_image_and_make_install_from_the_locks_checking_hashes():
     dockerfile = (ROOT / "Dockerfile").read_text()
     assert re.search(

@@ -66,6 +66,23 @@ def test_a_plain_answer(chat, llm):
     assert chat.http.get("/api/conversations").json() == []
 
 
+def test_a_client_that_caps_nothing_gets_the_services_cap(request, llm, pages, searxng, tmp_path):
+    # Without a cap a small model may write until its window is full (7,324 tokens seen
+    # from Gemma 3 270M); the page has always sent MAX_COMPLETION_TOKENS.
+    env = chat_env(llm, tmp_path, pages, MAX_COMPLETION_TOKENS="300")
+    with service_for(request, env, searxng.url) as chat:
+        client = client_of(chat)
+        for extra in ({}, {"max_completion_tokens": 77}):
+            llm.script(Reply(text="Short."))
+            client.chat.completions.create(
+                model="fake-model", messages=[{"role": "user", "content": "Hi"}], **extra
+            )
+            sent = llm.requests[-1].body
+            capped = ("max_tokens", "max_completion_tokens")
+            caps = {key: sent[key] for key in capped if key in sent}
+            assert caps == ({"max_tokens": 300} if not extra else extra)
+
+
 def check_cited(text: str, annotations, article: str) -> None:
     assert len(annotations) == 1
     cited = annotations[0].url_citation

@@ -242,6 +242,30 @@ def test_invalid_token_reaches_the_cli_with_brave_code_and_detail(each_fresh_sea
     assert "Brave API 422" in run.stderr
 
 
+def test_a_detail_written_just_after_the_search_answered_is_still_named():
+    # SearXNG marks the engine failed, then its thread writes the detail to /stats/errors:
+    # a search that stopped waiting on that thread (a loaded machine) answers in between.
+    entry = {
+        "exception_classname": "searx.exceptions.SearxEngineAPIException",
+        "log_parameters": ["Brave API 422: SUBSCRIPTION_TOKEN_INVALID"],
+    }
+    reads = []
+
+    def stats(request: httpx.Request) -> httpx.Response:
+        reads.append(request.url.path)
+        return httpx.Response(200, json={"braveweb": [entry]} if len(reads) > 1 else {})
+
+    async def explained():
+        searxng = Searxng("http://searxng.test")
+        searxng.http = httpx.AsyncClient(base_url=searxng.url, transport=httpx.MockTransport(stats))
+        async with searxng:
+            return await searxng.explain([("braveweb", "server API error")])
+
+    [failure] = asyncio.run(explained())
+    assert failure.details == ("Brave API 422: SUBSCRIPTION_TOKEN_INVALID",)
+    assert reads == ["/stats/errors", "/stats/errors"]
+
+
 def test_validation_error_names_the_field(each_fresh_searxng, brave):
     brave.fail_next(422, "VALIDATION")
     run = run_main("search", "rust", searxng_url=each_fresh_searxng.url)

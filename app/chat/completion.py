@@ -126,12 +126,17 @@ class ClientPrompt:
         return [system, *self.request.messages]
 
     def fields(self) -> PassedOn:
-        """The client's own fields with ours (the one open shape)."""
-        return {
+        """The client's own fields with ours (the one open shape). A client that caps
+        nothing gets the page's cap: without one a small model may write until its window
+        is full (thousands of tokens, minutes of a local server)."""
+        passed: PassedOn = {
             **self.services.settings.model_params.get(self.request.model, {}),
             **self.request.params,
             "model": self.request.model,
         }
+        if not {"max_tokens", "max_completion_tokens"} & passed.keys():
+            passed["max_tokens"] = self.reserve()
+        return passed
 
     def fitted(self, text: str, messages: list[ChatMessage], tools: list[FunctionTool]) -> Fitted:
         """A tool result within the room the served window leaves (unknown: as it is)."""

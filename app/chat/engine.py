@@ -334,8 +334,7 @@ class Engine(Generic[Own]):
             result.event["without_tools"] = True
         given = search_first.with_found(history, self.found) if self.found else history
         fitted = self.prompt.fitted(result.text, given, [])
-        if fitted.left_out is not None:
-            result = self.runner.left_out(result, fitted)
+        result = self.runner.as_given(result, fitted)
         self.found = f"{self.found}\n\n{fitted.text}" if self.found else fitted.text
         self.produced = True
         logger.info("%s cannot call tools: %s made first", self.model, call.name)
@@ -350,8 +349,7 @@ class Engine(Generic[Own]):
             result = await self.runner.run(call)
             self.produced = True
             fitted = self.prompt.fitted(result.text, self.messages, self.tools())
-            if fitted.left_out is not None:  # told as it is: never as read
-                result = self.runner.left_out(result, fitted)
+            result = self.runner.as_given(result, fitted)  # told as it is: never as read
             yield Stepped(result, self.runner.gathered())
             self.messages.append({"role": "tool", "tool_call_id": call.id, "content": fitted.text})
 

@@ -27,6 +27,7 @@ from app.model.tool_calls import ToolCall
 from app.pages.fetch import Extract, extract_in_thread
 from app.search.searcher import Searcher
 from app.store.rows import Message
+from app.webtext import PASSAGE_MARK
 
 
 def caps(chosen: ChatSettings) -> dict[str, int]:
@@ -146,6 +147,22 @@ class ToolRunner:
             self.reads[number] += 1
         return number
 
+    def as_given(self, result: ToolResult, fitted: Fitted) -> ToolResult:
+        """The result as the model got it: left out (`left_out`), or cut to the window,
+        when a page Brave read lost every passage and is not read; else as it is."""
+        if fitted.left_out is not None:
+            return self.left_out(result, fitted)
+        event = result.event
+        if fitted.text == result.text or event["type"] != "search" or event.get("repeated"):
+            return result
+        read = event.get("read", [])
+        kept = [n for n in read if passages_given(fitted.text, self.sources[n - 1])]
+        if kept == read:
+            return result
+        for number in set(read) - set(kept):
+            self.unread(number)
+        return ToolResult(fitted.text, {**event, "read": kept}, result.warning)
+
     def left_out(self, result: ToolResult, fitted: Fitted) -> ToolResult:
         """A result the model's window had no room for (the model is told so instead), as
         the trail tells it: a page is not read, and its source is marked read only while
@@ -183,6 +200,17 @@ class ToolRunner:
             excerpts=dict(self.excerpts),
             planted=Planted(set(self.planted.parts)),
         )
+
+
+def passages_given(text: str, source: Source) -> bool:
+    """Whether `text` (search results cut to a window) gives a passage of the page Brave read
+    for `source`: its heading (number, title, address) followed by a first passage."""
+    numbered = f"] {source['title']}\n{source['url']}\n"
+    start = text.find(numbered)
+    if start < 0:
+        return False
+    heading_end = text.find("\n", start + len(numbered))
+    return heading_end >= 0 and text.startswith(PASSAGE_MARK, heading_end)
 
 
 def loaded(arguments: str) -> CallArguments | None:

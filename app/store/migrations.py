@@ -367,6 +367,18 @@ MIGRATIONS = [
     );
     """,
     ),
+    # A research turn's plan waiting for Start (app/api/research_turn.py), which may come
+    # through any replica: whether the turn's plan waits, and the sub-questions a Start gave.
+    MigrationStep(
+        sqlite="""
+    ALTER TABLE turn_runs ADD COLUMN plan_waits INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE turn_runs ADD COLUMN plan TEXT;
+    """,
+        postgresql="""
+    ALTER TABLE turn_runs ADD COLUMN plan_waits integer NOT NULL DEFAULT 0;
+    ALTER TABLE turn_runs ADD COLUMN plan text;
+    """,
+    ),
     # The household (app/store/users.py): one row a person, by a unique name; the password
     # only as its Argon2id hash, and none for a person who signs in through a proxy.
     MigrationStep(

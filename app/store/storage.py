@@ -37,7 +37,7 @@ from app.store.rows import (
 from app.store.search_cache import CachedSearch
 from app.store.search_pace import SearchPace, SearchTurn
 from app.store.searches import SearchesSpent
-from app.store.turn_events import KeptEvents, KeptRow
+from app.store.turn_events import Asked, KeptEvents, KeptRow
 from app.store.users import User
 
 logger = logging.getLogger(__name__)
@@ -160,14 +160,23 @@ class Storage:
 
     async def keep_events(
         self, conversation_id: str, owner: str, rows: list[KeptRow], *, ended: bool
-    ) -> bool:
+    ) -> Asked:
         return await self.run(self.database.keep_events, conversation_id, owner, rows, ended=ended)
 
-    async def stop_asked(self, conversation_id: str, owner: str) -> bool:
-        return await self.run(self.database.stop_asked, conversation_id, owner)
+    async def asked(self, conversation_id: str, owner: str) -> Asked:
+        return await self.run(self.database.asked, conversation_id, owner)
 
     async def ask_stop(self, conversation_id: str) -> bool:
         return await self.run(self.database.ask_stop, conversation_id)
+
+    async def plan_waits(self, conversation_id: str, owner: str) -> None:
+        await self.run(self.database.plan_waits, conversation_id, owner)
+
+    async def plan_waited(self, conversation_id: str, owner: str) -> list[str] | None:
+        return await self.run(self.database.plan_waited, conversation_id, owner)
+
+    async def start_plan(self, conversation_id: str, questions: list[str]) -> bool:
+        return await self.run(self.database.start_plan, conversation_id, questions)
 
     async def turn_events(self, conversation_id: str, after: int) -> KeptEvents:
         return await self.run(self.database.turn_events, conversation_id, after)
