@@ -388,7 +388,11 @@ async function remove(conversation) {
   try {
     await api(`/api/conversations/${conversation.id}`, { method: "DELETE" });
   } catch (error) {
+    // Kept (a turn still answering, say): the page stays where it is and says why, the
+    // focus back on the row as Keep leaves it.
     state.view.flash(`Not deleted: ${error.message}`);
+    backToItem(conversation.id);
+    return;
   }
   if (state.view.conversation && state.view.conversation.id === conversation.id) location.hash = "#/";
   refreshList();
