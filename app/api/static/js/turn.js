@@ -192,7 +192,7 @@ function failLocally(view, error, answer, { bubble, message }) {
     view.input.value = givenBack(answer, message);
     keepDraft(view.draftId, view.input.value);
     view.grow();
-    view.messages.append(notice(`Not sent: ${error.message}`, "warning"));
+    view.messages.append(notice(`Not sent: ${error.message}. Your text is in the box below.`, "warning"));
     return;
   }
   const kind = error instanceof ConnectionLost ? "connection" : "internal";

@@ -1,5 +1,6 @@
-"""Deleting a conversation from the sidebar when the service refuses it: the page stays
-where it was and says why. Real Chromium, the real service, the fake model."""
+"""What the page says when the service refuses what a person asked: a delete of a
+conversation still answering, a message too long. The page stays where it was, keeps the
+text, and says why in plain words. Real Chromium, the real service, the fake model."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ from playwright.sync_api import expect
 
 from tests.fakes.llm_server import Reply
 from tests.page_actions import LONG_ANSWER, conversation_id, send, wait_turn_end
+
+LIMIT = 200_000  # MAX_MESSAGE_CHARS
 
 
 def test_a_conversation_still_answering_is_not_deleted_and_the_page_stays_on_it(page, llm):
@@ -29,3 +32,14 @@ def test_a_conversation_still_answering_is_not_deleted_and_the_page_stays_on_it(
     expect(row.locator("a")).to_be_focused()  # as Keep leaves it
     page.locator("#stop").click()
     wait_turn_end(page)
+
+
+def test_a_message_too_long_says_by_how_much_and_stays_in_the_box(page, llm):
+    message = "word " * (LIMIT // 5) + "end"
+    send(page, message)
+    expect(page.locator(".notice")).to_have_text(
+        f"Not sent: the message is {len(message):,} characters, at most {LIMIT:,} are taken."
+        " Your text is in the box below."
+    )
+    expect(page.locator("#composer-input")).to_have_value(message)
+    assert llm.requests == []
