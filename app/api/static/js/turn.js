@@ -43,6 +43,7 @@ async function follow(view, answer, path, body, { bubble, message }) {
   streams.start(id, { controller, answer });
   if (reattached) view.render(); // the stored checkpoint gives way to the live answer
   view.setStreaming();
+  if (view.shows(id)) renderTotals(view); // a first answer: said to be coming
   view.following = true;
   view.scrollDown();
   let ended = null;
