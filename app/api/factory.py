@@ -38,6 +38,10 @@ def validation_message(exc: RequestValidationError) -> str:
         )
         if error["type"] == "extra_forbidden":
             lines.append(f"unknown field {where!r}")
+        elif error["type"] == "string_too_long":  # said as a person counts, not as pydantic
+            size, limit = len(error["input"]), error["ctx"]["max_length"]
+            what = where or "text"
+            lines.append(f"the {what} is {size:,} characters, at most {limit:,} are taken")
         elif error["type"] == "string_unicode":
             lines.append(f"{where}: contains a lone surrogate, which is not valid Unicode text")
         else:

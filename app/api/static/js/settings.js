@@ -44,6 +44,9 @@ export class SettingsDialog {
     this.tab = tab;
     this.render();
     if (!this.dialog.open) this.dialog.showModal();
+    // On the tab shown: the dialog's first control is the other tab, and a tab chosen with
+    // Enter is drawn anew, which left the focus nowhere.
+    this.dialog.querySelector('[role="tab"][aria-selected="true"]').focus();
   }
 
   close() {
