@@ -42,13 +42,17 @@ STORY = [f"Sentence {n} of the story. " for n in range(2000)]
 def serving(env: dict[str, str]) -> Iterator[tuple[str, subprocess.Popen]]:
     """`python -m app serve` as a user runs it, in its own process."""
     port = free_port()
-    process = subprocess.Popen(
-        [sys.executable, "-m", "app", "serve", "--port", str(port)],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    # Its output is kept (a run of CI once found nothing listening just after /healthz
+    # answered, with nothing to say why): the last lines are told when it is not serving.
+    log = Path(env["DATA_DIR"]).parent / f"serve-{port}.log"
+    with log.open("wb") as out:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "app", "serve", "--port", str(port)],
+            cwd=ROOT,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 30
     while True:
@@ -61,6 +65,9 @@ def serving(env: dict[str, str]) -> Iterator[tuple[str, subprocess.Popen]]:
         time.sleep(0.05)
     try:
         yield url, process
+    except httpx.ConnectError as exc:
+        told = log.read_text(errors="replace")[-3000:]
+        raise AssertionError(f"nothing serves {url} (exit {process.poll()}):\n{told}") from exc
     finally:
         if process.poll() is None:
             process.kill()
