@@ -22,6 +22,7 @@ from tests.browser import open_page
 from tests.chat_client import done, new_conversation, send
 from tests.conftest import ChatService, chat_env, run_main, service_for, store_of
 from tests.fakes.llm_server import Reply
+from tests.summaries import MEASURED, SMALL_CHAT, small_conversation, summary_reply
 
 PASSWORDS = {"alice": "alice's long password", "bob": "bob's long password"}
 MISSING = "20260101-0123456789"
@@ -215,6 +216,56 @@ def test_another_persons_conversation_answers_as_a_missing_one_on_every_route(ho
     assert bob.http.get(f"/api/conversations/{bobs}").json() == before
 
 
+# -- each person's own memory.md --------------------------------------------------------------
+
+
+def system_prompt(llm) -> str:
+    """The system message of the model's last request: persona, memory, summary..."""
+    content: str = llm.requests[-1].body["messages"][0]["content"]
+    return content
+
+
+def test_each_persons_memory_is_in_their_own_prompts_and_settings_only(home, llm):
+    alice, bob = signed_in(home, "alice"), signed_in(home, "bob")
+    facts = {"alice": "- Is a vegetarian\n", "bob": "- Lives in Gdańsk\n"}
+    for person, name in ((alice, "alice"), (bob, "bob")):
+        saved = person.http.put("/api/memory", json={"text": facts[name]})
+        assert saved.status_code == 200, saved.text
+    assert alice.http.get("/api/memory").json() == {"text": facts["alice"]}
+    assert bob.http.get("/api/memory").json() == {"text": facts["bob"]}
+    talk(alice, llm, "soup")
+    assert "Is a vegetarian" in system_prompt(llm) and "Gdańsk" not in system_prompt(llm)
+    talk(bob, llm, "trams")
+    assert "Gdańsk" in system_prompt(llm) and "vegetarian" not in system_prompt(llm)
+    assert not (home.settings.data_dir / "memory.md").exists()
+
+
+@pytest.fixture
+def small_home(request, llm, pages, searxng, brave, tmp_path) -> Iterator[ChatService]:
+    """Household mode, with a budget a few turns outgrow (tests/summaries.py)."""
+    add_people(tmp_path / "data")
+    llm.clear()
+    with service_for(request, chat_env(llm, tmp_path, pages, **SMALL_CHAT), searxng.url) as home:
+        yield home
+
+
+def test_a_compression_saves_facts_to_the_conversations_owner_only(small_home, llm):
+    alice, bob = signed_in(small_home, "alice"), signed_in(small_home, "bob")
+    bobs = small_conversation(bob)
+    llm.script(Reply(text="Python is a fine choice.", usage=MEASURED))
+    send(bob, bobs, "I prefer Python over Node.js for scripts.")
+    llm.script(
+        summary_reply("Bob likes Python.", ["User prefers Python over Node.js"]),
+        Reply(text="Second answer.", usage=MEASURED),
+    )
+    compression = next(e for e in send(bob, bobs, "And packaging?") if e["type"] == "compression")
+    assert compression["facts_added"] == ["User prefers Python over Node.js"]
+    assert bob.http.get("/api/memory").json() == {"text": "- User prefers Python over Node.js\n"}
+    assert alice.http.get("/api/memory").json() == {"text": ""}
+    talk(alice, llm, "scripts")
+    assert "Python over Node.js" not in system_prompt(llm)
+
+
 # -- a trusted proxy's header ------------------------------------------------------------------
 
 HEADERS = {
@@ -320,18 +371,24 @@ def test_the_single_user_conversations_become_the_first_admins(
     request, llm, pages, searxng, brave, tmp_path, database_url, caplog
 ):
     env = chat_env(llm, tmp_path, pages, DATABASE_URL=database_url)
+    facts = "- Likes pierogi\n"
     with service_for(request, env, searxng.url) as alone:
         owner = Person(alone.http)
         mine = {talk(owner, llm, "pierogi"), talk(owner, llm, "bigos")}
         assert {c["id"] for c in alone.http.get("/api/conversations").json()} == mine
+        assert alone.http.put("/api/memory", json={"text": facts}).status_code == 200
     add_people(tmp_path / "data", database_url)
     caplog.set_level(logging.INFO, logger="app.api.people")
     with service_for(request, env, searxng.url) as home:
         assert "household mode: 2 users" in caplog.text
         assert "2 conversations of the single-user mode are now alice's" in caplog.text
+        assert "memory.md of the single-user mode is now alice's" in caplog.text
         alice, bob = signed_in(home, "alice"), signed_in(home, "bob")
         assert {c["id"] for c in alice.http.get("/api/conversations").json()} == mine
         assert bob.http.get("/api/conversations").json() == []
+        assert alice.http.get("/api/memory").json() == {"text": facts}
+        assert bob.http.get("/api/memory").json() == {"text": ""}
+        assert not (tmp_path / "data" / "memory.md").exists()
     database = Database(store_of(tmp_path / "data", database_url))
     try:
         owners = database.db.execute("SELECT owner, count(*) FROM conversations GROUP BY owner")
