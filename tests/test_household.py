@@ -21,7 +21,8 @@ from tests import page_actions
 from tests.browser import open_page
 from tests.chat_client import done, new_conversation, send
 from tests.conftest import ChatService, chat_env, run_main, service_for, store_of
-from tests.fakes.llm_server import Reply
+from tests.fakes.brave_api import SEARCH_PATH, FakeBrave
+from tests.fakes.llm_server import Reply, ToolCall
 from tests.summaries import MEASURED, SMALL_CHAT, small_conversation, summary_reply
 
 PASSWORDS = {"alice": "alice's long password", "bob": "bob's long password"}
@@ -264,6 +265,46 @@ def test_a_compression_saves_facts_to_the_conversations_owner_only(small_home, l
     assert alice.http.get("/api/memory").json() == {"text": ""}
     talk(alice, llm, "scripts")
     assert "Python over Node.js" not in system_prompt(llm)
+
+
+# -- each person's own search cache ------------------------------------------------------------
+
+
+def searched(person: Person, llm, query: str) -> dict:
+    """The search step of an answer that searched `query`, in a new conversation."""
+    llm.script(Reply(tool_calls=[ToolCall("web_search", {"query": query})]), Reply(text="Nile."))
+    conversation_id = new_conversation(person)
+    assert done(send(person, conversation_id, f"Tell me: {query}?"))["status"] == "complete"
+    messages = person.http.get(f"/api/conversations/{conversation_id}").json()["messages"]
+    (step,) = [step for step in messages[-1]["activity"] if step["type"] == "search"]
+    return step
+
+
+def brave_queries(brave: FakeBrave) -> int:
+    return len([r for r in brave.requests if r.path == SEARCH_PATH])
+
+
+def test_bobs_search_is_not_served_from_alices_cache(home, llm, brave):
+    alice, bob = signed_in(home, "alice"), signed_in(home, "bob")
+    assert "cached_age" not in searched(alice, llm, "longest river")
+    assert "cached_age" not in searched(bob, llm, "longest river")
+    assert brave_queries(brave) == 2  # Bob's search asked Brave again
+    assert searched(alice, llm, "longest river")["cached_age"] >= 0  # her own cache serves her
+    assert brave_queries(brave) == 2
+
+
+def test_a_shared_cache_tells_a_searchs_age_only_to_who_ran_it(
+    request, llm, pages, searxng, brave, tmp_path
+):
+    add_people(tmp_path / "data")
+    env = chat_env(llm, tmp_path, pages, SEARCH_CACHE_SHARED="1")
+    with service_for(request, env, searxng.url) as home:
+        alice, bob = signed_in(home, "alice"), signed_in(home, "bob")
+        first = searched(alice, llm, "longest river")
+        bobs = searched(bob, llm, "longest river")
+        assert brave_queries(brave) == 1  # served from the one cache
+        assert "cached_age" not in bobs and bobs["results"] == first["results"]
+        assert searched(alice, llm, "longest river")["cached_age"] >= 0
 
 
 # -- a trusted proxy's header ------------------------------------------------------------------

@@ -137,6 +137,7 @@ class Turn:
             # Its user messages and kept sources give addresses web_fetch may read.
             history=conversation["messages"],
             extract=services.extraction,
+            person=start.person,
         )
         saver = Saver(lease, outcome, waiting=services.pending, asked=pending)
         memory, person = start.memory, start.person
