@@ -148,6 +148,10 @@ def test_the_access_token_opens_the_service_but_no_ones_conversations(
             "detail": "sign in as a person of the household (name and password)"
         }
         assert service.http.post("/api/conversations", headers=bearer, json={}).status_code == 401
+        # Nor anyone's memory.md: the memory routes want a person.
+        assert service.http.get("/api/memory", headers=bearer).status_code == 401
+        put = service.http.put("/api/memory", headers=bearer, json={"text": "- Is no one\n"})
+        assert put.status_code == 401
 
 
 def test_a_disabled_persons_session_and_sign_in_are_refused(home, tmp_path, database_url):
