@@ -295,6 +295,10 @@ def test_bobs_search_is_not_served_from_alices_cache(home, llm, brave):
     assert brave_queries(brave) == 2  # Bob's search asked Brave again
     assert searched(alice, llm, "longest river")["cached_age"] >= 0  # her own cache serves her
     assert brave_queries(brave) == 2
+    # The search lab alike.
+    lab = [p.http.get("/api/lab/search", params={"q": "highest peak"}) for p in (alice, bob, bob)]
+    assert [answer.json()["cached_age"] is None for answer in lab] == [True, True, False]
+    assert brave_queries(brave) == 4
 
 
 def test_a_shared_cache_tells_a_searchs_age_only_to_who_ran_it(
