@@ -324,6 +324,9 @@ class Settings:
     """SEARCH_CACHE_TTL: seconds a search is served from the cache; 0 turns it off."""
     search_cache_entries: int
     """SEARCH_CACHE_ENTRIES: searches the cache keeps, the least recently used out first."""
+    search_cache_shared: bool
+    """SEARCH_CACHE_SHARED: household mode's people share one search cache (else each has
+    their own)."""
     models: tuple[str, ...]
     default_model: str
     summary_model: str
@@ -559,6 +562,7 @@ def load(environ: dict[str, str] | None = None) -> Settings:
         ),
         search_cache_ttl=integer(env, "SEARCH_CACHE_TTL", 3600),
         search_cache_entries=integer(env, "SEARCH_CACHE_ENTRIES", 1000, 1),
+        search_cache_shared=switch(env, "SEARCH_CACHE_SHARED", False),
         models=models,
         default_model=default_model,
         summary_model=env.get("SUMMARY_MODEL", "").strip() or default_model,

@@ -21,7 +21,9 @@ from tests import page_actions
 from tests.browser import open_page
 from tests.chat_client import done, new_conversation, send
 from tests.conftest import ChatService, chat_env, run_main, service_for, store_of
-from tests.fakes.llm_server import Reply
+from tests.fakes.brave_api import SEARCH_PATH, FakeBrave
+from tests.fakes.llm_server import Reply, ToolCall
+from tests.summaries import MEASURED, SMALL_CHAT, small_conversation, summary_reply
 
 PASSWORDS = {"alice": "alice's long password", "bob": "bob's long password"}
 MISSING = "20260101-0123456789"
@@ -146,6 +148,10 @@ def test_the_access_token_opens_the_service_but_no_ones_conversations(
             "detail": "sign in as a person of the household (name and password)"
         }
         assert service.http.post("/api/conversations", headers=bearer, json={}).status_code == 401
+        # Nor anyone's memory.md: the memory routes want a person.
+        assert service.http.get("/api/memory", headers=bearer).status_code == 401
+        put = service.http.put("/api/memory", headers=bearer, json={"text": "- Is no one\n"})
+        assert put.status_code == 401
 
 
 def test_a_disabled_persons_session_and_sign_in_are_refused(home, tmp_path, database_url):
@@ -213,6 +219,100 @@ def test_another_persons_conversation_answers_as_a_missing_one_on_every_route(ho
         assert (foreign.status_code, foreign.json()) == (404, {"detail": expected}), (method, path)
     assert len(llm.requests) == calls  # no turn ran
     assert bob.http.get(f"/api/conversations/{bobs}").json() == before
+
+
+# -- each person's own memory.md --------------------------------------------------------------
+
+
+def system_prompt(llm) -> str:
+    """The system message of the model's last request: persona, memory, summary..."""
+    content: str = llm.requests[-1].body["messages"][0]["content"]
+    return content
+
+
+def test_each_persons_memory_is_in_their_own_prompts_and_settings_only(home, llm):
+    alice, bob = signed_in(home, "alice"), signed_in(home, "bob")
+    facts = {"alice": "- Is a vegetarian\n", "bob": "- Lives in Gdańsk\n"}
+    for person, name in ((alice, "alice"), (bob, "bob")):
+        saved = person.http.put("/api/memory", json={"text": facts[name]})
+        assert saved.status_code == 200, saved.text
+    assert alice.http.get("/api/memory").json() == {"text": facts["alice"]}
+    assert bob.http.get("/api/memory").json() == {"text": facts["bob"]}
+    talk(alice, llm, "soup")
+    assert "Is a vegetarian" in system_prompt(llm) and "Gdańsk" not in system_prompt(llm)
+    talk(bob, llm, "trams")
+    assert "Gdańsk" in system_prompt(llm) and "vegetarian" not in system_prompt(llm)
+    assert not (home.settings.data_dir / "memory.md").exists()
+
+
+@pytest.fixture
+def small_home(request, llm, pages, searxng, brave, tmp_path) -> Iterator[ChatService]:
+    """Household mode, with a budget a few turns outgrow (tests/summaries.py)."""
+    add_people(tmp_path / "data")
+    llm.clear()
+    with service_for(request, chat_env(llm, tmp_path, pages, **SMALL_CHAT), searxng.url) as home:
+        yield home
+
+
+def test_a_compression_saves_facts_to_the_conversations_owner_only(small_home, llm):
+    alice, bob = signed_in(small_home, "alice"), signed_in(small_home, "bob")
+    bobs = small_conversation(bob)
+    llm.script(Reply(text="Python is a fine choice.", usage=MEASURED))
+    send(bob, bobs, "I prefer Python over Node.js for scripts.")
+    llm.script(
+        summary_reply("Bob likes Python.", ["User prefers Python over Node.js"]),
+        Reply(text="Second answer.", usage=MEASURED),
+    )
+    compression = next(e for e in send(bob, bobs, "And packaging?") if e["type"] == "compression")
+    assert compression["facts_added"] == ["User prefers Python over Node.js"]
+    assert bob.http.get("/api/memory").json() == {"text": "- User prefers Python over Node.js\n"}
+    assert alice.http.get("/api/memory").json() == {"text": ""}
+    talk(alice, llm, "scripts")
+    assert "Python over Node.js" not in system_prompt(llm)
+
+
+# -- each person's own search cache ------------------------------------------------------------
+
+
+def searched(person: Person, llm, query: str) -> dict:
+    """The search step of an answer that searched `query`, in a new conversation."""
+    llm.script(Reply(tool_calls=[ToolCall("web_search", {"query": query})]), Reply(text="Nile."))
+    conversation_id = new_conversation(person)
+    assert done(send(person, conversation_id, f"Tell me: {query}?"))["status"] == "complete"
+    messages = person.http.get(f"/api/conversations/{conversation_id}").json()["messages"]
+    (step,) = [step for step in messages[-1]["activity"] if step["type"] == "search"]
+    return step
+
+
+def brave_queries(brave: FakeBrave) -> int:
+    return len([r for r in brave.requests if r.path == SEARCH_PATH])
+
+
+def test_bobs_search_is_not_served_from_alices_cache(home, llm, brave):
+    alice, bob = signed_in(home, "alice"), signed_in(home, "bob")
+    assert "cached_age" not in searched(alice, llm, "longest river")
+    assert "cached_age" not in searched(bob, llm, "longest river")
+    assert brave_queries(brave) == 2  # Bob's search asked Brave again
+    assert searched(alice, llm, "longest river")["cached_age"] >= 0  # her own cache serves her
+    assert brave_queries(brave) == 2
+    # The search lab alike.
+    lab = [p.http.get("/api/lab/search", params={"q": "highest peak"}) for p in (alice, bob, bob)]
+    assert [answer.json()["cached_age"] is None for answer in lab] == [True, True, False]
+    assert brave_queries(brave) == 4
+
+
+def test_a_shared_cache_tells_a_searchs_age_only_to_who_ran_it(
+    request, llm, pages, searxng, brave, tmp_path
+):
+    add_people(tmp_path / "data")
+    env = chat_env(llm, tmp_path, pages, SEARCH_CACHE_SHARED="1")
+    with service_for(request, env, searxng.url) as home:
+        alice, bob = signed_in(home, "alice"), signed_in(home, "bob")
+        first = searched(alice, llm, "longest river")
+        bobs = searched(bob, llm, "longest river")
+        assert brave_queries(brave) == 1  # served from the one cache
+        assert "cached_age" not in bobs and bobs["results"] == first["results"]
+        assert searched(alice, llm, "longest river")["cached_age"] >= 0
 
 
 # -- a trusted proxy's header ------------------------------------------------------------------
@@ -320,18 +420,24 @@ def test_the_single_user_conversations_become_the_first_admins(
     request, llm, pages, searxng, brave, tmp_path, database_url, caplog
 ):
     env = chat_env(llm, tmp_path, pages, DATABASE_URL=database_url)
+    facts = "- Likes pierogi\n"
     with service_for(request, env, searxng.url) as alone:
         owner = Person(alone.http)
         mine = {talk(owner, llm, "pierogi"), talk(owner, llm, "bigos")}
         assert {c["id"] for c in alone.http.get("/api/conversations").json()} == mine
+        assert alone.http.put("/api/memory", json={"text": facts}).status_code == 200
     add_people(tmp_path / "data", database_url)
     caplog.set_level(logging.INFO, logger="app.api.people")
     with service_for(request, env, searxng.url) as home:
         assert "household mode: 2 users" in caplog.text
         assert "2 conversations of the single-user mode are now alice's" in caplog.text
+        assert "memory.md of the single-user mode is now alice's" in caplog.text
         alice, bob = signed_in(home, "alice"), signed_in(home, "bob")
         assert {c["id"] for c in alice.http.get("/api/conversations").json()} == mine
         assert bob.http.get("/api/conversations").json() == []
+        assert alice.http.get("/api/memory").json() == {"text": facts}
+        assert bob.http.get("/api/memory").json() == {"text": ""}
+        assert not (tmp_path / "data" / "memory.md").exists()
     database = Database(store_of(tmp_path / "data", database_url))
     try:
         owners = database.db.execute("SELECT owner, count(*) FROM conversations GROUP BY owner")

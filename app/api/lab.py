@@ -41,6 +41,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Query, Request
 
+from app.api.access import state_person
 from app.api.bodies import DetailBody
 from app.search import lab
 from app.search.lab import LabSearch, Measurement
@@ -73,6 +74,13 @@ def searcher(request: Request) -> Searcher:
     return client
 
 
+async def asker(request: Request) -> int | None:
+    """Who asks in household mode (their own search cache); None with the access token
+    alone, and in the single-user modes."""
+    person = state_person(request.scope)
+    return person.id if person else None
+
+
 def default_locale(request: Request) -> str:
     """SEARCH_LOCALE: what the lab searches in when no locale is given."""
     locale: str = request.app.state.services.settings.search_locale
@@ -89,6 +97,7 @@ Client = Annotated[Searcher, Depends(searcher)]
 Fresh = Annotated[bool, Query(description="search again even if the cache holds it")]
 HomeLocale = Annotated[str, Depends(default_locale)]
 Price = Annotated[float, Depends(price)]
+Asker = Annotated[int | None, Depends(asker)]
 
 
 @router.get("/search")
@@ -96,13 +105,16 @@ async def search(
     client: Client,
     home: HomeLocale,
     dollars: Price,
+    person: Asker,
     q: QueryText,
     locale: Annotated[str, Query(json_schema_extra={"pattern": LOCALE_PATTERN})] = "",
     engines: Engines = "",
     page: Annotated[str, Query(json_schema_extra={"pattern": r"^([1-9]|10)$"})] = "1",
     fresh: Fresh = False,
 ) -> LabSearch:
-    return await lab.search_page(client, q, locale, engines, page, home, fresh=fresh, price=dollars)
+    return await lab.search_page(
+        client, q, locale, engines, page, home, fresh=fresh, price=dollars, person=person
+    )
 
 
 @router.get("/measure")

@@ -111,8 +111,8 @@ def household_mode(
     storage: Storage, headers: config.ProxyHeaders | None, trusted: tuple[str, ...]
 ) -> Household | None:
     """Decided at start, before the port is served (the storage thread is not running
-    yet): on with a user in the database or AUTH_USER_HEADER set. The conversations of the
-    single-user modes then become the first admin's, said in the log."""
+    yet): on with a user in the database or AUTH_USER_HEADER set. The conversations and
+    memory.md of the single-user modes then become the first admin's, said in the log."""
     database = storage.database
     users = database.user_count()
     if headers is None and users == 0:
@@ -127,6 +127,15 @@ def household_mode(
             "unseen until one is added (python -m app users add NAME --admin) and the "
             "service restarts"
         )
-    elif adopted := database.adopt_conversations(admin.id):
-        logger.info("%d conversations of the single-user mode are now %s's", adopted, admin.name)
+    else:
+        adopt(storage, admin)
     return Household(storage, headers, trusted)
+
+
+def adopt(storage: Storage, admin: User) -> None:
+    """What the single-user modes kept, made the first admin's: the conversations with no
+    owner, and memory.md (DATA_DIR/memory/ID.md from now on)."""
+    if adopted := storage.database.adopt_conversations(admin.id):
+        logger.info("%d conversations of the single-user mode are now %s's", adopted, admin.name)
+    if storage.adopt_memory(admin.id):
+        logger.info("memory.md of the single-user mode is now %s's", admin.name)

@@ -173,6 +173,7 @@ async def research_steps(
         model=turn.model,
         extract=services.extraction,
         approve=gate.approve,
+        person=turn.person,
     )
     if found is not None:
         research.resumed(found)

@@ -37,17 +37,18 @@ class Folded:
 
 
 async def compress(
-    services: Services, conversation: Conversation, prompt: str, model: str
+    services: Services, conversation: Conversation, prompt: str, model: str, person: int | None
 ) -> Folded | None:
     """Fold the oldest whole turns, keeping at most the last N messages, into the rolling
-    summary and memory, in one call to the summary model; on failure drop them
-    unsummarised and say exactly what. None when there is nothing to fold."""
+    summary and `person`'s memory (the conversation's owner's), in one call to the summary
+    model; on failure drop them unsummarised and say exactly what. None when there is
+    nothing to fold."""
     count = foldable(conversation, services.settings.keep_recent_messages)
     old = unsummarised(conversation)[:count]
     if not old:
         return None
     start = conversation.get("summarized", 0)
-    memory, trouble = await read_memory(services)
+    memory, trouble = await read_memory(services, person)
     # A turn reads only the digests it sends: those of the answers folded now come here.
     storage = services.storage
     found = await storage.digests(conversation["id"], start, start + len(old))
@@ -79,12 +80,12 @@ async def compress(
         # an edit made meanwhile in Settings stays. Checked against every folded digest,
         # not only those the summary model was sent.
         async with services.memory_lock:
-            current, trouble = await read_memory(services)
+            current, trouble = await read_memory(services, person)
             if not trouble:
                 web = "\n".join(found.values())
                 new_memory, review = context.review_facts(current, result.facts, web)
                 if review.saved:
-                    await services.storage.write_memory(new_memory)
+                    await services.storage.write_memory(new_memory, person)
     event: CompressionEvent = {
         "type": "compression",
         "messages": len(old),
@@ -125,11 +126,11 @@ def foldable(conversation: Conversation, keep: int) -> int:
     return context.fold_count([m["role"] for m in unsummarised(conversation)], keep)
 
 
-async def read_memory(services: Services) -> tuple[str, str | None]:
-    """memory.md's text, or nothing and why: a damaged file leaves the answer without
-    memory rather than without an answer, and is never overwritten."""
+async def read_memory(services: Services, person: int | None) -> tuple[str, str | None]:
+    """`person`'s memory.md's text, or nothing and why: a damaged file leaves the answer
+    without memory rather than without an answer, and is never overwritten."""
     try:
-        return await services.storage.read_memory(), None
+        return await services.storage.read_memory(person), None
     except Damaged as exc:
         return "", memory_trouble(exc)
 

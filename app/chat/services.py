@@ -56,6 +56,7 @@ class Services:
             self.storage,
             ttl=lambda: self.settings.search_cache_ttl,
             entries=self.settings.search_cache_entries,
+            shared=self.settings.search_cache_shared,
         )
 
 

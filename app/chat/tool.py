@@ -57,6 +57,8 @@ class Answering(Protocol):
     locale: str
     """The answer's search locale."""
     engines: str | None
+    person: int | None
+    """Who asks in household mode: their own search cache."""
     history: list[Message]
     history_read: bool
     given: GivenAddresses

@@ -48,6 +48,8 @@ class ToolRunner:
     Read only when a page is fetched: gathered every turn, a long conversation's text
     would cost every turn."""
     extract: Extract = extract_in_thread
+    person: int | None = None
+    """Who asks in household mode (the conversation's owner): their own search cache."""
     sources: list[Source] = field(default_factory=list)
     done: dict[str, ToolResult] = field(default_factory=dict)
     given: GivenAddresses = field(default_factory=GivenAddresses)

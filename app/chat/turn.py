@@ -55,7 +55,8 @@ async def run_turn(
         if projected > budget and foldable(turn.conversation, settings.keep_recent_messages):
             for event in await turn.fold():
                 yield event
-            turn.memory, trouble = await read_memory(services)  # it may have added facts
+            # The compression may have added facts.
+            turn.memory, trouble = await read_memory(services, turn.person)
 
         # 3-4. Assemble, then stream with the tool loop: the engine's rounds.
         if trouble:
@@ -106,6 +107,9 @@ class Turn:
     pending: str
     """The user's message being answered."""
     memory: str
+    person: int | None
+    """Whose memory.md the turn reads and its compressions write (the conversation's
+    owner's; None in the single-user modes)."""
     reserve: int = 0
     """The reply's share of the budget: each request's max_tokens."""
     kept: dict[int, str] = field(default_factory=dict)
@@ -133,9 +137,11 @@ class Turn:
             # Its user messages and kept sources give addresses web_fetch may read.
             history=conversation["messages"],
             extract=services.extraction,
+            person=start.person,
         )
         saver = Saver(lease, outcome, waiting=services.pending, asked=pending)
-        return cls(services, conversation, chosen, saver, runner, model, pending, start.memory)
+        memory, person = start.memory, start.person
+        return cls(services, conversation, chosen, saver, runner, model, pending, memory, person)
 
     @property
     def outcome(self) -> TurnOutcome:
@@ -145,7 +151,7 @@ class Turn:
         """Compression (app/chat/compression.py) of this conversation, with its prompt: the
         turn goes on with the conversation as it left it, and keeps what it did."""
         prompt = self.chosen.compress_prompt
-        folded = await compress(self.services, self.conversation, prompt, self.model)
+        folded = await compress(self.services, self.conversation, prompt, self.model, self.person)
         if folded is None:
             return []
         self.conversation = folded.applied(self.conversation)
@@ -180,7 +186,8 @@ class Turn:
         sources go first."""
         self.kept = {}
         told = await self.fold()
-        self.memory = (await read_memory(self.services))[0]  # said once already if damaged
+        # Said once already if damaged.
+        self.memory = (await read_memory(self.services, self.person))[0]
         return told
 
     async def told(self, said: engine.EngineEvent | Event) -> AsyncIterator[Event]:

@@ -93,6 +93,7 @@ class WebSearch(Tool[SearchArguments]):
                 engines=engines,
                 page=arguments.page,
                 time_range=arguments.time_range,
+                person=runner.person,
             )
         except (SearchError, ServiceError) as exc:
             return failed(event, "search failed", str(exc), self.name)

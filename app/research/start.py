@@ -36,10 +36,12 @@ async def prepared(
     model: str | None = None,
     extract: Extract = extract_in_thread,
     approve: Approval | None = None,
+    person: int | None = None,
 ) -> Research:
     """The run, its budget's tokens derived from the window its model is served with;
     the model the caller names (a /v1 request's), else DEFAULT_MODEL; pages extracted by
-    `extract` (the service's extraction process, else a thread)."""
+    `extract` (the service's extraction process, else a thread); searched with `person`'s
+    search cache (household mode)."""
     model = model or settings.default_model
     if not model:
         raise NoModel("no model to research with: set DEFAULT_MODEL (or MODELS)")
@@ -54,6 +56,7 @@ async def prepared(
         {"web_search": budget.searches, "web_fetch": budget.pages * READS_PER_SEARCH},
         history=[{"role": "user", "content": question}],
         extract=extract,
+        person=person,
     )
     writer = Writer(client, model, settings.model_params.get(model, {}), Spent())
     return Research(

@@ -37,12 +37,23 @@ class SearchKey:
     engines: str | None
     page: int
     time_range: str | None
+    person: int | None = None
+    """Whose cache (household mode, not SEARCH_CACHE_SHARED); None: the one shared cache."""
 
     def text(self) -> str:
         words = " ".join(self.query.casefold().split())
         names = sorted({n.strip() for n in (self.engines or "").split(",") if n.strip()})
         key = [words, self.locale or "", ",".join(names), self.page, self.time_range or ""]
-        return json.dumps(key, ensure_ascii=False)
+        mine = [] if self.person is None else [self.person]
+        return json.dumps([*key, *mine], ensure_ascii=False)
+
+
+@dataclass(frozen=True)
+class Kept:
+    """A cached search's results, and who ran it (a users rowid; None: no one named)."""
+
+    results: list[Result]
+    by: int | None
 
 
 def cacheable(response: SearchResponse) -> bool:
@@ -51,13 +62,14 @@ def cacheable(response: SearchResponse) -> bool:
     return bool(response.results) and not response.engine_errors
 
 
-def encode(response: SearchResponse) -> str:
-    return json.dumps({"results": [r.as_dict() for r in response.results]}, ensure_ascii=False)
+def encode(response: SearchResponse, by: int | None) -> str:
+    results = [r.as_dict() for r in response.results]
+    return json.dumps({"results": results, "by": by}, ensure_ascii=False)
 
 
-def decode(text: str) -> list[Result] | None:
-    """The kept results; None when the row is not what ``encode`` wrote (then the search is
-    run again, and the row replaced)."""
+def decode(text: str) -> Kept | None:
+    """The kept results and who ran them; None when the row is not what ``encode`` wrote
+    (then the search is run again, and the row replaced)."""
     try:
         data = jsoncodec.loads(text)
         results = [
@@ -70,6 +82,7 @@ def decode(text: str) -> list[Result] | None:
             )
             for r in data["results"]
         ]
+        by = data.get("by")
     except (ValueError, TypeError, KeyError):
         return None
-    return results
+    return Kept(results, by if isinstance(by, int) else None)

@@ -141,12 +141,15 @@ async def lab_search(
     *,
     fresh: bool = False,
     price: float = 0.0,
+    person: int | None = None,
 ) -> LabSearch:
     """One page of results with their languages; SearchError when nothing came back
     because SearXNG or every engine failed (the model would get "search failed").
     ``fresh`` asks SearXNG even when the cache holds the search; ``price`` is dollars per
-    1,000 Brave queries (0: no cost said)."""
-    response = await client.search(query, locale=locale, engines=engines, page=page, fresh=fresh)
+    1,000 Brave queries (0: no cost said); ``person``: who asks in household mode."""
+    response = await client.search(
+        query, locale=locale, engines=engines, page=page, fresh=fresh, person=person
+    )
     if response.unavailable:  # every engine failed: what happened, until when
         raise SearchError("; ".join(failure.told for failure in response.failures))
     languages = await asyncio.to_thread(language.detect_results, response.results)
@@ -193,16 +196,19 @@ async def search_page(
     *,
     fresh: bool = False,
     price: float = 0.0,
+    person: int | None = None,
 ) -> LabSearch:
     """GET /api/lab/search: the parameters as given, ``home`` being SEARCH_LOCALE, ``price``
-    BRAVE_PRICE_PER_1000."""
+    BRAVE_PRICE_PER_1000, ``person`` who asks in household mode."""
     query = check_query(q)
     chosen = config.check_locale(locale.strip() or home)
     number = check_number("page", page, 1, MAX_PAGE)
     if not query.strip():  # only Unicode spaces: nothing to search, and nothing wrong
         return LabSearch(query, chosen, target_of(chosen), number, results=[])
     names = await check_engines(client, engines)
-    return await lab_search(client, query, chosen, names, number, fresh=fresh, price=price)
+    return await lab_search(
+        client, query, chosen, names, number, fresh=fresh, price=price, person=person
+    )
 
 
 async def measurement(

@@ -64,6 +64,7 @@ class Searcher:
         ttl: Callable[[], float] | float = 0.0,
         entries: int = 1000,
         retry_seconds: Callable[[], float | None] | float = RETRY_SECONDS,
+        shared: bool = False,
     ) -> None:
         self.client = client
         self.governor = governor or Governor(lambda: DEFAULT_RATE)
@@ -71,6 +72,9 @@ class Searcher:
         self.ttl = ttl if callable(ttl) else (lambda: float(ttl))
         """SEARCH_CACHE_TTL, read at each search; 0 turns the cache off."""
         self.entries = entries
+        self.shared = shared
+        """SEARCH_CACHE_SHARED: one cache for the household's people, a cached search's age
+        told only to the person who ran it; else each person's own cache."""
         self.retry_seconds = retry_seconds if callable(retry_seconds) else lambda: retry_seconds
         """Seconds until the window of Brave's 429 resets (the plan file's record of its
         X-RateLimit-Reset); None: unknown, and the retry waits RETRY_SECONDS."""
@@ -86,6 +90,7 @@ class Searcher:
         *,
         ttl: Callable[[], float] | float = 0.0,
         entries: int = 1000,
+        shared: bool = False,
     ) -> Searcher:
         """The one way the service and the commands build their searcher: paced to the
         Brave plan's rate (or SEARCH_RATE), retried once after the reset Brave's 429 names;
@@ -93,7 +98,9 @@ class Searcher:
         results cached there; without one (a command), local to the process, uncached."""
         governor = Governor(plan.plan_rate, store=store)
         retry = plan.retry_seconds
-        return cls(client, governor, store, ttl=ttl, entries=entries, retry_seconds=retry)
+        return cls(
+            client, governor, store, ttl=ttl, entries=entries, retry_seconds=retry, shared=shared
+        )
 
     async def aclose(self) -> None:
         await self.client.aclose()
@@ -131,23 +138,29 @@ class Searcher:
         page: int = 1,
         time_range: str | None = None,
         fresh: bool = False,
+        person: int | None = None,
     ) -> SearchResponse:
         """One page of results; from the cache when the same search was made within the
         TTL (unless ``fresh``), else through SearXNG once the plan's rate allows it.
-        RateLimited when the engine refused it for its rate twice, or for its quota."""
+        RateLimited when the engine refused it for its rate twice, or for its quota.
+        ``person``: who asks in household mode (their own cache, unless shared)."""
         engines = config.engine_list(engines)
-        key = SearchKey(query, locale, engines, page, time_range).text()
+        mine = None if self.shared else person
+        key = SearchKey(query, locale, engines, page, time_range, mine).text()
         ttl = self.ttl() if self.cache is not None else 0.0
         if ttl <= 0 or fresh:
-            return await self.asked(key, query, locale, engines, page, time_range, keep=ttl > 0)
-        if (kept := await self.cached(key, ttl)) is not None:
+            keep = ttl > 0
+            return await self.asked(
+                key, query, locale, engines, page, time_range, keep=keep, by=person
+            )
+        if (kept := await self.cached(key, ttl, person)) is not None:
             return kept
         # The same search already on its way (a lab comparison, two conversations at once)
         # is awaited, not asked again; in a task of its own, so that the Stop of the one
         # who asked first leaves the others their answer.
         flying = self.flying.get(key)
         if flying is None:
-            asking = self.asked(key, query, locale, engines, page, time_range, keep=True)
+            asking = self.asked(key, query, locale, engines, page, time_range, keep=True, by=person)
             flying = self.flying[key] = asyncio.ensure_future(asking)
             flying.add_done_callback(lambda done: self.landed(key, done))
         return await asyncio.shield(flying)
@@ -168,9 +181,10 @@ class Searcher:
         time_range: str | None,
         *,
         keep: bool,
+        by: int | None,
     ) -> SearchResponse:
         """Through SearXNG, in the search's turn; a rate-limited search once more after
-        the delay; kept in the cache when ``keep`` and the answer is whole."""
+        the delay; kept in the cache when ``keep`` and the answer is whole, as ``by``'s."""
         waited, response = await self.paced(query, locale, engines, page, time_range)
         delay = self.retry_delay(response)
         if delay is not None:
@@ -181,7 +195,7 @@ class Searcher:
         if rate_limited(response):
             raise RateLimited(refusal(response))
         if keep and self.cache is not None and keys.cacheable(response):
-            await self.cache.keep_search(key, keys.encode(response), self.entries)
+            await self.cache.keep_search(key, keys.encode(response, by), self.entries)
         return dataclasses.replace(response, waited=round(waited, 3))
 
     def retry_delay(self, response: SearchResponse) -> float | None:
@@ -210,17 +224,21 @@ class Searcher:
             )
         return waited, response
 
-    async def cached(self, key: str, ttl: float) -> SearchResponse | None:
+    async def cached(self, key: str, ttl: float, person: int | None) -> SearchResponse | None:
+        """The cached search, its age told only to the person who ran it: to another (a
+        shared cache in household mode) it is a search, which says nothing of when anyone
+        else searched the same words."""
         assert self.cache is not None
         found = await self.cache.cached_search(key)
         if found is None:
             return None
         text, stored_at = found
         age = max(0.0, time.time() - stored_at)
-        results = keys.decode(text) if age < ttl else None
-        if results is None:
+        kept = keys.decode(text) if age < ttl else None
+        if kept is None:
             return None
-        return SearchResponse(results, [], cached_age=round(age, 1))
+        told = round(age, 1) if kept.by == person else None
+        return SearchResponse(kept.results, [], cached_age=told)
 
     async def clear(self) -> int:
         """Empty the cache (Settings); how many searches it held."""

@@ -15,6 +15,8 @@ from app.store.errors import Damaged
 TOKEN_FILE = "access-token"
 """The token made at first start under Compose when AUTH_TOKEN is empty."""
 MEMORY_FILE = "memory.md"
+PEOPLES_MEMORY = "memory"
+"""The folder of DATA_DIR with each person's memory.md in household mode, named by their id."""
 
 
 def private_dir(path: Path) -> None:
@@ -74,10 +76,31 @@ def write_atomic(path: Path, text: str) -> None:
 
 def remove_leftovers(root: Path) -> int:
     """The temporary files a crash left mid-write (see `write_atomic`): how many went."""
-    leftovers = list(root.glob(".*.tmp"))
+    leftovers = [*root.glob(".*.tmp"), *(root / PEOPLES_MEMORY).glob(".*.tmp")]
     for leftover in leftovers:
         leftover.unlink(missing_ok=True)
     return len(leftovers)
+
+
+def memory_file(root: Path, person: int | None) -> Path:
+    """memory.md: the single-user modes' in DATA_DIR (`person` None), else that person's
+    (a users rowid) in DATA_DIR/memory/."""
+    return root / MEMORY_FILE if person is None else root / PEOPLES_MEMORY / f"{person}.md"
+
+
+def adopt_memory(root: Path, person: int) -> bool:
+    """The single-user modes' memory.md made that person's, unless they have one already
+    (it is then left where it is): whether it moved. Replicas starting together move it
+    once: the one that finds it gone has nothing to do."""
+    shared, own = root / MEMORY_FILE, memory_file(root, person)
+    if own.exists() or not shared.exists():
+        return False
+    own.parent.mkdir(exist_ok=True)
+    try:
+        os.rename(shared, own)
+    except FileNotFoundError:
+        return False
+    return True
 
 
 def memory_text(path: Path) -> str:

@@ -20,7 +20,7 @@ import anyio
 
 from app.store.database import DATABASE, Database
 from app.store.errors import Busy, Damaged, Unavailable
-from app.store.files import MEMORY_FILE, memory_text, remove_leftovers, write_atomic
+from app.store.files import adopt_memory, memory_file, memory_text, remove_leftovers, write_atomic
 from app.store.leases import LEASE_SECONDS, new_owner
 from app.store.nul import without_nul
 from app.store.rows import (
@@ -54,13 +54,12 @@ class Storage:
     def __init__(
         self, root: Path, *, database_url: str = "", turn_digests: int | None = None
     ) -> None:
-        """`root`: DATA_DIR (memory.md, and chat.db unless `database_url` names a
-        PostgreSQL database)."""
+        """`root`: DATA_DIR (memory.md, the people's memory/, and chat.db unless
+        `database_url` names a PostgreSQL database)."""
         self.root = root
         self.turn_digests = turn_digests
         """How many of the latest answers' digests a turn reads (KEEP_SOURCES_TURNS); all
         when None."""
-        self.memory_path = root / MEMORY_FILE
         self.thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="storage")
         self.database = Database(database_url or root / DATABASE)
         """Used by the storage thread alone once the service runs."""
@@ -126,10 +125,12 @@ class Storage:
         self.database.open_run(conversation_id, owner)
         refusal = self.database.tool_refusal(model)
         keeps = message is None or edit is not None
+        person = self.database.owner(conversation_id)
         try:
-            return TurnInput(conversation, refusal, memory_text(self.memory_path), None, keeps)
+            memory = memory_text(memory_file(self.root, person))
         except Damaged as exc:
-            return TurnInput(conversation, refusal, "", exc, keeps)
+            return TurnInput(conversation, refusal, "", exc, person, keeps)
+        return TurnInput(conversation, refusal, memory, None, person, keeps)
 
     async def digests(self, conversation_id: str, start: int, end: int) -> dict[int, str]:
         return await self.run(self.database.digests, conversation_id, start, end)
@@ -183,15 +184,20 @@ class Storage:
 
     # -- memory.md ------------------------------------------------------------------------
 
-    async def read_memory(self) -> str:
-        return await self.run(memory_text, self.memory_path)
+    async def read_memory(self, person: int | None) -> str:
+        """`person`'s memory.md (a users rowid; None: the single-user modes')."""
+        return await self.run(memory_text, memory_file(self.root, person))
 
-    async def write_memory(self, text: str) -> str:
-        """memory.md replaced by `text`, without NUL as every text the database keeps
-        (nul.py); what it now holds."""
+    async def write_memory(self, text: str, person: int | None) -> str:
+        """`person`'s memory.md replaced by `text`, without NUL as every text the database
+        keeps (nul.py); what it now holds."""
         kept = without_nul(text)
-        await self.run(write_atomic, self.memory_path, kept)
+        await self.run(write_atomic, memory_file(self.root, person), kept)
         return kept
+
+    def adopt_memory(self, person: int) -> bool:
+        """At start, before the storage thread runs: see files.adopt_memory."""
+        return adopt_memory(self.root, person)
 
     # -- the picker's models --------------------------------------------------------------
 
@@ -329,6 +335,8 @@ class TurnInput:
     memory: str
     memory_damaged: Damaged | None
     """memory.md could not be read (and `memory` is empty)."""
+    person: int | None
+    """Whose memory.md it is: the conversation's owner (None in the single-user modes)."""
     keeps_message: bool = False
     """Regenerate and Edit: a failure before any output leaves the message unanswered
     rather than taking it back (what they replaced is a version to go back to)."""

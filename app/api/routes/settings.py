@@ -1,14 +1,16 @@
 """The Settings panel's resources: what the page starts from (models, defaults, help,
 presets), the user's models, the refusals of the web tools remembered per model,
-memory.md with its facts, and the search cache."""
+memory.md with its facts (in household mode the asker's own), and the search cache."""
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Response
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Response
 from typing_extensions import TypedDict
 
 from app.api.bodies import MemoryFact, MemoryText, PickerModels, errors, refused, settings_help
-from app.api.deps import GuardDep, ModelPath, ServicesDep, StorageDep
+from app.api.deps import GuardDep, ModelPath, PersonDep, ServicesDep, StorageDep
 from app.chat import context
 from app.chat.settings import ChatSettings, presets
 from app.store.rows import StoredSettings, ToolRefusal
@@ -61,38 +63,47 @@ async def api_config(services: ServicesDep, guard: GuardDep) -> PageConfig:
     }
 
 
+def whose(asker: PersonDep) -> int | None:
+    """Whose memory.md: the asker's in household mode (a request with the access token
+    alone is refused there, 401), the one of DATA_DIR in the single-user modes."""
+    return asker.id if asker else None
+
+
+Whose = Annotated[int | None, Depends(whose)]
+
+
 @router.get("/memory", responses=errors(409))
-async def get_memory(storage: StorageDep) -> dict[str, str]:
-    return {"text": await storage.read_memory()}
+async def get_memory(storage: StorageDep, person: Whose) -> dict[str, str]:
+    return {"text": await storage.read_memory(person)}
 
 
 @router.put("/memory", responses=errors(413, 415, 422))
-async def put_memory(body: MemoryText, services: ServicesDep) -> dict[str, str]:
+async def put_memory(body: MemoryText, services: ServicesDep, person: Whose) -> dict[str, str]:
     async with services.memory_lock:  # shared with compression's merge
-        text = await services.storage.write_memory(body.text)
+        text = await services.storage.write_memory(body.text, person)
     return {"text": text}
 
 
 @router.post("/memory/facts/remove", responses=errors(404, 409, 413, 415, 422))
-async def remove_fact(body: MemoryFact, services: ServicesDep) -> dict[str, str]:
+async def remove_fact(body: MemoryFact, services: ServicesDep, person: Whose) -> dict[str, str]:
     """Undo of a fact a compression saved: exactly its line leaves memory.md."""
     storage = services.storage
     async with services.memory_lock:
-        text = context.remove_fact(await storage.read_memory(), body.fact)
+        text = context.remove_fact(await storage.read_memory(person), body.fact)
         if text is None:
             raise refused("that fact is not in memory.md (edited or removed since?)", 404)
-        text = await storage.write_memory(text)
+        text = await storage.write_memory(text, person)
     return {"text": text}
 
 
 @router.post("/memory/facts", responses=errors(409, 413, 415, 422))
-async def keep_fact(body: MemoryFact, services: ServicesDep) -> dict[str, str]:
+async def keep_fact(body: MemoryFact, services: ServicesDep, person: Whose) -> dict[str, str]:
     """Keep after an Undo: the fact back at the end of memory.md, unless it is there."""
     storage = services.storage
     async with services.memory_lock:
-        text, added = context.merge_facts(await storage.read_memory(), [body.fact])
+        text, added = context.merge_facts(await storage.read_memory(person), [body.fact])
         if added:
-            text = await storage.write_memory(text)
+            text = await storage.write_memory(text, person)
     return {"text": text}
 
 
