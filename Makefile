@@ -97,6 +97,13 @@ bench: $(BIN)/python
 	$(BIN)/python bench/llama.py
 	$(BIN)/python bench/research.py
 	$(BIN)/python bench/llm_context.py
+	$(BIN)/python bench/openai_v1.py
+	$(BIN)/python bench/search_pacing.py
+	$(BIN)/python bench/search_spend.py
+	$(BIN)/python bench/export.py
+	$(BIN)/python bench/shape_check.py
+	$(BIN)/python bench/slowloris.py
+# bench/stalls.py reads a `perf sched record` of a load run (see its docstring): not here.
 
 # The README's pictures: a finished search + fetch answer, light and dark, into docs/.
 screenshots: $(BIN)/python

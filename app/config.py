@@ -113,6 +113,43 @@ def research_defaults(env: Mapping[str, str]) -> ResearchDefaults:
     )
 
 
+HEADER_NAME = re.compile(r"[A-Za-z0-9!#$%&'*+.^_`|~-]+")
+"""A header's name as HTTP allows it (RFC 9110's token)."""
+
+
+@dataclass(frozen=True)
+class ProxyHeaders:
+    """The headers a forward-auth proxy names the person in, lower-case as ASGI gives them."""
+
+    user: bytes
+    email: bytes | None
+    name: bytes | None
+
+
+def header_name(env: Mapping[str, str], setting: str) -> bytes | None:
+    raw = env.get(setting, "").strip()
+    if not raw:
+        return None
+    if not HEADER_NAME.fullmatch(raw):
+        raise ConfigError(f"{setting}={raw!r} is not a header name (e.g. Remote-User)")
+    return raw.lower().encode()
+
+
+def proxy_headers(env: Mapping[str, str]) -> ProxyHeaders | None:
+    user = header_name(env, "AUTH_USER_HEADER")
+    email, name = header_name(env, "AUTH_EMAIL_HEADER"), header_name(env, "AUTH_NAME_HEADER")
+    if user is None:
+        if email or name:
+            raise ConfigError("AUTH_EMAIL_HEADER and AUTH_NAME_HEADER need AUTH_USER_HEADER")
+        return None
+    if not comma_list(env.get("TRUSTED_PROXIES", "")):
+        raise ConfigError(
+            "AUTH_USER_HEADER is believed only from TRUSTED_PROXIES, which is empty: "
+            "set it to your forward-auth proxy's address"
+        )
+    return ProxyHeaders(user, email, name)
+
+
 def comma_list(raw: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(item.strip() for item in raw.split(",") if item.strip()))
 
@@ -246,6 +283,10 @@ class Settings:
     trusted_proxies: tuple[str, ...]
     """Addresses of reverse proxies whose X-Forwarded-For / X-Forwarded-Proto are believed
     (TRUSTED_PROXIES); none by default, so a client cannot pose as another address."""
+    auth_headers: ProxyHeaders | None
+    """AUTH_USER_HEADER (with AUTH_EMAIL_HEADER, AUTH_NAME_HEADER): the header naming the
+    person a forward-auth proxy signed in, believed from TRUSTED_PROXIES only; None: unset
+    (docs/household.md)."""
     published_on_loopback: bool
     """Set by compose.yaml: the container binds all its interfaces (Docker publishes the
     port on 127.0.0.1, but older engines let the LAN reach it, and `ports` may be edited):
@@ -265,9 +306,12 @@ class Settings:
     search_rate: float | None
     """SEARCH_RATE: queries a second searches may go at; None: the Brave plan's rate."""
     brave_price_per_1000: float
+    """BRAVE_PRICE_PER_1000: dollars Brave charges for 1,000 queries; 0: not shown."""
     research: ResearchDefaults
     """A research run's budget where it gives none (docs/research.md)."""
-    """BRAVE_PRICE_PER_1000: dollars Brave charges for 1,000 queries; 0: not shown."""
+    research_plan_wait: int
+    """RESEARCH_PLAN_WAIT_SECONDS: how long a plan that waits for Start (the page's pause
+    of 0) waits; then the run ends, nothing searched."""
     brave_context_tokens: int
     """BRAVE_CONTEXT_TOKENS: Brave's LLM Context tokens per search (our bravellm engine
     reads it in SearXNG; checked here so a value Brave refuses stops the start)."""
@@ -312,6 +356,8 @@ class Settings:
     """Measure the event loop's lateness and report it in /healthz (benchmarks)."""
     header_timeout: int
     """HEADER_TIMEOUT: seconds a client has to send a request's headers (app/api/serving.py)."""
+    body_timeout: int
+    """BODY_TIMEOUT: seconds a client has, after its headers, to send the request's body."""
     max_connections: int
     """MAX_CONNECTIONS: connections served at once; beyond, the one that waited longest
     for its headers is closed."""
@@ -491,6 +537,7 @@ def load(environ: dict[str, str] | None = None) -> Settings:
             h.lower().rstrip(".") for h in comma_list(env.get("ALLOWED_HOSTS", ""))
         ),
         trusted_proxies=comma_list(env.get("TRUSTED_PROXIES", "")),
+        auth_headers=proxy_headers(env),
         published_on_loopback=env.get("PUBLISHED_ON_LOOPBACK", "") == "1",
         llm_base_url=(env.get("LLM_BASE_URL", "").strip() or "http://127.0.0.1:11434/v1").rstrip(
             "/"
@@ -503,6 +550,7 @@ def load(environ: dict[str, str] | None = None) -> Settings:
         search_rate=search_rate(env.get("SEARCH_RATE", "")),
         brave_price_per_1000=price_per_1000(env.get("BRAVE_PRICE_PER_1000", "")),
         research=research_defaults(env),
+        research_plan_wait=within(env, "RESEARCH_PLAN_WAIT_SECONDS", 1800, 1, 86400),
         brave_context_tokens=within(env, "BRAVE_CONTEXT_TOKENS", 8192, 1024, 32768),
         brave_context_tokens_per_url=within(env, "BRAVE_CONTEXT_TOKENS_PER_URL", 4096, 512, 8192),
         search_plan_file=Path(
@@ -532,6 +580,7 @@ def load(environ: dict[str, str] | None = None) -> Settings:
         fetch_allow_hosts=allow_hosts(env.get("FETCH_ALLOW_HOSTS", "")),
         loop_lag_probe=env.get("LOOP_LAG_PROBE", "") == "1",
         header_timeout=integer(env, "HEADER_TIMEOUT", 10, 1),
+        body_timeout=integer(env, "BODY_TIMEOUT", 60, 1),
         max_connections=integer(env, "MAX_CONNECTIONS", 500, 10),
         v1_answers_per_client=integer(env, "V1_ANSWERS_PER_CLIENT", 4, 1),
         sources_in_text=switch(env, "SOURCES_IN_TEXT", False),

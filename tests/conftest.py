@@ -467,6 +467,18 @@ def chat_on_backend(
         yield service
 
 
+@contextmanager
+def two_replicas(env: dict[str, str], searxng_url: str) -> Iterator[list[ChatService]]:
+    """Two replicas of one database (one DATA_DIR's chat.db, or one PostgreSQL: the env's
+    DATABASE_URL), each on a socket, stopped after."""
+    started = [ChatService(env, searxng_url).start() for _ in range(2)]
+    try:
+        yield started
+    finally:
+        for service in started:
+            service.stop()
+
+
 def store_of(data_dir: Path, database_url: str) -> Path | str:
     """What app.store's Database opens for these settings (DATA_DIR's chat.db or the URL)."""
     return database_url or data_dir / "chat.db"

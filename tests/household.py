@@ -1,8 +1,9 @@
 """A household's database built through the store's own methods, as the service fills it:
 conversations with answers carrying sources, activity, usage and digests, regenerated
 turns (versions), renamed and reconfigured conversations, an accented title, the search
-cache and its counts, the picker's models, a tool refusal, and the lease of a turn whose
-process died. Used by tests/test_migrate_db.py and bench/migrate_db.py."""
+cache and its counts, the picker's models, a tool refusal, its people (one with a
+password), and the lease of a turn whose process died. Used by tests/test_migrate_db.py
+and bench/migrate_db.py."""
 
 from __future__ import annotations
 
@@ -12,6 +13,10 @@ import subprocess
 from app.store.database import Database
 from app.store.leases import new_owner
 from app.store.rows import NEW_TITLE, Message, OutcomeWrite
+from app.store.users import NewUser
+
+ALICE_PASSWORD = "$argon2id$v=19$m=65536,t=3,p=4$c2FsdHNhbHQ$aGFzaGhhc2hoYXNo"
+"""A hash as passwords.py keeps one (made up: hashing 0.1 s a build is not the point)."""
 
 
 def dead_owner() -> str:
@@ -101,4 +106,7 @@ def build(store: Database, conversations: int) -> list[str]:
         store.count_search(day)
     store.set_models(["model-a", "model-b", "qwen3:8b"])
     store.refuse_tools("model-b", "this model does not support tools")
+    store.add_user(NewUser("alice", "Alice", "alice@example.org", True, ALICE_PASSWORD))
+    store.add_user(NewUser("bob"))
+    store.disable_user("bob")
     return ids

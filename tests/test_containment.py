@@ -33,7 +33,7 @@ from app.pages.worker import ExtractionProcess
 from app.search.embedded import free_port
 from tests.browser import open_page, page_server
 from tests.chat_client import new_conversation, send
-from tests.conftest import ROOT, ChatService, chat_env, run_cli
+from tests.conftest import ROOT, ChatService, chat_env, run_cli, service_for
 from tests.fakes.llm_server import Reply
 from tests.fakes.pages import ARTICLE, ARTICLE_TITLE
 
@@ -197,6 +197,24 @@ def test_half_open_sockets_are_closed_and_the_owner_is_served(llm, tmp_path):
         log = served.output()
         assert "made room for a new connection (100, MAX_CONNECTIONS)" in log
         assert "its request's headers did not come within 2 s" in log
+
+
+@pytest.mark.socket  # the body's deadline lives on the connection
+def test_a_trickled_body_is_answered_408_and_closed(request, llm, searxng, tmp_path, caplog):
+    env = chat_env(llm, tmp_path, BODY_TIMEOUT="2")
+    with service_for(request, env, searxng.url) as chat:
+        port = int(chat.url.rsplit(":", 1)[1])
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+            sock.sendall(
+                b"POST /api/conversations HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                b'Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{"title"'
+            )
+            answer = sock.recv(1024)
+            assert answer.startswith(b"HTTP/1.1 408 Request Timeout\r\n"), answer
+            assert closed_by_the_service(sock)
+        # A body that comes whole is served as ever.
+        assert chat.http.post("/api/conversations", json={}).status_code in (200, 201)
+    assert "its request's body did not come within 2 s" in caplog.text
 
 
 # -- other web pages get nothing run -----------------------------------------------------------

@@ -24,7 +24,7 @@ from tests.chat_client import (
     numbered,
 )
 from tests.chat_client import send as api_send
-from tests.conftest import ChatService, chat_env, store_of
+from tests.conftest import ChatService, chat_env, store_of, two_replicas
 from tests.fakes.llm_server import Reply, ToolCall
 from tests.page_actions import LONG_ANSWER, conversation_id, send, turns_ended, wait_turn_end
 
@@ -41,10 +41,8 @@ def replicas(llm, pages, searxng, brave, tmp_path, database_url) -> Iterator[lis
     """Two replicas of one database (one DATA_DIR's chat.db, or one PostgreSQL)."""
     llm.clear()
     env = chat_env(llm, tmp_path, pages, DATABASE_URL=database_url)
-    started = [ChatService(env, searxng.url).start() for _ in range(2)]
-    yield started
-    for service in started:
-        service.stop()
+    with two_replicas(env, searxng.url) as started:
+        yield started
 
 
 def text_of(events: Numbered) -> str:

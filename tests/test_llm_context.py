@@ -9,17 +9,14 @@ import json
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
-from pathlib import Path
 
 import httpx
 import pytest
-import yaml
 from playwright.sync_api import expect
 
 from app.chat.fitting import CUT_MARKER
 from app.search.client import Searxng
-from app.search.embedded import EmbeddedSearxng, write_settings
+from app.search.embedded import EmbeddedSearxng
 from tests.browser import open_page
 from tests.chat_client import done, get_conversation, new_conversation, send
 from tests.conftest import API_KEY, chat_env, run_main, searxng_env, service_for
@@ -28,6 +25,7 @@ from tests.fakes.llm_server import FakeLLM, Reply, ToolCall
 from tests.page_actions import send as type_and_send
 from tests.page_actions import wait_turn_end
 from tests.research_model import ARTICLE_QUOTE, QUESTION, scripted_on
+from tests.searxng_defaults import searching_with
 
 ENGINE = "bravellm"
 
@@ -178,21 +176,29 @@ def test_an_answer_cites_the_passages_brave_read_without_reading_the_page(chat, 
     assert [r.path for r in brave.requests] == [CONTEXT_PATH]
 
 
+def searched_in_a_small_window(request, searxng, pages, tmp_path, query: str):
+    """One answer searching bravellm for `query`, by a model whose window (2,500 tokens)
+    cannot hold every passage: what the model was told, and the turn's events."""
+    with FakeLLM(models=["fake-model"], n_ctx=2500) as small:
+        env = chat_env(small, tmp_path, pages, MODELS="fake-model")
+        with service_for(request, env, searxng.url) as chat:
+            small.script(
+                Reply(tool_calls=[ToolCall("web_search", {"query": query})]),
+                Reply(text="About ten minutes [1]."),
+            )
+            conversation = new_conversation(chat, search_engines=ENGINE)
+            events = send(chat, conversation, "How long?")
+        [told] = tool_messages(small)
+    assert done(events)["status"] == "complete"
+    return told, events
+
+
 def test_the_window_keeps_whole_passages(request, searxng, brave, pages, tmp_path):
     sentences = [
         f"Passage {n} says pierogi boil for {n} minutes in salted water." for n in range(400)
     ]
     page_on(pages, brave, " ".join(sentences))
-    with FakeLLM(models=["fake-model"], n_ctx=2500) as small:
-        env = chat_env(small, tmp_path, pages, MODELS="fake-model")
-        with service_for(request, env, searxng.url) as chat:
-            small.script(
-                Reply(tool_calls=[ToolCall("web_search", {"query": "pierogi boil minutes"})]),
-                Reply(text="About ten minutes [1]."),
-            )
-            conversation = new_conversation(chat, search_engines=ENGINE)
-            assert done(send(chat, conversation, "How long?"))["status"] == "complete"
-        [told] = tool_messages(small)
+    told, _ = searched_in_a_small_window(request, searxng, pages, tmp_path, "pierogi boil minutes")
     assert CUT_MARKER in told  # cut for the window...
     given = [line[2:] for line in told.split("\n") if line.startswith("¶ ")]
     assert given and all(passage in sentences for passage in given)  # ...between passages
@@ -205,16 +211,7 @@ def test_a_page_whose_passages_did_not_fit_is_not_read(request, searxng, brave, 
         CorpusPage(f"{pages.url}/article", "Pierogi boil", f"Pierogi pierogi boil. {long}"),
         CorpusPage(f"{pages.url}/other", "Dumplings", "Dumplings boil too, pierogi say some."),
     )
-    with FakeLLM(models=["fake-model"], n_ctx=2500) as small:
-        env = chat_env(small, tmp_path, pages, MODELS="fake-model")
-        with service_for(request, env, searxng.url) as chat:
-            small.script(
-                Reply(tool_calls=[ToolCall("web_search", {"query": "pierogi boil"})]),
-                Reply(text="About ten minutes [1]."),
-            )
-            conversation = new_conversation(chat, search_engines=ENGINE)
-            events = send(chat, conversation, "How long?")
-        [told] = tool_messages(small)
+    told, events = searched_in_a_small_window(request, searxng, pages, tmp_path, "pierogi boil")
     assert CUT_MARKER in told and "Dumplings boil too" not in told
     search, ended = events[0], done(events)
     assert [s["read"] for s in ended["sources"]] == [True, False]
@@ -222,19 +219,6 @@ def test_a_page_whose_passages_did_not_fit_is_not_read(request, searxng, brave, 
 
 
 # -- research -----------------------------------------------------------------------------
-
-
-@contextmanager
-def searching_with(brave, directory: Path, *engines: str) -> Iterator[EmbeddedSearxng]:
-    """A SearXNG whose default engines are these (their entries say disabled: false, the
-    others' disabled: true)."""
-    path = write_settings(directory, "pl-PL", brave_api_key=API_KEY, allow_http_engine=True)
-    settings = yaml.safe_load(path.read_text())
-    for entry in settings["engines"]:
-        entry["disabled"] = entry["name"] not in engines
-    path.write_text(yaml.safe_dump(settings))
-    with EmbeddedSearxng("pl-PL", environ=searxng_env(brave), rendered=directory) as instance:
-        yield instance
 
 
 @pytest.fixture

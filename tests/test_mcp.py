@@ -134,7 +134,7 @@ def test_the_tools_are_listed_with_their_schemas_and_costs(server):
     }
     assert search.input_schema["required"] == ["query"]
     assert search.input_schema["properties"]["query"]["maxLength"] == 400
-    assert "one Brave Search API query" in (search.description or "")
+    assert "spends queries of the user's Brave Search API plan" in (search.description or "")
     assert search.output_schema is not None
     hit = search.output_schema["$defs"]["SearchHit"]["properties"]
     assert {"title", "url", "date", "snippets", "language", "engine"} <= set(hit)

@@ -124,7 +124,8 @@ def test_sqlite_round_trip_keeps_every_conversation_and_search(home, tmp_path):
     found = searched(back / DATABASE)
     assert found == searched(home / DATABASE)
     assert [e for e in found["lodz"]] == [original[0]["id"]]
-    for table in ("search_cache", "search_queries", "models", "tool_refusals", "turn_versions"):
+    kept = ("search_cache", "search_queries", "models", "tool_refusals", "turn_versions", "users")
+    for table in kept:
         assert rows(back / DATABASE, table) == rows(home / DATABASE, table), table
     assert rows(home / DATABASE, "leases")  # the dead turn's, not carried over
     assert rows(back / DATABASE, "leases") == []
@@ -140,6 +141,7 @@ def test_round_trip_through_postgresql_keeps_every_conversation_and_search(
     assert f"conversations {CONVERSATIONS:,} = {CONVERSATIONS:,}" in there.stdout
     assert f"messages {messages:,} = {messages:,}" in there.stdout
     assert "search_cache 25 = 25" in there.stdout
+    assert "users 2 = 2" in there.stdout
     assert export(postgres_url) == original
     assert searched(postgres_url) == searched(home / DATABASE)
     assert rows(postgres_url, "leases") == []

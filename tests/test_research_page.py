@@ -6,6 +6,7 @@ screenshots of the plan and the report, light and dark, at 1280 and 390 px."""
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -20,6 +21,7 @@ from tests.research_model import (
     ScriptedResearcher,
     article,
     plan_of,
+    research_service,
     scripted_on,
     service,
 )
@@ -144,6 +146,60 @@ def test_stop_keeps_the_notes_then_the_report_is_written_from_them_and_regenerat
         assert researcher.asked.count("plan") == 2 and researcher.asked.count("report") == 2
     finally:
         page.context.close()
+
+
+def test_a_reports_figures_say_what_the_run_spent_and_no_tokens_a_second(
+    browser, service, researcher, article
+):
+    page = opened(browser, service, pause=0.1)
+    try:
+        research(page)
+        wait_turn_end(page)
+        expect(page.locator(".message.assistant .answer").last).to_contain_text(REPORT_START)
+        shown = conversation_id(page)
+        answer = service.http.get(f"/api/conversations/{shown}").json()["messages"][-1]
+        spent = answer["research"]["spent"]
+        assert spent["searches"] == 2 and spent["searches_cached"] == 0 and spent["pages"] >= 1
+        pages = f"{spent['pages']} page{'' if spent['pages'] == 1 else 's'} read"
+        for reloaded in (False, True):  # as the run ended, then as the answer is stored
+            if reloaded:
+                page.reload()
+                page.wait_for_selector("body[data-ready]", state="attached")
+            stats = page.locator(".message.assistant .answer-stats").last
+            expect(stats).to_contain_text("2 searches, about 0.010 $")  # BRAVE_PRICE_PER_1000 5
+            expect(stats).to_contain_text(pages)
+            time = stats.locator("span", has_text=re.compile(r"^\d+ (ms|s)$"))
+            expect(time).to_have_count(1)  # the run's time
+            expect(stats).not_to_contain_text("tok/s")
+        assert page.log.errors == []
+    finally:
+        page.context.close()
+
+
+def test_a_plan_nobody_starts_ends_on_the_page_saying_so_with_regenerate(
+    request, browser, llm, pages, searxng, brave, tmp_path, researcher, article
+):
+    wait = {"RESEARCH_PLAN_WAIT_SECONDS": "1"}
+    with research_service(request, llm, pages, searxng.url, tmp_path, **wait) as waiting:
+        page = opened(browser, waiting, pause=0)
+        try:
+            research(page)
+            expect(page.locator(".plan-card")).to_contain_text("waits for Start")
+            wait_turn_end(page)
+            expect(page.locator(".plan-card")).to_have_count(0)
+            answer = page.locator(".message.assistant .answer").last
+            expect(answer).to_contain_text("The plan waited 1 s for Start; nothing was searched.")
+            expect(answer).to_contain_text("What about pierogi fillings?")  # the plan, kept
+            expect(page.locator(".badge.interrupted")).to_be_visible()
+            expect(page.locator(".message.assistant .answer-stats").last).to_contain_text(
+                "0 searches"
+            )
+            assert researcher.asked == ["plan"]
+            page.get_by_role("button", name="Regenerate").last.click()
+            expect(page.locator(".plan-card")).to_contain_text("waits for Start")
+            assert page.log.errors == []
+        finally:
+            page.context.close()
 
 
 @pytest.mark.parametrize("width", [1280, 390])

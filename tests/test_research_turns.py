@@ -8,6 +8,7 @@ fake model scripted as a researcher."""
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -15,7 +16,7 @@ import pytest
 
 from tests import crashing
 from tests.chat_client import Numbered, follow, get_conversation, new_conversation, numbered
-from tests.conftest import chat_env
+from tests.conftest import ChatService, chat_env, two_replicas
 from tests.research_model import (
     ARTICLE_QUOTE,
     QUESTION,
@@ -104,6 +105,43 @@ def test_the_plan_waits_for_start_and_runs_as_the_user_edited_it(service, resear
     assert again.status_code == 409  # no plan waits any more
 
 
+@pytest.fixture
+def replicas(llm, pages, searxng, brave, tmp_path, database_url) -> Iterator[list[ChatService]]:
+    """Two research services on one database (SQLite's file, or one PostgreSQL)."""
+    env = chat_env(llm, tmp_path, pages, SEARCH_RATE="50", DATABASE_URL=database_url)
+    with two_replicas(env, searxng.url) as started:
+        yield started
+
+
+@pytest.mark.socket  # the client leaves its stream at the plan
+def test_start_with_an_edited_plan_on_the_other_replica_runs_the_edited_questions_only(
+    replicas, researcher, article
+):
+    first, second = replicas
+    researcher.plan = plan_of("pierogi boiling time", "pierogi fillings", "pierogi history")
+    conversation_id = new_conversation(first)
+    with first.client() as client:
+        seen = until_plan(client, conversation_id, {"research": {"plan_seconds": 0}})
+    assert seen[-1][1]["started"] is False
+    edited = ["What about pierogi boiling time?", "frozen pierogi"]
+    path = f"/api/conversations/{conversation_id}/research/plan"
+    started = second.http.post(path, json={"questions": edited})
+    assert started.status_code == 200 and started.json() == {"started": True}
+    twice = first.http.post(path, json={"questions": ["pierogi history"]})
+    assert twice.status_code == 409  # one Start per plan, whichever replica it reaches
+
+    rest = follow(second, conversation_id, last_event_id=seen[-1][0])
+    assert of_type(rest, "research_plan")[0]["questions"] == edited
+    lines = reasoning(rest)
+    searched = [line for line in lines.splitlines() if line.startswith("Searched ")]
+    assert [line.split("'")[1] for line in searched] == ["pierogi boiling time", "frozen pierogi"]
+    assert rest[-1][1]["type"] == "done" and rest[-1][1]["status"] == "complete"
+    for replica in replicas:  # no plan waits any more
+        late = replica.http.post(path, json={"questions": edited})
+        assert late.status_code == 409
+        assert "no research plan is waiting for Start" in late.json()["detail"]
+
+
 def test_a_plan_nobody_touches_starts_by_itself_after_the_pause(service, researcher, article):
     conversation_id = new_conversation(service)
     body = {"message": QUESTION, "research": {"plan_seconds": 0.5}}
@@ -113,6 +151,51 @@ def test_a_plan_nobody_touches_starts_by_itself_after_the_pause(service, researc
     assert [(p["started"], p["starts_in"]) for p in plans] == [(False, 0.5), (True, None)]
     assert events[-1][1]["type"] == "done" and events[-1][1]["status"] == "complete"
     assert researcher.asked == ["plan", "notes", "reflect", "report"]
+
+
+def running(service: ChatService, conversation_id: str) -> bool:
+    listed = service.http.get("/api/conversations").json()
+    return any(c["running"] for c in listed if c["id"] == conversation_id)
+
+
+@pytest.mark.socket  # the client leaves its stream at the plan
+def test_a_plan_left_waiting_for_start_ends_unsearched_after_the_services_wait_keeping_it(
+    request, llm, pages, searxng, brave, tmp_path, researcher, article
+):
+    """A pause of 0 waits for Start, but not forever: after RESEARCH_PLAN_WAIT_SECONDS the
+    run ends with nothing searched (nothing spent without the user's Start), its plan kept
+    in the answer, the conversation free; Regenerate researches again."""
+    wait = {"RESEARCH_PLAN_WAIT_SECONDS": "1"}
+    with research_service(request, llm, pages, searxng.url, tmp_path, **wait) as service:
+        conversation_id = new_conversation(service)
+        with service.client() as client:
+            seen = until_plan(client, conversation_id, {"research": {"plan_seconds": 0}})
+        given_up = time.monotonic() + 15
+        while running(service, conversation_id):
+            assert time.monotonic() < given_up, "the plan still waits for Start"
+            time.sleep(0.1)
+        events = seen + follow(service, conversation_id, last_event_id=seen[-1][0])
+        plans = of_type(events, "research_plan")
+        assert [(p["started"], p["starts_in"]) for p in plans] == [(False, None)]
+        done = events[-1][1]
+        assert done["type"] == "done" and done["status"] == "interrupted", done
+        assert done["text"] == (
+            "The plan waited 1 s for Start; nothing was searched.\n\n"
+            "The plan:\n\n- What about pierogi boiling time?"
+        )
+        assert researcher.asked == ["plan"]  # no search, no page, no note
+        assert of_type(events, "research")[-1]["searches"] == 0
+        stored = get_conversation(service, conversation_id)["messages"][-1]
+        assert (stored["status"], stored["content"]) == ("interrupted", done["text"])
+        start = f"/api/conversations/{conversation_id}/research/plan"
+        late = service.http.post(start, json={"questions": ["What about pierogi?"]})
+        assert late.status_code == 409
+
+        path = f"/api/conversations/{conversation_id}/regenerate"
+        again = {"research": {"plan_seconds": 0.1}}
+        with service.http.stream("POST", path, json=again) as response:
+            assert numbered(response)[-1][1]["status"] == "complete"
+        assert researcher.asked == ["plan", "plan", "notes", "reflect", "report"]
 
 
 def test_the_budget_is_the_runs_own_else_the_services_and_the_plan_says_what_it_may_cost(

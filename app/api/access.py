@@ -19,6 +19,7 @@ A service on loopback is reachable from every web page the user visits, so:
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import hmac
 import ipaddress
@@ -34,11 +35,15 @@ from typing import Any
 
 from fastapi import APIRouter
 from fastapi.routing import APIRoute
+from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
 
 from app.api.json_shape import checked_shape
 from app.api.openai_shapes import error_body
+from app.api.people import PERSON, Household
 from app.store.errors import Unavailable
+from app.store.passwords import password_matches
 from app.store.storage import Storage
+from app.store.users import User
 
 logger = logging.getLogger(__name__)
 
@@ -128,16 +133,22 @@ class Sessions:
             return None
         return hmac.new(self.key, cookie.encode(), hashlib.sha256).hexdigest()
 
-    async def issue(self) -> str:
+    async def issue(self, person: int | None = None) -> str:
+        """A new session: the token's, or in household mode a person's (users.rowid)."""
         cookie = secrets.token_urlsafe(32)
         key = self.stored_key(cookie)
         assert key is not None
-        await self.storage.add_session(key, time.time() + SESSION_SECONDS)
+        await self.storage.add_session(key, time.time() + SESSION_SECONDS, person)
         return cookie
 
     async def valid(self, cookie: str) -> bool:
         key = self.stored_key(cookie)
         return key is not None and await self.storage.session_live(key)
+
+    async def person(self, cookie: str) -> User | None:
+        """Household mode: whose live session this is (None: no person's, or disabled)."""
+        key = self.stored_key(cookie)
+        return None if key is None else await self.storage.session_user(key)
 
     async def end(self, cookie: str) -> None:
         if (key := self.stored_key(cookie)) is not None:
@@ -223,21 +234,36 @@ def cookie_value(header: bytes, name: str) -> str | None:
 
 class Guard:
     """What the checks need to remember: the allowed hosts, the token, the sessions it
-    signs and the wrong tokens seen per client. One per app, shared with the login route."""
+    signs and the wrong tokens seen per client, and household mode's settings (None:
+    off). One per app, shared with the login route."""
 
-    def __init__(self, *, allowed_hosts: frozenset[str], token: str, storage: Storage) -> None:
+    def __init__(
+        self,
+        *,
+        allowed_hosts: frozenset[str],
+        token: str,
+        storage: Storage,
+        household: Household | None = None,
+    ) -> None:
         self.allowed_hosts = allowed_hosts
         self.token = token.encode()
-        self.sessions = Sessions(token, storage) if token else None
+        self.household = household
+        self.sessions = Sessions(token, storage) if token or household else None
         self.limiter = FailureLimiter()
 
-    async def signed_in(self, given: Credentials) -> bool:
-        """A live session cookie or the right bearer token (no token needed: always)."""
+    async def signed_in(self, given: Credentials, scope: Scope) -> bool:
+        """A live session cookie or the right bearer token (no token needed: always). In
+        household mode the cookie must be a person's, who is then the asker."""
         if self.sessions is None:
             return True
-        if given.cookie and await self.sessions.valid(given.cookie):
+        if self.household is not None and given.cookie:
+            if person := await self.sessions.person(given.cookie):
+                scope.setdefault("state", {})[PERSON] = person
+                return True
+        elif given.cookie and await self.sessions.valid(given.cookie):
             return True
-        return given.bearer is not None and hmac.compare_digest(given.bearer, self.token)
+        token = bool(self.token) and given.bearer is not None
+        return token and hmac.compare_digest(given.bearer or b"", self.token)
 
     async def check_token(self, headers: dict[bytes, bytes], scope: Scope) -> Refusal | None:
         """None when the request may go on; else (status, message, extra headers)."""
@@ -248,8 +274,10 @@ class Guard:
         # The right credential first: others' wrong tokens from the same address (every
         # client of a proxy shares one) must not lock the owner out. With 128 bits or
         # more, the wait below is not what stops guessing; it keeps the log quiet.
+        if state_person(scope) is not None:  # named by the trusted proxy
+            return None
         try:
-            if await self.signed_in(given):
+            if await self.signed_in(given, scope):
                 if given.bearer is not None:
                     self.limiter.forget(client)
                 return None
@@ -261,6 +289,8 @@ class Guard:
         if given.bearer is not None:
             self.limiter.fail(client)
             return 401, "wrong access token", {}
+        if self.household is not None:
+            return 401, "sign in with your name and password", {}
         return 401, "this service needs its access token (AUTH_TOKEN)", {}
 
     async def login(self, token: str, client: str) -> str | None:
@@ -271,6 +301,21 @@ class Guard:
         if hmac.compare_digest(token.encode(), self.token):
             self.limiter.forget(client)
             return await self.sessions.issue()
+        if self.limiter.wait(client) <= 0:
+            self.limiter.fail(client)
+        return None
+
+    async def sign_in(self, name: str, password: str, client: str) -> str | None:
+        """Household mode: a new session cookie for that person's password; None (and a
+        failure counted, as for a wrong token) for a wrong name or password or a disabled
+        person, each after the same hashing work (0.1 s, in a thread)."""
+        if self.household is None or self.sessions is None:
+            return None
+        person = await self.household.storage.user(name)
+        stored = person.password if person is not None and not person.disabled else None
+        if person is not None and await asyncio.to_thread(password_matches, stored, password):
+            self.limiter.forget(client)
+            return await self.sessions.issue(person.id)
         if self.limiter.wait(client) <= 0:
             self.limiter.fail(client)
         return None
@@ -313,6 +358,14 @@ class AccessControl:
         if (reason := foreign(headers, scope, host)) and not top_level_page(scope, headers):
             await deny(send, 403, reason)
             return
+        if (household := self.guard.household) is not None:
+            needed = guarded(scope["path"]) or scope["path"] in OPEN_PATHS
+            person = await household.from_proxy(scope, peer_of(scope), needed=needed)
+            if isinstance(person, tuple):
+                await deny(send, *person)
+                return
+            if person is not None:
+                scope.setdefault("state", {})[PERSON] = person
         if guarded(scope["path"]):
             if (refusal := await self.guard.check_token(headers, scope)) is not None:
                 await deny(send, *refusal)
@@ -329,6 +382,34 @@ class AccessControl:
                 return
             receive = replay(body, receive)
         await self.app(scope, receive, send)
+
+
+def state_person(scope: Scope) -> User | None:
+    person: User | None = scope.get("state", {}).get(PERSON)
+    return person
+
+
+PEER = "peer"
+"""scope[PEER]: the address the connection came from, before X-Forwarded-For."""
+
+
+def peer_of(scope: Scope) -> str:
+    return str(scope.get(PEER) or (scope.get("client") or ("unknown", 0))[0])
+
+
+class Forwarded:
+    """uvicorn's X-Forwarded-For / X-Forwarded-Proto handling for TRUSTED_PROXIES, run
+    here rather than by uvicorn so that the connection's own address is kept (scope[PEER]):
+    AUTH_USER_HEADER is believed from a trusted proxy's connection only, never from a
+    client a proxy forwarded."""
+
+    def __init__(self, app: ASGIApp, trusted: tuple[str, ...]) -> None:
+        self.app = ProxyHeadersMiddleware(app, trusted_hosts=list(trusted))  # type: ignore[arg-type]
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "lifespan":
+            scope[PEER] = (scope.get("client") or ("unknown", 0))[0]
+        await self.app(scope, receive, send)  # type: ignore[arg-type]
 
 
 async def refuse_unknown(scope: Scope, receive: Receive, send: Send) -> None:

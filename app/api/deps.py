@@ -1,5 +1,6 @@
 """What the routes are given (docs/architecture.md): the services the app's lifespan built,
-the storage among them, the access guard, and the path parameters several routes share.
+the storage among them, the access guard, who is asking (household mode), and the path
+parameters several routes share.
 
 Each dependency is a coroutine function: FastAPI runs a plain function in a worker thread,
 a hop per request that the turn's first token would wait for."""
@@ -11,10 +12,13 @@ from typing import Annotated
 from fastapi import Depends, Request
 from fastapi import Path as PathParam
 
-from app.api.access import Guard
+from app.api.access import Guard, state_person
+from app.api.people import NotAPerson
 from app.chat.services import Services
+from app.store.errors import NotFound
 from app.store.rows import ID_PATTERN
 from app.store.storage import Storage
+from app.store.users import User
 
 
 async def services(request: Request) -> Services:
@@ -40,7 +44,35 @@ async def guard(request: Request) -> Guard:
 
 GuardDep = Annotated[Guard, Depends(guard)]
 
-ConversationId = Annotated[str, PathParam(pattern=ID_PATTERN, description="a conversation id")]
+
+async def person(request: Request, guard: GuardDep) -> User | None:
+    """Household mode: who is asking (NotAPerson, 401, for a request with the access token
+    alone); None in the single-user modes."""
+    if guard.household is None:
+        return None
+    asker = state_person(request.scope)
+    if asker is None:
+        raise NotAPerson("sign in as a person of the household (name and password)")
+    return asker
+
+
+PersonDep = Annotated[User | None, Depends(person)]
+
+
+async def owned(
+    conversation_id: Annotated[str, PathParam(pattern=ID_PATTERN, description="a conversation id")],
+    asker: PersonDep,
+    storage: StorageDep,
+) -> str:
+    """The path's conversation id, in household mode only when it is the asker's: another
+    person's answers as a missing one does (404, the same body), before the route runs."""
+    if asker is not None and await storage.owner(conversation_id) != asker.id:
+        raise NotFound(f"no conversation {conversation_id}")
+    return conversation_id
+
+
+ConversationId = Annotated[str, Depends(owned)]
+"""A conversation of the asker's (every conversation in the single-user modes)."""
 ModelPath = Annotated[
     str, PathParam(min_length=1, max_length=200, description="a model id, slashes and all")
 ]

@@ -17,6 +17,7 @@ from app.api.answer_slots import AnswerSlots
 from app.api.bodies import errors
 from app.api.lag import LagProbe
 from app.api.mcp import McpEndpoint
+from app.api.people import household_mode
 from app.api.routes import conversations, openai, page, session, status, turns
 from app.api.routes import settings as settings_routes
 from app.chat.services import Services
@@ -37,6 +38,10 @@ def validation_message(exc: RequestValidationError) -> str:
         )
         if error["type"] == "extra_forbidden":
             lines.append(f"unknown field {where!r}")
+        elif error["type"] == "string_too_long":  # said as a person counts, not as pydantic
+            size, limit = len(error["input"]), error["ctx"]["max_length"]
+            what = where or "text"
+            lines.append(f"the {what} is {size:,} characters, at most {limit:,} are taken")
         elif error["type"] == "string_unicode":
             lines.append(f"{where}: contains a lone surrogate, which is not valid Unicode text")
         else:
@@ -96,6 +101,7 @@ def create_app(settings: config.Settings, searxng_url: str) -> FastAPI:
         turn_digests=settings.keep_sources_turns,
     )
     storage.open()
+    household = household_mode(storage, settings.auth_headers, settings.trusted_proxies)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -141,14 +147,18 @@ def create_app(settings: config.Settings, searxng_url: str) -> FastAPI:
     )
     app.state.lag = LagProbe()
     app.state.access = access.Guard(
-        allowed_hosts=settings.allowed_hosts, token=settings.auth_token, storage=storage
+        allowed_hosts=settings.allowed_hosts,
+        token=settings.auth_token,
+        storage=storage,
+        household=household,
     )
     app.state.mcp = McpEndpoint()
     app.state.answer_slots = AnswerSlots(settings.v1_answers_per_client)
     app.exception_handler(ServiceError)(service_error)
     app.exception_handler(RequestValidationError)(invalid_request)
     app.exception_handler(HTTPException)(http_error)
-    app.add_middleware(access.AccessControl, guard=app.state.access)  # outermost: first
+    app.add_middleware(access.AccessControl, guard=app.state.access)
+    app.add_middleware(access.Forwarded, trusted=settings.trusted_proxies)  # outermost: first
     # In this order, the order of /openapi.json's paths.
     for router in FIRST:
         app.include_router(router.router)

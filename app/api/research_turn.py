@@ -22,7 +22,7 @@ from app.chat.gathered import Gathered
 from app.chat.services import Services
 from app.chat.turn import Turn, record
 from app.model.failures import Failure, LLMError
-from app.research.budget import Bound, Budget, most_cost
+from app.research.budget import Bound, Budget, Spent, most_cost, most_queries
 from app.research.events import Event as ResearchEvent
 from app.research.events import (
     Finished,
@@ -35,9 +35,9 @@ from app.research.events import (
     progress_line,
 )
 from app.research.plan import ResearchPlan
-from app.research.run import Research
+from app.research.run import Halted, Research
 from app.research.start import prepared
-from app.store.storage import Lease, TurnInput
+from app.store.storage import Lease, Storage, TurnInput
 
 logger = logging.getLogger(__name__)
 
@@ -48,10 +48,15 @@ PLAN_SECONDS = 10.0
 @dataclass
 class PlanGate:
     """A research turn's control: the plan waits for the user's Start (with the plan as
-    edited), or for the pause to end (`seconds`; 0: for Start only); Stop ends the run,
-    keeping what it found."""
+    edited), or for the pause to end (`seconds`; 0: for Start only, at most `longest`
+    seconds, then the run ends with nothing searched); Stop ends the run, keeping what it
+    found. A Start comes through the database from any replica (`Storage.start_plan`): the
+    turn's replica reads it every tick (app/chat/runs.py) and gives it here."""
 
     seconds: float
+    longest: int
+    storage: Storage
+    lease: Lease
     halt: asyncio.Event = field(default_factory=asyncio.Event)
     given: asyncio.Queue[list[str]] = field(default_factory=lambda: asyncio.Queue(1))
     waiting: bool = False
@@ -66,15 +71,43 @@ class PlanGate:
         self.given.put_nowait(questions)
         return True
 
-    async def approve(self, plan: ResearchPlan) -> ResearchPlan:
+    async def opened(self) -> None:
+        """The plan waits from now, before the page is shown it: a Start may come."""
         self.waiting = True
+        await self.storage.plan_waits(self.lease.conversation_id, self.lease.owner)
+
+    async def approve(self, plan: ResearchPlan) -> ResearchPlan:
+        """The plan as the Start gave it, or as it is once the pause ended; Halted when it
+        waited for a Start that never came."""
         try:
-            async with asyncio.timeout(self.seconds or None):
-                return plan.edited(await self.given.get())
-        except TimeoutError:
-            return plan
+            questions = await self.started()
         finally:
             self.waiting = False
+            # A Start that reached the database before the wait ended is the one kept.
+            late = await self.storage.plan_waited(self.lease.conversation_id, self.lease.owner)
+        chosen = questions if questions is not None else late
+        if chosen is not None:
+            return plan.edited(chosen)
+        if self.seconds:
+            return plan
+        said = f"The plan waited {waited(self.longest)} for Start; nothing was searched."
+        raise Halted(Bound.UNSTARTED, said)
+
+    async def started(self) -> list[str] | None:
+        """The sub-questions a Start gave, None when the wait ended first."""
+        try:
+            async with asyncio.timeout(self.seconds or self.longest):
+                return await self.given.get()
+        except TimeoutError:
+            return None
+
+
+def waited(seconds: int) -> str:
+    """A wait in words: "30 minutes", "1 minute", "45 s"."""
+    if seconds % 60:
+        return f"{seconds} s"
+    minutes = seconds // 60
+    return f"{minutes} minute{'' if minutes == 1 else 's'}"
 
 
 async def research_turn(
@@ -122,9 +155,12 @@ async def research_steps(
 ) -> AsyncGenerator[Event, None]:
     """The run's events as the page is sent them, each step checkpointed with the answer."""
     plan = await asyncio.to_thread(services.plan.read)
+    per_search = await services.searcher.queries_per_search()
     spend = Spendable(
         queries_left=plan.monthly_remaining if plan is not None else None,
-        cost=most_cost(budget, services.settings.brave_price_per_1000),
+        queries=most_queries(budget, per_search),
+        cost=most_cost(budget, services.settings.brave_price_per_1000, per_search),
+        per_search=per_search,
     )
     research = await prepared(
         turn.pending,
@@ -145,9 +181,11 @@ async def research_steps(
     async with aclosing(steps) as events:
         async for event in events:
             reported = reported or isinstance(event, Reported)
+            if isinstance(event, Planned) and not event.approved:
+                await gate.opened()
             told = told_of(event, research, gate, spend)
             if isinstance(event, Finished):
-                told += ended(turn, research, event.result, reported)
+                told += ended(turn, research, event.result, reported, spend.per_search)
             for each in told:
                 if each["type"] == "reasoning":
                     turn.outcome.thinks(each["text"])
@@ -158,11 +196,14 @@ async def research_steps(
 @dataclass(frozen=True)
 class Spendable:
     """What the plan card says the budget may spend: the Brave plan's queries left this
-    month (None: not stated, or no monthly cap), and the budget's searches in money (None:
-    no price set)."""
+    month (None: not stated, or no monthly cap), the Brave queries the budget's searches
+    may send, and those in money (None: no price set)."""
 
     queries_left: int | None
+    queries: int
     cost: float | None
+    per_search: int
+    """The Brave queries one search sends (two with both of our engines)."""
 
 
 def told_of(
@@ -179,6 +220,7 @@ def told_of(
                     "started": approved,
                     "starts_in": starts_in,
                     "queries_left": spend.queries_left,
+                    "max_queries": spend.queries,
                     "max_cost": spend.cost,
                 }
             ]
@@ -219,7 +261,22 @@ def progress(research: Research, step: str, about: str) -> Event:
     }
 
 
-def ended(turn: Turn, research: Research, result: ResearchResult, reported: bool) -> list[Event]:
+def figures(spent: Spent, per_search: int) -> dict[str, float]:
+    """What the run spent, as the answer's figures say it: its searches (the Brave queries
+    of those the cache did not answer), the pages it read, its time; not tokens a second,
+    which mean nothing for a run of many steps."""
+    return {
+        "searches": spent.searches,
+        "searches_cached": spent.searches_cached,
+        "queries": (spent.searches - spent.searches_cached) * per_search,
+        "pages": spent.pages,
+        "seconds": spent.seconds,
+    }
+
+
+def ended(
+    turn: Turn, research: Research, result: ResearchResult, reported: bool, per_search: int
+) -> list[Event]:
     """The report (or what was found, or what was tried) as the answer, with its sources;
     after Stop, what was found kept to write the report from."""
     outcome = turn.outcome
@@ -230,9 +287,10 @@ def ended(turn: Turn, research: Research, result: ResearchResult, reported: bool
     )
     if result.status == "failed":
         raise LLMError(Failure.UPSTREAM, f"the research failed: {result.error}")
-    stopped = not reported and result.stopped_by is Bound.USER
+    outcome.research = {"spent": figures(spent, per_search)}
+    stopped = not reported and result.stopped_by in (Bound.USER, Bound.UNSTARTED)
     if stopped and result.notes:
-        outcome.research = {"found": research.found_so_far().model_dump(mode="json")}
+        outcome.research["found"] = research.found_so_far().model_dump(mode="json")
     text = result.report if result.status != "nothing_found" else result.tried_text()
     outcome.wrote(text)
     outcome.gathered = Gathered(sources=tuple(sources_of(result)))

@@ -11,6 +11,9 @@ too, and answers every request beyond it, the owner's, with a 503. So `GuardedHt
 - gives each request HEADER_TIMEOUT seconds for its headers, from the connection's start
   or the previous answer's end, and at most MAX_HEADER_BYTES of them (what h11's
   `max_incomplete_event_size` bounds; httptools has no such limit of its own);
+- gives a request BODY_TIMEOUT seconds more for its body: a body trickled a byte at a
+  time would hold its connection (and the handler reading it) forever, and such a
+  connection is busy with a request, so no new one makes room by closing it;
 - keeps at most MAX_CONNECTIONS connections: one more closes the connection that has
   waited longest for its headers (a slow client's, or an idle kept-alive one, which a
   browser opens again at no cost), so a request that comes whole is always served; when
@@ -51,6 +54,7 @@ LOG_EVERY_SECONDS = 10.0
 class ConnectionLimits:
     header_timeout: float
     max_connections: int
+    body_timeout: float
 
 
 class ClosedLog:
@@ -101,6 +105,7 @@ class GuardedHttp(HttpToolsProtocol):
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
         self.header_deadline: asyncio.TimerHandle | None = None
+        self.body_deadline: asyncio.TimerHandle | None = None
         self.header_bytes = 0
         self.await_headers()
         self.make_room()
@@ -120,6 +125,11 @@ class GuardedHttp(HttpToolsProtocol):
     def on_headers_complete(self) -> None:
         self.headers_arrived()
         super().on_headers_complete()
+        self.body_deadline = self.loop.call_later(self.config.limits.body_timeout, self.body_late)
+
+    def on_message_complete(self) -> None:
+        self.body_arrived()
+        super().on_message_complete()
 
     def on_response_complete(self) -> None:
         super().on_response_complete()
@@ -128,6 +138,7 @@ class GuardedHttp(HttpToolsProtocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.headers_arrived()
+        self.body_arrived()
         super().connection_lost(exc)
 
     def await_headers(self) -> None:
@@ -142,6 +153,19 @@ class GuardedHttp(HttpToolsProtocol):
             self.header_deadline.cancel()
             self.header_deadline = None
         self.config.waiting.pop(self, None)
+
+    def body_arrived(self) -> None:
+        if self.body_deadline is not None:
+            self.body_deadline.cancel()
+            self.body_deadline = None
+
+    def body_late(self) -> None:
+        self.body_deadline = None
+        if not self.cycle.response_started:  # else the 408 would follow another answer
+            self.transport.write(
+                b"HTTP/1.1 408 Request Timeout\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
+            )
+        self.close(f"its request's body did not come within {self.config.limits.body_timeout:g} s")
 
     def headers_late(self) -> None:
         self.close(
@@ -191,14 +215,13 @@ def connection_limits(settings: config.Settings) -> ConnectionLimits:
             limit,
             settings.max_connections,
         )
-    return ConnectionLimits(settings.header_timeout, limit)
+    return ConnectionLimits(settings.header_timeout, limit, settings.body_timeout)
 
 
 def server_config(
     app: Any, settings: config.Settings, host: str, port: int, **options: Any
 ) -> ServiceConfig:
     """How `serve` (and the tests' services on a socket) listen."""
-    trusted = list(settings.trusted_proxies)
     return ServiceConfig(
         app,
         limits=connection_limits(settings),
@@ -206,8 +229,9 @@ def server_config(
         port=port,
         # uvicorn believes X-Forwarded-For from 127.0.0.1 unless told otherwise: any
         # local process could then pose as any client (the login limit is per client).
-        proxy_headers=bool(trusted),
-        forwarded_allow_ips=trusted,
+        # The app reads it from TRUSTED_PROXIES itself (access.Forwarded), keeping the
+        # connection's own address, which household mode's header is believed from.
+        proxy_headers=False,
         **options,
     )
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal, NotRequired, TypedDict
+from typing import Any, Literal, NotRequired, TypedDict
 
 from app.chat.context import RefusedFact
 from app.store.rows import ToolRefusal, Totals
@@ -78,6 +78,9 @@ class SearchEvent(TypedDict):
     """Seconds it waited for the search plan's rate (other searches went first)."""
     cached_age: NotRequired[float]
     """It came from the search cache, stored this many seconds ago: no query was spent."""
+    queries: NotRequired[int]
+    """The Brave queries it spent (two with both of our engines, 0 from the cache); an
+    answer stored before it was said counts one a search."""
     left_out: NotRequired[bool]
     """Its results were not given to the model: no room was left in its window (`error`
     says how large the window is)."""
@@ -178,6 +181,8 @@ class DoneEvent(TypedDict):
     truncated: bool
     timing: dict[str, float]
     at: str
+    research: NotRequired[dict[str, Any]]
+    """A research's answer: as the stored answer's `research` (app/chat/outcome.py)."""
 
 
 class StoppedEvent(TypedDict):
@@ -198,6 +203,9 @@ class ResearchPlanEvent(TypedDict):
     queries_left: int | None
     """The Brave plan's queries left this month, as its last answer stated (None: unknown
     or uncapped)."""
+    max_queries: int
+    """The most Brave queries the budget's searches may send (two a search with both of
+    our engines among SearXNG's defaults)."""
     max_cost: float | None
     """The most the budget's searches may cost, in dollars (None: no price set)."""
 

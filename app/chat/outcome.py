@@ -62,7 +62,8 @@ class Answer(Message):
     """Kept with the answer: their notices and Undo stay."""
     research: NotRequired[dict[str, Any]]
     """A research run's report (app/api/research_turn.py): Regenerate researches again;
-    after Stop, `found` is what it had found, to write the report from."""
+    `spent` is what the run spent (searches, searches_cached, pages, seconds); after Stop,
+    `found` is what it had found, to write the report from."""
 
 
 class Budget(TypedDict):
@@ -371,7 +372,7 @@ class TurnOutcome:
         }
 
     def done_event(self, totals: Totals) -> DoneEvent:
-        return {
+        done: DoneEvent = {
             "type": "done",
             "status": self.status,
             "text": self.text,
@@ -383,6 +384,9 @@ class TurnOutcome:
             "timing": self.clock.as_dict(),
             "at": datetime.now(UTC).isoformat(timespec="seconds"),
         }
+        if self.research is not None:
+            done["research"] = self.research
+        return done
 
 
 @dataclass

@@ -4,7 +4,8 @@ A turn runs as a task of the service, holding its conversation's lease; its even
 numbered and kept: in memory for the readers on this replica (one fan-out per turn, however
 many read it), in the database for those on another (app/store/turn_events.py). A client
 that leaves stops nothing; Stop is a request of its own (`Runs.stop`), which reaches the
-turn's replica through the database when the turn runs on another.
+turn's replica through the database when the turn runs on another, as a research plan's
+Start does (`Storage.start_plan`, read by the turn's replica every tick).
 
 An event's id is the one before it plus one, or, for a piece of text (of the answer or of
 its reasoning), plus the piece's length. A run of text is kept coalesced, one row however
@@ -27,13 +28,13 @@ from app.chat.events import Event, StoppedEvent, TextEvent
 from app.store.errors import NotFound, Unavailable
 from app.store.nul import json_text, without_nul
 from app.store.storage import Lease, Storage
-from app.store.turn_events import KeptEvents, KeptRow
+from app.store.turn_events import NOTHING_ASKED, Asked, KeptEvents, KeptRow
 
 logger = logging.getLogger(__name__)
 
 TICK_SECONDS = 0.25
 """How often a running turn writes its new events to the database and asks whether a Stop
-came through it (from another replica); how often a reader on another replica asks for
+(or its plan's Start) came through it; how often a reader on another replica asks for
 the new events."""
 GONE_SECONDS = 2.0
 """A turn that has neither ended nor held its lease for this long died with its replica."""
@@ -203,6 +204,10 @@ class Control(Protocol):
 
     def stop(self) -> None: ...
 
+    def start(self, questions: list[str]) -> bool:
+        """Its plan starts with these sub-questions; whether it was waiting for them."""
+        ...
+
 
 class Run:
     """One turn running as a task of the service; its lease released when it ends."""
@@ -265,29 +270,33 @@ class Run:
         await self.write(ended=True)
 
     async def keep(self) -> None:
-        """Every tick: the new events to the database, and whether a Stop came there."""
+        """Every tick: the new events to the database, and whether a Stop or a plan's
+        Start came there."""
         while True:
             await asyncio.sleep(TICK_SECONDS)
-            if await self.write(ended=False):
+            asked = await self.write(ended=False)
+            if asked.plan is not None and self.control and self.control.start(asked.plan):
+                logger.info("turn %s: its plan started through the database", self.conversation_id)
+            if asked.stop:
                 logger.info("turn %s: stop asked through the database", self.conversation_id)
                 self.stop()
                 return
 
-    async def write(self, *, ended: bool) -> bool:
-        """The events the database lacks written; whether a Stop was asked there."""
+    async def write(self, *, ended: bool) -> Asked:
+        """The events the database lacks written; what was asked there."""
         rows = self.unwritten + self.feed.unkept()
         cid, owner = self.conversation_id, self.lease.owner
         try:
             if rows or ended:
-                stop = await self.storage.keep_events(cid, owner, rows, ended=ended)
+                asked = await self.storage.keep_events(cid, owner, rows, ended=ended)
             else:
-                stop = await self.storage.stop_asked(cid, owner)
+                asked = await self.storage.asked(cid, owner)
         except Unavailable as exc:
             logger.warning("turn %s: its events wait for the database (%s)", cid, exc)
             self.unwritten = rows
-            return False
+            return NOTHING_ASKED
         self.unwritten = []
-        return stop
+        return asked
 
 
 class Runs:

@@ -51,8 +51,8 @@ class WebSearch(Tool[SearchArguments]):
     description = (
         "Searches the web. Returns each result with its publication date (first, when "
         "known), title, address and its snippets joined; a result whose page Brave read "
-        "for you comes with that page's passages (no need to fetch it). Cost: one Brave "
-        "Search API query of the user's plan per call (and per page)."
+        "for you comes with that page's passages (no need to fetch it). Cost: each call "
+        "(and each page of results) spends queries of the user's Brave Search API plan."
     )
     arguments = SearchArguments
     placeholder = "searches"
@@ -102,6 +102,7 @@ class WebSearch(Tool[SearchArguments]):
             event["waited"] = response.waited
         if response.cached_age is not None:
             event["cached_age"] = response.cached_age
+        event["queries"] = response.queries
         numbered = [listed(result, runner) for result in response.results]
         lines = [line for _, line in numbered]
         read = [

@@ -11,6 +11,7 @@ from app.cli.research import research_parser
 from app.cli.serve import cmd_mcp, cmd_serve
 from app.cli.stack import cmd_doctor, cmd_searxng, cmd_searxng_settings
 from app.cli.tools import tool_command
+from app.cli.users import users_parser
 from app.cli.web import cmd_extract, cmd_fetch, cmd_measure_locale, cmd_search
 from app.search.lab import MAX_TOP
 
@@ -76,6 +77,7 @@ def parser() -> argparse.ArgumentParser:
     export.set_defaults(run=cmd_export)
 
     migrate_parser(commands)
+    users_parser(commands)
 
     check = commands.add_parser("doctor", help="check every part of the stack, say what to fix")
     check.set_defaults(run=cmd_doctor)

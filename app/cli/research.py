@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, TextIO
 from app import config
 from app.cli.exits import EXIT_ERROR, EXIT_REFUSED
 from app.cli.searching import searcher, searxng_url
-from app.research.budget import Budget, Spent, most_cost
+from app.research.budget import Budget, Spent, most_cost, most_queries
 
 if TYPE_CHECKING:
     from app.research.events import Event, ResearchResult
@@ -71,7 +71,9 @@ def cmd_research(args: argparse.Namespace, settings: config.Settings) -> int:
         return EXIT_REFUSED
     locale = config.check_locale(args.locale or settings.search_locale)
     if args.dry_run:
-        return dry_run(budget, settings, as_json=args.json)
+        with searxng_url(settings) as url:
+            per_search = asyncio.run(queries_per_search(url, settings))
+        return dry_run(budget, settings, per_search, as_json=args.json)
     with searxng_url(settings) as url:
         result = asyncio.run(researched(args.query, budget, locale, url, settings))
     return told(result, as_json=args.json)
@@ -195,35 +197,50 @@ def told(result: ResearchResult, *, as_json: bool) -> int:
     return 0
 
 
-def dry_run(budget: Budget, settings: config.Settings, *, as_json: bool) -> int:
-    """What the budget may spend against the Brave plan's queries left this month."""
+async def queries_per_search(url: str, settings: config.Settings) -> int:
+    """The Brave queries one of the run's searches sends, as the run would count them."""
+    async with searcher(url, settings) as searching:
+        return await searching.queries_per_search()
+
+
+def dry_run(budget: Budget, settings: config.Settings, per_search: int, *, as_json: bool) -> int:
+    """What the budget may spend against the Brave plan's queries left this month, each
+    search sending `per_search` queries (SearXNG's default engines of ours)."""
     from app.search.plan import PlanReader, cost
 
     plan = PlanReader(settings.search_plan_file, settings.search_rate).read()
     left = plan.monthly_remaining if plan is not None else None
     price = settings.brave_price_per_1000
+    queries = most_queries(budget, per_search)
     if as_json:
         shown = {
             "searches": budget.searches,
+            "queries": queries,
             "pages": budget.pages,
             "minutes": budget.minutes,
             "monthly_remaining": left,
             "monthly_limit": plan.monthly_limit if plan is not None else None,
-            "cost": most_cost(budget, price),
+            "cost": most_cost(budget, price, per_search),
         }
         print(json.dumps(shown, indent=2))
         return 0
-    print(f"searches: at most {budget.searches} Brave queries (fewer when cached)")
+    if per_search == 1:
+        print(f"searches: at most {budget.searches} Brave queries (fewer when cached)")
+    else:
+        print(
+            f"searches: at most {budget.searches}, {queries} Brave queries ({per_search} a "
+            "search: our engines among SearXNG's defaults; fewer when cached)"
+        )
     if price:
-        print(f"  about {cost(budget.searches, price)} at {price:g} $ per 1,000 queries")
+        print(f"  about {cost(queries, price)} at {price:g} $ per 1,000 queries")
     if plan is None:
         print("  the Brave plan is not known yet: Brave states it in its first answer")
     elif left is None:
         print("  the Brave plan has no monthly cap")
     else:
-        share = budget.searches / max(1, left)
+        share = queries / max(1, left)
         print(f"  {left:,} of {plan.monthly_limit:,} queries left this month ({share:.1%})")
-        if budget.searches > left:
+        if queries > left:
             print("  more than the queries left: the run will stop when they are spent")
     print(f"pages: at most {budget.pages} read")
     print(f"time: at most {budget.minutes:g} minutes")

@@ -12,7 +12,7 @@ from app import config
 from app.doctor.check import QUICK_TIMEOUT, Check, State, describe, first_failure
 from app.model.client import safe_json
 from app.search import embedded
-from app.search.client import Counter, SearchError, Searxng
+from app.search.client import BRAVE_ENGINES, Counter, SearchError, Searxng, engines_by_name
 from app.search.failures import EngineFailure
 from app.search.plan import Plan, PlanReader, cost, quota_worth, summary
 from app.search.searcher import Searcher
@@ -93,7 +93,7 @@ async def engine_check(http: httpx.AsyncClient, url: str) -> Check:
 
     try:
         response = await http.get(f"{url}/config")
-        engines = {e["name"]: e for e in response.json().get("engines", [])}
+        engines = engines_by_name(response.json())
     except httpx.HTTPError as exc:
         return engine("fail", f"/config: {exc.__class__.__name__}", SEARXNG_FIX)
     except (ValueError, KeyError, TypeError, AttributeError):
@@ -223,8 +223,7 @@ async def keyfree_checks(url: str) -> list[Check]:
     """The engines other than ours, searched once: each one blocked or suspended, until when."""
     async with Searxng(url, timeout=SEARCH_TIMEOUT) as client:
         try:
-            ours = {config.ENGINE_NAME, config.CONTEXT_ENGINE_NAME}  # each search a query
-            others = sorted(await client.loaded_engines() - ours)
+            others = sorted(await client.loaded_engines() - BRAVE_ENGINES)  # no Brave query
             response = await client.search("weather", engines=",".join(others)) if others else None
         except SearchError:
             return []

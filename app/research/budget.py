@@ -30,6 +30,8 @@ class Bound(StrEnum):
     """The search engine refused to go on: the month's quota, its rate, a suspension."""
     USER = "user"
     """Stop (Ctrl-C on the command line)."""
+    UNSTARTED = "unstarted"
+    """The plan waited for a Start that never came (the page's): nothing was searched."""
 
 
 class BudgetError(ValueError):
@@ -71,10 +73,16 @@ class Budget:
         return self
 
 
-def most_cost(budget: Budget, price_per_1000: float) -> float | None:
-    """The most the budget's searches may cost in dollars (every one a Brave query);
-    None without a price (BRAVE_PRICE_PER_1000=0)."""
-    return budget.searches * price_per_1000 / 1000 if price_per_1000 else None
+def most_queries(budget: Budget, per_search: int) -> int:
+    """The most Brave queries the budget's searches may spend, each sending `per_search`
+    (SearXNG's default engines of ours: two with web search and LLM Context both on)."""
+    return budget.searches * per_search
+
+
+def most_cost(budget: Budget, price_per_1000: float, per_search: int) -> float | None:
+    """The most the budget's searches may cost in dollars; None without a price
+    (BRAVE_PRICE_PER_1000=0)."""
+    return most_queries(budget, per_search) * price_per_1000 / 1000 if price_per_1000 else None
 
 
 def tokens_for(window: int) -> int:

@@ -328,6 +328,9 @@ class Research:
     async def ending(self) -> AsyncGenerator[Event, None]:
         """The report from the notes, or "nothing found" without any; after Stop, what
         was found as it was found (`written` makes the report of it, when asked)."""
+        if self.stopped_by is Bound.UNSTARTED:
+            yield Finished(self.result("stopped", self.unstarted()))
+            return
         if not self.notes or self.plan is None:
             yield Finished(self.result("nothing_found", ""))
             return
@@ -364,6 +367,12 @@ class Research:
         yield Reported(text)
         yield self.progress()
         yield Finished(self.result("stopped" if self.stopped_by else "complete", text))
+
+    def unstarted(self) -> str:
+        """A plan nobody started: the line that says so, then the plan as it waited."""
+        assert self.plan is not None
+        questions = "\n".join(f"- {question}" for question in self.plan.questions())
+        return f"{self.cut_short}\n\nThe plan:\n\n{questions}"
 
     def found_so_far(self) -> Found:
         """What the run found, to keep: `resumed` takes it back."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any, TypeAlias
@@ -33,6 +34,15 @@ ERROR_CLASSES = {
 }
 MAX_DETAILS = 3  # an engine's distinct error messages quoted per failure
 DETAILS_SETTLE_SECONDS = 0.3  # a detail not yet in /stats/errors is read again after this
+BRAVE_ENGINES = frozenset({config.ENGINE_NAME, config.CONTEXT_ENGINE_NAME})
+"""Our engines: each one a search asks spends a query of the Brave plan."""
+DEFAULT_CATEGORY = "general"
+"""The category SearXNG searches when a search names no engine: its defaults are the
+enabled engines in it."""
+DEFAULTS_SECONDS = 300.0
+"""How long the defaults read from /config are trusted: a SearXNG restarted with other
+settings while the service runs is counted right again within this (at once when the
+service met it down)."""
 DAY = re.compile(r"^\d{4}-\d{2}-\d{2}")
 # How our engine (searxng-engines/brave_api.py) writes a result's content: the date, then
 # the description and extra snippets joined (tests/test_mcp.py checks they agree).
@@ -116,6 +126,9 @@ class SearchResponse:
     failures: list[EngineFailure] = field(default_factory=list)
     """The same failures, each with what happened and until when."""
 
+    queries: int = 0
+    """The Brave queries it spent: one for each of our engines it asked (named, or among
+    SearXNG's defaults) that did not fail; 0 from the cache."""
     waited: float = 0.0
     """Seconds the search waited for the search plan's rate (app/search/governor.py)."""
     cached_age: float | None = None
@@ -151,6 +164,8 @@ class Searxng:
         """The Brave plan our engine writes (names a 429's end); None: not known."""
         self.count = count
         self.suspensions = Suspensions()
+        self.defaults: tuple[float, frozenset[str]] | None = None
+        """When /config was read, and our engines SearXNG searches by default."""
         self.http = httpx.AsyncClient(
             base_url=self.url, timeout=timeout, transport=AiohttpTransport()
         )
@@ -181,8 +196,9 @@ class Searxng:
             params["engines"] = engines
         if time_range:
             params["time_range"] = time_range
+        asked = await self.brave_engines(engines)
         if self.count is not None:
-            for _ in range(brave_queries(engines)):
+            for _ in asked:
                 await self.count()  # counted when sent, whoever searches
         data = await self.get_json("/search", params)
         try:
@@ -206,7 +222,22 @@ class Searxng:
             ) from exc
         failures = await self.explain(failed) if failed else []
         self.suspensions.answered({result.engine for result in results})
-        return SearchResponse(results, [f.line for f in failures], failures)
+        spent = len(asked - {engine for engine, _ in failed})  # Brave bills only answers
+        return SearchResponse(results, [f.line for f in failures], failures, queries=spent)
+
+    async def brave_engines(self, engines: str | None) -> frozenset[str]:
+        """Our engines a search asks: those named, else those SearXNG searches by default
+        (its /config, read once and trusted for DEFAULTS_SECONDS)."""
+        if engines:
+            return BRAVE_ENGINES & {e.strip() for e in engines.split(",")}
+        now = time.monotonic()
+        if self.defaults is None or now - self.defaults[0] > DEFAULTS_SECONDS:
+            self.defaults = now, default_brave_engines(await self.configured_engines())
+        return self.defaults[1]
+
+    async def queries(self, engines: str | None) -> int:
+        """The Brave queries a search with these engines (None: SearXNG's defaults) sends."""
+        return len(await self.brave_engines(engines))
 
     async def get_json(self, path: str, params: dict[str, str] | None = None) -> SearxngObject:
         """The answer's JSON object. The timeout bounds the whole request, not each read:
@@ -219,6 +250,7 @@ class Searxng:
                 f"SearXNG at {self.url} did not answer within {self.timeout:g} s (SEARXNG_TIMEOUT)"
             ) from exc
         except httpx.HTTPError as exc:
+            self.defaults = None  # it may come back restarted, with other settings
             raise SearchError(
                 f"SearXNG is not reachable at {self.url} ({exc.__class__.__name__}: {exc}); "
                 "start it (python -m app searxng, or docker compose up) or fix SEARXNG_URL"
@@ -249,14 +281,18 @@ class Searxng:
             raise SearchError(f"SearXNG at {self.url} answered JSON that is not an object")
         return data
 
+    async def configured_engines(self) -> dict[str, SearxngObject]:
+        """The engines this SearXNG has loaded, by name (its /config)."""
+        answer = await self.get_json("/config")
+        try:
+            return engines_by_name(answer)
+        except (AttributeError, TypeError, KeyError) as exc:
+            raise SearchError(f"SearXNG at {self.url} answered a /config without engines") from exc
+
     async def loaded_engines(self) -> set[str]:
         """The names of the engines this SearXNG has loaded and enabled (its /config)."""
-        listed = (await self.get_json("/config")).get("engines", [])
-        return {
-            name
-            for engine in listed
-            if engine.get("enabled", True) and isinstance(name := engine.get("name"), str) and name
-        }
+        engines = await self.configured_engines()
+        return {name for name, engine in engines.items() if engine.get("enabled", True)}
 
     async def explain(self, failed: list[tuple[str, str]]) -> list[EngineFailure]:
         """Each failed engine, with the engine's own detail and the end of its suspension.
@@ -284,13 +320,21 @@ class Searxng:
             return {}
 
 
-def brave_queries(engines: str | None) -> int:
-    """The Brave queries a search sends: one with SearXNG's default engines, else one for
-    each of our Brave engines named (web search and LLM Context are a query each)."""
-    if not engines:
-        return 1
-    ours = {config.ENGINE_NAME, config.CONTEXT_ENGINE_NAME}
-    return len(ours & {e.strip() for e in engines.split(",")})
+def engines_by_name(answer: SearxngObject) -> dict[str, SearxngObject]:
+    """The engines of SearXNG's /config answer, by name; a TypeError, KeyError or
+    AttributeError when it is not in SearXNG's shape."""
+    return {str(engine["name"]): engine for engine in answer.get("engines", [])}
+
+
+def default_brave_engines(engines: dict[str, SearxngObject]) -> frozenset[str]:
+    """Our engines a search that names none asks: enabled, in SearXNG's default category
+    (web search and LLM Context are a query each)."""
+    return frozenset(
+        name
+        for name in BRAVE_ENGINES & engines.keys()
+        if engines[name].get("enabled", True)
+        and DEFAULT_CATEGORY in (engines[name].get("categories") or [])
+    )
 
 
 def engine_details(stats: SearxngObject, engine: str, wanted: str | None) -> list[str]:

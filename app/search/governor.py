@@ -52,8 +52,8 @@ class PaceStore(Protocol):
 
 class Governor:
     """One search at a time, each starting at least ``1 / rate()`` seconds after the one
-    before it ended, in the order they asked; with a `store`, across every replica of its
-    database.
+    before it ended (``2 / rate()`` after one that sent Brave two queries), in the order
+    they asked; with a `store`, across every replica of its database.
 
     Counted from the end, not the start: when SearXNG forwards a search to Brave is known
     only to be between our request and its answer (a first search, or a new connection,
@@ -82,7 +82,7 @@ class Governor:
         self.next_at = float("-inf")
         """When the next search may start, as far as this process knows."""
         self.queued = 0
-        """Searches holding their turn or waiting for it."""
+        """Turns held or waited for: one for each Brave query of those searches."""
         self.others = 0
         """Other replicas' searches ahead, as the store last said."""
 
@@ -92,7 +92,8 @@ class Governor:
     def expected_wait(self) -> float:
         """About how long a search asking now would wait for its turn, for the trail to
         say while it waits: what is left of the pause after the last search, and one
-        interval for each search ahead of it (their own time at Brave not counted)."""
+        interval for each turn ahead of it (a search of two queries is two; the other
+        replicas' searches one each; their own time at Brave not counted)."""
         left = max(0.0, self.next_at - self.clock())
         return left + (self.queued + self.others) * self.interval()
 
@@ -112,11 +113,15 @@ class Governor:
         self.others = others
 
     @asynccontextmanager
-    async def slot(self) -> AsyncIterator[float]:
+    async def slot(self, queries: int = 1) -> AsyncIterator[float]:
         """Hold the search's turn while it runs; gives the seconds it waited for it. A
-        search cancelled (Stop) or failed ends its turn all the same."""
+        search cancelled (Stop) or failed ends its turn all the same. A search that sends
+        Brave several queries (both of our engines) is as many turns: the next search
+        starts ``queries / rate()`` seconds after it ended; one that sends none (other
+        engines only) is still one, SearXNG's engines being paced the same."""
         asked = self.clock()
-        self.queued += 1
+        turns = max(1, queries)
+        self.queued += turns
         try:
             async with self.lock:
                 if (wait := self.next_at - self.clock()) > 0:
@@ -125,11 +130,12 @@ class Governor:
                 try:
                     yield self.clock() - asked
                 finally:
-                    self.next_at = self.clock() + self.interval()
+                    pause = turns * self.interval()
+                    self.next_at = self.clock() + pause
                     if shared:
-                        await self.end(self.interval())
+                        await self.end(pause)
         finally:
-            self.queued -= 1
+            self.queued -= turns
 
     async def take(self) -> bool:
         """The shared turn, waited for; False without a store, or when the database does

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from app import config
 from app.errors import ServiceError
 from app.search import language
-from app.search.client import SearchError, brave_queries
+from app.search.client import SearchError
 from app.search.searcher import Searcher
 
 MAX_QUERY_CHARS = 400
@@ -67,8 +67,9 @@ class LabSearch:
     waited: float = 0.0
     """Seconds it waited for the search plan's rate."""
     cost: float | None = None
-    """Dollars its Brave query cost at BRAVE_PRICE_PER_1000: 0 when none was sent (the
-    cache answered, or engines without ours); None when no price is set."""
+    """Dollars its Brave queries cost at BRAVE_PRICE_PER_1000 (two with both of our
+    engines): 0 when none was spent (the cache answered, or engines without ours); None
+    when no price is set."""
 
 
 @dataclass(frozen=True)
@@ -170,13 +171,13 @@ async def lab_search(
         engine_errors=response.engine_errors,
         cached_age=response.cached_age,
         waited=response.waited,
-        cost=query_cost(0 if response.cached_age is not None else brave_queries(engines), price),
+        cost=query_cost(response.queries, price),
     )
 
 
 def query_cost(queries: int, price: float) -> float | None:
-    """What one search cost: its Brave queries (none from the cache, two with both of our
-    engines) at ``price`` per 1,000."""
+    """What one search cost: its Brave queries (SearchResponse.queries) at ``price`` per
+    1,000."""
     if not price:
         return None
     return queries * price / 1000

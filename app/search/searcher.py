@@ -107,6 +107,15 @@ class Searcher:
     async def loaded_engines(self) -> set[str]:
         return await self.client.loaded_engines()
 
+    async def queries_per_search(self) -> int:
+        """The Brave queries a search with SearXNG's default engines sends (two with both
+        of ours on); one when SearXNG does not say (its search will say why)."""
+        try:
+            return await self.client.queries(None)
+        except SearchError as exc:
+            logger.warning("SearXNG's default engines unknown, one query a search: %s", exc)
+            return 1
+
     async def expected_wait(self) -> float:
         """About how long a search through SearXNG asking now would wait for the plan's
         rate (the Governor's estimate, the other replicas' searches counted; a search the
@@ -192,8 +201,10 @@ class Searcher:
         page: int,
         time_range: str | None,
     ) -> tuple[float, SearchResponse]:
-        """Through SearXNG in the search's turn: the seconds it waited, and the answer."""
-        async with self.governor.slot() as waited:
+        """Through SearXNG in its turn, one for each Brave query it sends: the seconds it
+        waited, and the answer."""
+        queries = await self.client.queries(engines)
+        async with self.governor.slot(queries) as waited:
             response = await self.client.search(
                 query, locale=locale, engines=engines, page=page, time_range=time_range
             )

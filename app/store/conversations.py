@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 
 from app import jsoncodec
 from app.store.dialect import search_words
-from app.store.errors import Conflict, Damaged
+from app.store.errors import Conflict, Damaged, NotFound
 from app.store.nul import json_text
 from app.store.rows import (
     Conversation,
@@ -17,6 +17,7 @@ from app.store.rows import (
     Message,
     StoredSettings,
     brief,
+    check_id,
     conversation_from_row,
     detailed,
     now,
@@ -36,15 +37,19 @@ send again; older than this, nobody is coming back to it (see Conversations.drop
 class Conversations(Versions):
     """The queries of whole conversations; each write its own transaction."""
 
-    def create(self, title: str, settings: StoredSettings) -> Conversation:
+    def create(
+        self, title: str, settings: StoredSettings, owner: int | None = None
+    ) -> Conversation:
+        """`owner`: the person's (users.rowid) in household mode; None in the single-user
+        modes."""
         conversation_id = datetime.now(UTC).strftime("%Y%m%d-") + secrets.token_hex(5)
         stamp = now()
         with self.write():
             self.drop_empty()  # each new conversation sweeps the abandoned ones
             self.db.execute(
-                "INSERT INTO conversations (id, title, created, updated, settings) "
-                "VALUES (?, ?, ?, ?, ?)",
-                (conversation_id, title, stamp, stamp, json_text(settings)),
+                "INSERT INTO conversations (id, title, created, updated, settings, owner) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
+                (conversation_id, title, stamp, stamp, json_text(settings), owner),
             )
         return self.load(conversation_id)
 
@@ -71,6 +76,17 @@ class Conversations(Versions):
                 "or delete it"
             ) from None
         return conversation
+
+    def owner(self, conversation_id: str) -> int | None:
+        """Whose the conversation is (None: no one's, the single-user modes'); InvalidId,
+        NotFound as `row`."""
+        found = self.db.execute(
+            "SELECT owner FROM conversations WHERE id = ?", (check_id(conversation_id),)
+        ).fetchone()
+        if found is None:
+            raise NotFound(f"no conversation {conversation_id}")
+        owner: int | None = found[0]
+        return owner
 
     def settings(self, conversation_id: str) -> StoredSettings:
         """Only the settings: what a request checks before a turn starts."""
@@ -189,19 +205,23 @@ class Conversations(Versions):
         return self.load(conversation_id)
 
     # Last: below it, `list` in an annotation would name this method.
-    def list(self, query: str = "") -> list[Entry]:
+    def list(self, query: str = "", owner: int | None = None) -> list[Entry]:
         """Newest first; with a query, those whose title or messages have words starting
         with each of the query's words (any case, accents optional). A conversation with no
         message is not listed: nothing in it to go back to (a failed first turn, a rewind of
-        its only message, settings saved before the first message)."""
+        its only message, settings saved before the first message). `owner`: only that
+        person's (household mode); None: all."""
         running = (
             "EXISTS (SELECT 1 FROM leases WHERE leases.conversation = conversations.id "
             f"AND leases.expires >= {self.dialect.clock})"
         )
         columns = f"id, title, created, updated, json_valid(settings), {running}"
+        mine, whose = ("owner = ? AND ", (owner,)) if owner is not None else ("", ())
         if not query.strip():
             rows = self.db.execute(
-                f"SELECT {columns} FROM conversations WHERE {HAS_MESSAGES} ORDER BY updated DESC"
+                f"SELECT {columns} FROM conversations WHERE {mine}{HAS_MESSAGES} "
+                "ORDER BY updated DESC",
+                whose,
             )
         else:
             words = search_words(query)
@@ -209,9 +229,9 @@ class Conversations(Versions):
                 return []
             match = self.dialect.search_parameter(words)
             rows = self.db.execute(
-                f"SELECT {columns} FROM conversations WHERE rowid IN ({self.dialect.search}) "
-                f"AND {HAS_MESSAGES} ORDER BY updated DESC",
-                (match, match),
+                f"SELECT {columns} FROM conversations WHERE {mine}rowid IN "
+                f"({self.dialect.search}) AND {HAS_MESSAGES} ORDER BY updated DESC",
+                (*whose, match, match),
             )
         entries: list[Entry] = []
         for conversation_id, title, created, updated, valid, answering in rows:

@@ -5,8 +5,9 @@ per conversation a turn holds. See docs/architecture.md.
 `Database` is every query, built up by layer: the connection (connection.py), the leases,
 the versions, the conversations, the turn's writes, its kept events (turn_events.py); the
 picker's models and the import of the JSON files of earlier versions and the search
-cache's and the search turn's rows beside them. One thread at a time uses it: the service
-through `Storage` (storage.py), the CLI's export and the benchmarks directly.
+cache's and the search turn's rows beside them; the household's users (users.py). One
+thread at a time uses it: the service through `Storage` (storage.py), the CLI's export and
+users commands and the benchmarks directly.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from app.store.search_pace import SearchPaceRows
 from app.store.searches import SearchCounts
 from app.store.sessions import SessionRows
 from app.store.turn_events import TurnEventRows
+from app.store.users import UserRows
 
 DATABASE = "chat.db"
 """Its file name in DATA_DIR."""
@@ -34,6 +36,7 @@ class Database(
     SearchPaceRows,
     SessionRows,
     TurnEventRows,
+    UserRows,
 ):
     """chat.db opened (its schema brought up to date), with every query."""
 

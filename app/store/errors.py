@@ -31,6 +31,13 @@ class Conflict(ServiceError, RuntimeError):
     status = 409
 
 
+class Refused(ServiceError, ValueError):
+    """A value the store does not keep (a user's name with a control character, a password
+    too short); the message says why."""
+
+    status = 400
+
+
 class Busy(Conflict):
     """A turn holds the conversation."""
 

@@ -37,7 +37,8 @@ from app.store.rows import (
 from app.store.search_cache import CachedSearch
 from app.store.search_pace import SearchPace, SearchTurn
 from app.store.searches import SearchesSpent
-from app.store.turn_events import KeptEvents, KeptRow
+from app.store.turn_events import Asked, KeptEvents, KeptRow
+from app.store.users import User
 
 logger = logging.getLogger(__name__)
 
@@ -159,14 +160,23 @@ class Storage:
 
     async def keep_events(
         self, conversation_id: str, owner: str, rows: list[KeptRow], *, ended: bool
-    ) -> bool:
+    ) -> Asked:
         return await self.run(self.database.keep_events, conversation_id, owner, rows, ended=ended)
 
-    async def stop_asked(self, conversation_id: str, owner: str) -> bool:
-        return await self.run(self.database.stop_asked, conversation_id, owner)
+    async def asked(self, conversation_id: str, owner: str) -> Asked:
+        return await self.run(self.database.asked, conversation_id, owner)
 
     async def ask_stop(self, conversation_id: str) -> bool:
         return await self.run(self.database.ask_stop, conversation_id)
+
+    async def plan_waits(self, conversation_id: str, owner: str) -> None:
+        await self.run(self.database.plan_waits, conversation_id, owner)
+
+    async def plan_waited(self, conversation_id: str, owner: str) -> list[str] | None:
+        return await self.run(self.database.plan_waited, conversation_id, owner)
+
+    async def start_plan(self, conversation_id: str, questions: list[str]) -> bool:
+        return await self.run(self.database.start_plan, conversation_id, questions)
 
     async def turn_events(self, conversation_id: str, after: int) -> KeptEvents:
         return await self.run(self.database.turn_events, conversation_id, after)
@@ -199,11 +209,14 @@ class Storage:
 
     # -- the page's sessions ---------------------------------------------------------------
 
-    async def add_session(self, key: str, expires: float) -> None:
-        await self.run(self.database.add_session, key, expires)
+    async def add_session(self, key: str, expires: float, person: int | None = None) -> None:
+        await self.run(self.database.add_session, key, expires, person)
 
     async def session_live(self, key: str) -> bool:
         return await self.run(self.database.session_live, key)
+
+    async def session_user(self, key: str) -> User | None:
+        return await self.run(self.database.session_user, key)
 
     async def end_session(self, key: str) -> None:
         await self.run(self.database.end_session, key)
@@ -242,10 +255,32 @@ class Storage:
     async def search_pace(self, owner: str) -> SearchPace:
         return await self.run(self.database.search_pace, owner)
 
+    # -- the household (users.py) ----------------------------------------------------------
+
+    async def user(self, name: str) -> User | None:
+        return await self.run(self.database.user, name)
+
+    async def user_count(self) -> int:
+        return await self.run(self.database.user_count)
+
+    async def seen_user(self, name: str, display_name: str | None, email: str | None) -> User:
+        return await self.run(self.database.seen_user, name, display_name, email)
+
+    async def first_admin(self) -> User | None:
+        return await self.run(self.database.first_admin)
+
+    async def adopt_conversations(self, owner: int) -> int:
+        return await self.run(self.database.adopt_conversations, owner)
+
     # -- conversations --------------------------------------------------------------------
 
-    async def create(self, title: str, settings: StoredSettings) -> Conversation:
-        return await self.run(self.database.create, title, settings)
+    async def create(
+        self, title: str, settings: StoredSettings, owner: int | None = None
+    ) -> Conversation:
+        return await self.run(self.database.create, title, settings, owner)
+
+    async def owner(self, conversation_id: str) -> int | None:
+        return await self.run(self.database.owner, conversation_id)
 
     async def load(self, conversation_id: str) -> Conversation:
         return await self.run(self.database.load, conversation_id)
@@ -271,8 +306,8 @@ class Storage:
         return await self.run(self.database.rewind, conversation_id)
 
     # Last: below it, `list` in an annotation would name this method.
-    async def list(self, query: str = "") -> list[Entry]:
-        return await self.run(self.database.list, query)
+    async def list(self, query: str = "", owner: int | None = None) -> list[Entry]:
+        return await self.run(self.database.list, query, owner)
 
 
 @dataclass(frozen=True)

@@ -5,9 +5,9 @@ transaction commits (docs/architecture.md, "Moving to another database").
 
 Copied: every table of the schema but the leases (a running turn cannot move: a source
 with one is refused), with their ids, so conversation ids, message positions, versions,
-settings, the search cache and its counts, the picker's models and the tool refusals are
-the same on the target. Idempotent: a target that already holds the same rows is left as it
-is; one that holds other rows is refused unless told to replace them.
+settings, the search cache and its counts, the picker's models, the tool refusals and the
+household's users are the same on the target. Idempotent: a target that already holds the
+same rows is left as it is; one that holds other rows is refused unless told to replace them.
 """
 
 from __future__ import annotations
@@ -89,6 +89,7 @@ TABLES = (
             "totals",
             "usage",
             "budget",
+            "owner",
         ),
         frozenset(("settings", "totals", "usage", "budget")),
     ),
@@ -106,7 +107,11 @@ TABLES = (
     Table("tool_refusals", ("model", "at", "reason")),
     Table("search_queries", ("day", "queries")),
     Table("search_cache", ("key", "response", "stored_at", "used")),
-    Table("sessions", ("key", "expires")),
+    Table("sessions", ("key", "expires", "person")),
+    Table(
+        "users",
+        ("rowid", "name", "display_name", "email", "admin", "disabled", "created", "password"),
+    ),
 )
 PAGE_ROWS = 500
 """Rows read (and written) at a time: a large database is never in memory at once."""

@@ -6,7 +6,8 @@ what it missed (app/chat/runs.py numbers and coalesces them; docs/architecture.m
 A row holds the events with ids in (first, last]: one event, or a run of an answer's text
 coalesced (an id counts the text's characters, so any id inside the run is a place in its
 text). turn_runs holds one row per conversation: the turn's owner (its lease's), a Stop
-asked from any replica, and when it ended. Once the window after its end has passed, only
+asked from any replica, a research plan's wait and the Start given to it from any replica,
+and when it ended. Once the window after its end has passed, only
 a turn's last event (its end) is kept: what a client asking about a finished turn gets.
 """
 
@@ -14,7 +15,9 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from app import jsoncodec
 from app.store.leases import Leases, owner_alive
+from app.store.nul import json_text
 
 WINDOW_SECONDS = 120.0
 """How long a turn's events are kept after it ended, for a client reconnecting late."""
@@ -25,6 +28,20 @@ class KeptRow(NamedTuple):
     last: int
     event: str
     """JSON."""
+
+
+class Asked(NamedTuple):
+    """What was asked of a running turn through the database, from any replica."""
+
+    stop: bool
+    """Stop (or another turn took the conversation: this one has nothing more to keep)."""
+    plan: list[str] | None
+    """The sub-questions a Start gave the plan the turn waits on."""
+
+
+NOTHING_ASKED = Asked(False, None)
+GONE = Asked(True, None)
+"""Another turn took the conversation: this one stops, with nothing more to keep."""
 
 
 class KeptEvents(NamedTuple):
@@ -48,9 +65,10 @@ class TurnEventRows(Leases):
             self.drop_old_events()
             self.db.execute("DELETE FROM turn_events WHERE conversation = ?", (conversation_id,))
             self.db.execute(
-                "INSERT INTO turn_runs (conversation, owner, stop, ended) VALUES (?, ?, 0, NULL) "
+                "INSERT INTO turn_runs (conversation, owner, stop, ended, plan_waits, plan) "
+                "VALUES (?, ?, 0, NULL, 0, NULL) "
                 "ON CONFLICT (conversation) DO UPDATE SET owner = excluded.owner, stop = 0, "
-                "ended = NULL",
+                "ended = NULL, plan_waits = 0, plan = NULL",
                 (conversation_id, owner),
             )
 
@@ -71,17 +89,13 @@ class TurnEventRows(Leases):
 
     def keep_events(
         self, conversation_id: str, owner: str, rows: list[KeptRow], *, ended: bool
-    ) -> bool:
+    ) -> Asked:
         """Each row in place of those it covers (a run of text's pieces, coalesced), and
-        the turn marked ended if it is; whether a Stop was asked for it (or another turn
-        took the conversation: this one has nothing more to keep)."""
+        the turn marked ended if it is; what was asked of it."""
         with self.write():
-            stop = self.scalar(
-                "SELECT stop FROM turn_runs WHERE conversation = ? AND owner = ?",
-                (conversation_id, owner),
-            )
-            if stop is None:
-                return True
+            asked = self.asked_of(conversation_id, owner)
+            if asked is None:
+                return GONE
             for row in rows:
                 self.db.execute(
                     "DELETE FROM turn_events WHERE conversation = ? AND first >= ? AND last <= ?",
@@ -97,15 +111,57 @@ class TurnEventRows(Leases):
                     f"UPDATE turn_runs SET ended = {self.dialect.clock} WHERE conversation = ?",
                     (conversation_id,),
                 )
-            return bool(stop)
+            return asked
 
-    def stop_asked(self, conversation_id: str, owner: str) -> bool:
-        """Whether a Stop was asked for the owner's turn (or it is no longer the turn)."""
-        stop = self.scalar(
-            "SELECT stop FROM turn_runs WHERE conversation = ? AND owner = ?",
+    def asked(self, conversation_id: str, owner: str) -> Asked:
+        """What was asked of the owner's turn: a Stop (or it is no longer the turn), its
+        plan's Start."""
+        return self.asked_of(conversation_id, owner) or GONE
+
+    def asked_of(self, conversation_id: str, owner: str) -> Asked | None:
+        """What was asked of the owner's turn; None when it is no longer the turn."""
+        run = self.db.execute(
+            "SELECT stop, plan_waits, plan FROM turn_runs WHERE conversation = ? AND owner = ?",
             (conversation_id, owner),
-        )
-        return stop is None or bool(stop)
+        ).fetchone()
+        if run is None:
+            return None
+        stop, waits, plan = run
+        given = jsoncodec.loads(plan) if waits and plan is not None else None
+        return Asked(bool(stop), given)
+
+    def plan_waits(self, conversation_id: str, owner: str) -> None:
+        """The owner's turn waits on its plan: a Start may come through any replica."""
+        with self.write():
+            self.db.execute(
+                "UPDATE turn_runs SET plan_waits = 1, plan = NULL "
+                "WHERE conversation = ? AND owner = ?",
+                (conversation_id, owner),
+            )
+
+    def plan_waited(self, conversation_id: str, owner: str) -> list[str] | None:
+        """The plan waits no more (one statement: a Start that comes after it is refused,
+        one that came before is returned); the sub-questions a Start gave, if one came."""
+        with self.write():
+            plans = self.db.execute(
+                "UPDATE turn_runs SET plan_waits = 0 WHERE conversation = ? AND owner = ? "
+                "RETURNING plan",
+                (conversation_id, owner),
+            ).fetchall()
+        plan = plans[0][0] if plans else None
+        return jsoncodec.loads(plan) if plan is not None else None
+
+    def start_plan(self, conversation_id: str, questions: list[str]) -> bool:
+        """A Start for the plan the conversation's running turn waits on, whichever replica
+        runs it (it reads it within a tick); whether a plan was waiting, with no Start yet."""
+        self.row(conversation_id)  # NotFound for a conversation that is not there
+        with self.write():
+            given = self.db.execute(
+                "UPDATE turn_runs SET plan = ? WHERE conversation = ? AND ended IS NULL "
+                "AND plan_waits = 1 AND plan IS NULL",
+                (json_text(questions), conversation_id),
+            )
+            return given.rowcount == 1 and self.held(conversation_id)
 
     def ask_stop(self, conversation_id: str) -> bool:
         """A Stop for the conversation's running turn, whichever replica runs it; whether

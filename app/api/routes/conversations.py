@@ -9,7 +9,7 @@ from fastapi import APIRouter, Response
 
 from app.api.bodies import AS_STORED, ConversationChange, NewConversation, OpenApiResponses, errors
 from app.api.choices import check_budget, check_model
-from app.api.deps import ConversationId, ServicesDep, StorageDep
+from app.api.deps import ConversationId, PersonDep, ServicesDep, StorageDep
 from app.chat.settings import ChatSettings
 from app.store import export
 from app.store.rows import Conversation, Entry
@@ -25,13 +25,13 @@ MARKDOWN_RESPONSE: OpenApiResponses = {
 
 
 @router.get("", response_model=list[AS_STORED])
-async def list_conversations(storage: StorageDep, q: str = "") -> list[Entry]:
-    return await storage.list(q)
+async def list_conversations(storage: StorageDep, asker: PersonDep, q: str = "") -> list[Entry]:
+    return await storage.list(q, owner=asker.id if asker else None)
 
 
 @router.post("", status_code=201, response_model=AS_STORED, responses=errors(404, 413, 415, 422))
 async def create_conversation(
-    services: ServicesDep, body: NewConversation | None = None
+    services: ServicesDep, asker: PersonDep, body: NewConversation | None = None
 ) -> Conversation:
     body = body or NewConversation()
     chosen = body.settings.changes()
@@ -40,7 +40,7 @@ async def create_conversation(
     await check_budget(services, chosen, chosen.get("model") or services.settings.default_model)
     storage = services.storage
     defaults = ChatSettings.defaults(services.settings).as_dict()
-    return await storage.create(body.title, {**defaults, **chosen})
+    return await storage.create(body.title, {**defaults, **chosen}, asker.id if asker else None)
 
 
 @router.get("/{conversation_id}", response_model=AS_STORED, responses=errors(404, 409, 422))

@@ -1,5 +1,6 @@
-"""The page's login: a form that trades the token for an HttpOnly, SameSite=Strict cookie
-(docs/security.md). The checks themselves are app/api/access.py's, before any route."""
+"""The page's login: a form that trades the token, or in household mode a person's name and
+password (docs/household.md), for an HttpOnly, SameSite=Strict cookie (docs/security.md).
+The checks themselves are app/api/access.py's, before any route."""
 
 from __future__ import annotations
 
@@ -8,35 +9,55 @@ import json
 from fastapi import APIRouter, Request, Response
 from pydantic import BaseModel, ConfigDict, Field
 
-from app.api.access import SESSION_COOKIE, SESSION_SECONDS, retry_after
+from app.api.access import SESSION_COOKIE, SESSION_SECONDS, retry_after, state_person
 from app.api.deps import GuardDep
+from app.store.passwords import MAX_PASSWORD_CHARS
+from app.store.users import MAX_NAME_CHARS
 
 router = APIRouter(prefix="/api/session", tags=["session"])
 
 
 class Login(BaseModel):
+    """The token, or in household mode a name and a password."""
+
     model_config = ConfigDict(extra="forbid")
-    token: str = Field(min_length=1, max_length=1000)
+    token: str | None = Field(None, min_length=1, max_length=1000)
+    name: str | None = Field(None, min_length=1, max_length=MAX_NAME_CHARS)
+    password: str | None = Field(None, min_length=1, max_length=MAX_PASSWORD_CHARS)
 
 
 class SessionState(BaseModel):
     auth: bool
-    """Whether this service asks for a token at all."""
+    """Whether this service asks for a token (or a person) at all."""
     signed_in: bool
+    household: bool | None = None
+    """Household mode: true, the sign-in takes a name and a password (absent otherwise)."""
+    person: str | None = None
+    """Household mode: who is signed in (their display name, else their name)."""
 
 
-@router.get("", response_model=SessionState)
+@router.get("", response_model=SessionState, response_model_exclude_none=True)
 async def session_state(request: Request, guard: GuardDep) -> SessionState:
     if guard.sessions is None:
         return SessionState(auth=False, signed_in=True)
     cookie = request.cookies.get(SESSION_COOKIE)
+    if guard.household is not None:
+        person = state_person(request.scope)
+        if person is None and cookie:
+            person = await guard.sessions.person(cookie)
+        shown = (person.display_name or person.name) if person else None
+        return SessionState(auth=True, signed_in=bool(person), household=True, person=shown)
     return SessionState(auth=True, signed_in=bool(cookie and await guard.sessions.valid(cookie)))
 
 
 @router.post(
     "",
     response_model=SessionState,
-    responses={401: {"description": "wrong token"}, 429: {"description": "too many wrong tokens"}},
+    response_model_exclude_none=True,
+    responses={
+        401: {"description": "wrong token, or wrong name or password"},
+        429: {"description": "too many wrong tokens"},
+    },
 )
 async def sign_in(
     body: Login, request: Request, response: Response, guard: GuardDep
@@ -44,13 +65,22 @@ async def sign_in(
     if guard.sessions is None:
         return SessionState(auth=False, signed_in=True)
     client = request.client.host if request.client else "unknown"
-    cookie = await guard.login(body.token, client)
+    if guard.household is not None:
+        if body.name is None or body.password is None:
+            return json_error(422, "sign in with a name and a password")
+        cookie = await guard.sign_in(body.name, body.password, client)
+        wrong = "wrong name or password"
+    elif body.token is None:
+        return json_error(422, "sign in with the access token")
+    else:
+        cookie = await guard.login(body.token, client)
+        wrong = "wrong access token"
     if cookie is None:
         if (wait := guard.limiter.wait(client)) > 0:
             return json_error(
                 429, "too many wrong tokens: wait before trying again", retry_after(wait)
             )
-        return json_error(401, "wrong access token")
+        return json_error(401, wrong)
     # The scheme is the request's as uvicorn saw it: https behind a proxy only when the
     # proxy is one of TRUSTED_PROXIES (its X-Forwarded-Proto is believed from no one else).
     response.set_cookie(
@@ -62,7 +92,8 @@ async def sign_in(
         secure=request.url.scheme == "https",
         path="/",
     )
-    return SessionState(auth=True, signed_in=True)
+    household = True if guard.household is not None else None
+    return SessionState(auth=True, signed_in=True, household=household)
 
 
 @router.delete("", status_code=204)

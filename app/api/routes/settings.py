@@ -8,7 +8,7 @@ from fastapi import APIRouter, Response
 from typing_extensions import TypedDict
 
 from app.api.bodies import MemoryFact, MemoryText, PickerModels, errors, refused, settings_help
-from app.api.deps import ModelPath, ServicesDep, StorageDep
+from app.api.deps import GuardDep, ModelPath, ServicesDep, StorageDep
 from app.chat import context
 from app.chat.settings import ChatSettings, presets
 from app.store.rows import StoredSettings, ToolRefusal
@@ -41,7 +41,7 @@ class PageConfig(TypedDict):
 
 
 @router.get("/config")
-async def api_config(services: ServicesDep) -> PageConfig:
+async def api_config(services: ServicesDep, guard: GuardDep) -> PageConfig:
     settings, storage = services.settings, services.storage
     listed = await services.model.models() or []
     return {
@@ -56,7 +56,7 @@ async def api_config(services: ServicesDep) -> PageConfig:
         "defaults": ChatSettings.defaults(settings).as_dict(),
         "help": settings_help(),
         "presets": presets(),
-        "auth": bool(settings.auth_token),
+        "auth": guard.sessions is not None,
         "search_price_per_1000": settings.brave_price_per_1000,
     }
 

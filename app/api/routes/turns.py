@@ -80,7 +80,8 @@ def stream_turn(
     if research is None:
         run = services.runs.start(lease, run_turn(services, lease, start, model))
     else:
-        gate = PlanGate(research.plan_seconds)
+        longest = services.settings.research_plan_wait
+        gate = PlanGate(research.plan_seconds, longest, services.storage, lease)
         asked = (research.searches, research.pages, research.minutes)
         budget = Budget.asked(services.settings.research, *asked)
         turn = research_turn(services, lease, start, model, gate, budget, found)
@@ -172,11 +173,11 @@ async def start_research(
     conversation_id: ConversationId, body: ResearchStart, services: ServicesDep
 ) -> Started:
     """Start the research waiting on its plan, with the plan as the user left it (its
-    sub-questions kept, rewritten or left out). 409 when no plan waits on this replica."""
-    run = services.runs.running.get(conversation_id)
-    gate = run.control if run else None
-    if not isinstance(gate, PlanGate) or not gate.start(body.questions):
-        raise Conflict("no research plan is waiting in this conversation")
+    sub-questions kept, rewritten or left out), whichever replica runs it: through the
+    database, which that replica reads every tick. 409 when no plan waits, or a Start came
+    already."""
+    if not await services.storage.start_plan(conversation_id, body.questions):
+        raise Conflict("no research plan is waiting for Start in this conversation")
     return {"started": True}
 
 

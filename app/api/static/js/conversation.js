@@ -58,6 +58,14 @@ export class ConversationView {
     narrow.addEventListener("change", set);
     $("#research-switch").addEventListener("click", set);
     set();
+    this.placeholderFollows = set;
+  }
+
+  /** The switch is for one send: a research costs up to a dozen searches, so the next
+   * message is not one unless asked again (a reload shows it off too). */
+  researchSwitchOff() {
+    $("#research-switch").setAttribute("aria-pressed", "false");
+    this.placeholderFollows();
   }
 
   bind() {
@@ -262,6 +270,7 @@ export class ConversationView {
       this.messages.replaceChildren();
       this.hooks.created(this.conversation.id);
     }
+    if (research) this.researchSwitchOff();
     this.input.value = "";
     dropDraft(typedIn); // "" when a new conversation's text became this one's message
     dropDraft(this.conversation.id);

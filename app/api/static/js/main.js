@@ -79,7 +79,10 @@ function bindShell() {
   $("#conversation-list").addEventListener("keydown", moveInList);
   $("#chat-search").addEventListener("keydown", intoList);
   $("#new-conversation").addEventListener("click", newConversation);
-  $("#open-settings").addEventListener("click", () => state.settings.open("global"));
+  $("#open-settings").addEventListener("click", () => {
+    drawer(false); // on a phone the menu would still cover the chat once Settings closes
+    state.settings.open("global");
+  });
   let timer = 0;
   $("#chat-search").addEventListener("input", (event) => {
     clearTimeout(timer);
@@ -113,9 +116,17 @@ function shortcut(event) {
   }
 }
 
+/** The ☰ menu of a narrow window: opened, the keyboard is in it; closed, the focus it
+ * held goes back to the ☰, not to a control out of sight. */
 function drawer(open) {
-  $("#app").classList.toggle("drawer-open", open);
+  const app = $("#app");
+  const menu = $("#open-sidebar");
+  if (!menu.getClientRects().length) return; // a wide window: no ☰, the sidebar is always there
+  const wasOpen = app.classList.contains("drawer-open");
+  app.classList.toggle("drawer-open", open);
   $("#scrim").hidden = !open;
+  if (open && !wasOpen && !$("#sidebar").contains(document.activeElement)) $("#new-conversation").focus();
+  else if (!open && wasOpen && $("#sidebar").contains(document.activeElement)) menu.focus();
 }
 
 function newConversation() {
@@ -377,7 +388,11 @@ async function remove(conversation) {
   try {
     await api(`/api/conversations/${conversation.id}`, { method: "DELETE" });
   } catch (error) {
+    // Kept (a turn still answering, say): the page stays where it is and says why, the
+    // focus back on the row as Keep leaves it.
     state.view.flash(`Not deleted: ${error.message}`);
+    backToItem(conversation.id);
+    return;
   }
   if (state.view.conversation && state.view.conversation.id === conversation.id) location.hash = "#/";
   refreshList();
@@ -428,22 +443,36 @@ function showDots(result) {
   dots.setAttribute("aria-label", said.join(", "));
 }
 
-/** The service wants its token: a form trades it for a session cookie (HttpOnly, so no
- * script on the page can read it). */
-function askToken(message) {
+/** The service wants its token, or in household mode a name and a password: a form trades
+ * it for a session cookie (HttpOnly, so no script on the page can read it). */
+async function askToken(message) {
   const dialog = $("#login-dialog");
   if (dialog.open) return;
   state.signedIn = false;
-  $("#login-error").textContent = message === "wrong access token" ? message : "";
+  if (state.household === undefined) {
+    state.household = await api("/api/session").then((session) => Boolean(session.household), () => false);
+  }
+  if (state.household) {
+    $("#login-title").textContent = "Sign in";
+    $("#login-lead").textContent = "Your name and password in this household.";
+    $("#login-secret-label").textContent = "Password";
+    $("#login-name-field").hidden = false;
+    $("#login-name").required = true;
+    dialog.setAttribute("aria-label", "Sign in");
+  }
+  const said = ["wrong access token", "wrong name or password"].includes(message);
+  $("#login-error").textContent = said ? message : "";
   dialog.showModal();
-  $("#login-token").focus();
+  $(state.household ? "#login-name" : "#login-token").focus();
 }
 
 async function signIn(event) {
   event.preventDefault();
   const error = $("#login-error");
+  const secret = $("#login-token").value;
+  const body = state.household ? { name: $("#login-name").value, password: secret } : { token: secret };
   try {
-    await api("/api/session", { method: "POST", body: { token: $("#login-token").value } });
+    await api("/api/session", { method: "POST", body });
   } catch (failure) {
     error.textContent = failure.message;
     return;

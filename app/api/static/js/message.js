@@ -97,6 +97,7 @@ export class AnswerView {
     view.timing = message.timing || {};
     view.model = message.model;
     view.research = Boolean(message.research);
+    view.spent = message.research?.spent;
     view.at = message.created;
     view.live = false;
     view.renumbers = false; // stored numbered as it cites its sources
@@ -272,6 +273,7 @@ export class AnswerView {
     }
     this.sources = done.sources || [];
     this.timing = done.timing || {};
+    this.spent = done.research?.spent;
     this.at = done.at;
     this.renderedStable = -1; // the numbering may change with the sources known
     this.render();
@@ -330,17 +332,24 @@ export class AnswerView {
     if (usage && usage.reported) {
       const cached = usage.cached_tokens ? ` (${format.tokens(usage.cached_tokens)} cached)` : "";
       items.push(`in ${format.tokens(usage.prompt_tokens)}${cached}`, `out ${format.tokens(usage.completion_tokens)}`);
+      // Tokens a second mean nothing for a research's many steps: its figures are what it spent.
       const writing = this.timing && this.timing.writing_seconds;
-      if (writing > 0.05 && usage.completion_tokens) items.push(`${Math.round(usage.completion_tokens / writing)} tok/s`);
+      if (!this.research && writing > 0.05 && usage.completion_tokens) items.push(`${Math.round(usage.completion_tokens / writing)} tok/s`);
     } else if (usage) {
       items.push("usage not reported");
     }
-    // Only a search that reached the engine is paid for: not one the cache or the answer's
-    // earlier call gave, nor one that failed (Brave bills successful requests only).
-    const sent = this.activity.filter((a) => a.type === "search" && a.cached_age === undefined && !a.repeated && !a.error).length;
-    const money = searchPrice && sent ? `, about ${format.dollars((sent * searchPrice) / 1000)}` : "";
-    if (searches) items.push(`${searches} search${searches === 1 ? "" : "es"}${money}`);
-    if (pages) items.push(`${pages} page${pages === 1 ? "" : "s"}`);
+    if (this.spent) {
+      items.push(...spentItems(this.spent));
+    } else {
+      // Only a search that reached the engine is paid for: not one the cache or the answer's
+      // earlier call gave, nor one that failed (Brave bills successful requests only). Each
+      // costs the Brave queries it spent (two with both of our engines); one stored before
+      // searches said so, one.
+      const paid = this.activity.filter((a) => a.type === "search" && a.cached_age === undefined && !a.repeated && !a.error);
+      const sent = paid.reduce((sum, a) => sum + (a.queries ?? 1), 0);
+      if (searches) items.push(searchCount(searches, sent));
+      if (pages) items.push(`${pages} page${pages === 1 ? "" : "s"}`);
+    }
     // A cost only when the server gave one: local servers never do, and saying so under
     // every answer says nothing.
     if (usage && usage.cost !== null && usage.cost !== undefined) items.push(format.cost(usage.cost));
@@ -442,6 +451,19 @@ function countdown(button, row, seconds) {
   };
   label.textContent = `retry in ${Math.ceil(seconds)} s`;
   setTimeout(tick, 250); // by then the card is on the page (a removed card stops the clock)
+}
+
+/** "3 searches, about 0.015 $": the money for the Brave `queries` they sent, where a price is set. */
+function searchCount(searches, queries) {
+  const money = searchPrice && queries ? `, about ${format.dollars((queries * searchPrice) / 1000)}` : "";
+  return `${searches} search${searches === 1 ? "" : "es"}${money}`;
+}
+
+/** What a research run spent: its searches (the money for the Brave queries of those the
+ * cache did not answer), the pages it read, its time. */
+function spentItems(spent) {
+  const minutes = spent.seconds < 60 ? format.seconds(spent.seconds) : `${(spent.seconds / 60).toFixed(1)} min`;
+  return [searchCount(spent.searches, spent.queries), `${spent.pages} page${spent.pages === 1 ? "" : "s"} read`, minutes];
 }
 
 /** A research's trail in one line: its searches and pages, counted from its log. */

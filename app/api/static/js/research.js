@@ -173,7 +173,9 @@ function planCard(event, budget, start) {
 function budgetLine(event, budget) {
   const money = event.max_cost === null || event.max_cost === undefined ? "" : `, about ${dollars(event.max_cost)} at most`;
   const left = event.queries_left === null || event.queries_left === undefined ? "" : `; ${event.queries_left.toLocaleString("en")} Brave queries left this month`;
-  return `Up to ${budget.max_searches} searches${money}${left}, ${budget.max_pages} pages, ${Math.round(budget.max_seconds / 60)} minutes.`;
+  // Each search may send Brave more than one query (two with both of our engines on).
+  const queries = event.max_queries && event.max_queries !== budget.max_searches ? ` (${event.max_queries.toLocaleString("en")} Brave queries)` : "";
+  return `Up to ${budget.max_searches} searches${queries}${money}${left}, ${budget.max_pages} pages, ${Math.round(budget.max_seconds / 60)} minutes.`;
 }
 
 const STEPS = { plan: "Planning", search: "Searching", read: "Reading", reflect: "Reflecting on the notes", report: "Writing the report", done: "Done" };

@@ -44,6 +44,9 @@ export class SettingsDialog {
     this.tab = tab;
     this.render();
     if (!this.dialog.open) this.dialog.showModal();
+    // On the tab shown: the dialog's first control is the other tab, and a tab chosen with
+    // Enter is drawn anew, which left the focus nowhere.
+    this.dialog.querySelector('[role="tab"][aria-selected="true"]').focus();
   }
 
   close() {
@@ -303,7 +306,7 @@ function researchSection() {
   return el(
     "div",
     { className: "field" },
-    el("div", { className: "field-label" }, el("label", { for: "research-pause", text: "Research: the plan starts by itself after (seconds)" }), helpTip("The plan of a research is shown before any search, to edit or remove its sub-questions. Without Start it starts by itself after this many seconds; 0 waits for Start.")),
+    el("div", { className: "field-label" }, el("label", { for: "research-pause", text: "Research: the plan starts by itself after (seconds)" }), helpTip("The plan of a research is shown before any search, to edit or remove its sub-questions. Without Start it starts by itself after this many seconds; 0 waits for Start, up to the service's RESEARCH_PLAN_WAIT_SECONDS (30 minutes unless set), then ends with nothing searched.")),
     pause,
     el("div", { className: "field-label" }, el("span", { text: "Research budget: searches, pages, minutes at most" }), helpTip("Each research stops at the first bound reached and writes its report from what it found. Empty: the service's default (RESEARCH_SEARCHES, RESEARCH_PAGES, RESEARCH_MINUTES).")),
     el("div", { className: "research-bounds" }, ...bounds.map(([name, , input]) => el("label", { className: "research-bound" }, el("span", { text: name }), input))),

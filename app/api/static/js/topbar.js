@@ -51,6 +51,9 @@ export function renderTotals(view) {
 /** The conversation's figures, those that are zero left out. */
 function totalsParts(view) {
   const totals = view.conversation && view.conversation.totals;
+  // The first answer, still coming, has reported nothing yet: neither "No turns yet" nor
+  // "not reported" before it ends.
+  if (!totals && view.streaming) return ["First answer coming: its usage when it ends"];
   const turns = view.conversation ? view.conversation.messages.filter((m) => m.role === "assistant").length : 0;
   if (!turns && !(totals && totals.turns_unreported)) return ["No turns yet"];
   const plural = (n, one, many) => `${n} ${n === 1 ? one : many}`;

@@ -20,6 +20,7 @@ const RESUME_WAIT_MS = 1000;
 export async function runTurn(view, path, body, { bubble, message }) {
   const answer = new AnswerView();
   answer.model = body.model;
+  answer.asked = { research: body.research !== undefined };
   view.messages.append(answer.node);
   await follow(view, answer, path, body, { bubble, message });
 }
@@ -42,6 +43,7 @@ async function follow(view, answer, path, body, { bubble, message }) {
   streams.start(id, { controller, answer });
   if (reattached) view.render(); // the stored checkpoint gives way to the live answer
   view.setStreaming();
+  if (view.shows(id)) renderTotals(view); // a first answer: said to be coming
   view.following = true;
   view.scrollDown();
   let ended = null;
@@ -169,11 +171,17 @@ function restoreDraft(view, event, answer) {
   const bubble = answer.node.previousElementSibling;
   if (bubble && bubble.classList.contains("user")) bubble.remove();
   if (!view.input.value.trim()) {
-    view.input.value = event.restore;
-    keepDraft(view.draftId, event.restore, event);
+    view.input.value = givenBack(answer, event.restore);
+    keepDraft(view.draftId, view.input.value, event);
     view.grow();
   }
   view.input.focus();
+}
+
+/** A message's text as it returns to the box: a research's with its prefix, so that sent
+ * again it is a research again (the switch went off when it was sent). */
+function givenBack(answer, text) {
+  return answer.asked?.research ? `/research ${text}` : text;
 }
 
 /** A failure of our own service or of the page's connection to it (no error event). */
@@ -182,10 +190,10 @@ function failLocally(view, error, answer, { bubble, message }) {
     // Refused before the turn started (409, 400...): nothing was kept, the text returns.
     bubble?.remove();
     answer.node.remove();
-    view.input.value = message;
-    keepDraft(view.draftId, message);
+    view.input.value = givenBack(answer, message);
+    keepDraft(view.draftId, view.input.value);
     view.grow();
-    view.messages.append(notice(`Not sent: ${error.message}`, "warning"));
+    view.messages.append(notice(`Not sent: ${error.message}. Your text is in the box below.`, "warning"));
     return;
   }
   const kind = error instanceof ConnectionLost ? "connection" : "internal";
@@ -198,7 +206,7 @@ function failLocally(view, error, answer, { bubble, message }) {
       const lastUser = messages.filter((m) => m.role === "user").pop();
       if (messages.length && messages[messages.length - 1].role === "user") await view.regenerate();
       else if (message !== undefined && (!lastUser || lastUser.content !== message)) {
-        view.input.value = message;
+        view.input.value = givenBack(answer, message);
         await view.submit();
       }
     },

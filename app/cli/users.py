@@ -1,0 +1,132 @@
+"""`python -m app users ...`: the household's people, without the service (docs/household.md).
+Each command opens the database the service uses (DATABASE_URL, else DATA_DIR's chat.db,
+made if need be: the first person may be added before the first start)."""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING
+
+from app import config
+from app.cli.exits import EXIT_ERROR, EXIT_REFUSED
+
+if TYPE_CHECKING:
+    from app.store.database import Database
+
+
+def users_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    users = commands.add_parser("users", help="the household: add, list, disable, passwd")
+    actions = users.add_subparsers(dest="action", required=True, metavar="ACTION")
+    add = actions.add_parser("add", help="add a person (no password: signs in through a proxy)")
+    add.add_argument("name")
+    add.add_argument("--admin", action="store_true", help="may manage the household")
+    add.add_argument("--display-name", help="the name the page shows")
+    add.add_argument("--email")
+    add.add_argument(
+        "--password-stdin", action="store_true", help="the password: standard input's first line"
+    )
+    add.set_defaults(run=cmd_users_add)
+    listing = actions.add_parser("list", help="every person, oldest first")
+    listing.set_defaults(run=cmd_users_list)
+    disable = actions.add_parser("disable", help="refuse a person's sign-in and sessions")
+    disable.add_argument("name")
+    disable.set_defaults(run=cmd_users_disable)
+    passwd = actions.add_parser(
+        "passwd", help="set a person's password (asked twice, or standard input's first line)"
+    )
+    passwd.add_argument("name")
+    passwd.set_defaults(run=cmd_users_passwd)
+
+
+@contextmanager
+def household(settings: config.Settings) -> Iterator[Database]:
+    from app.store.database import DATABASE, Database
+
+    database = Database(settings.database_url or settings.data_dir / DATABASE)
+    try:
+        yield database
+    finally:
+        database.close()
+
+
+def refused(message: str) -> int:
+    print(f"refused: {message}", file=sys.stderr)
+    return EXIT_REFUSED
+
+
+def cmd_users_add(args: argparse.Namespace, settings: config.Settings) -> int:
+    from app.store.errors import Conflict, Refused
+    from app.store.passwords import hash_password
+    from app.store.users import NewUser
+
+    try:
+        password = hash_password(read_password(ask=False)) if args.password_stdin else None
+        new = NewUser(args.name, args.display_name, args.email, args.admin, password)
+        with household(settings) as database:
+            user = database.add_user(new)
+    except (Refused, Conflict) as exc:
+        return refused(str(exc))
+    kind = "an admin" if user.admin else "a user"
+    how = "with a password" if user.password else "without a password (signs in through a proxy)"
+    print(f"added {user.name}, {kind}, {how}")
+    return 0
+
+
+def cmd_users_list(args: argparse.Namespace, settings: config.Settings) -> int:
+    with household(settings) as database:
+        users = database.users()
+    if not users:
+        print("no users: the service serves one person (docs/household.md)")
+    for user in users:
+        marks = [
+            "admin" if user.admin else "user",
+            *(["disabled"] if user.disabled else []),
+            "password" if user.password else "no password",
+        ]
+        shown = " ".join(filter(None, [user.display_name, user.email and f"<{user.email}>"]))
+        print("\t".join([user.name, ", ".join(marks), user.created[:19] + "Z", shown]).rstrip())
+    return 0
+
+
+def cmd_users_disable(args: argparse.Namespace, settings: config.Settings) -> int:
+    with household(settings) as database:
+        found = database.disable_user(args.name)
+    if not found:
+        print(f"error: there is no user named {args.name!r}", file=sys.stderr)
+        return EXIT_ERROR
+    print(f"disabled {args.name}: their sessions and sign-ins are refused from now on")
+    return 0
+
+
+def cmd_users_passwd(args: argparse.Namespace, settings: config.Settings) -> int:
+    from app.store.errors import Refused
+    from app.store.passwords import hash_password
+
+    try:
+        hashed = hash_password(read_password(ask=sys.stdin.isatty()))
+    except Refused as exc:
+        return refused(str(exc))
+    with household(settings) as database:
+        found = database.set_password(args.name, hashed)
+    if not found:
+        print(f"error: there is no user named {args.name!r}", file=sys.stderr)
+        return EXIT_ERROR
+    print(f"set the password of {args.name}")
+    return 0
+
+
+def read_password(*, ask: bool) -> str:
+    """Asked twice on a terminal (not echoed); else standard input's first line, without
+    its line end (a script: `printf '%s\\n' "$PASSWORD" | python -m app users ...`)."""
+    from app.store.errors import Refused
+
+    if not ask:
+        return sys.stdin.readline().removesuffix("\n").removesuffix("\r")
+    password = getpass.getpass("New password: ")
+    if getpass.getpass("Again: ") != password:
+        raise Refused("the two passwords differ")
+    return password

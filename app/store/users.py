@@ -1,0 +1,150 @@
+"""The household: one row a person (docs/household.md). A name is unique and is how the
+person is known everywhere (the proxy's header, the sign-in form, the commands); the
+password is kept only as its hash (passwords.py), and a person the proxy signs in has none.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from app.store.connection import Connection
+from app.store.errors import Conflict, Refused
+from app.store.rows import now
+
+MAX_NAME_CHARS = 256
+"""A name, a display name or an email: as long as a proxy's header may be."""
+
+USER_FIELDS = ("rowid", "name", "display_name", "email", "admin", "disabled", "created", "password")
+USER_COLUMNS = ", ".join(USER_FIELDS)
+USERS_COLUMNS = ", ".join(f"users.{field}" for field in USER_FIELDS)
+"""The same, in a query that joins users to another table."""
+
+
+@dataclass(frozen=True)
+class User:
+    id: int
+    """Its rowid: what a conversation's owner and a session's person name."""
+    name: str
+    display_name: str | None
+    email: str | None
+    admin: bool
+    disabled: bool
+    created: str
+    password: str | None
+    """The Argon2id hash; None: no password (signs in through the proxy only)."""
+
+
+@dataclass(frozen=True)
+class NewUser:
+    name: str
+    display_name: str | None = None
+    email: str | None = None
+    admin: bool = False
+    password: str | None = None
+    """Its hash (passwords.hash_password), never the password."""
+
+
+def checked_text(what: str, text: str) -> str:
+    """`text` when it may be a name (or a display name, an email): 1 to MAX_NAME_CHARS
+    characters, no control or format character (a newline, a NUL, a zero-width space that
+    would make two names look alike), no space around it; else Refused, saying why."""
+    if not text:
+        raise Refused(f"the {what} is empty")
+    if len(text) > MAX_NAME_CHARS:
+        raise Refused(f"the {what} is longer than {MAX_NAME_CHARS} characters")
+    if any(unicodedata.category(c)[0] in "CZ" and c != " " for c in text):
+        raise Refused(f"the {what} holds a control character or an unusual space")
+    if text != text.strip():
+        raise Refused(f"the {what} starts or ends with a space")
+    return text
+
+
+def user_of(row: Sequence[Any]) -> User:
+    rowid, name, display_name, email, admin, disabled, created, password = row
+    return User(rowid, name, display_name, email, bool(admin), bool(disabled), created, password)
+
+
+class UserRows(Connection):
+    """The household's queries; each write its own transaction."""
+
+    def add_user(self, new: NewUser) -> User:
+        """The new person; Refused for a name, display name or email the store does not
+        keep, Conflict when the name is taken."""
+        name = checked_text("name", new.name)
+        for what, text in (("display name", new.display_name), ("email", new.email)):
+            if text is not None:
+                checked_text(what, text)
+        with self.write():
+            if self.user(name) is not None:
+                raise Conflict(f"there is already a user named {name!r}")
+            self.db.execute(
+                "INSERT INTO users (name, display_name, email, admin, disabled, created, password) "
+                "VALUES (?, ?, ?, ?, 0, ?, ?)",
+                (name, new.display_name, new.email, int(new.admin), now(), new.password),
+            )
+        added = self.user(name)
+        assert added is not None
+        return added
+
+    def user(self, name: str) -> User | None:
+        found = self.db.execute(
+            f"SELECT {USER_COLUMNS} FROM users WHERE name = ?", (name,)
+        ).fetchone()
+        return None if found is None else user_of(found)
+
+    def users(self) -> list[User]:
+        rows = self.db.execute(f"SELECT {USER_COLUMNS} FROM users ORDER BY rowid")
+        return [user_of(row) for row in rows]
+
+    def user_count(self) -> int:
+        return int(self.scalar("SELECT count(*) FROM users"))
+
+    def disable_user(self, name: str) -> bool:
+        """Whether there is such a user (disabled now, or already)."""
+        with self.write():
+            return (
+                self.db.execute("UPDATE users SET disabled = 1 WHERE name = ?", (name,)).rowcount
+                == 1
+            )
+
+    def set_password(self, name: str, password: str) -> bool:
+        """`password` (its hash) for that user; whether there is one."""
+        with self.write():
+            return (
+                self.db.execute(
+                    "UPDATE users SET password = ? WHERE name = ?", (password, name)
+                ).rowcount
+                == 1
+            )
+
+    def seen_user(self, name: str, display_name: str | None, email: str | None) -> User:
+        """The person a proxy named, added (not an admin, no password) on first sight, with
+        the display name and email it sent then; Refused for a name the store does not
+        keep. The write lock makes two replicas seeing a new name at once add it once."""
+        if (known := self.user(name)) is not None:
+            return known
+        with self.write():
+            if self.user(name) is None:
+                self.db.execute(
+                    "INSERT INTO users (name, display_name, email, created) VALUES (?, ?, ?, ?)",
+                    (checked_text("name", name), display_name, email, now()),
+                )
+        seen = self.user(name)
+        assert seen is not None
+        return seen
+
+    def first_admin(self) -> User | None:
+        found = self.db.execute(
+            f"SELECT {USER_COLUMNS} FROM users WHERE admin = 1 ORDER BY rowid LIMIT 1"
+        ).fetchone()
+        return None if found is None else user_of(found)
+
+    def adopt_conversations(self, owner: int) -> int:
+        """The conversations of the single-user modes (no owner) given to `owner`: how many."""
+        with self.write():
+            return self.db.execute(
+                "UPDATE conversations SET owner = ? WHERE owner IS NULL", (owner,)
+            ).rowcount

@@ -1,0 +1,340 @@
+"""Household mode (docs/household.md): who is asking (a trusted proxy's header, or a
+person's session after signing in with name and password), and each person's own
+conversations: another person's id answers exactly as a missing one. The single-user modes
+are test_access's and every other module's."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+from playwright.sync_api import expect
+
+from app.store.database import Database
+from app.store.passwords import hash_password
+from app.store.users import NewUser
+from tests import page_actions
+from tests.browser import open_page
+from tests.chat_client import done, new_conversation, send
+from tests.conftest import ChatService, chat_env, run_main, service_for, store_of
+from tests.fakes.llm_server import Reply
+
+PASSWORDS = {"alice": "alice's long password", "bob": "bob's long password"}
+MISSING = "20260101-0123456789"
+"""A conversation id no one has."""
+NO_SEARXNG = "http://127.0.0.1:9"
+
+
+def add_people(data_dir: Path, database_url: str = "") -> None:
+    """Alice (the admin) and Bob, with passwords, as `python -m app users add` keeps them."""
+    database = Database(store_of(data_dir, database_url))
+    try:
+        for name, password in PASSWORDS.items():
+            hashed = hash_password(password)
+            database.add_user(NewUser(name, admin=name == "alice", password=hashed))
+    finally:
+        database.close()
+
+
+@dataclass
+class Person:
+    """A person's browser: a client with their session cookie (chat_client takes it as a
+    service: `http`, `socket`)."""
+
+    http: httpx.Client
+    socket: bool = False
+
+
+def signed_in(service: ChatService, name: str) -> Person:
+    client = service.client()
+    answer = client.post("/api/session", json={"name": name, "password": PASSWORDS[name]})
+    assert answer.status_code == 200, answer.text
+    return Person(client)
+
+
+def talk(person: Person, llm, text: str) -> str:
+    """A conversation of that person's with one answered question."""
+    llm.script(Reply(text=f"An answer about {text}."))
+    conversation_id = new_conversation(person)
+    assert done(send(person, conversation_id, text))["status"] == "complete"
+    return conversation_id
+
+
+@pytest.fixture
+def home(request, llm, pages, searxng, brave, tmp_path, database_url) -> Iterator[ChatService]:
+    """A service whose database holds Alice and Bob: household mode."""
+    add_people(tmp_path / "data", database_url)
+    env = chat_env(llm, tmp_path, pages, DATABASE_URL=database_url)
+    with service_for(request, env, searxng.url) as service:
+        yield service
+
+
+# -- signing in --------------------------------------------------------------------------------
+
+
+def test_with_people_in_the_database_the_page_asks_for_a_name(home):
+    assert home.http.get("/api/session").json() == {
+        "auth": True,
+        "signed_in": False,
+        "household": True,
+    }
+    assert home.http.get("/api/conversations").status_code == 401
+    alice = signed_in(home, "alice")
+    assert alice.http.get("/api/session").json()["person"] == "alice"
+    assert alice.http.get("/api/conversations").json() == []
+
+
+def test_a_wrong_password_is_refused_and_limited_as_the_token_is(home):
+    with home.client() as client:
+        for name, password in [("alice", "not her password"), ("carol", "anything at all")] * 2:
+            wrong = client.post("/api/session", json={"name": name, "password": password})
+            assert (wrong.status_code, wrong.json()) == (401, {"detail": "wrong name or password"})
+        for name in ("bob", "alice"):  # the fifth failure within 10 minutes, and on
+            limited = client.post("/api/session", json={"name": name, "password": "wrong"})
+            assert limited.status_code == 429 and "retry-after" in limited.headers
+        assert "session" not in client.cookies
+        # The right password still signs in (others behind the same address are not locked out).
+        right = client.post("/api/session", json={"name": "alice", "password": PASSWORDS["alice"]})
+        assert right.status_code == 200 and client.get("/api/conversations").status_code == 200
+
+
+def test_the_token_alone_signs_no_one_in(home):
+    refused = home.http.post("/api/session", json={"token": "whatever it is"})
+    assert refused.status_code == 422
+
+
+def test_the_page_asks_for_a_name_and_a_password(browser, llm, pages, searxng, tmp_path, request):
+    add_people(tmp_path / "data")
+    with service_for(request, chat_env(llm, tmp_path, pages), searxng.url) as service:
+        page = open_page(browser, service.url, ready=False)
+        try:
+            expect(page.locator("#login-dialog")).to_be_visible()
+            expect(page.locator("#login-title")).to_have_text("Sign in")
+            page.fill("#login-name", "bob")
+            page.fill("#login-token", PASSWORDS["alice"])
+            page.keyboard.press("Enter")
+            expect(page.locator("#login-error")).to_contain_text("wrong name or password")
+            page.fill("#login-name", "alice")
+            page.keyboard.press("Enter")
+            expect(page.locator("body")).to_have_attribute("data-ready", "yes")
+            llm.script(Reply(text="Hello, Alice."))
+            page_actions.send(page, "Hello")
+            page_actions.wait_turn_end(page)
+            expect(page.locator(".message.assistant .answer")).to_have_text("Hello, Alice.")
+        finally:
+            page.context.close()
+
+
+TOKEN = "s3cret-token-for-the-household-1234567890"
+
+
+def test_the_access_token_opens_the_service_but_no_ones_conversations(
+    request, llm, pages, searxng, brave, tmp_path
+):
+    add_people(tmp_path / "data")
+    env = chat_env(llm, tmp_path, pages, AUTH_TOKEN=TOKEN)
+    with service_for(request, env, searxng.url) as service:
+        bearer = {"Authorization": f"Bearer {TOKEN}"}
+        assert service.http.get("/api/config", headers=bearer).status_code == 200
+        refused = service.http.get("/api/conversations", headers=bearer)
+        assert refused.status_code == 401
+        assert refused.json() == {
+            "detail": "sign in as a person of the household (name and password)"
+        }
+        assert service.http.post("/api/conversations", headers=bearer, json={}).status_code == 401
+
+
+def test_a_disabled_persons_session_and_sign_in_are_refused(home, tmp_path, database_url):
+    bob = signed_in(home, "bob")
+    assert bob.http.get("/api/conversations").status_code == 200
+    disabled = run_main(
+        "users",
+        "disable",
+        "bob",
+        searxng_url=NO_SEARXNG,
+        DATA_DIR=str(tmp_path / "data"),
+        DATABASE_URL=database_url,
+    )
+    assert disabled.returncode == 0, disabled.stderr
+    assert bob.http.get("/api/conversations").status_code == 401
+    assert bob.http.get("/api/session").json()["signed_in"] is False
+    again = home.http.post("/api/session", json={"name": "bob", "password": PASSWORDS["bob"]})
+    assert again.status_code == 401
+
+
+# -- each person's own conversations -----------------------------------------------------------
+
+
+def test_each_person_sees_only_their_own_conversations(home, llm):
+    alice, bob = signed_in(home, "alice"), signed_in(home, "bob")
+    alices = talk(alice, llm, "pierogi")
+    bobs = talk(bob, llm, "bigos")
+    assert [c["id"] for c in alice.http.get("/api/conversations").json()] == [alices]
+    assert [c["id"] for c in bob.http.get("/api/conversations").json()] == [bobs]
+    # Search in conversations too: Bob's words are not found from Alice's session.
+    assert alice.http.get("/api/conversations", params={"q": "bigos"}).json() == []
+    assert [c["id"] for c in bob.http.get("/api/conversations", params={"q": "bigos"}).json()] == [
+        bobs
+    ]
+
+
+ROUTES = [
+    ("GET", "", None),
+    ("GET", "/export", None),
+    ("PATCH", "", {"title": "Alice's now"}),
+    ("PATCH", "", {"settings": {"search_locale": "de-DE"}}),
+    ("POST", "/chat", {"message": "What did Bob ask?"}),
+    ("POST", "/regenerate", {}),
+    ("POST", "/edit", {"message": "Something else"}),
+    ("GET", "/events", None),
+    ("POST", "/stop", None),
+    ("POST", "/research/write", {}),
+    ("POST", "/research/plan", {"questions": ["What?"]}),
+    ("PUT", "/turns/0/version", {"index": 1}),
+    ("POST", "/rewind", None),
+    ("DELETE", "", None),
+]
+
+
+def test_another_persons_conversation_answers_as_a_missing_one_on_every_route(home, llm):
+    alice, bob = signed_in(home, "alice"), signed_in(home, "bob")
+    bobs = talk(bob, llm, "bigos")
+    before = bob.http.get(f"/api/conversations/{bobs}").json()
+    calls = len(llm.requests)
+    for method, path, body in ROUTES:
+        missing = alice.http.request(method, f"/api/conversations/{MISSING}{path}", json=body)
+        foreign = alice.http.request(method, f"/api/conversations/{bobs}{path}", json=body)
+        assert missing.status_code == 404, (method, path, missing.text)
+        expected = missing.json()["detail"].replace(MISSING, bobs)
+        assert (foreign.status_code, foreign.json()) == (404, {"detail": expected}), (method, path)
+    assert len(llm.requests) == calls  # no turn ran
+    assert bob.http.get(f"/api/conversations/{bobs}").json() == before
+
+
+# -- a trusted proxy's header ------------------------------------------------------------------
+
+HEADERS = {
+    "AUTH_USER_HEADER": "Remote-User",
+    "AUTH_EMAIL_HEADER": "Remote-Email",
+    "AUTH_NAME_HEADER": "Remote-Name",
+}
+
+
+@pytest.fixture
+def proxied(request, llm, pages, searxng, brave, tmp_path) -> Iterator[ChatService]:
+    """Behind a forward-auth proxy on this machine (the tests' client address)."""
+    env = chat_env(llm, tmp_path, pages, TRUSTED_PROXIES="127.0.0.1", **HEADERS)
+    with service_for(request, env, searxng.url) as service:
+        yield service
+
+
+def people(service: ChatService) -> list[str]:
+    database = Database(store_of(service.settings.data_dir, service.settings.database_url))
+    try:
+        return [user.name for user in database.users()]
+    finally:
+        database.close()
+
+
+def test_a_person_the_proxy_names_is_added_on_first_sight(proxied, llm, caplog):
+    caplog.set_level(logging.INFO, logger="app.api.people")
+    named = {"Remote-User": "carol", "Remote-Email": "carol@example.org", "Remote-Name": "Carol C."}
+    assert proxied.http.get("/", headers=named).status_code == 200
+    assert people(proxied) == []  # the page's own files look no one up
+    assert proxied.http.get("/api/conversations", headers=named).json() == []
+    session = proxied.http.get("/api/session", headers=named).json()
+    assert session == {"auth": True, "signed_in": True, "household": True, "person": "Carol C."}
+    assert people(proxied) == ["carol"]
+    assert "added carol, named by the proxy 127.0.0.1 (not an admin)" in caplog.text
+    assert proxied.http.get("/api/conversations").status_code == 401  # no header, no cookie
+
+
+def test_the_proxys_people_each_see_their_own(proxied, llm):
+    carol = Person(proxied.client(headers={"Remote-User": "carol"}))
+    dave = Person(proxied.client(headers={"Remote-User": "dave"}))
+    carols = talk(carol, llm, "pierogi")
+    assert dave.http.get("/api/conversations").json() == []
+    assert dave.http.get(f"/api/conversations/{carols}").status_code == 404
+    assert [c["id"] for c in carol.http.get("/api/conversations").json()] == [carols]
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        [("Remote-User", "")],
+        [("Remote-User", "alice"), ("Remote-User", "bob")],
+        [("Remote-User", "x" * 257)],
+        [("Remote-User", "ali\tce")],
+        [("Remote-User", "alice\x1b[0m")],
+        [("Remote-User", " alice")],
+    ],
+    ids=["empty", "two-values", "257-chars", "tab", "escape", "space-before"],
+)
+def test_a_header_that_is_not_one_name_is_refused(proxied, headers):
+    refused = proxied.http.get("/api/conversations", headers=headers)
+    assert refused.status_code == 401, refused.text
+    assert proxied.http.get("/", headers=headers).status_code == 401
+    assert people(proxied) == []
+
+
+@pytest.fixture
+def behind_another_proxy(request, llm, pages, searxng, brave, tmp_path):
+    """The proxy is elsewhere: the tests' address (127.0.0.1) is not trusted."""
+    env = chat_env(llm, tmp_path, pages, TRUSTED_PROXIES="192.0.2.10", **HEADERS)
+    with service_for(request, env, searxng.url) as service:
+        yield service
+
+
+def test_the_header_from_an_untrusted_address_is_refused_not_ignored(behind_another_proxy):
+    service = behind_another_proxy
+    for path in ("/api/conversations", "/api/session", "/"):
+        refused = service.http.get(path, headers={"Remote-User": "alice"})
+        assert refused.status_code == 401, path
+        assert "only from TRUSTED_PROXIES" in refused.json()["detail"]
+    # A forwarded address claiming to be the proxy changes nothing.
+    forwarded = {"Remote-User": "alice", "X-Forwarded-For": "192.0.2.10"}
+    assert service.http.get("/api/conversations", headers=forwarded).status_code == 401
+    assert people(service) == []
+
+
+def test_a_header_setting_without_trusted_proxies_stops_the_start(llm, tmp_path):
+    started = run_main(
+        "doctor",
+        searxng_url=NO_SEARXNG,
+        DATA_DIR=str(tmp_path / "data"),
+        AUTH_USER_HEADER="Remote-User",
+        TRUSTED_PROXIES="",
+    )
+    assert started.returncode == 1
+    assert "AUTH_USER_HEADER is believed only from TRUSTED_PROXIES" in started.stderr
+
+
+# -- the first start in household mode --------------------------------------------------------
+
+
+def test_the_single_user_conversations_become_the_first_admins(
+    request, llm, pages, searxng, brave, tmp_path, database_url, caplog
+):
+    env = chat_env(llm, tmp_path, pages, DATABASE_URL=database_url)
+    with service_for(request, env, searxng.url) as alone:
+        owner = Person(alone.http)
+        mine = {talk(owner, llm, "pierogi"), talk(owner, llm, "bigos")}
+        assert {c["id"] for c in alone.http.get("/api/conversations").json()} == mine
+    add_people(tmp_path / "data", database_url)
+    caplog.set_level(logging.INFO, logger="app.api.people")
+    with service_for(request, env, searxng.url) as home:
+        assert "household mode: 2 users" in caplog.text
+        assert "2 conversations of the single-user mode are now alice's" in caplog.text
+        alice, bob = signed_in(home, "alice"), signed_in(home, "bob")
+        assert {c["id"] for c in alice.http.get("/api/conversations").json()} == mine
+        assert bob.http.get("/api/conversations").json() == []
+    database = Database(store_of(tmp_path / "data", database_url))
+    try:
+        owners = database.db.execute("SELECT owner, count(*) FROM conversations GROUP BY owner")
+        assert [tuple(row) for row in owners] == [(1, 2)]
+    finally:
+        database.close()
