@@ -27,7 +27,6 @@ import uvicorn
 from starlette.testclient import TestClient
 
 from app import config
-from app.api.factory import create_app
 from app.api.serving import server_config
 from app.cli import main
 from app.search.embedded import EmbeddedSearxng, free_port
@@ -278,6 +277,10 @@ class ChatService:
     127.0.0.1), but nothing listens on `url`. tests/README.md says which tests need which."""
 
     def __init__(self, env: dict[str, str], searxng_url: str, *, socket: bool = True) -> None:
+        # Imported here, not with this module: pytest's own process under xdist (which runs
+        # no test) and test_tiers' collections would import the whole app for nothing.
+        from app.api.factory import create_app
+
         self.settings = config.load(env)
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"

@@ -306,6 +306,20 @@ def test_a_new_worker_has_the_extraction_loaded_before_its_first_page() -> None:
         started.stop()
 
 
+def test_each_new_worker_is_forked_from_one_process_that_loaded_the_extraction() -> None:
+    """A worker replaced (past a page's deadline, or dead) comes ready from the fork
+    server: it does not import trafilatura and lxml again, a third of a second of CPU."""
+    started = [worker.started_worker(), worker.started_worker()]
+    try:
+        parents = {each.pool.submit(os.getppid).result(timeout=60) for each in started}
+    finally:
+        for each in started:
+            each.stop()
+    (parent,) = parents
+    assert parent != os.getpid()  # not this process, which runs threads
+    assert "lxml" in Path(f"/proc/{parent}/maps").read_text()  # lxml's etree, loaded
+
+
 @pytest.mark.long  # extraction processes started and killed
 def test_the_service_extracts_in_a_worker_process_and_replaces_one_that_dies(
     pages: PageServer,

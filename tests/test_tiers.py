@@ -99,11 +99,12 @@ def test_a_missing_component_skips_with_its_reason_and_fails_in_ci(tmp_path):
     assert all(f"CI must run every tier; this test {reason}" in in_ci.stdout for reason in needs)
 
 
-def test_pytest_starts_without_the_property_testing_libraries(make_check_listing):
+def test_pytest_starts_without_the_plugins_no_test_uses(make_check_listing):
     """No test uses hypothesis or schemathesis in-process (test_schema runs schemathesis's
-    command), so every pytest process, each xdist worker too, starts without them."""
+    command), nor LangSmith's pytest plugin (installed with LangChain), so every pytest
+    process, each xdist worker too, starts without them."""
     lines = make_check_listing.stderr.splitlines()
     timed = [line for line in lines if line.startswith("import time:")]
     imported = {line.rpartition("|")[2].strip().split(".")[0] for line in timed}
     assert "pytest" in imported  # the listing is read
-    assert imported.isdisjoint({"hypothesis", "schemathesis"})
+    assert imported.isdisjoint({"hypothesis", "schemathesis", "langsmith"})

@@ -38,8 +38,9 @@ class Worker:
 class ExtractionProcess:
     """Extraction in a worker process, for the service. A page of a few MB takes seconds of
     CPU in lxml and trafilatura; in a thread that would hold the GIL, and every stream
-    would stall behind it. The worker starts with the first page (its imports take about
-    a third of a second) and is replaced if it dies.
+    would stall behind it. The worker starts with the first page (the first one's imports
+    take about a third of a second; each one after is a fork of a process that made them)
+    and is replaced if it dies.
 
     Pages take turns, each with its own deadline from its start (not from a queue's): past
     it, the worker is killed and replaced, so that one page built to be slow holds the
@@ -103,8 +104,14 @@ def yield_cpu() -> None:
 
 
 def spawned_worker() -> Worker:
-    # spawn: a fork of a process running threads (storage, SQLite) is not safe.
-    pool = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"))
+    """A fork of the fork server: a fork of this process, which runs threads (storage,
+    SQLite), is not safe, and a process of its own (spawn) imports the extraction again
+    for each worker, a third of a second of CPU for each one replaced. The fork server
+    starts with the first worker, from the lowered thread (its forks run lowered too),
+    and imports this module, with the extraction, once."""
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload([__name__])
+    pool = ProcessPoolExecutor(max_workers=1, mp_context=context)
     return Worker(pool, pool.submit(worker_pid).result())
 
 
