@@ -108,5 +108,5 @@ def build(store: Database, conversations: int) -> list[str]:
     store.refuse_tools("model-b", "this model does not support tools")
     store.add_user(NewUser("alice", "Alice", "alice@example.org", True, ALICE_PASSWORD))
     store.add_user(NewUser("bob"))
-    store.disable_user("bob")
+    store.set_disabled("bob", True)
     return ids

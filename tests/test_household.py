@@ -154,22 +154,31 @@ def test_the_access_token_opens_the_service_but_no_ones_conversations(
         assert put.status_code == 401
 
 
-def test_a_disabled_persons_session_and_sign_in_are_refused(home, tmp_path, database_url):
+def test_a_disabled_persons_session_and_sign_in_are_refused_until_enabled(
+    home, tmp_path, database_url
+):
+    def users(action: str) -> None:
+        done = run_main(
+            "users",
+            action,
+            "bob",
+            searxng_url=NO_SEARXNG,
+            DATA_DIR=str(tmp_path / "data"),
+            DATABASE_URL=database_url,
+        )
+        assert done.returncode == 0, done.stderr
+
     bob = signed_in(home, "bob")
     assert bob.http.get("/api/conversations").status_code == 200
-    disabled = run_main(
-        "users",
-        "disable",
-        "bob",
-        searxng_url=NO_SEARXNG,
-        DATA_DIR=str(tmp_path / "data"),
-        DATABASE_URL=database_url,
-    )
-    assert disabled.returncode == 0, disabled.stderr
+    users("disable")
     assert bob.http.get("/api/conversations").status_code == 401
     assert bob.http.get("/api/session").json()["signed_in"] is False
     again = home.http.post("/api/session", json={"name": "bob", "password": PASSWORDS["bob"]})
     assert again.status_code == 401
+    # Enabled again, he signs in anew: the session he had when disabled stays ended.
+    users("enable")
+    assert bob.http.get("/api/conversations").status_code == 401
+    assert signed_in(home, "bob").http.get("/api/conversations").status_code == 200
 
 
 # -- each person's own conversations -----------------------------------------------------------

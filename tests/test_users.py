@@ -101,10 +101,13 @@ def test_the_longest_name_and_one_in_any_script_are_kept(database):
 def test_disabling_and_a_new_password_are_kept(database):
     database.add_user(NewUser("bob"))
     assert database.set_password("bob", hash_password("correct horse"))
-    assert database.disable_user("bob")
+    assert database.set_disabled("bob", True)
     bob = database.user("bob")
     assert bob is not None and bob.disabled and password_matches(bob.password, "correct horse")
-    assert not database.disable_user("carol")
+    assert database.set_disabled("bob", False)
+    bob = database.user("bob")
+    assert bob is not None and not bob.disabled
+    assert not database.set_disabled("carol", True)
     assert not database.set_password("carol", hash_password("correct horse"))
 
 
@@ -204,7 +207,7 @@ def test_a_name_taken_or_unknown_says_so(tmp_path, typed):
         2,
         "refused: there is already a user named 'alice'\n",
     )
-    for action in ("disable", "passwd"):
+    for action in ("disable", "enable", "passwd"):
         typed("correct horse\n")
         unknown = users(action, "carol", data_dir=data)
         assert (unknown.returncode, unknown.stderr) == (

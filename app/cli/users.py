@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
 
 def users_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    users = commands.add_parser("users", help="the household: add, list, disable, passwd")
+    users = commands.add_parser("users", help="the household: add, list, disable, enable, passwd")
     actions = users.add_subparsers(dest="action", required=True, metavar="ACTION")
     add = actions.add_parser("add", help="add a person (no password: signs in through a proxy)")
     add.add_argument("name")
@@ -35,6 +35,9 @@ def users_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
     disable = actions.add_parser("disable", help="refuse a person's sign-in and sessions")
     disable.add_argument("name")
     disable.set_defaults(run=cmd_users_disable)
+    enable = actions.add_parser("enable", help="let a disabled person sign in again")
+    enable.add_argument("name")
+    enable.set_defaults(run=cmd_users_enable)
     passwd = actions.add_parser(
         "passwd", help="set a person's password (asked twice, or standard input's first line)"
     )
@@ -93,12 +96,22 @@ def cmd_users_list(args: argparse.Namespace, settings: config.Settings) -> int:
 
 
 def cmd_users_disable(args: argparse.Namespace, settings: config.Settings) -> int:
+    told = f"disabled {args.name}: their sessions are ended and sign-ins refused from now on"
+    return set_disabled(settings, args.name, True, told)
+
+
+def cmd_users_enable(args: argparse.Namespace, settings: config.Settings) -> int:
+    told = f"enabled {args.name}: they may sign in again (their old sessions stay ended)"
+    return set_disabled(settings, args.name, False, told)
+
+
+def set_disabled(settings: config.Settings, name: str, disabled: bool, told: str) -> int:
     with household(settings) as database:
-        found = database.disable_user(args.name)
+        found = database.set_disabled(name, disabled)
     if not found:
-        print(f"error: there is no user named {args.name!r}", file=sys.stderr)
+        print(f"error: there is no user named {name!r}", file=sys.stderr)
         return EXIT_ERROR
-    print(f"disabled {args.name}: their sessions and sign-ins are refused from now on")
+    print(told)
     return 0
 
 

@@ -102,13 +102,19 @@ class UserRows(Connection):
     def user_count(self) -> int:
         return int(self.scalar("SELECT count(*) FROM users"))
 
-    def disable_user(self, name: str) -> bool:
-        """Whether there is such a user (disabled now, or already)."""
+    def set_disabled(self, name: str, disabled: bool) -> bool:
+        """Whether there is such a user (disabled, or enabled, now or already). Disabling
+        ends their sessions too, so enabling them again revives none: they sign in anew."""
         with self.write():
-            return (
-                self.db.execute("UPDATE users SET disabled = 1 WHERE name = ?", (name,)).rowcount
-                == 1
-            )
+            found = self.db.execute(
+                "UPDATE users SET disabled = ? WHERE name = ?", (int(disabled), name)
+            ).rowcount
+            if found and disabled:
+                self.db.execute(
+                    "DELETE FROM sessions WHERE person = (SELECT rowid FROM users WHERE name = ?)",
+                    (name,),
+                )
+            return found == 1
 
     def set_password(self, name: str, password: str) -> bool:
         """`password` (its hash) for that user; whether there is one."""
