@@ -7,6 +7,7 @@ tests/compose_spec/LICENSE) after the interpolation Compose itself does.
 from __future__ import annotations
 
 import copy
+import ipaddress
 import json
 import re
 from pathlib import Path
@@ -615,3 +616,31 @@ def test_the_readme_scale_command_is_compose_yamls_and_leaves_the_single_service
         needed.add(name)
         queue += [d for d in SERVICES[name].get("depends_on", {}) if d not in needed]
     assert needed == {"proxy", "chat-replica", "postgres", "searxng", "searxng-settings"}
+
+
+def test_the_authelia_override_believes_the_header_from_nginxs_fixed_address_only():
+    """compose.authelia.yaml (docs/household.md): TRUSTED_PROXIES is nginx's own address,
+    which no other container can be given, and nginx sets each header the replicas read."""
+    text = (ROOT / "compose.authelia.yaml").read_text()
+    override = interpolate(yaml.safe_load(text), {"PROXY_NETWORK": "10.9.8"})
+    assert schema_errors(override) == []
+    services, network = override["services"], override["networks"]["backend"]["ipam"]["config"][0]
+    replica, proxy = services["chat-replica"]["environment"], services["proxy"]
+    nginx = proxy["networks"]["backend"]["ipv4_address"]
+    assert replica["TRUSTED_PROXIES"] == nginx == "10.9.8.2"
+    address = ipaddress.ip_address(nginx)
+    assert address in ipaddress.ip_network(network["subnet"])
+    assert address not in ipaddress.ip_network(network["ip_range"])
+    assert "ports" not in services["authelia"] and services["authelia"]["networks"] == ["backend"]
+    # Each setting reaches the replicas through compose.yaml's chat environment too.
+    assert set(replica) <= set(SERVICES["chat"]["environment"])
+    conf = (ROOT / "deploy" / "authelia" / "nginx.conf").read_text()
+    assert ("./deploy/authelia/nginx.conf", "/etc/nginx/nginx.conf", "ro") in bind_mounts(proxy)
+    assert "/api/authz/auth-request" in conf
+    for setting in ("AUTH_USER_HEADER", "AUTH_EMAIL_HEADER", "AUTH_NAME_HEADER"):
+        header = replica[setting]
+        variable = re.search(
+            rf"auth_request_set \$(\w+) \$upstream_http_{header.lower().replace('-', '_')};", conf
+        )
+        assert variable, header
+        assert f"proxy_set_header {header} ${variable[1]};" in conf

@@ -28,11 +28,14 @@ from tests.compose.stack import (
     BRAVE_KEY,
     BUILD_SECONDS,
     Stack,
+    answered_by,
     bridge_gateway,
     new_conversation,
     port_of,
     read_events,
     remove_everything,
+    replicas,
+    services,
 )
 from tests.fakes.brave_api import FakeBrave
 from tests.fakes.llm_server import FakeLLM, Reply
@@ -150,39 +153,10 @@ def scale(fakes, tmp_path_factory) -> Iterator[ScaleStack]:
         remove_everything(project)
 
 
-def services(stack: Stack) -> dict[str, list[dict]]:
-    """The project's containers by service, running or not."""
-    found: dict[str, list[dict]] = {}
-    for container in stack.containers():
-        found.setdefault(container["Config"]["Labels"]["com.docker.compose.service"], []).append(
-            container
-        )
-    return found
-
-
-def replicas(stack: Stack) -> dict[str, dict]:
-    """Each running chat replica by its address on the backend network, where the proxy
-    reaches it."""
-    running = [c for c in services(stack)["chat-replica"] if c["State"]["Running"]]
-    backend = f"{stack.project}_backend"
-    return {c["NetworkSettings"]["Networks"][backend]["IPAddress"]: c for c in running}
-
-
 def in_replica(stack: Stack, index: int, path: str, *token: str) -> dict:
     """GET `path` of replica number `index` itself, from inside it (not through the proxy)."""
     command = ["exec", "-T", "--index", str(index), "chat-replica", "python", "-c", FETCH]
     return json.loads(stack.compose("--profile", "scale", *command, path, *token))
-
-
-def answered_by(stack: Stack, request: str) -> list[str]:
-    """The replica addresses the proxy's log names for requests whose line has `request`."""
-    log = stack.compose("--profile", "scale", "logs", "--no-color", "proxy")
-    return [
-        address
-        for line in log.splitlines()
-        if request in line
-        for address in re.findall(r"upstream=([\d.]+):8080", line)
-    ]
 
 
 def container_log(container: dict) -> str:

@@ -199,3 +199,16 @@ def ensure_all(llama_server: Path | None, say: Callable[[str], None] = print) ->
         took[name] = round(time.monotonic() - started, 1)
         say(f"stand-in {name}: {took[name]} s")
     return took
+
+
+def ensure_authelia(say: Callable[[str], None] = print) -> float:
+    """The stand-in for compose.authelia.yaml's Authelia built (seconds it took; 0 when the
+    cached one was current). Its base, the python:3.11-slim stand-in, is ensure_all's."""
+    services = yaml.safe_load((ROOT / "compose.authelia.yaml").read_text())["services"]
+    image = services["authelia"]["image"]
+    log = cache_dir() / "images.log"
+    started = time.monotonic()
+    ensure_image(image, HERE / "authelia.Dockerfile", HERE, log, HERE / "authelia_standin.py")
+    took = round(time.monotonic() - started, 1)
+    say(f"stand-in {image}: {took} s")
+    return took

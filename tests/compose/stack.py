@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import time
 from dataclasses import dataclass, field
@@ -54,6 +55,9 @@ class Stack:
     port: int
     token: str
     timings: dict[str, float] = field(default_factory=dict)
+    files: tuple[Path, ...] = ()
+    """Compose files added to compose.yaml, as a user adds them with -f (before the tests'
+    own override)."""
 
     @property
     def url(self) -> str:
@@ -68,7 +72,9 @@ class Stack:
     def run(self, *args: str, timeout: float = UP_SECONDS) -> subprocess.CompletedProcess[str]:
         """`docker compose ARGS` on the project, whatever its exit status."""
         command = ["docker", "compose", "-p", self.project, "--project-directory", str(ROOT)]
-        command += ["-f", str(ROOT / "compose.yaml"), "-f", str(OVERRIDE)]
+        command += ["-f", str(ROOT / "compose.yaml")]
+        for added in (*self.files, OVERRIDE):
+            command += ["-f", str(added)]
         command += ["--env-file", str(self.env_file), *args]
         env = {**os.environ, "CA_BUNDLE": str(images.CA_BUNDLE)}
         env["TEST_BUILD_STAMP"] = self.settings.get("TEST_BUILD_STAMP", "0")
@@ -120,6 +126,35 @@ class Stack:
             ["docker", "inspect", *ids], capture_output=True, text=True, check=True
         )
         return json.loads(out.stdout)
+
+
+def services(stack: Stack) -> dict[str, list[dict]]:
+    """The project's containers by service, running or not."""
+    found: dict[str, list[dict]] = {}
+    for container in stack.containers():
+        found.setdefault(container["Config"]["Labels"]["com.docker.compose.service"], []).append(
+            container
+        )
+    return found
+
+
+def replicas(stack: Stack) -> dict[str, dict]:
+    """Each running chat replica by its address on the backend network, where the proxy
+    reaches it."""
+    running = [c for c in services(stack)["chat-replica"] if c["State"]["Running"]]
+    backend = f"{stack.project}_backend"
+    return {c["NetworkSettings"]["Networks"][backend]["IPAddress"]: c for c in running}
+
+
+def answered_by(stack: Stack, request: str) -> list[str]:
+    """The replica addresses the proxy's log names for requests whose line has `request`."""
+    log = stack.compose("--profile", "scale", "logs", "--no-color", "proxy")
+    return [
+        address
+        for line in log.splitlines()
+        if request in line
+        for address in re.findall(r"upstream=([\d.]+):8080", line)
+    ]
 
 
 def remove_everything(project: str) -> None:
