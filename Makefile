@@ -73,11 +73,12 @@ test: $(BIN)/python
 	$(MAKE) test-compose
 
 # The stack built and brought up by Docker Compose, with the fakes on the host
-# (tests/test_compose_live.py, and the scale profile: tests/test_compose_scale.py; the
-# images it cannot pull are built by tests/compose/).
+# (tests/test_compose_live.py, and the scale profile: tests/test_compose_scale.py, and
+# behind Authelia: tests/test_compose_authelia.py; the images it cannot pull are built by
+# tests/compose/).
 # -s: it prints its build and start-up times and the image sizes; a test may build an image.
 test-compose: $(BIN)/python
-	$(BIN)/python -m pytest -m docker -p no:cacheprovider -s --timeout=1800 tests/test_compose_live.py tests/test_compose_scale.py
+	$(BIN)/python -m pytest -m docker -p no:cacheprovider -s --timeout=1800 tests/test_compose_live.py tests/test_compose_scale.py tests/test_compose_authelia.py
 
 bench: $(BIN)/python
 	$(BIN)/python bench/search_latency.py

@@ -3,7 +3,8 @@ compose.yaml with compose.authelia.yaml, as docs/household.md says to start it, 
 deploy/authelia/nginx.conf asking Authelia about each request, two chat replicas on
 PostgreSQL. Authelia is the stand-in tests/compose/authelia.Dockerfile builds under the
 image's name (it cannot be pulled here); the other images are the suite's stand-ins
-(tests/compose/images.py). No model or Brave API is needed: nothing here chats.
+(tests/compose/images.py). Each person's conversation has one turn, answered by the fake
+model server on the host (a conversation without a message is not listed).
 
 Everything of the test's own Compose project is removed at the end, whatever happened.
 """
@@ -17,6 +18,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
+from http.cookies import SimpleCookie
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
@@ -31,11 +33,15 @@ from tests.compose.stack import (
     BUILD_SECONDS,
     Stack,
     answered_by,
+    bridge_gateway,
     new_conversation,
+    port_of,
+    read_events,
     remove_everything,
     replicas,
     services,
 )
+from tests.fakes.llm_server import FakeLLM, Reply
 
 ROOT = Path(__file__).resolve().parent.parent
 CHAT_HOST = "chat.example.org"
@@ -46,13 +52,14 @@ PEOPLE = {
     "bob": ("Bob", "bob@example.org", "bob's long password"),
 }
 PROBE = (
-    "import sys, urllib.request, urllib.error; "
-    "request = urllib.request.Request(sys.argv[1], headers={'Remote-User': 'alice'}); "
+    "import json, sys, urllib.request, urllib.error; "
+    "request = urllib.request.Request(sys.argv[1], headers=json.loads(sys.argv[2])); "
     "code = lambda: urllib.request.urlopen(request, timeout=10).status\n"
     "try: print(code())\n"
     "except urllib.error.HTTPError as error: print(error.code)"
 )
-"""Run in a container of the stack: the status of a GET of argv[1] carrying Remote-User."""
+"""Run in a container of the stack: the status of a GET of argv[1] with the headers of
+argv[2] (JSON)."""
 
 
 @dataclass
@@ -88,11 +95,22 @@ def sign_in(stack: Stack, person: str) -> str:
     with httpx.Client(base_url=stack.url, headers={"Host": "auth.example.org"}) as client:
         response = client.post("/api/firstfactor", json={"username": person, "password": password})
     assert response.status_code == 200, response.text
-    return response.cookies[COOKIE]
+    # Read from the header: httpx keeps no cookie for example.org from 127.0.0.1.
+    return SimpleCookie(response.headers["set-cookie"])[COOKIE].value
 
 
 @pytest.fixture(scope="module")
-def household(docker: None, tmp_path_factory) -> Iterator[Household]:
+def llm(docker: None) -> Iterator[FakeLLM]:
+    fake = FakeLLM(models=["fake-model"])
+    fake.start(host=bridge_gateway())
+    try:
+        yield fake
+    finally:
+        fake.stop()
+
+
+@pytest.fixture(scope="module")
+def household(llm: FakeLLM, tmp_path_factory) -> Iterator[Household]:
     project = f"authelia-{uuid.uuid4().hex[:8]}"
     work = tmp_path_factory.mktemp("compose-authelia")
     stack = Stack(
@@ -109,6 +127,7 @@ def household(docker: None, tmp_path_factory) -> Iterator[Household]:
     users_file(work / "users.yml")
     stack.write_env(
         SEARXNG_SECRET=secrets.token_hex(32),
+        COMPOSE_LLM_BASE_URL=f"http://host.docker.internal:{port_of(llm)}/v1",
         MODELS="fake-model",
         DEFAULT_MODEL="fake-model",
         CHAT_PORT=str(stack.port),
@@ -132,7 +151,11 @@ def household(docker: None, tmp_path_factory) -> Iterator[Household]:
         made = Household(stack, cookies, {})
         for person in PEOPLE:
             with made.client(person) as client:
-                made.conversations[person] = new_conversation(client)
+                conversation = new_conversation(client)
+                llm.script(Reply(text=f"Hello, {person}."))
+                path = f"/api/conversations/{conversation}/chat"
+                assert read_events(client, path, {"message": "Hello?"})[-1]["type"] == "done"
+                made.conversations[person] = conversation
         yield made
     finally:
         stack.timings["whole module"] = round(time.monotonic() - started, 1)
@@ -215,22 +238,22 @@ def test_a_replica_is_reached_only_through_nginx(household):
     stack = household.stack
     found = services(stack)
     proxy = found["proxy"][0]["NetworkSettings"]["Networks"][f"{stack.project}_backend"]
-    for replica in found["chat-replica"]:
-        # Nothing published on the host, and the one address believed is nginx's.
-        assert not any(replica["NetworkSettings"]["Ports"].values()), replica["Name"]
-        assert f"TRUSTED_PROXIES={proxy['IPAddress']}" in replica["Config"]["Env"]
     # From another container on the replicas' network: the replica answers, but the
     # header from there is refused on every path.
     run = ["--profile", "scale", "exec", "-T", "authelia", "python", "-c"]
+    as_nginx = {"Host": CHAT_HOST}
+    posing = json.dumps({**as_nginx, "Remote-User": "alice"})
     for path in ("/healthz", "/api/conversations", "/"):
-        status = stack.compose(*run, PROBE, f"http://chat-replica:8080{path}").strip()
+        status = stack.compose(*run, PROBE, f"http://chat-replica:8080{path}", posing).strip()
         assert status == "401", (path, status)
-    healthz = "import urllib.request; print(urllib.request.urlopen(" + (
-        "'http://chat-replica:8080/healthz', timeout=10).status)"
-    )
-    assert stack.compose(*run, healthz).strip() == "200"
+    healthz = stack.compose(*run, PROBE, "http://chat-replica:8080/healthz", json.dumps(as_nginx))
+    assert healthz.strip() == "200"
     # The refusals are the replicas' own, of the address the probes came from.
     authelia = found["authelia"][0]["NetworkSettings"]["Networks"][f"{stack.project}_backend"]
     log = stack.compose("--profile", "scale", "logs", "--no-color", "chat-replica")
     refused = [line for line in log.splitlines() if "believed only from TRUSTED_PROXIES" in line]
     assert refused and all(f"from {authelia['IPAddress']}:" in line for line in refused), refused
+    for replica in found["chat-replica"]:
+        # Nothing published on the host, and the one address believed is nginx's.
+        assert not any(replica["NetworkSettings"]["Ports"].values()), replica["Name"]
+        assert f"TRUSTED_PROXIES={proxy['IPAddress']}" in replica["Config"]["Env"]
