@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from app.store.connection import Connection
-from app.store.errors import Conflict, Refused
+from app.store.errors import Conflict, NotFound, Refused
 from app.store.rows import now
 
 MAX_NAME_CHARS = 256
@@ -154,3 +154,72 @@ class UserRows(Connection):
             return self.db.execute(
                 "UPDATE conversations SET owner = ? WHERE owner IS NULL", (owner,)
             ).rowcount
+
+    def person(self, person_id: int) -> User | None:
+        """The person with that rowid (the admin routes name people by it: a name may hold
+        any character, a slash among them)."""
+        found = self.db.execute(
+            f"SELECT {USER_COLUMNS} FROM users WHERE rowid = ?", (person_id,)
+        ).fetchone()
+        return None if found is None else user_of(found)
+
+    def reset_access(self, person_id: int) -> bool:
+        """Everything that lets that person in without signing in again ended: their
+        sessions, on every replica at once. Whether there is such a person. One function
+        for all of it, so that a new way in (an API token) is revoked here too."""
+        with self.write():
+            if self.person(person_id) is None:
+                return False
+            self.db.execute("DELETE FROM sessions WHERE person = ?", (person_id,))
+            return True
+
+    def remove_user(self, person_id: int, cache: OwnCache) -> RemovedUser:
+        """That person and everything of theirs, in one transaction: their conversations
+        (their messages and versions go with them), the turns and research runs kept for
+        those, their rows of the search cache, their sessions, their row. NotFound when
+        there is no such person; Conflict for the household's last admin (no one could
+        manage it any more). Their memory.md is a file: the caller removes it after this
+        commits (files.forget_memory)."""
+        with self.write():
+            person = self.person(person_id)
+            if person is None:
+                raise NotFound(f"no person {person_id}")
+            others = self.scalar(
+                "SELECT count(*) FROM users WHERE admin = 1 AND disabled = 0 AND rowid <> ?",
+                (person_id,),
+            )
+            if person.admin and not others:
+                raise Conflict(
+                    f"{person.name} is the household's last admin: add another admin first"
+                )
+            theirs = "SELECT id FROM conversations WHERE owner = ?"
+            for table in ("turn_events", "turn_runs", "leases"):
+                self.db.execute(
+                    f"DELETE FROM {table} WHERE conversation IN ({theirs})", (person_id,)
+                )
+            conversations = self.db.execute(
+                "DELETE FROM conversations WHERE owner = ?", (person_id,)
+            ).rowcount
+            self.db.execute(
+                "DELETE FROM search_cache WHERE key LIKE ? OR response LIKE ?",
+                (cache.keys_like, cache.responses_like),
+            )
+            self.db.execute("DELETE FROM sessions WHERE person = ?", (person_id,))
+            self.db.execute("DELETE FROM users WHERE rowid = ?", (person_id,))
+        return RemovedUser(person.name, conversations)
+
+
+@dataclass(frozen=True)
+class OwnCache:
+    """A person's rows of the search cache, as SQL LIKE patterns of its `key` and its
+    `response` (app.search.cache.own_rows: what a key means is the search's business)."""
+
+    keys_like: str
+    responses_like: str
+
+
+@dataclass(frozen=True)
+class RemovedUser:
+    name: str
+    conversations: int
+    """How many of theirs went with them."""

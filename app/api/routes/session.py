@@ -34,6 +34,9 @@ class SessionState(BaseModel):
     """Household mode: true, the sign-in takes a name and a password (absent otherwise)."""
     person: str | None = None
     """Household mode: who is signed in (their display name, else their name)."""
+    admin: bool | None = None
+    """Household mode: true for an admin, who may manage the household (the page's
+    People); absent otherwise."""
 
 
 @router.get("", response_model=SessionState, response_model_exclude_none=True)
@@ -46,7 +49,10 @@ async def session_state(request: Request, guard: GuardDep) -> SessionState:
         if person is None and cookie:
             person = await guard.sessions.person(cookie)
         shown = (person.display_name or person.name) if person else None
-        return SessionState(auth=True, signed_in=bool(person), household=True, person=shown)
+        admin = True if person and person.admin else None
+        return SessionState(
+            auth=True, signed_in=bool(person), household=True, person=shown, admin=admin
+        )
     return SessionState(auth=True, signed_in=bool(cookie and await guard.sessions.valid(cookie)))
 
 

@@ -1,0 +1,319 @@
+"""The household's admin (docs/household.md): the People routes and page section (list,
+add, disable, enable, end sessions, remove with everything of theirs), refused to everyone
+else as a path that does not exist; `python -m app users remove|reset`; and every person's
+own "Export my conversations", which the admin never gets."""
+
+from __future__ import annotations
+
+import io
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import expect
+
+from app.cli.exits import EXIT_REFUSED
+from app.store.database import Database
+from tests import page_actions
+from tests.browser import open_page
+from tests.chat_client import done, new_conversation, send
+from tests.conftest import ChatService, chat_env, run_main, service_for, store_of
+from tests.fakes.llm_server import Reply, ToolCall
+from tests.people import PASSWORDS, Person, add_people, signed_in, talk
+
+NO_SEARXNG = "http://127.0.0.1:9"
+CAROL = "carol's long password"
+
+
+@pytest.fixture
+def home(request, llm, pages, searxng, brave, tmp_path, database_url) -> Iterator[ChatService]:
+    """A service whose database holds Alice (the admin) and Bob: household mode."""
+    add_people(tmp_path / "data", database_url)
+    env = chat_env(llm, tmp_path, pages, DATABASE_URL=database_url)
+    with service_for(request, env, searxng.url) as service:
+        yield service
+
+
+def person_id(admin: Person, name: str) -> int:
+    (found,) = [p["id"] for p in admin.http.get("/api/people").json() if p["name"] == name]
+    return int(found)
+
+
+def test_an_admin_adds_disables_enables_resets_and_removes_a_person(home):
+    alice = signed_in(home, "alice")
+    added = alice.http.post("/api/people", json={"name": "carol", "password": CAROL})
+    assert added.status_code == 201, added.text
+    assert {k: added.json()[k] for k in ("name", "admin", "disabled", "signs_in")} == {
+        "name": "carol",
+        "admin": False,
+        "disabled": False,
+        "signs_in": "password",
+    }
+    proxied = alice.http.post("/api/people", json={"name": "dave", "admin": True}).json()
+    assert (proxied["admin"], proxied["signs_in"]) == (True, "proxy")
+    listed = alice.http.get("/api/people").json()
+    assert [p["name"] for p in listed] == ["alice", "bob", "carol", "dave"]
+    assert all("password" not in p for p in listed)
+    taken = alice.http.post("/api/people", json={"name": "bob"})
+    assert (taken.status_code, taken.json()) == (
+        409,
+        {"detail": "there is already a user named 'bob'"},
+    )
+    short = alice.http.post("/api/people", json={"name": "erin", "password": "short"})
+    assert short.status_code == 400 and "at least 8 characters" in short.json()["detail"]
+
+    carol = signed_in(home, "carol", CAROL)
+    carols = person_id(alice, "carol")
+    disabled = alice.http.patch(f"/api/people/{carols}", json={"disabled": True})
+    assert disabled.status_code == 200 and disabled.json()["disabled"] is True
+    assert carol.http.get("/api/conversations").status_code == 401  # her session ended
+    again = home.http.post("/api/session", json={"name": "carol", "password": CAROL})
+    assert again.status_code == 401
+    assert alice.http.patch(f"/api/people/{carols}", json={"disabled": False}).status_code == 200
+    carol = signed_in(home, "carol", CAROL)
+    assert carol.http.get("/api/conversations").status_code == 200
+
+    assert alice.http.post(f"/api/people/{carols}/reset").status_code == 204
+    assert carol.http.get("/api/conversations").status_code == 401
+    assert signed_in(home, "carol", CAROL).http.get("/api/conversations").status_code == 200
+
+    assert alice.http.delete(f"/api/people/{carols}").status_code == 204
+    assert [p["name"] for p in alice.http.get("/api/people").json()] == ["alice", "bob", "dave"]
+    gone = home.http.post("/api/session", json={"name": "carol", "password": CAROL})
+    assert gone.status_code == 401
+    assert alice.http.delete(f"/api/people/{carols}").status_code == 404
+
+
+ADMIN_ROUTES = [
+    ("GET", "/api/people", None),
+    ("POST", "/api/people", {"name": "mallory", "admin": True, "password": "mallory's own"}),
+    ("PATCH", "/api/people/1", {"disabled": True}),
+    ("POST", "/api/people/1/reset", None),
+    ("DELETE", "/api/people/1", None),
+]
+
+
+def test_anyone_but_an_admin_is_answered_as_for_a_path_that_does_not_exist(home):
+    bob = signed_in(home, "bob")
+    nowhere = bob.http.get("/api/nowhere")
+    assert nowhere.status_code == 404
+    for method, path, body in ADMIN_ROUTES:
+        refused = bob.http.request(method, path, json=body)
+        assert (refused.status_code, refused.json()) == (404, nowhere.json()), (method, path)
+    alice = signed_in(home, "alice")
+    assert [p["name"] for p in alice.http.get("/api/people").json()] == ["alice", "bob"]
+    assert alice.http.get("/api/conversations").status_code == 200  # Alice still signed in
+
+
+def test_the_last_admin_and_yourself_are_refused(home, tmp_path, database_url):
+    alice = signed_in(home, "alice")
+    for method, body in (("DELETE", None), ("PATCH", {"disabled": True})):
+        refused = alice.http.request(method, "/api/people/1", json=body)
+        assert refused.status_code == 409 and "not yourself" in refused.json()["detail"]
+    removed = run_main(
+        "users",
+        "remove",
+        "alice",
+        "--yes",
+        searxng_url=NO_SEARXNG,
+        DATA_DIR=str(tmp_path / "data"),
+        DATABASE_URL=database_url,
+    )
+    assert removed.returncode == EXIT_REFUSED
+    assert "alice is the household's last admin" in removed.stderr
+    assert alice.http.get("/api/people").status_code == 200
+
+
+# -- removal leaves nothing of theirs ----------------------------------------------------------
+
+PER_PERSON = {
+    "conversations": "SELECT count(*) FROM conversations WHERE conversations.owner = ?",
+    "messages": "SELECT count(*) FROM messages JOIN conversations ON "
+    "conversations.rowid = messages.conversation WHERE conversations.owner = ?",
+    "turn_versions": "SELECT count(*) FROM turn_versions JOIN conversations ON "
+    "conversations.rowid = turn_versions.conversation WHERE conversations.owner = ?",
+    "turn_runs": "SELECT count(*) FROM turn_runs JOIN conversations ON "
+    "conversations.id = turn_runs.conversation WHERE conversations.owner = ?",
+    "turn_events": "SELECT count(*) FROM turn_events JOIN conversations ON "
+    "conversations.id = turn_events.conversation WHERE conversations.owner = ?",
+    "sessions": "SELECT count(*) FROM sessions WHERE person = ?",
+    "users": "SELECT count(*) FROM users WHERE rowid = ?",
+}
+"""Every table that holds a person's rows, counted for one person (the search cache is
+counted whole: its keys are the search's business)."""
+
+
+def counts(service: ChatService, person: int) -> dict[str, int]:
+    database = Database(store_of(service.settings.data_dir, service.settings.database_url))
+    try:
+        found = {t: int(database.scalar(q, (person,))) for t, q in PER_PERSON.items()}
+        found["orphans"] = int(
+            database.scalar(
+                "SELECT count(*) FROM turn_runs WHERE conversation NOT IN "
+                "(SELECT id FROM conversations)"
+            )
+            + database.scalar(
+                "SELECT count(*) FROM messages WHERE conversation NOT IN "
+                "(SELECT rowid FROM conversations)"
+            )
+        )
+        found["search_cache"] = int(database.scalar("SELECT count(*) FROM search_cache"))
+        return found
+    finally:
+        database.close()
+
+
+def searched(person: Person, llm, query: str) -> dict:
+    """The search step of a new conversation's answer that searched `query`."""
+    llm.script(Reply(tool_calls=[ToolCall("web_search", {"query": query})]), Reply(text="Nile."))
+    conversation_id = talk_with_script(person, query)
+    messages = person.http.get(f"/api/conversations/{conversation_id}").json()["messages"]
+    (step,) = [step for step in messages[-1]["activity"] if step["type"] == "search"]
+    return step
+
+
+def talk_with_script(person: Person, text: str) -> str:
+    conversation_id = new_conversation(person)
+    assert done(send(person, conversation_id, f"Tell me: {text}?"))["status"] == "complete"
+    return conversation_id
+
+
+def test_removing_a_person_leaves_nothing_of_theirs_and_no_one_elses_changed(home, llm):
+    alice, bob = signed_in(home, "alice"), signed_in(home, "bob")
+    for person, name in ((alice, "alice"), (bob, "bob")):
+        conversation = talk(person, llm, f"{name}'s soup")
+        llm.script(Reply(text="Another answer."))  # a regenerate: a version set aside
+        regenerated = person.http.post(f"/api/conversations/{conversation}/regenerate", json={})
+        assert regenerated.status_code == 200
+        assert person.http.put("/api/memory", json={"text": f"- Is {name}\n"}).status_code == 200
+    searched(alice, llm, "longest river")
+    searched(bob, llm, "highest peak")
+    before = {1: counts(home, 1), 2: counts(home, 2)}
+    assert all(before[2][t] > 0 for t in PER_PERSON), before[2]
+    assert before[1]["search_cache"] == 2
+    memory = home.settings.data_dir / "memory"
+    assert (memory / "2.md").exists()
+
+    assert alice.http.delete("/api/people/2").status_code == 204
+
+    after = {1: counts(home, 1), 2: counts(home, 2)}
+    assert after[2] == dict.fromkeys(PER_PERSON, 0) | {"orphans": 0, "search_cache": 1}
+    assert after[1] == before[1] | {"search_cache": 1}  # Alice's rows all there
+    assert not (memory / "2.md").exists() and (memory / "1.md").exists()
+    assert alice.http.get("/api/memory").json() == {"text": "- Is alice\n"}
+    assert searched(alice, llm, "longest river")["cached_age"] >= 0  # her search still cached
+    assert bob.http.get("/api/conversations").status_code == 401
+
+
+# -- the commands ------------------------------------------------------------------------------
+
+
+def users(service: ChatService, *args: str):
+    return run_main(
+        "users",
+        *args,
+        searxng_url=NO_SEARXNG,
+        DATA_DIR=str(service.settings.data_dir),
+        DATABASE_URL=service.settings.database_url,
+    )
+
+
+def test_the_commands_reset_and_remove_a_person(home, llm, monkeypatch):
+    bob = signed_in(home, "bob")
+    talk(bob, llm, "bigos")
+    reset = users(home, "reset", "bob")
+    assert (reset.returncode, reset.stdout) == (
+        0,
+        "ended every session of bob: they sign in anew\n",
+    )
+    assert bob.http.get("/api/conversations").status_code == 401
+    assert users(home, "reset", "nobody").returncode == 1
+
+    monkeypatch.setattr("sys.stdin", io.StringIO("alice\n"))
+    mistyped = users(home, "remove", "bob")
+    assert mistyped.returncode == EXIT_REFUSED
+    assert "This removes bob, their 1 conversations" in mistyped.stderr
+    assert "Export my conversations" in mistyped.stderr  # ask them to download theirs first
+    signed_in(home, "bob")  # still there
+
+    monkeypatch.setattr("sys.stdin", io.StringIO("bob\n"))
+    removed = users(home, "remove", "bob")
+    assert (removed.returncode, removed.stdout) == (0, "removed bob and their 1 conversations\n")
+    gone = home.http.post("/api/session", json={"name": "bob", "password": PASSWORDS["bob"]})
+    assert gone.status_code == 401
+    assert users(home, "remove", "bob", "--yes").returncode == 1  # no one of that name
+
+
+# -- each person's own export -------------------------------------------------------------------
+
+
+def test_each_person_downloads_their_own_conversations_only(home, llm):
+    alice, bob = signed_in(home, "alice"), signed_in(home, "bob")
+    talk(alice, llm, "pierogi")
+    talk(bob, llm, "bigos")
+    talk(bob, llm, "żurek")
+    mine = bob.http.get("/api/export")
+    assert mine.status_code == 200
+    assert mine.headers["content-disposition"] == 'attachment; filename="conversations-bob.md"'
+    assert "An answer about bigos." in mine.text and "An answer about żurek." in mine.text
+    assert "pierogi" not in mine.text and mine.text.count("\n---\n") == 1
+    hers = alice.http.get("/api/export").text
+    assert "An answer about pierogi." in hers and "bigos" not in hers
+    assert home.http.get("/api/export").status_code == 401  # no one signed in
+
+
+# -- the page ---------------------------------------------------------------------------------
+
+
+def test_two_people_in_two_browsers_and_only_the_admin_manages_them(
+    browser, llm, pages, searxng, tmp_path, request
+):
+    add_people(tmp_path / "data")
+    target = Path(os.environ.get("SCREENSHOT_DIR") or tmp_path)
+    with service_for(request, chat_env(llm, tmp_path, pages), searxng.url) as service:
+        seen = {}
+        for name, width in (("alice", 1280), ("bob", 390)):
+            page = open_page(browser, service.url, width=width, ready=False)
+            page.fill("#login-name", name)
+            page.fill("#login-token", PASSWORDS[name])
+            page.keyboard.press("Enter")
+            expect(page.locator("body")).to_have_attribute("data-ready", "yes")
+            llm.script(Reply(text=f"Hello, {name}."))
+            page_actions.send(page, f"I am {name}")
+            page_actions.wait_turn_end(page)
+            seen[name] = page
+        alice, bob = seen["alice"], seen["bob"]
+        try:
+            expect(alice.locator(".conversation-item")).to_have_count(1)
+            expect(alice.locator(".conversation-item")).to_contain_text("I am alice")
+            bob.reload()
+            expect(bob.locator("body")).to_have_attribute("data-ready", "yes")
+            expect(bob.locator(".conversation-item")).to_have_count(1)
+            expect(bob.locator(".conversation-item")).to_contain_text("I am bob")
+
+            bob.click("#open-settings") if bob.locator("#open-settings").is_visible() else None
+            # Bob (not an admin) has no People section; Alice has.
+            alice.click("#open-settings")
+            people = alice.locator("#people")
+            expect(people).to_be_visible()
+            row = people.locator(".person", has_text="bob")
+            expect(row).to_contain_text("password")
+            alice.screenshot(path=str(target / "people.png"))
+
+            # Remove asks for the name; Escape cancels and gives the focus back to the row.
+            row.get_by_role("button", name="Remove bob").click()
+            confirm = alice.locator("#people-remove")
+            expect(confirm).to_be_visible()
+            expect(confirm).to_contain_text("Export my conversations")
+            alice.keyboard.press("Escape")
+            expect(confirm).to_be_hidden()
+            expect(row.get_by_role("button", name="Remove bob")).to_be_focused()
+
+            row.get_by_role("button", name="Disable bob").click()
+            expect(row).to_contain_text("disabled")
+            bob.reload()
+            expect(bob.locator("#login-dialog")).to_be_visible()  # his next request refused
+        finally:
+            alice.context.close()
+            bob.context.close()
