@@ -266,6 +266,14 @@ def test_each_person_downloads_their_own_conversations_only(home, llm):
 # -- the page ---------------------------------------------------------------------------------
 
 
+def settings(page, tab: str, narrow: bool = False) -> None:
+    """Settings opened on that tab (on a phone the sidebar is a drawer, opened first)."""
+    if narrow:
+        page.locator("#open-sidebar").click()
+    page.locator("#open-settings").click()
+    page.get_by_role("tab", name=tab).click()
+
+
 def test_two_people_in_two_browsers_and_only_the_admin_manages_them(
     browser, llm, pages, searxng, tmp_path, request
 ):
@@ -275,6 +283,7 @@ def test_two_people_in_two_browsers_and_only_the_admin_manages_them(
         seen = {}
         for name, width in (("alice", 1280), ("bob", 390)):
             page = open_page(browser, service.url, width=width, ready=False)
+            seen[name] = page
             page.fill("#login-name", name)
             page.fill("#login-token", PASSWORDS[name])
             page.keyboard.press("Enter")
@@ -282,36 +291,65 @@ def test_two_people_in_two_browsers_and_only_the_admin_manages_them(
             llm.script(Reply(text=f"Hello, {name}."))
             page_actions.send(page, f"I am {name}")
             page_actions.wait_turn_end(page)
-            seen[name] = page
+            with page.expect_response(lambda answer: answer.url.endswith("/api/memory")):
+                settings(page, "Global", narrow=width < 720)  # typed once memory.md is read
+            page.fill("#memory-text", f"- Is {name}\n")
+            page.locator("#save-memory").click()
+            expect(page.locator("#settings-dialog")).to_contain_text("Memory saved.")
+            page.keyboard.press("Escape")
         alice, bob = seen["alice"], seen["bob"]
         try:
-            expect(alice.locator(".conversation-item")).to_have_count(1)
-            expect(alice.locator(".conversation-item")).to_contain_text("I am alice")
-            bob.reload()
-            expect(bob.locator("body")).to_have_attribute("data-ready", "yes")
-            expect(bob.locator(".conversation-item")).to_have_count(1)
-            expect(bob.locator(".conversation-item")).to_contain_text("I am bob")
+            for name, page in seen.items():
+                page.reload()
+                expect(page.locator("body")).to_have_attribute("data-ready", "yes")
+                expect(page.locator(".conversation-item")).to_have_count(1)
+                expect(page.locator(".conversation-item")).to_contain_text(f"I am {name}")
+                settings(page, "Global", narrow=page is bob)
+                expect(page.locator("#memory-text")).to_have_value(f"- Is {name}\n")
+                expect(page.get_by_role("tab")).to_have_count(3 if page is alice else 2)
+            bob.screenshot(path=str(target / "people-not-an-admin-phone.png"))
 
-            bob.click("#open-settings") if bob.locator("#open-settings").is_visible() else None
-            # Bob (not an admin) has no People section; Alice has.
-            alice.click("#open-settings")
+            alice.get_by_role("tab", name="People").click()
             people = alice.locator("#people")
-            expect(people).to_be_visible()
             row = people.locator(".person", has_text="bob")
             expect(row).to_contain_text("password")
+            expect(people.locator(".person", has_text="alice")).to_contain_text("you")
+            alice.fill("#person-name", "bob")
+            alice.get_by_role("button", name="Add", exact=True).click()
+            expect(alice.locator("#person-error")).to_have_text(
+                "there is already a user named 'bob'"
+            )
             alice.screenshot(path=str(target / "people.png"))
 
             # Remove asks for the name; Escape cancels and gives the focus back to the row.
-            row.get_by_role("button", name="Remove bob").click()
+            remove = row.get_by_role("button", name="Remove bob")
+            remove.click()
             confirm = alice.locator("#people-remove")
-            expect(confirm).to_be_visible()
             expect(confirm).to_contain_text("Export my conversations")
+            expect(confirm.get_by_role("button", name="Remove bob")).to_be_disabled()
+            alice.keyboard.type("bo")
+            expect(confirm.get_by_role("button", name="Remove bob")).to_be_disabled()
             alice.keyboard.press("Escape")
             expect(confirm).to_be_hidden()
-            expect(row.get_by_role("button", name="Remove bob")).to_be_focused()
+            expect(remove).to_be_focused()
+            expect(alice.locator("#settings-dialog")).to_be_visible()
+
+            # On a phone: the row and the question fit the screen, nothing scrolls sideways.
+            alice.set_viewport_size({"width": 390, "height": 844})
+            remove.click()
+            expect(confirm).to_be_visible()
+            for part in (".settings-head", ".settings-body"):
+                fits = alice.locator(part).evaluate("node => node.scrollWidth <= node.clientWidth")
+                assert fits, part
+            expect(alice.get_by_role("tab", name="People")).to_be_in_viewport(ratio=1)
+            alice.screenshot(path=str(target / "people-remove-phone.png"))
+            alice.keyboard.press("Escape")
+            expect(remove).to_be_focused()
 
             row.get_by_role("button", name="Disable bob").click()
             expect(row).to_contain_text("disabled")
+            expect(row.get_by_role("button", name="Enable bob")).to_be_visible()
+            bob.keyboard.press("Escape")
             bob.reload()
             expect(bob.locator("#login-dialog")).to_be_visible()  # his next request refused
         finally:

@@ -53,9 +53,11 @@ class Person(BaseModel):
     created: str
     signs_in: Literal["password", "proxy"]
     """With a password on the page, or (none set) only through the forward-auth proxy."""
+    you: bool
+    """Whether this is the asker (whom the admin routes refuse: see someone_else)."""
 
     @classmethod
-    def of(cls, user: User) -> Person:
+    def of(cls, user: User, asker: User) -> Person:
         return cls(
             id=user.id,
             name=user.name,
@@ -65,6 +67,7 @@ class Person(BaseModel):
             disabled=user.disabled,
             created=user.created,
             signs_in="password" if user.password else "proxy",
+            you=user.id == asker.id,
         )
 
 
@@ -98,28 +101,30 @@ SomeoneElse = Annotated[User, Depends(someone_else)]
 
 
 @router.get("/api/people", response_model=list[Person], responses=errors(404))
-async def list_people(_: AdminDep, storage: StorageDep) -> list[Person]:
-    return [Person.of(user) for user in await storage.users()]
+async def list_people(asker: AdminDep, storage: StorageDep) -> list[Person]:
+    return [Person.of(user, asker) for user in await storage.users()]
 
 
 @router.post("/api/people", status_code=201, response_model=Person, responses=errors(404, 409, 422))
-async def add_person(body: NewPerson, _: AdminDep, storage: StorageDep) -> Person:
+async def add_person(body: NewPerson, asker: AdminDep, storage: StorageDep) -> Person:
     hashed = (
         None if body.password is None else await asyncio.to_thread(hash_password, body.password)
     )
     new = NewUser(body.name, body.display_name, body.email, body.admin, hashed)
-    return Person.of(await storage.add_user(new))
+    return Person.of(await storage.add_user(new), asker)
 
 
 @router.patch("/api/people/{person_id}", response_model=Person, responses=errors(404, 409, 422))
-async def change_person(body: PersonChange, person: SomeoneElse, storage: StorageDep) -> Person:
+async def change_person(
+    body: PersonChange, person: SomeoneElse, asker: AdminDep, storage: StorageDep
+) -> Person:
     """Disabled: their sign-in refused and every session of theirs ended at once (as
     `users disable`); enabled, they sign in anew."""
     await storage.set_disabled(person.name, body.disabled)
     changed = await storage.person(person.id)
     if changed is None:
         raise NotFound(f"no person {person.id}")
-    return Person.of(changed)
+    return Person.of(changed, asker)
 
 
 @router.post("/api/people/{person_id}/reset", status_code=204, responses=errors(404, 409, 422))
