@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import io
 import os
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -83,6 +84,39 @@ def test_an_admin_adds_disables_enables_resets_and_removes_a_person(home):
     gone = home.http.post("/api/session", json={"name": "carol", "password": CAROL})
     assert gone.status_code == 401
     assert alice.http.delete(f"/api/people/{carols}").status_code == 404
+
+
+def test_a_sign_in_link_signs_in_once_and_never_again(home):
+    alice = signed_in(home, "alice")
+    both = alice.http.post("/api/people", json={"name": "carol", "link": True, "password": CAROL})
+    assert both.status_code == 400 and "not both" in both.json()["detail"]
+    added = alice.http.post("/api/people", json={"name": "carol", "link": True})
+    assert added.status_code == 201 and added.json()["signs_in"] == "proxy"  # no password yet
+    token = added.json()["sign_in_link"].removeprefix("/#welcome=")
+    assert len(token) >= 43
+    with home.client() as carol:
+        short = carol.post("/api/session", json={"link": token, "password": "short"})
+        assert short.status_code == 400  # the link is kept for a better one
+        first = carol.post("/api/session", json={"link": token, "password": CAROL})
+        assert first.status_code == 200, first.text
+        assert carol.get("/api/session").json()["person"] == "carol"
+    again = home.http.post("/api/session", json={"link": token, "password": "another password"})
+    assert (again.status_code, again.json()) == (
+        401,
+        {"detail": "this sign-in link was used already, has expired, or is not one"},
+    )
+    assert signed_in(home, "carol", CAROL).http.get("/api/conversations").status_code == 200
+    # An unused link is ended with the person's sessions.
+    dave = alice.http.post("/api/people", json={"name": "dave", "link": True}).json()
+    assert alice.http.post(f"/api/people/{dave['id']}/reset").status_code == 204
+    late = {"link": dave["sign_in_link"].removeprefix("/#welcome="), "password": "dave's own one"}
+    assert home.http.post("/api/session", json=late).status_code == 401
+    database = Database(store_of(home.settings.data_dir, home.settings.database_url))
+    try:
+        kept = [row[0] for row in database.db.execute("SELECT key FROM sessions")]
+    finally:
+        database.close()
+    assert kept and not any(token in key for key in kept)  # only digests are kept
 
 
 ADMIN_ROUTES = [
@@ -355,3 +389,45 @@ def test_two_people_in_two_browsers_and_only_the_admin_manages_them(
         finally:
             alice.context.close()
             bob.context.close()
+
+
+def test_a_new_person_opens_their_link_chooses_a_password_and_is_in(
+    browser, llm, pages, searxng, tmp_path, request
+):
+    add_people(tmp_path / "data")
+    with service_for(request, chat_env(llm, tmp_path, pages), searxng.url) as service:
+        alice = open_page(browser, service.url, ready=False)
+        carol = None
+        try:
+            alice.fill("#login-name", "alice")
+            alice.fill("#login-token", PASSWORDS["alice"])
+            alice.keyboard.press("Enter")
+            expect(alice.locator("body")).to_have_attribute("data-ready", "yes")
+            settings(alice, "People")
+            alice.fill("#person-name", "carol")
+            alice.locator("#person-link").check()
+            expect(alice.locator("#person-password")).to_be_disabled()
+            alice.get_by_role("button", name="Add", exact=True).click()
+            address = alice.locator("#person-link-address")
+            expect(address).to_have_value(re.compile(r"/#welcome="))
+            link = address.input_value()
+
+            carol = open_page(browser, link, width=390, ready=False)
+            expect(carol.locator("#login-title")).to_have_text("Welcome")
+            expect(carol.locator("#login-name-field")).to_be_hidden()
+            carol.fill("#login-token", CAROL)
+            carol.keyboard.press("Enter")
+            expect(carol.locator("body")).to_have_attribute("data-ready", "yes")
+            assert "welcome" not in carol.url  # the used link is out of the address bar
+            carol.context.close()
+            carol = open_page(browser, link, ready=False)  # the same link again, elsewhere
+            carol.fill("#login-token", "another password")
+            carol.keyboard.press("Enter")
+            expect(carol.locator("#login-error")).to_have_text(
+                "this sign-in link was used already, has expired, or is not one"
+            )
+            expect(carol.locator("body")).not_to_have_attribute("data-ready", "yes")
+        finally:
+            alice.context.close()
+            if carol is not None:
+                carol.context.close()

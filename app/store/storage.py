@@ -300,6 +300,12 @@ class Storage:
     async def reset_access(self, person_id: int) -> bool:
         return await self.run(self.database.reset_access, person_id)
 
+    async def add_sign_in_link(self, person_id: int, key: str, expires: float) -> None:
+        await self.run(self.database.add_sign_in_link, person_id, key, expires)
+
+    async def use_sign_in_link(self, key: str, password: str) -> User | None:
+        return await self.run(self.database.use_sign_in_link, key, password)
+
     async def remove_user(self, person_id: int, cache: OwnCache) -> RemovedUser:
         """Database.remove_user, then their memory.md once that has committed."""
         return await self.run(self.removed, person_id, cache)

@@ -5,6 +5,7 @@ password is kept only as its hash (passwords.py), and a person the proxy signs i
 
 from __future__ import annotations
 
+import time
 import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -14,6 +15,8 @@ from app.store.connection import Connection
 from app.store.errors import Conflict, NotFound, Refused
 from app.store.rows import now
 
+LINK = "link:"
+"""What starts a one-time sign-in link's key in the sessions table (a session's is hex)."""
 MAX_NAME_CHARS = 256
 """A name, a display name or an email: as long as a proxy's header may be."""
 
@@ -165,13 +168,41 @@ class UserRows(Connection):
 
     def reset_access(self, person_id: int) -> bool:
         """Everything that lets that person in without signing in again ended: their
-        sessions, on every replica at once. Whether there is such a person. One function
-        for all of it, so that a new way in (an API token) is revoked here too."""
+        sessions, on every replica at once, and a sign-in link not used yet. Whether there
+        is such a person. One function for all of it, so that a new way in (an API token)
+        is revoked here too."""
         with self.write():
             if self.person(person_id) is None:
                 return False
             self.db.execute("DELETE FROM sessions WHERE person = ?", (person_id,))
             return True
+
+    def add_sign_in_link(self, person_id: int, key: str, expires: float) -> None:
+        """A one-time sign-in link for that person: `key`, its token's digest (as a session
+        cookie's, access.Sessions.stored_key), until `expires` (Unix seconds). Kept as a
+        row of the sessions table of its own kind (its key starts with LINK), so that what
+        ends a person's sessions (reset_access, disabling, removal) ends it too."""
+        with self.write():
+            self.db.execute(
+                "INSERT INTO sessions (key, expires, person) VALUES (?, ?, ?)",
+                (LINK + key, expires, person_id),
+            )
+
+    def use_sign_in_link(self, key: str, password: str) -> User | None:
+        """The person whose live link that is, their password set to `password` (its hash)
+        and the link gone: it signs in once. None for a link used, expired or unknown, or
+        a disabled person's."""
+        with self.write():
+            person = self.scalar(
+                "SELECT person FROM sessions JOIN users ON users.rowid = sessions.person "
+                "WHERE sessions.key = ? AND sessions.expires > ? AND users.disabled = 0",
+                (LINK + key, time.time()),
+            )
+            if person is None:
+                return None
+            self.db.execute("DELETE FROM sessions WHERE key = ?", (LINK + key,))
+            self.db.execute("UPDATE users SET password = ? WHERE rowid = ?", (password, person))
+        return self.person(int(person))
 
     def remove_user(self, person_id: int, cache: OwnCache) -> RemovedUser:
         """That person and everything of theirs, in one transaction: their conversations

@@ -7,6 +7,8 @@ admin removes a person without ever reading what they wrote."""
 from __future__ import annotations
 
 import asyncio
+import secrets
+import time
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, Depends, HTTPException, Request, Response
@@ -18,13 +20,15 @@ from app.api.bodies import OpenApiResponses, errors
 from app.api.deps import GuardDep, PersonDep, StorageDep
 from app.search.cache import own_rows
 from app.store import export
-from app.store.errors import Conflict, Damaged, NotFound
+from app.store.errors import Conflict, Damaged, NotFound, Refused
 from app.store.passwords import MAX_PASSWORD_CHARS, hash_password
 from app.store.rows import Conversation
 from app.store.users import MAX_NAME_CHARS, NewUser, OwnCache, User
 
 router = APIRouter(tags=["household"])
 
+LINK_SECONDS = 24 * 3600
+"""How long a sign-in link is valid, unused."""
 NOT_THERE = "Not Found"
 """What a path that does not exist answers: a non-admin learns nothing more."""
 
@@ -79,6 +83,14 @@ class NewPerson(BaseModel):
     """None: they sign in through the proxy only (or once a password is set for them)."""
     display_name: str | None = Field(None, min_length=1, max_length=MAX_NAME_CHARS)
     email: str | None = Field(None, min_length=1, max_length=MAX_NAME_CHARS)
+    link: bool = False
+    """A one-time sign-in link instead of a password: they choose theirs on the page."""
+
+
+class AddedPerson(Person):
+    sign_in_link: str | None = None
+    """With `link`: the page's address to give them (after the service's own origin),
+    valid for LINK_SECONDS and once; only its digest is kept."""
 
 
 class PersonChange(BaseModel):
@@ -105,13 +117,27 @@ async def list_people(asker: AdminDep, storage: StorageDep) -> list[Person]:
     return [Person.of(user, asker) for user in await storage.users()]
 
 
-@router.post("/api/people", status_code=201, response_model=Person, responses=errors(404, 409, 422))
-async def add_person(body: NewPerson, asker: AdminDep, storage: StorageDep) -> Person:
+@router.post(
+    "/api/people", status_code=201, response_model=AddedPerson, responses=errors(404, 409, 422)
+)
+async def add_person(
+    body: NewPerson, asker: AdminDep, storage: StorageDep, guard: GuardDep
+) -> AddedPerson:
+    if body.link and body.password is not None:
+        raise Refused("a password or a sign-in link, not both")
     hashed = (
         None if body.password is None else await asyncio.to_thread(hash_password, body.password)
     )
     new = NewUser(body.name, body.display_name, body.email, body.admin, hashed)
-    return Person.of(await storage.add_user(new), asker)
+    added = await storage.add_user(new)
+    link = None
+    if body.link and guard.sessions is not None:
+        token = secrets.token_urlsafe(32)
+        key = guard.sessions.stored_key(token)
+        assert key is not None
+        await storage.add_sign_in_link(added.id, key, time.time() + LINK_SECONDS)
+        link = f"/#welcome={token}"
+    return AddedPerson(**Person.of(added, asker).model_dump(), sign_in_link=link)
 
 
 @router.patch("/api/people/{person_id}", response_model=Person, responses=errors(404, 409, 422))

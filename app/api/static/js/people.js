@@ -122,6 +122,9 @@ function addForm(redraw) {
   const name = el("input", { type: "text", id: "person-name", autocomplete: "off", required: true });
   const password = el("input", { type: "password", id: "person-password", autocomplete: "new-password", "aria-describedby": "person-password-help" });
   const admin = el("input", { type: "checkbox", id: "person-admin" });
+  const link = el("input", { type: "checkbox", id: "person-link" });
+  link.addEventListener("change", () => (password.disabled = link.checked));
+  const given = el("div", { className: "person-link", hidden: true });
   const error = el("p", { className: "field-error", role: "alert", id: "person-error" });
   const done = el("span", { className: "saved", role: "status" });
   const form = el(
@@ -132,18 +135,23 @@ function addForm(redraw) {
       el("div", { className: "field" }, el("label", { for: "person-name", text: "Name" }), name),
       el("div", { className: "field" }, el("label", { for: "person-password", text: "Password" }), password,
         el("p", { className: "field-help", id: "person-password-help", text: "At least 8 characters; tell it to them. Empty: they sign in through the proxy only." }))),
+    el("label", { className: "check" }, link, " A one-time sign-in link instead: they choose their password (valid 24 hours, once)"),
     el("label", { className: "check" }, admin, " An admin (may manage the people)"),
     error,
     el("div", { className: "settings-foot" }, el("button", { type: "submit", className: "primary", text: "Add" }), done),
+    given,
   );
   form.addEventListener("submit", async (event) => {
     event.preventDefault();
     error.textContent = done.textContent = "";
-    const body = { name: name.value, admin: admin.checked, ...(password.value ? { password: password.value } : {}) };
+    const body = { name: name.value, admin: admin.checked, ...(link.checked ? { link: true } : password.value ? { password: password.value } : {}) };
     try {
       const added = await api("/api/people", { method: "POST", body });
       done.textContent = `Added ${added.name}.`;
       form.reset();
+      password.disabled = false;
+      given.hidden = !added.sign_in_link;
+      if (added.sign_in_link) showLink(given, added.name, new URL(added.sign_in_link, location.origin).href);
       await redraw();
     } catch (failure) {
       error.textContent = failure.message;
@@ -151,6 +159,54 @@ function addForm(redraw) {
     }
   });
   return form;
+}
+
+/** The link to give a new person: shown once (only its digest is kept), with Copy. */
+function showLink(box, name, address) {
+  const field = el("input", { type: "text", id: "person-link-address", readonly: true, value: address, "aria-label": `${name}'s sign-in link` });
+  const copied = el("span", { className: "saved", role: "status" });
+  const copy = async () => {
+    field.select();
+    try {
+      await navigator.clipboard.writeText(address);
+      copied.textContent = "Copied.";
+    } catch {
+      copied.textContent = "Select it and copy it by hand.";
+    }
+  };
+  clear(box).append(
+    el("p", { className: "field-help", text: `Give ${name} this link: it signs them in once, to choose their password, within 24 hours. It is not shown again.` }),
+    el("div", { className: "inline-form" }, field, el("button", { type: "button", text: "Copy", on: { click: copy } })),
+    copied,
+  );
+}
+
+/** A one-time sign-in link opened (#welcome=TOKEN): the sign-in form asks for the password
+ * its person chooses instead. Whether it did (then the page starts once they are in). */
+export function welcome() {
+  const token = new URLSearchParams(location.hash.slice(1)).get("welcome");
+  if (!token) return false;
+  const dialog = document.getElementById("login-dialog");
+  document.getElementById("login-title").textContent = "Welcome";
+  document.getElementById("login-lead").textContent = "Choose your password for this household: 8 characters at least. This link works once.";
+  document.getElementById("login-secret-label").textContent = "Your new password";
+  const secret = document.getElementById("login-token");
+  secret.autocomplete = "new-password";
+  dialog.setAttribute("aria-label", "Welcome");
+  document.getElementById("login-form").onsubmit = async (event) => {
+    event.preventDefault();
+    try {
+      await api("/api/session", { method: "POST", body: { link: token, password: secret.value } });
+    } catch (failure) {
+      document.getElementById("login-error").textContent = failure.message;
+      return;
+    }
+    history.replaceState(null, "", location.pathname); // the used link out of the address bar
+    location.reload();
+  };
+  dialog.showModal();
+  secret.focus();
+  return true;
 }
 
 /** Settings → Global: every conversation of the signed-in person's, as one Markdown file. */
