@@ -240,6 +240,25 @@ def test_removing_a_person_leaves_nothing_of_theirs_and_no_one_elses_changed(hom
     assert bob.http.get("/api/conversations").status_code == 401
 
 
+def test_in_a_shared_cache_the_searches_a_removed_person_ran_go_with_them(
+    request, llm, pages, searxng, brave, tmp_path
+):
+    add_people(tmp_path / "data")
+    env = chat_env(llm, tmp_path, pages, SEARCH_CACHE_SHARED="1")
+    with service_for(request, env, searxng.url) as home:
+        alice, bob = signed_in(home, "alice"), signed_in(home, "bob")
+        searched(alice, llm, "longest river")
+        searched(bob, llm, "highest peak")
+        assert "cached_age" not in searched(bob, llm, "longest river")  # hers, shared
+        assert counts(home, 1)["search_cache"] == 2
+        assert alice.http.delete("/api/people/2").status_code == 204
+        assert counts(home, 1)["search_cache"] == 1
+        asked = len(brave.requests)
+        assert "cached_age" not in searched(alice, llm, "highest peak")  # Bob's is gone
+        assert len(brave.requests) == asked + 1
+        assert searched(alice, llm, "longest river")["cached_age"] >= 0  # hers is kept
+
+
 # -- the commands ------------------------------------------------------------------------------
 
 
