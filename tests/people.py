@@ -1,6 +1,6 @@
 """The household's people as the tests sign them in (docs/household.md): Alice (the admin)
 and Bob with passwords in a service's database, a person's own client with their session
-cookie, and a conversation of theirs with one answered question. Used by
+cookie, a conversation of theirs with one answered question, and one whose answer searched. Used by
 tests/test_household.py and tests/test_household_admin.py."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from app.store.passwords import hash_password
 from app.store.users import NewUser
 from tests.chat_client import done, new_conversation, send
 from tests.conftest import ChatService, store_of
-from tests.fakes.llm_server import Reply
+from tests.fakes.llm_server import Reply, ToolCall
 
 PASSWORDS = {"alice": "alice's long password", "bob": "bob's long password"}
 
@@ -54,3 +54,13 @@ def talk(person: Person, llm, text: str) -> str:
     conversation_id = new_conversation(person)
     assert done(send(person, conversation_id, text))["status"] == "complete"
     return conversation_id
+
+
+def searched(person: Person, llm, query: str) -> dict:
+    """The search step of an answer that searched `query`, in a new conversation."""
+    llm.script(Reply(tool_calls=[ToolCall("web_search", {"query": query})]), Reply(text="Nile."))
+    conversation_id = new_conversation(person)
+    assert done(send(person, conversation_id, f"Tell me: {query}?"))["status"] == "complete"
+    messages = person.http.get(f"/api/conversations/{conversation_id}").json()["messages"]
+    (step,) = [step for step in messages[-1]["activity"] if step["type"] == "search"]
+    return step

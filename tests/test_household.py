@@ -14,11 +14,11 @@ from playwright.sync_api import expect
 from app.store.database import Database
 from tests import page_actions
 from tests.browser import open_page
-from tests.chat_client import done, new_conversation, send
+from tests.chat_client import send
 from tests.conftest import ChatService, chat_env, run_main, service_for, store_of
 from tests.fakes.brave_api import SEARCH_PATH, FakeBrave
-from tests.fakes.llm_server import Reply, ToolCall
-from tests.people import PASSWORDS, Person, add_people, signed_in, talk
+from tests.fakes.llm_server import Reply
+from tests.people import PASSWORDS, Person, add_people, searched, signed_in, talk
 from tests.summaries import MEASURED, SMALL_CHAT, small_conversation, summary_reply
 
 MISSING = "20260101-0123456789"
@@ -243,16 +243,6 @@ def test_a_compression_saves_facts_to_the_conversations_owner_only(small_home, l
 
 
 # -- each person's own search cache ------------------------------------------------------------
-
-
-def searched(person: Person, llm, query: str) -> dict:
-    """The search step of an answer that searched `query`, in a new conversation."""
-    llm.script(Reply(tool_calls=[ToolCall("web_search", {"query": query})]), Reply(text="Nile."))
-    conversation_id = new_conversation(person)
-    assert done(send(person, conversation_id, f"Tell me: {query}?"))["status"] == "complete"
-    messages = person.http.get(f"/api/conversations/{conversation_id}").json()["messages"]
-    (step,) = [step for step in messages[-1]["activity"] if step["type"] == "search"]
-    return step
 
 
 def brave_queries(brave: FakeBrave) -> int:

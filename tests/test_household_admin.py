@@ -18,10 +18,9 @@ from app.cli.exits import EXIT_REFUSED
 from app.store.database import Database
 from tests import page_actions
 from tests.browser import open_page
-from tests.chat_client import done, new_conversation, send
 from tests.conftest import ChatService, chat_env, run_main, service_for, store_of
-from tests.fakes.llm_server import Reply, ToolCall
-from tests.people import PASSWORDS, Person, add_people, signed_in, talk
+from tests.fakes.llm_server import Reply
+from tests.people import PASSWORDS, Person, add_people, searched, signed_in, talk
 
 NO_SEARXNG = "http://127.0.0.1:9"
 CAROL = "carol's long password"
@@ -178,39 +177,33 @@ PER_PERSON = {
 counted whole: its keys are the search's business)."""
 
 
+BY_CONVERSATION = [
+    ("messages", "rowid"),
+    ("turn_versions", "rowid"),
+    ("turn_runs", "id"),
+    ("turn_events", "id"),
+    ("leases", "id"),
+]
+"""The tables whose rows belong to a conversation, and the conversations' column they name."""
+
+
 def counts(service: ChatService, person: int) -> dict[str, int]:
     database = Database(store_of(service.settings.data_dir, service.settings.database_url))
     try:
         found = {t: int(database.scalar(q, (person,))) for t, q in PER_PERSON.items()}
-        found["orphans"] = int(
-            database.scalar(
-                "SELECT count(*) FROM turn_runs WHERE conversation NOT IN "
-                "(SELECT id FROM conversations)"
+        found["orphans"] = sum(
+            int(
+                database.scalar(
+                    f"SELECT count(*) FROM {table} WHERE conversation NOT IN "
+                    f"(SELECT {key} FROM conversations)"
+                )
             )
-            + database.scalar(
-                "SELECT count(*) FROM messages WHERE conversation NOT IN "
-                "(SELECT rowid FROM conversations)"
-            )
+            for table, key in BY_CONVERSATION
         )
         found["search_cache"] = int(database.scalar("SELECT count(*) FROM search_cache"))
         return found
     finally:
         database.close()
-
-
-def searched(person: Person, llm, query: str) -> dict:
-    """The search step of a new conversation's answer that searched `query`."""
-    llm.script(Reply(tool_calls=[ToolCall("web_search", {"query": query})]), Reply(text="Nile."))
-    conversation_id = talk_with_script(person, query)
-    messages = person.http.get(f"/api/conversations/{conversation_id}").json()["messages"]
-    (step,) = [step for step in messages[-1]["activity"] if step["type"] == "search"]
-    return step
-
-
-def talk_with_script(person: Person, text: str) -> str:
-    conversation_id = new_conversation(person)
-    assert done(send(person, conversation_id, f"Tell me: {text}?"))["status"] == "complete"
-    return conversation_id
 
 
 def test_removing_a_person_leaves_nothing_of_theirs_and_no_one_elses_changed(home, llm):
