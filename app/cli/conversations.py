@@ -13,7 +13,7 @@ from app.cli.exits import EXIT_ERROR, EXIT_REFUSED
 def cmd_export(args: argparse.Namespace, settings: config.Settings) -> int:
     from app.store.database import DATABASE, Database, stored
     from app.store.errors import Damaged, InvalidId, NotFound
-    from app.store.export import markdown
+    from app.store.export import markdown_all
 
     path = stored(settings.data_dir, settings.database_url)
     if path is None:
@@ -37,7 +37,7 @@ def cmd_export(args: argparse.Namespace, settings: config.Settings) -> int:
     if args.json:
         print(json.dumps(exported if args.all else exported[0], ensure_ascii=False, indent=1))
     else:
-        print("\n---\n\n".join(markdown(c) for c in exported), end="")
+        print(markdown_all(exported), end="")
     return status
 
 

@@ -19,7 +19,9 @@ if TYPE_CHECKING:
 
 
 def users_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    users = commands.add_parser("users", help="the household: add, list, disable, enable, passwd")
+    users = commands.add_parser(
+        "users", help="the household: add, list, disable, enable, passwd, remove, reset"
+    )
     actions = users.add_subparsers(dest="action", required=True, metavar="ACTION")
     add = actions.add_parser("add", help="add a person (no password: signs in through a proxy)")
     add.add_argument("name")
@@ -43,6 +45,15 @@ def users_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
     )
     passwd.add_argument("name")
     passwd.set_defaults(run=cmd_users_passwd)
+    remove = actions.add_parser(
+        "remove", help="remove a person and everything of theirs (asks first; --yes does not)"
+    )
+    remove.add_argument("name")
+    remove.add_argument("--yes", action="store_true", help="remove without asking")
+    remove.set_defaults(run=cmd_users_remove)
+    reset = actions.add_parser("reset", help="end every session of a person's")
+    reset.add_argument("name")
+    reset.set_defaults(run=cmd_users_reset)
 
 
 @contextmanager
@@ -143,3 +154,45 @@ def read_password(*, ask: bool) -> str:
     if getpass.getpass("Again: ") != password:
         raise Refused("the two passwords differ")
     return password
+
+
+def cmd_users_remove(args: argparse.Namespace, settings: config.Settings) -> int:
+    from app.search.cache import own_rows
+    from app.store.errors import Conflict
+    from app.store.files import forget_memory
+    from app.store.users import OwnCache
+
+    with household(settings) as database:
+        person = database.user(args.name)
+        if person is None:
+            print(f"error: there is no user named {args.name!r}", file=sys.stderr)
+            return EXIT_ERROR
+        if not args.yes:
+            mine = database.list(owner=person.id)
+            print(
+                f"This removes {person.name}, their {len(mine)} conversations, their memory.md "
+                "and their searches in the cache, for good. Ask them to download their "
+                "conversations first (Settings, Export my conversations).",
+                file=sys.stderr,
+            )
+            print(f"Type {person.name} to remove them: ", end="", file=sys.stderr, flush=True)
+            if sys.stdin.readline().removesuffix("\n").removesuffix("\r") != person.name:
+                return refused("not removed: the name typed was not theirs")
+        try:
+            removed = database.remove_user(person.id, OwnCache(*own_rows(person.id)))
+        except Conflict as exc:
+            return refused(str(exc))
+    forget_memory(settings.data_dir, person.id)
+    print(f"removed {removed.name} and their {removed.conversations} conversations")
+    return 0
+
+
+def cmd_users_reset(args: argparse.Namespace, settings: config.Settings) -> int:
+    with household(settings) as database:
+        person = database.user(args.name)
+        found = person is not None and database.reset_access(person.id)
+    if not found:
+        print(f"error: there is no user named {args.name!r}", file=sys.stderr)
+        return EXIT_ERROR
+    print(f"ended every session of {args.name}: they sign in anew")
+    return 0

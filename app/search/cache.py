@@ -86,3 +86,10 @@ def decode(text: str) -> Kept | None:
     except (ValueError, TypeError, KeyError):
         return None
     return Kept(results, by if isinstance(by, int) else None)
+
+
+def own_rows(person: int) -> tuple[str, str]:
+    """A person's rows of the cache as SQL LIKE patterns of the key and of the response:
+    the keys that end with them (SearchKey.text: a key no one's ends with its time range,
+    a string) and, in the shared cache, the searches they ran (`encode`'s "by")."""
+    return f"%, {person}]", f'%"by": {person}}}'

@@ -86,6 +86,12 @@ def markdown(conversation: Conversation) -> str:
     return "\n".join(lines).rstrip() + "\n"
 
 
+def markdown_all(conversations: list[Conversation]) -> str:
+    """Several conversations as one Markdown file, each after a rule: what `python -m app
+    export --all` prints and what "Export my conversations" downloads."""
+    return "\n---\n\n".join(markdown(c) for c in conversations)
+
+
 def message_lines(message: Mapping[str, Any]) -> list[str]:
     """A message with its details as they were streamed (JSON, read leniently)."""
     if message.get("role") == "user":

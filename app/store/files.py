@@ -114,3 +114,9 @@ def memory_text(path: Path) -> str:
             f"{path} is not UTF-8 text (byte {exc.start}): "
             "save it as UTF-8, or replace it in Settings"
         ) from None
+
+
+def forget_memory(root: Path, person: int) -> None:
+    """A removed person's memory.md gone (after their rows: a failure here leaves a file
+    no one reads, never a person without their file)."""
+    memory_file(root, person).unlink(missing_ok=True)

@@ -20,7 +20,14 @@ import anyio
 
 from app.store.database import DATABASE, Database
 from app.store.errors import Busy, Damaged, Unavailable
-from app.store.files import adopt_memory, memory_file, memory_text, remove_leftovers, write_atomic
+from app.store.files import (
+    adopt_memory,
+    forget_memory,
+    memory_file,
+    memory_text,
+    remove_leftovers,
+    write_atomic,
+)
 from app.store.leases import LEASE_SECONDS, new_owner
 from app.store.nul import without_nul
 from app.store.rows import (
@@ -38,7 +45,7 @@ from app.store.search_cache import CachedSearch
 from app.store.search_pace import SearchPace, SearchTurn
 from app.store.searches import SearchesSpent
 from app.store.turn_events import Asked, KeptEvents, KeptRow
-from app.store.users import User
+from app.store.users import NewUser, OwnCache, RemovedUser, User
 
 logger = logging.getLogger(__name__)
 
@@ -277,6 +284,36 @@ class Storage:
 
     async def adopt_conversations(self, owner: int) -> int:
         return await self.run(self.database.adopt_conversations, owner)
+
+    async def users(self) -> list[User]:
+        return await self.run(self.database.users)
+
+    async def person(self, person_id: int) -> User | None:
+        return await self.run(self.database.person, person_id)
+
+    async def add_user(self, new: NewUser) -> User:
+        return await self.run(self.database.add_user, new)
+
+    async def set_disabled(self, name: str, disabled: bool) -> bool:
+        return await self.run(self.database.set_disabled, name, disabled)
+
+    async def reset_access(self, person_id: int) -> bool:
+        return await self.run(self.database.reset_access, person_id)
+
+    async def add_sign_in_link(self, person_id: int, key: str, expires: float) -> None:
+        await self.run(self.database.add_sign_in_link, person_id, key, expires)
+
+    async def use_sign_in_link(self, key: str, password: str) -> User | None:
+        return await self.run(self.database.use_sign_in_link, key, password)
+
+    async def remove_user(self, person_id: int, cache: OwnCache) -> RemovedUser:
+        """Database.remove_user, then their memory.md once that has committed."""
+        return await self.run(self.removed, person_id, cache)
+
+    def removed(self, person_id: int, cache: OwnCache) -> RemovedUser:
+        removed = self.database.remove_user(person_id, cache)
+        forget_memory(self.root, person_id)
+        return removed
 
     # -- conversations --------------------------------------------------------------------
 

@@ -5,15 +5,18 @@ password is kept only as its hash (passwords.py), and a person the proxy signs i
 
 from __future__ import annotations
 
+import time
 import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from app.store.connection import Connection
-from app.store.errors import Conflict, Refused
+from app.store.errors import Conflict, NotFound, Refused
 from app.store.rows import now
 
+LINK = "link:"
+"""What starts a one-time sign-in link's key in the sessions table (a session's is hex)."""
 MAX_NAME_CHARS = 256
 """A name, a display name or an email: as long as a proxy's header may be."""
 
@@ -154,3 +157,100 @@ class UserRows(Connection):
             return self.db.execute(
                 "UPDATE conversations SET owner = ? WHERE owner IS NULL", (owner,)
             ).rowcount
+
+    def person(self, person_id: int) -> User | None:
+        """The person with that rowid (the admin routes name people by it: a name may hold
+        any character, a slash among them)."""
+        found = self.db.execute(
+            f"SELECT {USER_COLUMNS} FROM users WHERE rowid = ?", (person_id,)
+        ).fetchone()
+        return None if found is None else user_of(found)
+
+    def reset_access(self, person_id: int) -> bool:
+        """Everything that lets that person in without signing in again ended: their
+        sessions, on every replica at once, and a sign-in link not used yet. Whether there
+        is such a person. One function for all of it, so that a new way in (an API token)
+        is revoked here too."""
+        with self.write():
+            if self.person(person_id) is None:
+                return False
+            self.db.execute("DELETE FROM sessions WHERE person = ?", (person_id,))
+            return True
+
+    def add_sign_in_link(self, person_id: int, key: str, expires: float) -> None:
+        """A one-time sign-in link for that person: `key`, its token's digest (as a session
+        cookie's, access.Sessions.stored_key), until `expires` (Unix seconds). Kept as a
+        row of the sessions table of its own kind (its key starts with LINK), so that what
+        ends a person's sessions (reset_access, disabling, removal) ends it too."""
+        with self.write():
+            self.db.execute(
+                "INSERT INTO sessions (key, expires, person) VALUES (?, ?, ?)",
+                (LINK + key, expires, person_id),
+            )
+
+    def use_sign_in_link(self, key: str, password: str) -> User | None:
+        """The person whose live link that is, their password set to `password` (its hash)
+        and the link gone: it signs in once. None for a link used, expired or unknown, or
+        a disabled person's."""
+        with self.write():
+            person = self.scalar(
+                "SELECT person FROM sessions JOIN users ON users.rowid = sessions.person "
+                "WHERE sessions.key = ? AND sessions.expires > ? AND users.disabled = 0",
+                (LINK + key, time.time()),
+            )
+            if person is None:
+                return None
+            self.db.execute("DELETE FROM sessions WHERE key = ?", (LINK + key,))
+            self.db.execute("UPDATE users SET password = ? WHERE rowid = ?", (password, person))
+        return self.person(int(person))
+
+    def remove_user(self, person_id: int, cache: OwnCache) -> RemovedUser:
+        """That person and everything of theirs, in one transaction: their conversations
+        (their messages and versions go with them), the turns and research runs kept for
+        those, their rows of the search cache, their sessions, their row. NotFound when
+        there is no such person; Conflict for the household's last admin (no one could
+        manage it any more). Their memory.md is a file: the caller removes it after this
+        commits (files.forget_memory)."""
+        with self.write():
+            person = self.person(person_id)
+            if person is None:
+                raise NotFound(f"no person {person_id}")
+            others = self.scalar(
+                "SELECT count(*) FROM users WHERE admin = 1 AND disabled = 0 AND rowid <> ?",
+                (person_id,),
+            )
+            if person.admin and not others:
+                raise Conflict(
+                    f"{person.name} is the household's last admin: add another admin first"
+                )
+            theirs = "SELECT id FROM conversations WHERE owner = ?"
+            for table in ("turn_events", "turn_runs", "leases"):
+                self.db.execute(
+                    f"DELETE FROM {table} WHERE conversation IN ({theirs})", (person_id,)
+                )
+            conversations = self.db.execute(
+                "DELETE FROM conversations WHERE owner = ?", (person_id,)
+            ).rowcount
+            self.db.execute(
+                "DELETE FROM search_cache WHERE key LIKE ? OR response LIKE ?",
+                (cache.keys_like, cache.responses_like),
+            )
+            self.db.execute("DELETE FROM sessions WHERE person = ?", (person_id,))
+            self.db.execute("DELETE FROM users WHERE rowid = ?", (person_id,))
+        return RemovedUser(person.name, conversations)
+
+
+@dataclass(frozen=True)
+class OwnCache:
+    """A person's rows of the search cache, as SQL LIKE patterns of its `key` and its
+    `response` (app.search.cache.own_rows: what a key means is the search's business)."""
+
+    keys_like: str
+    responses_like: str
+
+
+@dataclass(frozen=True)
+class RemovedUser:
+    name: str
+    conversations: int
+    """How many of theirs went with them."""

@@ -4,14 +4,15 @@ The checks themselves are app/api/access.py's, before any route."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 from fastapi import APIRouter, Request, Response
 from pydantic import BaseModel, ConfigDict, Field
 
-from app.api.access import SESSION_COOKIE, SESSION_SECONDS, retry_after, state_person
+from app.api.access import SESSION_COOKIE, SESSION_SECONDS, Guard, retry_after, state_person
 from app.api.deps import GuardDep
-from app.store.passwords import MAX_PASSWORD_CHARS
+from app.store.passwords import MAX_PASSWORD_CHARS, hash_password
 from app.store.users import MAX_NAME_CHARS
 
 router = APIRouter(prefix="/api/session", tags=["session"])
@@ -24,6 +25,9 @@ class Login(BaseModel):
     token: str | None = Field(None, min_length=1, max_length=1000)
     name: str | None = Field(None, min_length=1, max_length=MAX_NAME_CHARS)
     password: str | None = Field(None, min_length=1, max_length=MAX_PASSWORD_CHARS)
+    link: str | None = Field(None, min_length=1, max_length=1000)
+    """Household mode: a one-time sign-in link's token, with the password its person
+    chooses (then no name)."""
 
 
 class SessionState(BaseModel):
@@ -34,6 +38,9 @@ class SessionState(BaseModel):
     """Household mode: true, the sign-in takes a name and a password (absent otherwise)."""
     person: str | None = None
     """Household mode: who is signed in (their display name, else their name)."""
+    admin: bool | None = None
+    """Household mode: true for an admin, who may manage the household (the page's
+    People); absent otherwise."""
 
 
 @router.get("", response_model=SessionState, response_model_exclude_none=True)
@@ -46,7 +53,10 @@ async def session_state(request: Request, guard: GuardDep) -> SessionState:
         if person is None and cookie:
             person = await guard.sessions.person(cookie)
         shown = (person.display_name or person.name) if person else None
-        return SessionState(auth=True, signed_in=bool(person), household=True, person=shown)
+        admin = True if person and person.admin else None
+        return SessionState(
+            auth=True, signed_in=bool(person), household=True, person=shown, admin=admin
+        )
     return SessionState(auth=True, signed_in=bool(cookie and await guard.sessions.valid(cookie)))
 
 
@@ -65,7 +75,12 @@ async def sign_in(
     if guard.sessions is None:
         return SessionState(auth=False, signed_in=True)
     client = request.client.host if request.client else "unknown"
-    if guard.household is not None:
+    if guard.household is not None and body.link is not None:
+        if body.password is None:
+            return json_error(422, "choose a password to sign in with the link")
+        cookie = await first_sign_in(guard, body.link, body.password, client)
+        wrong = "this sign-in link was used already, has expired, or is not one"
+    elif guard.household is not None:
         if body.name is None or body.password is None:
             return json_error(422, "sign in with a name and a password")
         cookie = await guard.sign_in(body.name, body.password, client)
@@ -94,6 +109,22 @@ async def sign_in(
     )
     household = True if guard.household is not None else None
     return SessionState(auth=True, signed_in=True, household=household)
+
+
+async def first_sign_in(guard: Guard, link: str, password: str, client: str) -> str | None:
+    """Household mode: a one-time sign-in link traded for the password its person chooses
+    (Refused, 400, for one too short: the link is kept) and a session cookie; None, and a
+    failure counted as for a wrong password, for a link used, expired or unknown."""
+    assert guard.household is not None and guard.sessions is not None
+    hashed = await asyncio.to_thread(hash_password, password)
+    key = guard.sessions.stored_key(link)
+    person = None if key is None else await guard.household.storage.use_sign_in_link(key, hashed)
+    if person is None:
+        if guard.limiter.wait(client) <= 0:
+            guard.limiter.fail(client)
+        return None
+    guard.limiter.forget(client)
+    return await guard.sessions.issue(person.id)
 
 
 @router.delete("", status_code=204)

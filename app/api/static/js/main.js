@@ -6,6 +6,7 @@ import { ConversationView } from "./conversation.js";
 import { $, el, clear } from "./dom.js";
 import { dayGroup } from "./format.js";
 import { mountLab } from "./lab.js";
+import { welcome } from "./people.js";
 import { priceSearches } from "./message.js";
 import { SettingsDialog } from "./settings.js";
 import { mountStatus, overview } from "./status.js";
@@ -23,6 +24,7 @@ async function start() {
   $("#login-dialog").addEventListener("close", () => {
     if (!state.signedIn) $("#login-dialog").showModal();
   });
+  if (welcome()) return; // a sign-in link: the page starts after the password is chosen
   try {
     state.config = await api("/api/config");
   } catch (error) {

@@ -6,6 +6,7 @@ import { api } from "./api.js";
 import { BOUNDS, keepPlanPause, keepResearchBudget, planPause, researchBudget } from "./research.js";
 import { $, el, clear } from "./dom.js";
 import { COMMON_LOCALES } from "./lab.js";
+import { exportSection, isAdmin, renderPeople } from "./people.js";
 
 const FIELDS = [
   ["system_prompt", "System prompt", "textarea"],
@@ -31,6 +32,8 @@ export class SettingsDialog {
     this.config = config;
     this.hooks = hooks;
     this.dialog = $("#settings-dialog");
+    this.admin = false; // the People tab, shown once the session says so
+    isAdmin().then((admin) => (this.admin = admin));
     this.dialog.addEventListener("keydown", (event) => {
       if (event.key === "Escape" && this.dialog.querySelector(".help-text:not([hidden])")) {
         event.preventDefault(); // Escape closes the open tip first, then the dialog
@@ -55,13 +58,15 @@ export class SettingsDialog {
 
   render() {
     const tabs = el("div", { className: "tabs", role: "tablist" });
-    for (const [name, label] of [["conversation", "This conversation"], ["global", "Global"]]) {
+    const names = [["conversation", "This conversation"], ["global", "Global"], ...(this.admin ? [["people", "People"]] : [])];
+    for (const [name, label] of names) {
       tabs.append(el("button", { type: "button", role: "tab", "aria-selected": String(this.tab === name), text: label, on: { click: () => this.open(name) } }));
     }
     const head = el("div", { className: "settings-head" }, el("h2", { text: "Settings" }), tabs, el("button", { type: "button", className: "icon", "aria-label": "Close settings", text: "×", on: { click: () => this.close() } }));
     const body = el("div", { className: "settings-body", role: "tabpanel" });
     clear(this.dialog).append(head, body);
     if (this.tab === "global") this.renderGlobal(body);
+    else if (this.tab === "people") renderPeople(body);
     else this.renderConversation(body);
   }
 
@@ -179,7 +184,7 @@ export class SettingsDialog {
   async renderGlobal(body) {
     const models = this.modelsSection();
     const memory = el("div", { className: "field" });
-    body.append(models, memory, this.searchCacheSection(), researchSection());
+    body.append(models, memory, this.searchCacheSection(), researchSection(), exportSection());
     const text = el("textarea", { id: "memory-text", rows: 10, spellcheck: "false" });
     const error = el("p", { className: "field-error", role: "alert" });
     const saved = el("span", { className: "saved", role: "status" });

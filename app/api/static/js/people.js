@@ -1,0 +1,236 @@
+// Household mode (docs/household.md): Settings' People tab, for admins only (the list, add,
+// disable or enable, end sessions, remove with the name typed), and every person's own
+// "Export my conversations". An admin never reads anyone's conversations: removing
+// someone, the page asks to have them download theirs first.
+
+import { api, text as fetchText } from "./api.js";
+import { el, clear } from "./dom.js";
+
+const REMOVE_HELP = "This cannot be undone. Their conversations, memory.md and searches go with them, and you cannot read or download them: ask them to use Settings → Global → Export my conversations first.";
+
+/** Whether the signed-in person is an admin of the household (false in the single-user modes). */
+export async function isAdmin() {
+  try {
+    return Boolean((await api("/api/session")).admin);
+  } catch {
+    return false;
+  }
+}
+
+/** The People tab's body: the list, then the form that adds someone. */
+export async function renderPeople(body) {
+  const section = el("div", { className: "people", id: "people" });
+  const lead = el("p", { className: "field-help", text: "Everyone who may sign in to this service. You see their names, never their conversations." });
+  const list = el("ul", { className: "people-list", "aria-label": "People" });
+  const error = el("p", { className: "field-error", role: "alert" });
+  section.append(lead, list, error, addForm(() => draw()));
+  body.append(section);
+
+  const draw = async () => {
+    error.textContent = "";
+    let people;
+    try {
+      people = await api("/api/people");
+    } catch (failure) {
+      error.textContent = failure.message;
+      return;
+    }
+    clear(list);
+    for (const person of people) list.append(row(person, draw, error));
+  };
+  await draw();
+}
+
+function row(person, redraw, error) {
+  const mine = person.you;
+  const name = el("span", { className: "person-name", text: person.name });
+  const marks = [
+    person.display_name && person.display_name !== person.name ? person.display_name : null,
+    person.email,
+    person.admin ? "admin" : null,
+    person.disabled ? "disabled" : null,
+    person.signs_in === "password" ? "password" : "signs in through the proxy",
+    `since ${person.created.slice(0, 10)}`,
+  ].filter(Boolean);
+  const item = el("li", { className: "person", dataset: { id: String(person.id) } }, el("div", { className: "person-who" }, name, mine ? el("span", { className: "badge", text: "you" }) : null, el("span", { className: "person-marks", text: marks.join(" · ") })));
+  if (mine) return item;
+  const act = async (call) => {
+    error.textContent = "";
+    try {
+      await call();
+      await redraw();
+    } catch (failure) {
+      error.textContent = failure.message;
+    }
+  };
+  const toggle = person.disabled ? "Enable" : "Disable";
+  const remove = el("button", { type: "button", className: "quiet danger", "aria-label": `Remove ${person.name}`, text: "Remove" });
+  const actions = el(
+    "div",
+    { className: "person-actions" },
+    el("button", { type: "button", className: "quiet", "aria-label": `${toggle} ${person.name}`, text: toggle, on: { click: () => act(() => api(`/api/people/${person.id}`, { method: "PATCH", body: { disabled: !person.disabled } })) } }),
+    el("button", { type: "button", className: "quiet", "aria-label": `End ${person.name}'s sessions`, title: "Signs them out everywhere: they sign in anew", text: "End sessions", on: { click: () => act(() => api(`/api/people/${person.id}/reset`, { method: "POST" })) } }),
+    remove,
+  );
+  remove.addEventListener("click", () => confirmRemoval(item, person, remove, redraw));
+  item.append(actions);
+  return item;
+}
+
+/** Remove asks for the person's name, typed; Escape or Cancel gives the focus back to the row. */
+function confirmRemoval(item, person, opener, redraw) {
+  document.getElementById("people-remove")?.remove();
+  const input = el("input", { type: "text", id: "people-remove-name", autocomplete: "off", spellcheck: "false" });
+  const error = el("p", { className: "field-error", role: "alert" });
+  const go = el("button", { type: "submit", className: "danger", text: `Remove ${person.name}`, disabled: true });
+  const cancel = () => {
+    panel.remove();
+    opener.focus();
+  };
+  const panel = el(
+    "form",
+    { className: "people-remove", id: "people-remove", "aria-label": `Remove ${person.name}` },
+    el("p", { text: REMOVE_HELP }),
+    el("label", { for: "people-remove-name", text: `Type ${person.name} to remove them` }),
+    input,
+    error,
+    el("div", { className: "settings-foot" }, go, el("button", { type: "button", className: "quiet", text: "Cancel", on: { click: cancel } })),
+  );
+  input.addEventListener("input", () => (go.disabled = input.value !== person.name));
+  panel.addEventListener("keydown", (event) => {
+    if (event.key !== "Escape") return;
+    event.preventDefault(); // Escape closes this question, not the whole dialog
+    event.stopPropagation();
+    cancel();
+  });
+  panel.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    if (input.value !== person.name) return;
+    try {
+      await api(`/api/people/${person.id}`, { method: "DELETE" });
+    } catch (failure) {
+      error.textContent = failure.message;
+      return;
+    }
+    await redraw();
+  });
+  item.append(panel);
+  input.focus();
+}
+
+function addForm(redraw) {
+  const name = el("input", { type: "text", id: "person-name", autocomplete: "off", required: true });
+  const password = el("input", { type: "password", id: "person-password", autocomplete: "new-password", "aria-describedby": "person-password-help" });
+  const admin = el("input", { type: "checkbox", id: "person-admin" });
+  const link = el("input", { type: "checkbox", id: "person-link" });
+  link.addEventListener("change", () => (password.disabled = link.checked));
+  const given = el("div", { className: "person-link", hidden: true });
+  const error = el("p", { className: "field-error", role: "alert", id: "person-error" });
+  const done = el("span", { className: "saved", role: "status" });
+  const form = el(
+    "form",
+    { className: "person-add", "aria-label": "Add a person" },
+    el("div", { className: "field-label" }, el("span", { text: "Add a person" })),
+    el("div", { className: "field-row" },
+      el("div", { className: "field" }, el("label", { for: "person-name", text: "Name" }), name),
+      el("div", { className: "field" }, el("label", { for: "person-password", text: "Password" }), password,
+        el("p", { className: "field-help", id: "person-password-help", text: "At least 8 characters; tell it to them. Empty: they sign in through the proxy only." }))),
+    el("label", { className: "check" }, link, " A one-time sign-in link instead: they choose their password (valid 24 hours, once)"),
+    el("label", { className: "check" }, admin, " An admin (may manage the people)"),
+    error,
+    el("div", { className: "settings-foot" }, el("button", { type: "submit", className: "primary", text: "Add" }), done),
+    given,
+  );
+  form.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    error.textContent = done.textContent = "";
+    const body = { name: name.value, admin: admin.checked, ...(link.checked ? { link: true } : password.value ? { password: password.value } : {}) };
+    try {
+      const added = await api("/api/people", { method: "POST", body });
+      done.textContent = `Added ${added.name}.`;
+      form.reset();
+      password.disabled = false;
+      given.hidden = !added.sign_in_link;
+      if (added.sign_in_link) showLink(given, added.name, new URL(added.sign_in_link, location.origin).href);
+      await redraw();
+    } catch (failure) {
+      error.textContent = failure.message;
+      name.focus();
+    }
+  });
+  return form;
+}
+
+/** The link to give a new person: shown once (only its digest is kept), with Copy. */
+function showLink(box, name, address) {
+  const field = el("input", { type: "text", id: "person-link-address", readonly: true, value: address, "aria-label": `${name}'s sign-in link` });
+  const copied = el("span", { className: "saved", role: "status" });
+  const copy = async () => {
+    field.select();
+    try {
+      await navigator.clipboard.writeText(address);
+      copied.textContent = "Copied.";
+    } catch {
+      copied.textContent = "Select it and copy it by hand.";
+    }
+  };
+  clear(box).append(
+    el("p", { className: "field-help", text: `Give ${name} this link: it signs them in once, to choose their password, within 24 hours. It is not shown again.` }),
+    el("div", { className: "inline-form" }, field, el("button", { type: "button", text: "Copy", on: { click: copy } })),
+    copied,
+  );
+}
+
+/** A one-time sign-in link opened (#welcome=TOKEN): the sign-in form asks for the password
+ * its person chooses instead. Whether it did (then the page starts once they are in). */
+export function welcome() {
+  const token = new URLSearchParams(location.hash.slice(1)).get("welcome");
+  if (!token) return false;
+  const dialog = document.getElementById("login-dialog");
+  document.getElementById("login-title").textContent = "Welcome";
+  document.getElementById("login-lead").textContent = "Choose your password for this household: 8 characters at least. This link works once.";
+  document.getElementById("login-secret-label").textContent = "Your new password";
+  const secret = document.getElementById("login-token");
+  secret.autocomplete = "new-password";
+  dialog.setAttribute("aria-label", "Welcome");
+  document.getElementById("login-form").onsubmit = async (event) => {
+    event.preventDefault();
+    try {
+      await api("/api/session", { method: "POST", body: { link: token, password: secret.value } });
+    } catch (failure) {
+      document.getElementById("login-error").textContent = failure.message;
+      return;
+    }
+    history.replaceState(null, "", location.pathname); // the used link out of the address bar
+    location.reload();
+  };
+  dialog.showModal();
+  secret.focus();
+  return true;
+}
+
+/** Settings → Global: every conversation of the signed-in person's, as one Markdown file. */
+export function exportSection() {
+  const error = el("p", { className: "field-error", role: "alert" });
+  const download = async () => {
+    error.textContent = "";
+    try {
+      const body = await fetchText("/api/export");
+      const url = URL.createObjectURL(new Blob([body], { type: "text/markdown" }));
+      const link = el("a", { href: url, download: "my-conversations.md", hidden: true });
+      document.body.append(link);
+      link.click();
+      link.remove();
+      setTimeout(() => URL.revokeObjectURL(url), 1000);
+    } catch (failure) {
+      error.textContent = failure.message;
+    }
+  };
+  return el(
+    "div",
+    { className: "field" },
+    el("div", { className: "field-label" }, el("span", { text: "Your conversations" })),
+    el("div", { className: "settings-foot" }, el("button", { type: "button", id: "export-mine", text: "Export my conversations", on: { click: download } })),
+    error,
+  );
+}

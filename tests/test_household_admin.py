@@ -1,0 +1,445 @@
+"""The household's admin (docs/household.md): the People routes and page section (list,
+add, disable, enable, end sessions, remove with everything of theirs), refused to everyone
+else as a path that does not exist; `python -m app users remove|reset`; and every person's
+own "Export my conversations", which the admin never gets."""
+
+from __future__ import annotations
+
+import io
+import os
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import expect
+
+from app.cli.exits import EXIT_REFUSED
+from app.store.database import Database
+from tests import page_actions
+from tests.browser import open_page
+from tests.conftest import ChatService, chat_env, run_main, service_for, store_of
+from tests.fakes.llm_server import Reply
+from tests.people import PASSWORDS, Person, add_people, searched, signed_in, talk
+
+NO_SEARXNG = "http://127.0.0.1:9"
+CAROL = "carol's long password"
+
+
+@pytest.fixture
+def home(request, llm, pages, searxng, brave, tmp_path, database_url) -> Iterator[ChatService]:
+    """A service whose database holds Alice (the admin) and Bob: household mode."""
+    add_people(tmp_path / "data", database_url)
+    env = chat_env(llm, tmp_path, pages, DATABASE_URL=database_url)
+    with service_for(request, env, searxng.url) as service:
+        yield service
+
+
+def person_id(admin: Person, name: str) -> int:
+    (found,) = [p["id"] for p in admin.http.get("/api/people").json() if p["name"] == name]
+    return int(found)
+
+
+def test_an_admin_adds_disables_enables_resets_and_removes_a_person(home):
+    alice = signed_in(home, "alice")
+    added = alice.http.post("/api/people", json={"name": "carol", "password": CAROL})
+    assert added.status_code == 201, added.text
+    assert {k: added.json()[k] for k in ("name", "admin", "disabled", "signs_in")} == {
+        "name": "carol",
+        "admin": False,
+        "disabled": False,
+        "signs_in": "password",
+    }
+    proxied = alice.http.post("/api/people", json={"name": "dave", "admin": True}).json()
+    assert (proxied["admin"], proxied["signs_in"]) == (True, "proxy")
+    listed = alice.http.get("/api/people").json()
+    assert [p["name"] for p in listed] == ["alice", "bob", "carol", "dave"]
+    assert all("password" not in p for p in listed)
+    taken = alice.http.post("/api/people", json={"name": "bob"})
+    assert (taken.status_code, taken.json()) == (
+        409,
+        {"detail": "there is already a user named 'bob'"},
+    )
+    short = alice.http.post("/api/people", json={"name": "erin", "password": "short"})
+    assert short.status_code == 400 and "at least 8 characters" in short.json()["detail"]
+
+    carol = signed_in(home, "carol", CAROL)
+    carols = person_id(alice, "carol")
+    disabled = alice.http.patch(f"/api/people/{carols}", json={"disabled": True})
+    assert disabled.status_code == 200 and disabled.json()["disabled"] is True
+    assert carol.http.get("/api/conversations").status_code == 401  # her session ended
+    again = home.http.post("/api/session", json={"name": "carol", "password": CAROL})
+    assert again.status_code == 401
+    assert alice.http.patch(f"/api/people/{carols}", json={"disabled": False}).status_code == 200
+    carol = signed_in(home, "carol", CAROL)
+    assert carol.http.get("/api/conversations").status_code == 200
+
+    assert alice.http.post(f"/api/people/{carols}/reset").status_code == 204
+    assert carol.http.get("/api/conversations").status_code == 401
+    assert signed_in(home, "carol", CAROL).http.get("/api/conversations").status_code == 200
+
+    assert alice.http.delete(f"/api/people/{carols}").status_code == 204
+    assert [p["name"] for p in alice.http.get("/api/people").json()] == ["alice", "bob", "dave"]
+    gone = home.http.post("/api/session", json={"name": "carol", "password": CAROL})
+    assert gone.status_code == 401
+    assert alice.http.delete(f"/api/people/{carols}").status_code == 404
+
+
+def test_a_sign_in_link_signs_in_once_and_never_again(home):
+    alice = signed_in(home, "alice")
+    both = alice.http.post("/api/people", json={"name": "carol", "link": True, "password": CAROL})
+    assert both.status_code == 400 and "not both" in both.json()["detail"]
+    added = alice.http.post("/api/people", json={"name": "carol", "link": True})
+    assert added.status_code == 201 and added.json()["signs_in"] == "proxy"  # no password yet
+    token = added.json()["sign_in_link"].removeprefix("/#welcome=")
+    assert len(token) >= 43
+    with home.client() as carol:
+        short = carol.post("/api/session", json={"link": token, "password": "short"})
+        assert short.status_code == 400  # the link is kept for a better one
+        first = carol.post("/api/session", json={"link": token, "password": CAROL})
+        assert first.status_code == 200, first.text
+        assert carol.get("/api/session").json()["person"] == "carol"
+    again = home.http.post("/api/session", json={"link": token, "password": "another password"})
+    assert (again.status_code, again.json()) == (
+        401,
+        {"detail": "this sign-in link was used already, has expired, or is not one"},
+    )
+    assert signed_in(home, "carol", CAROL).http.get("/api/conversations").status_code == 200
+    # An unused link is ended with the person's sessions.
+    dave = alice.http.post("/api/people", json={"name": "dave", "link": True}).json()
+    assert alice.http.post(f"/api/people/{dave['id']}/reset").status_code == 204
+    late = {"link": dave["sign_in_link"].removeprefix("/#welcome="), "password": "dave's own one"}
+    assert home.http.post("/api/session", json=late).status_code == 401
+    database = Database(store_of(home.settings.data_dir, home.settings.database_url))
+    try:
+        kept = [row[0] for row in database.db.execute("SELECT key FROM sessions")]
+    finally:
+        database.close()
+    assert kept and not any(token in key for key in kept)  # only digests are kept
+
+
+ADMIN_ROUTES = [
+    ("GET", "/api/people", None),
+    ("POST", "/api/people", {"name": "mallory", "admin": True, "password": "mallory's own"}),
+    ("PATCH", "/api/people/1", {"disabled": True}),
+    ("POST", "/api/people/1/reset", None),
+    ("DELETE", "/api/people/1", None),
+]
+
+
+def test_anyone_but_an_admin_is_answered_as_for_a_path_that_does_not_exist(home):
+    bob = signed_in(home, "bob")
+    nowhere = bob.http.get("/api/nowhere")
+    assert nowhere.status_code == 404
+    for method, path, body in ADMIN_ROUTES:
+        refused = bob.http.request(method, path, json=body)
+        assert (refused.status_code, refused.json()) == (404, nowhere.json()), (method, path)
+    alice = signed_in(home, "alice")
+    assert [p["name"] for p in alice.http.get("/api/people").json()] == ["alice", "bob"]
+    assert alice.http.get("/api/conversations").status_code == 200  # Alice still signed in
+
+
+def test_the_last_admin_and_yourself_are_refused(home, tmp_path, database_url):
+    alice = signed_in(home, "alice")
+    for method, body in (("DELETE", None), ("PATCH", {"disabled": True})):
+        refused = alice.http.request(method, "/api/people/1", json=body)
+        assert refused.status_code == 409 and "not yourself" in refused.json()["detail"]
+    removed = run_main(
+        "users",
+        "remove",
+        "alice",
+        "--yes",
+        searxng_url=NO_SEARXNG,
+        DATA_DIR=str(tmp_path / "data"),
+        DATABASE_URL=database_url,
+    )
+    assert removed.returncode == EXIT_REFUSED
+    assert "alice is the household's last admin" in removed.stderr
+    assert alice.http.get("/api/people").status_code == 200
+
+
+# -- removal leaves nothing of theirs ----------------------------------------------------------
+
+PER_PERSON = {
+    "conversations": "SELECT count(*) FROM conversations WHERE conversations.owner = ?",
+    "messages": "SELECT count(*) FROM messages JOIN conversations ON "
+    "conversations.rowid = messages.conversation WHERE conversations.owner = ?",
+    "turn_versions": "SELECT count(*) FROM turn_versions JOIN conversations ON "
+    "conversations.rowid = turn_versions.conversation WHERE conversations.owner = ?",
+    "turn_runs": "SELECT count(*) FROM turn_runs JOIN conversations ON "
+    "conversations.id = turn_runs.conversation WHERE conversations.owner = ?",
+    "turn_events": "SELECT count(*) FROM turn_events JOIN conversations ON "
+    "conversations.id = turn_events.conversation WHERE conversations.owner = ?",
+    "sessions": "SELECT count(*) FROM sessions WHERE person = ?",
+    "users": "SELECT count(*) FROM users WHERE rowid = ?",
+}
+"""Every table that holds a person's rows, counted for one person (the search cache is
+counted whole: its keys are the search's business)."""
+
+
+BY_CONVERSATION = [
+    ("messages", "rowid"),
+    ("turn_versions", "rowid"),
+    ("turn_runs", "id"),
+    ("turn_events", "id"),
+    ("leases", "id"),
+]
+"""The tables whose rows belong to a conversation, and the conversations' column they name."""
+
+
+def counts(service: ChatService, person: int) -> dict[str, int]:
+    database = Database(store_of(service.settings.data_dir, service.settings.database_url))
+    try:
+        found = {t: int(database.scalar(q, (person,))) for t, q in PER_PERSON.items()}
+        found["orphans"] = sum(
+            int(
+                database.scalar(
+                    f"SELECT count(*) FROM {table} WHERE conversation NOT IN "
+                    f"(SELECT {key} FROM conversations)"
+                )
+            )
+            for table, key in BY_CONVERSATION
+        )
+        found["search_cache"] = int(database.scalar("SELECT count(*) FROM search_cache"))
+        return found
+    finally:
+        database.close()
+
+
+def test_removing_a_person_leaves_nothing_of_theirs_and_no_one_elses_changed(home, llm):
+    alice, bob = signed_in(home, "alice"), signed_in(home, "bob")
+    for person, name in ((alice, "alice"), (bob, "bob")):
+        conversation = talk(person, llm, f"{name}'s soup")
+        llm.script(Reply(text="Another answer."))  # a regenerate: a version set aside
+        regenerated = person.http.post(f"/api/conversations/{conversation}/regenerate", json={})
+        assert regenerated.status_code == 200
+        assert person.http.put("/api/memory", json={"text": f"- Is {name}\n"}).status_code == 200
+    searched(alice, llm, "longest river")
+    searched(bob, llm, "highest peak")
+    before = {1: counts(home, 1), 2: counts(home, 2)}
+    assert all(before[2][t] > 0 for t in PER_PERSON), before[2]
+    assert before[1]["search_cache"] == 2
+    memory = home.settings.data_dir / "memory"
+    assert (memory / "2.md").exists()
+
+    assert alice.http.delete("/api/people/2").status_code == 204
+
+    after = {1: counts(home, 1), 2: counts(home, 2)}
+    assert after[2] == dict.fromkeys(PER_PERSON, 0) | {"orphans": 0, "search_cache": 1}
+    assert after[1] == before[1] | {"search_cache": 1}  # Alice's rows all there
+    assert not (memory / "2.md").exists() and (memory / "1.md").exists()
+    assert alice.http.get("/api/memory").json() == {"text": "- Is alice\n"}
+    assert searched(alice, llm, "longest river")["cached_age"] >= 0  # her search still cached
+    assert bob.http.get("/api/conversations").status_code == 401
+
+
+def test_in_a_shared_cache_the_searches_a_removed_person_ran_go_with_them(
+    request, llm, pages, searxng, brave, tmp_path
+):
+    add_people(tmp_path / "data")
+    env = chat_env(llm, tmp_path, pages, SEARCH_CACHE_SHARED="1")
+    with service_for(request, env, searxng.url) as home:
+        alice, bob = signed_in(home, "alice"), signed_in(home, "bob")
+        searched(alice, llm, "longest river")
+        searched(bob, llm, "highest peak")
+        assert "cached_age" not in searched(bob, llm, "longest river")  # hers, shared
+        assert counts(home, 1)["search_cache"] == 2
+        assert alice.http.delete("/api/people/2").status_code == 204
+        assert counts(home, 1)["search_cache"] == 1
+        asked = len(brave.requests)
+        assert "cached_age" not in searched(alice, llm, "highest peak")  # Bob's is gone
+        assert len(brave.requests) == asked + 1
+        assert searched(alice, llm, "longest river")["cached_age"] >= 0  # hers is kept
+
+
+# -- the commands ------------------------------------------------------------------------------
+
+
+def users(service: ChatService, *args: str):
+    return run_main(
+        "users",
+        *args,
+        searxng_url=NO_SEARXNG,
+        DATA_DIR=str(service.settings.data_dir),
+        DATABASE_URL=service.settings.database_url,
+    )
+
+
+def test_the_commands_reset_and_remove_a_person(home, llm, monkeypatch):
+    bob = signed_in(home, "bob")
+    talk(bob, llm, "bigos")
+    reset = users(home, "reset", "bob")
+    assert (reset.returncode, reset.stdout) == (
+        0,
+        "ended every session of bob: they sign in anew\n",
+    )
+    assert bob.http.get("/api/conversations").status_code == 401
+    assert users(home, "reset", "nobody").returncode == 1
+
+    monkeypatch.setattr("sys.stdin", io.StringIO("alice\n"))
+    mistyped = users(home, "remove", "bob")
+    assert mistyped.returncode == EXIT_REFUSED
+    assert "This removes bob, their 1 conversations" in mistyped.stderr
+    assert "Export my conversations" in mistyped.stderr  # ask them to download theirs first
+    signed_in(home, "bob")  # still there
+
+    monkeypatch.setattr("sys.stdin", io.StringIO("bob\n"))
+    removed = users(home, "remove", "bob")
+    assert (removed.returncode, removed.stdout) == (0, "removed bob and their 1 conversations\n")
+    gone = home.http.post("/api/session", json={"name": "bob", "password": PASSWORDS["bob"]})
+    assert gone.status_code == 401
+    assert users(home, "remove", "bob", "--yes").returncode == 1  # no one of that name
+
+
+# -- each person's own export -------------------------------------------------------------------
+
+
+def test_each_person_downloads_their_own_conversations_only(home, llm):
+    alice, bob = signed_in(home, "alice"), signed_in(home, "bob")
+    talk(alice, llm, "pierogi")
+    talk(bob, llm, "bigos")
+    talk(bob, llm, "żurek")
+    mine = bob.http.get("/api/export")
+    assert mine.status_code == 200
+    assert mine.headers["content-disposition"] == 'attachment; filename="conversations-bob.md"'
+    assert "An answer about bigos." in mine.text and "An answer about żurek." in mine.text
+    assert "pierogi" not in mine.text and mine.text.count("\n---\n") == 1
+    hers = alice.http.get("/api/export").text
+    assert "An answer about pierogi." in hers and "bigos" not in hers
+    assert home.http.get("/api/export").status_code == 401  # no one signed in
+
+
+# -- the page ---------------------------------------------------------------------------------
+
+
+def settings(page, tab: str, narrow: bool = False) -> None:
+    """Settings opened on that tab (on a phone the sidebar is a drawer, opened first)."""
+    if narrow:
+        page.locator("#open-sidebar").click()
+    page.locator("#open-settings").click()
+    page.get_by_role("tab", name=tab).click()
+
+
+def test_two_people_in_two_browsers_and_only_the_admin_manages_them(
+    browser, llm, pages, searxng, tmp_path, request
+):
+    add_people(tmp_path / "data")
+    target = Path(os.environ.get("SCREENSHOT_DIR") or tmp_path)
+    with service_for(request, chat_env(llm, tmp_path, pages), searxng.url) as service:
+        seen = {}
+        for name, width in (("alice", 1280), ("bob", 390)):
+            page = open_page(browser, service.url, width=width, ready=False)
+            seen[name] = page
+            page.fill("#login-name", name)
+            page.fill("#login-token", PASSWORDS[name])
+            page.keyboard.press("Enter")
+            expect(page.locator("body")).to_have_attribute("data-ready", "yes")
+            llm.script(Reply(text=f"Hello, {name}."))
+            page_actions.send(page, f"I am {name}")
+            page_actions.wait_turn_end(page)
+            with page.expect_response(lambda answer: answer.url.endswith("/api/memory")):
+                settings(page, "Global", narrow=width < 720)  # typed once memory.md is read
+            page.fill("#memory-text", f"- Is {name}\n")
+            page.locator("#save-memory").click()
+            expect(page.locator("#settings-dialog")).to_contain_text("Memory saved.")
+            page.keyboard.press("Escape")
+        alice, bob = seen["alice"], seen["bob"]
+        try:
+            for name, page in seen.items():
+                page.reload()
+                expect(page.locator("body")).to_have_attribute("data-ready", "yes")
+                expect(page.locator(".conversation-item")).to_have_count(1)
+                expect(page.locator(".conversation-item")).to_contain_text(f"I am {name}")
+                settings(page, "Global", narrow=page is bob)
+                expect(page.locator("#memory-text")).to_have_value(f"- Is {name}\n")
+                expect(page.get_by_role("tab")).to_have_count(3 if page is alice else 2)
+            bob.screenshot(path=str(target / "people-not-an-admin-phone.png"))
+
+            alice.get_by_role("tab", name="People").click()
+            people = alice.locator("#people")
+            row = people.locator(".person", has_text="bob")
+            expect(row).to_contain_text("password")
+            expect(people.locator(".person", has_text="alice")).to_contain_text("you")
+            alice.fill("#person-name", "bob")
+            alice.get_by_role("button", name="Add", exact=True).click()
+            expect(alice.locator("#person-error")).to_have_text(
+                "there is already a user named 'bob'"
+            )
+            alice.screenshot(path=str(target / "people.png"))
+
+            # Remove asks for the name; Escape cancels and gives the focus back to the row.
+            remove = row.get_by_role("button", name="Remove bob")
+            remove.click()
+            confirm = alice.locator("#people-remove")
+            expect(confirm).to_contain_text("Export my conversations")
+            expect(confirm.get_by_role("button", name="Remove bob")).to_be_disabled()
+            alice.keyboard.type("bo")
+            expect(confirm.get_by_role("button", name="Remove bob")).to_be_disabled()
+            alice.keyboard.press("Escape")
+            expect(confirm).to_be_hidden()
+            expect(remove).to_be_focused()
+            expect(alice.locator("#settings-dialog")).to_be_visible()
+
+            # On a phone: the row and the question fit the screen, nothing scrolls sideways.
+            alice.set_viewport_size({"width": 390, "height": 844})
+            remove.click()
+            expect(confirm).to_be_visible()
+            for part in (".settings-head", ".settings-body"):
+                fits = alice.locator(part).evaluate("node => node.scrollWidth <= node.clientWidth")
+                assert fits, part
+            expect(alice.get_by_role("tab", name="People")).to_be_in_viewport(ratio=1)
+            alice.screenshot(path=str(target / "people-remove-phone.png"))
+            alice.keyboard.press("Escape")
+            expect(remove).to_be_focused()
+
+            row.get_by_role("button", name="Disable bob").click()
+            expect(row).to_contain_text("disabled")
+            expect(row.get_by_role("button", name="Enable bob")).to_be_visible()
+            bob.keyboard.press("Escape")
+            bob.reload()
+            expect(bob.locator("#login-dialog")).to_be_visible()  # his next request refused
+        finally:
+            alice.context.close()
+            bob.context.close()
+
+
+def test_a_new_person_opens_their_link_chooses_a_password_and_is_in(
+    browser, llm, pages, searxng, tmp_path, request
+):
+    add_people(tmp_path / "data")
+    with service_for(request, chat_env(llm, tmp_path, pages), searxng.url) as service:
+        alice = open_page(browser, service.url, ready=False)
+        carol = None
+        try:
+            alice.fill("#login-name", "alice")
+            alice.fill("#login-token", PASSWORDS["alice"])
+            alice.keyboard.press("Enter")
+            expect(alice.locator("body")).to_have_attribute("data-ready", "yes")
+            settings(alice, "People")
+            alice.fill("#person-name", "carol")
+            alice.locator("#person-link").check()
+            expect(alice.locator("#person-password")).to_be_disabled()
+            alice.get_by_role("button", name="Add", exact=True).click()
+            address = alice.locator("#person-link-address")
+            expect(address).to_have_value(re.compile(r"/#welcome="))
+            link = address.input_value()
+
+            carol = open_page(browser, link, width=390, ready=False)
+            expect(carol.locator("#login-title")).to_have_text("Welcome")
+            expect(carol.locator("#login-name-field")).to_be_hidden()
+            carol.fill("#login-token", CAROL)
+            carol.keyboard.press("Enter")
+            expect(carol.locator("body")).to_have_attribute("data-ready", "yes")
+            assert "welcome" not in carol.url  # the used link is out of the address bar
+            carol.context.close()
+            carol = open_page(browser, link, ready=False)  # the same link again, elsewhere
+            carol.fill("#login-token", "another password")
+            carol.keyboard.press("Enter")
+            expect(carol.locator("#login-error")).to_have_text(
+                "this sign-in link was used already, has expired, or is not one"
+            )
+            expect(carol.locator("body")).not_to_have_attribute("data-ready", "yes")
+        finally:
+            alice.context.close()
+            if carol is not None:
+                carol.context.close()
