@@ -7,63 +7,21 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
-from dataclasses import dataclass
-from pathlib import Path
 
-import httpx
 import pytest
 from playwright.sync_api import expect
 
 from app.store.database import Database
-from app.store.passwords import hash_password
-from app.store.users import NewUser
 from tests import page_actions
 from tests.browser import open_page
 from tests.chat_client import done, new_conversation, send
 from tests.conftest import ChatService, chat_env, run_main, service_for, store_of
 from tests.fakes.brave_api import SEARCH_PATH, FakeBrave
 from tests.fakes.llm_server import Reply, ToolCall
+from tests.people import MISSING, PASSWORDS, Person, add_people, signed_in, talk
 from tests.summaries import MEASURED, SMALL_CHAT, small_conversation, summary_reply
 
-PASSWORDS = {"alice": "alice's long password", "bob": "bob's long password"}
-MISSING = "20260101-0123456789"
-"""A conversation id no one has."""
 NO_SEARXNG = "http://127.0.0.1:9"
-
-
-def add_people(data_dir: Path, database_url: str = "") -> None:
-    """Alice (the admin) and Bob, with passwords, as `python -m app users add` keeps them."""
-    database = Database(store_of(data_dir, database_url))
-    try:
-        for name, password in PASSWORDS.items():
-            hashed = hash_password(password)
-            database.add_user(NewUser(name, admin=name == "alice", password=hashed))
-    finally:
-        database.close()
-
-
-@dataclass
-class Person:
-    """A person's browser: a client with their session cookie (chat_client takes it as a
-    service: `http`, `socket`)."""
-
-    http: httpx.Client
-    socket: bool = False
-
-
-def signed_in(service: ChatService, name: str) -> Person:
-    client = service.client()
-    answer = client.post("/api/session", json={"name": name, "password": PASSWORDS[name]})
-    assert answer.status_code == 200, answer.text
-    return Person(client)
-
-
-def talk(person: Person, llm, text: str) -> str:
-    """A conversation of that person's with one answered question."""
-    llm.script(Reply(text=f"An answer about {text}."))
-    conversation_id = new_conversation(person)
-    assert done(send(person, conversation_id, text))["status"] == "complete"
-    return conversation_id
 
 
 @pytest.fixture

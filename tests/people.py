@@ -1,0 +1,76 @@
+"""A household's people as the tests sign them in (docs/household.md): Alice (the admin) and
+Bob in the database with passwords, a person's client by each way of being known to the
+service (`CREDENTIALS`), and a conversation of theirs with an answer."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+
+from app.store.database import Database
+from app.store.passwords import hash_password
+from app.store.users import NewUser
+from tests.chat_client import done, new_conversation, send
+from tests.conftest import ChatService, store_of
+from tests.fakes.llm_server import Reply
+
+PASSWORDS = {"alice": "alice's long password", "bob": "bob's long password"}
+MISSING = "20260101-0123456789"
+"""A conversation id no one has."""
+USER_HEADER = "Remote-User"
+"""AUTH_USER_HEADER of the services behind a forward-auth proxy."""
+
+
+def add_people(data_dir: Path, database_url: str = "") -> None:
+    """Alice (the admin) and Bob, with passwords, as `python -m app users add` keeps them."""
+    database = Database(store_of(data_dir, database_url))
+    try:
+        for name, password in PASSWORDS.items():
+            hashed = hash_password(password)
+            database.add_user(NewUser(name, admin=name == "alice", password=hashed))
+    finally:
+        database.close()
+
+
+@dataclass
+class Person:
+    """A person's browser: a client with their session cookie (chat_client takes it as a
+    service: `http`, `socket`)."""
+
+    http: httpx.Client
+    socket: bool = False
+    headers: dict[str, str] = field(default_factory=dict)
+    """What names them on each request (for a client of its own, such as the MCP SDK's)."""
+
+
+def signed_in(service: ChatService, name: str) -> Person:
+    client = service.client()
+    answer = client.post("/api/session", json={"name": name, "password": PASSWORDS[name]})
+    assert answer.status_code == 200, answer.text
+    return Person(client, headers={"Cookie": f"session={client.cookies['session']}"})
+
+
+def named_by_proxy(service: ChatService, name: str) -> Person:
+    """A person a forward-auth proxy on this machine signed in (the service must trust
+    127.0.0.1 and read USER_HEADER)."""
+    headers = {USER_HEADER: name}
+    return Person(service.client(headers=headers), headers=headers)
+
+
+CREDENTIALS: dict[str, Callable[[ChatService, str], Person]] = {
+    "session": signed_in,
+    "proxy": named_by_proxy,
+}
+"""Each way a person is known to the service, for the tests that must hold whatever the
+way: the page's session cookie, a trusted proxy's header."""
+
+
+def talk(person: Person, llm, text: str) -> str:
+    """A conversation of that person's with one answered question."""
+    llm.script(Reply(text=f"An answer about {text}."))
+    conversation_id = new_conversation(person)
+    assert done(send(person, conversation_id, text))["status"] == "complete"
+    return conversation_id
