@@ -7,16 +7,22 @@ spoofed proxy headers test_household does not try."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from itertools import product
 from typing import Any
 
+import httpx2
 import pytest
+from hypothesis import HealthCheck, given, settings
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
 
-from tests.chat_client import done, get_conversation, new_conversation, send
-from tests.conftest import ChatService, chat_env, service_for
+from tests.chat_client import done, get_conversation, new_conversation, raw_request, send
+from tests.conftest import ChatService, chat_env, run_main, service_for
 from tests.fakes.brave_api import SEARCH_PATH, FakeBrave
 from tests.fakes.llm_server import FakeLLM, Reply, ToolCall
 from tests.people import (
@@ -273,3 +279,217 @@ def test_bobs_searches_serve_alice_from_no_cache(household, llm, brave, credenti
         before = brave_queries(brave)
         asking()
         assert brave_queries(brave) > before, asking.__name__
+
+
+# -- /v1 and /mcp -----------------------------------------------------------------------------
+
+IDS = re.compile(r"(^|_)id$|conversation")
+"""A field that could name something stored: an id, or a conversation."""
+V1_QUESTIONS = {
+    "/v1/chat/completions": {
+        "model": "fake-model",
+        "messages": [{"role": "user", "content": "Hi"}],
+    },
+    "/v1/responses": {"model": "fake-model", "input": "Hi"},
+}
+"""A question each /v1 route answers, to which each field naming an id is added."""
+
+
+def id_fields(spec: dict[str, Any], path: str) -> list[str]:
+    schema = spec["paths"][path]["post"]["requestBody"]["content"]["application/json"]["schema"]
+    body = spec["components"]["schemas"][schema["$ref"].rsplit("/", 1)[-1]]
+    return sorted(name for name in body["properties"] if IDS.search(name))
+
+
+@pytest.mark.parametrize("credential", CREDENTIALS)
+def test_v1_answers_bobs_ids_as_ids_no_one_has(household, llm, researcher, article, credential):
+    bobs = bobs_data(household, llm, researcher)
+    alice = CREDENTIALS[credential](household, "alice")
+    spec = household.http.get("/openapi.json").json()
+    posts = sorted(
+        path for path in spec["paths"] if path.startswith("/v1/") and "post" in spec["paths"][path]
+    )
+    assert posts == sorted(V1_QUESTIONS)  # a new /v1 route: add its question above
+    asked = len(llm.requests)
+    tried = []
+    for path in posts:
+        for field_name in id_fields(spec, path):
+            question = V1_QUESTIONS[path]
+            missing = call(alice, "POST", path, json={**question, field_name: MISSING})
+            for bobs_id in bobs.conversations:
+                foreign = call(alice, "POST", path, json={**question, field_name: bobs_id})
+                as_missing = foreign.body.replace(bobs_id, MISSING)
+                assert (foreign.status, as_missing) == (missing.status, missing.body), field_name
+                tried.append((path, field_name, foreign.status))
+    assert {(path, name) for path, name, _ in tried} >= {
+        ("/v1/responses", "previous_response_id"),
+        ("/v1/responses", "conversation"),
+    }
+    assert not [t for t in tried if 200 <= t[2] < 300]
+    assert len(llm.requests) == asked
+
+
+def text_of(result: Any) -> str:
+    return json.dumps([block.model_dump(mode="json") for block in result.content])
+
+
+@pytest.mark.socket  # the MCP SDK's client connects to an address
+@pytest.mark.parametrize("credential", CREDENTIALS)
+def test_mcp_answers_bobs_ids_as_ids_no_one_has(
+    household, llm, brave, researcher, article, credential
+):
+    """Through the MCP SDK's client, Alice's session or proxy header on every request:
+    each tool that takes an id or a conversation is called with Bob's and with missing
+    ones (none does today: it would be, on its adding); a resource likewise; and her
+    web_search of Bob's query asks Brave again."""
+    bobs = bobs_data(household, llm, researcher)
+    alice = CREDENTIALS[credential](household, "alice")
+
+    async def scenario() -> list[tuple[str, str, str]]:
+        async with httpx2.AsyncClient(headers=alice.headers, timeout=60) as http:
+            transport = streamable_http_client(f"{household.url}/mcp", http_client=http)
+            async with Client(transport) as client:
+                answers = []
+                tools = (await client.list_tools()).tools
+                assert {"web_search", "web_fetch", "research"} <= {t.name for t in tools}
+                for tool in tools:
+                    for name in tool.input_schema.get("properties", {}):
+                        if not IDS.search(name):
+                            continue
+                        missing = text_of(await client.call_tool(tool.name, {name: MISSING}))
+                        for bobs_id in bobs.conversations:
+                            foreign = await client.call_tool(tool.name, {name: bobs_id})
+                            answers.append(
+                                (tool.name, text_of(foreign).replace(bobs_id, MISSING), missing)
+                            )
+                if client.server_capabilities.resources is not None:
+                    for template in (await client.list_resource_templates()).resource_templates:
+                        missing_uri = re.sub(r"\{[^}]+\}", MISSING, template.uri_template)
+                        missing = str(await client.read_resource(missing_uri))
+                        for bobs_id in bobs.conversations:
+                            uri = re.sub(r"\{[^}]+\}", bobs_id, template.uri_template)
+                            foreign = str(await client.read_resource(uri)).replace(bobs_id, MISSING)
+                            answers.append((template.uri_template, foreign, missing))
+                before = brave_queries(brave)
+                found = await client.call_tool(
+                    "web_search", {"query": BOBS_QUERY, "locale": "pl-PL"}
+                )
+                assert not found.is_error, text_of(found)
+                assert brave_queries(brave) > before  # not from Bob's cache
+                return answers
+
+    for name, foreign, missing in asyncio.run(scenario()):
+        assert foreign == missing, name
+
+
+# -- schemathesis on Bob's ids ------------------------------------------------------------------
+
+EXAMPLES_PER_OPERATION = 8
+
+
+def on_bobs_ids(spec: dict[str, Any], bobs: Bobs) -> dict[str, Any]:
+    """The schema with each path parameter naming a person's data narrowed to Bob's."""
+    values = bobs_values(bobs)
+    narrowed = json.loads(json.dumps(spec))
+    for methods in narrowed["paths"].values():
+        for operation in methods.values():
+            for parameter in operation.get("parameters", []):
+                if parameter["in"] == "path" and parameter["name"] in PERSONAL:
+                    parameter["schema"] = {"enum": values[parameter["name"]]}
+    return narrowed
+
+
+def test_schemathesis_as_alice_on_bobs_ids_gets_no_success(household, llm, researcher, article):
+    """Requests schemathesis draws from the schema (bodies, queries, headers; valid and
+    not), on Bob's ids, as Alice: none succeeds, and no turn of Bob's opens."""
+    # Imported here: seconds of imports that the module's other tests do not need.
+    import schemathesis
+    from schemathesis.core import NotSet
+
+    bobs = bobs_data(household, llm, researcher)
+    alice = signed_in(household, "alice")
+    schema = schemathesis.openapi.from_dict(
+        on_bobs_ids(household.http.get("/openapi.json").json(), bobs)
+    )
+    answered: list[tuple[str, str, int]] = []
+    for result in schema.get_all_operations():
+        operation = result.ok()
+        if not PERSONAL & {p.name for p in operation.path_parameters}:
+            continue
+
+        @settings(
+            max_examples=EXAMPLES_PER_OPERATION,
+            database=None,
+            deadline=None,
+            suppress_health_check=list(HealthCheck),
+        )
+        @given(case=operation.as_strategy())
+        def drawn(case: Any) -> None:
+            body = {} if isinstance(case.body, NotSet) else {"json": case.body}
+            answer = call(
+                alice,
+                case.method,
+                case.formatted_path,
+                params=case.query,
+                headers=case.headers,
+                **body,
+            )
+            answered.append((case.method, case.formatted_path, answer.status))
+
+        drawn()
+    operations_tried = {(method, path.split("/", 4)[-1]) for method, path, _ in answered}
+    assert len(operations_tried) >= 12
+    assert not [a for a in answered if 200 <= a[2] < 300]
+
+
+# -- spoofing ----------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def behind_another_proxy(request, llm, pages, searxng, brave, tmp_path) -> Iterator[ChatService]:
+    """The proxy is elsewhere: the tests' address (127.0.0.1) is not trusted."""
+    add_people(tmp_path / "data")
+    env = chat_env(llm, tmp_path, pages, TRUSTED_PROXIES="192.0.2.10", AUTH_USER_HEADER=USER_HEADER)
+    with service_for(request, env, searxng.url) as service:
+        yield service
+
+
+def test_the_header_from_an_untrusted_address_is_refused_on_every_route(behind_another_proxy):
+    """Even beside Alice's own session: the header is never ignored, so a client that
+    sends it learns at once that it is not believed."""
+    service = behind_another_proxy
+    alice = signed_in(service, "alice")
+    paths = [
+        (op.method, op.path.format(conversation_id=MISSING, position=0, model="m"))
+        for op in operations(service)
+    ]
+    paths += [("POST", "/mcp"), ("GET", "/")]
+    for method, path in paths:
+        refused = alice.http.request(method, path, headers={USER_HEADER: "bob"})
+        assert refused.status_code == 401, (method, path, refused.text)
+        assert "only from TRUSTED_PROXIES" in refused.text, (method, path)
+
+
+def test_a_disabled_person_named_by_the_proxy_is_refused(household, tmp_path, database_url):
+    bob = CREDENTIALS["proxy"](household, "bob")
+    assert bob.http.get("/api/conversations").status_code == 200
+    done_ = run_main(
+        "users",
+        "disable",
+        "bob",
+        searxng_url=NO_SEARXNG,
+        DATA_DIR=str(tmp_path / "data"),
+        DATABASE_URL=database_url,
+    )
+    assert done_.returncode == 0, done_.stderr
+    for path in ("/api/conversations", "/api/memory", "/v1/models", "/api/session"):
+        refused = bob.http.get(path)
+        assert refused.status_code == 401, (path, refused.text)
+        assert "bob is disabled" in refused.text
+
+
+@pytest.mark.socket  # raw bytes on the socket: in-process, httpx would make them UTF-8
+def test_a_header_that_is_not_utf8_is_refused(household):
+    for path in ("/api/conversations", "/v1/models"):
+        assert raw_request(household.url, path, f"{USER_HEADER}: al\xe9ce".encode("latin-1")) == 401
+        assert raw_request(household.url, path, f"{USER_HEADER}: alice".encode()) == 200
