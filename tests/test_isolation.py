@@ -21,7 +21,14 @@ from hypothesis import HealthCheck, given, settings
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from tests.chat_client import done, get_conversation, new_conversation, raw_request, send
+from tests.chat_client import (
+    done,
+    get_conversation,
+    new_conversation,
+    numbered,
+    raw_request,
+    send,
+)
 from tests.conftest import ChatService, chat_env, run_main, service_for
 from tests.fakes.brave_api import SEARCH_PATH, FakeBrave
 from tests.fakes.llm_server import FakeLLM, Reply, ToolCall
@@ -96,7 +103,7 @@ def chat_path(conversation_id: str) -> str:
 
 def bobs_data(service: ChatService, llm: FakeLLM, researcher: ScriptedResearcher) -> Bobs:
     """Bob's conversations (one with versions), his research runs (one finished, one
-    waiting on its plan), his memory.md and his cached search."""
+    waiting on its plan), his memory.md, and his search and measure in the search lab."""
     bob = signed_in(service, "bob")
     chat = talk(bob, llm, f"How is {BOBS_WORDS} made?")
     llm.script(Reply(text=f"Another answer about {BOBS_WORDS}."))
@@ -112,13 +119,12 @@ def bobs_data(service: ChatService, llm: FakeLLM, researcher: ScriptedResearcher
         "POST", chat_path(waiting), json={"message": QUESTION, "research": {"plan_seconds": 0}}
     ) as answer:
         assert answer.status_code == 200, answer.read()
-        for line in answer.iter_lines():
-            if line.startswith("data: ") and json.loads(line[6:])["type"] == "research_plan":
-                break
+        numbered(answer, until=lambda event: event["type"] == "research_plan")
     assert bob.http.put("/api/memory", json={"text": BOBS_FACT}).status_code == 200
-    for lab in ("search", "measure"):
-        searched = bob.http.get(f"/api/lab/{lab}", params={"q": BOBS_QUERY, "locales": "pl-PL"})
-        assert searched.status_code == 200, searched.text
+    searched = bob.http.get("/api/lab/search", params={"q": BOBS_QUERY, "locale": "pl-PL"})
+    assert searched.status_code == 200, searched.text
+    measure = {"q": BOBS_QUERY, "locales": "pl-PL", "top": "10"}
+    assert bob.http.get("/api/lab/measure", params=measure).status_code == 200
     return Bobs([chat, finished, waiting], waiting, versions_at=0)
 
 
@@ -403,6 +409,7 @@ def on_bobs_ids(spec: dict[str, Any], bobs: Bobs) -> dict[str, Any]:
     return narrowed
 
 
+@pytest.mark.long  # schemathesis draws about 100 requests: 10 to 20 s
 def test_schemathesis_as_alice_on_bobs_ids_gets_no_success(household, llm, researcher, article):
     """Requests schemathesis draws from the schema (bodies, queries, headers; valid and
     not), on Bob's ids, as Alice: none succeeds, and no turn of Bob's opens."""
