@@ -411,8 +411,8 @@ def on_bobs_ids(spec: dict[str, Any], bobs: Bobs) -> dict[str, Any]:
 
 @pytest.mark.long  # schemathesis draws about 100 requests: 10 to 20 s
 def test_schemathesis_as_alice_on_bobs_ids_gets_no_success(household, llm, researcher, article):
-    """Requests schemathesis draws from the schema (bodies, queries, headers; valid and
-    not), on Bob's ids, as Alice: none succeeds, and no turn of Bob's opens."""
+    """Valid requests schemathesis draws from the schema (bodies, queries, headers), on
+    Bob's ids, as Alice: none succeeds (a turn of Bob's that opened would be a 200)."""
     # Imported here: seconds of imports that the module's other tests do not need.
     import schemathesis
     from schemathesis.core import NotSet
