@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import socket
 import time
 from collections.abc import Callable
 from typing import Any
@@ -114,3 +115,12 @@ def numbered(response, until: Callable[[dict[str, Any]], bool] | None = None) ->
             if until and until(events[-1][1]):
                 break
     return events
+
+
+def raw_request(url: str, path: str, header: bytes) -> int:
+    """A GET with one header of arbitrary bytes (httpx refuses some); its status."""
+    host, port = url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=5) as sock:
+        request = f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n".encode()
+        sock.sendall(request + header + b"\r\nConnection: close\r\n\r\n")
+        return int(sock.recv(64).split(b" ")[1])

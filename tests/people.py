@@ -1,11 +1,12 @@
 """The household's people as the tests sign them in (docs/household.md): Alice (the admin)
-and Bob with passwords in a service's database, a person's own client with their session
-cookie, a conversation of theirs with one answered question, and one whose answer searched. Used by
-tests/test_household.py and tests/test_household_admin.py."""
+and Bob with passwords in a service's database, a person's client by each way of being
+known to the service (`CREDENTIALS`), a conversation of theirs with one answered question,
+and one whose answer searched."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
@@ -18,6 +19,10 @@ from tests.conftest import ChatService, store_of
 from tests.fakes.llm_server import Reply, ToolCall
 
 PASSWORDS = {"alice": "alice's long password", "bob": "bob's long password"}
+MISSING = "20260101-0123456789"
+"""A conversation id no one has."""
+USER_HEADER = "Remote-User"
+"""AUTH_USER_HEADER of the services behind a forward-auth proxy."""
 
 
 def add_people(data_dir: Path, database_url: str = "") -> None:
@@ -38,6 +43,8 @@ class Person:
 
     http: httpx.Client
     socket: bool = False
+    headers: dict[str, str] = field(default_factory=dict)
+    """What names them on each request (for a client of its own, such as the MCP SDK's)."""
 
 
 def signed_in(service: ChatService, name: str, password: str | None = None) -> Person:
@@ -45,7 +52,22 @@ def signed_in(service: ChatService, name: str, password: str | None = None) -> P
     given = password or PASSWORDS[name]
     answer = client.post("/api/session", json={"name": name, "password": given})
     assert answer.status_code == 200, answer.text
-    return Person(client)
+    return Person(client, headers={"Cookie": f"session={client.cookies['session']}"})
+
+
+def named_by_proxy(service: ChatService, name: str) -> Person:
+    """A person a forward-auth proxy on this machine signed in (the service must trust
+    127.0.0.1 and read USER_HEADER)."""
+    headers = {USER_HEADER: name}
+    return Person(service.client(headers=headers), headers=headers)
+
+
+CREDENTIALS: dict[str, Callable[[ChatService, str], Person]] = {
+    "session": signed_in,
+    "proxy": named_by_proxy,
+}
+"""Each way a person is known to the service, for the tests that must hold whatever the
+way: the page's session cookie, a trusted proxy's header."""
 
 
 def talk(person: Person, llm, text: str) -> str:

@@ -32,7 +32,7 @@ from app.pages.fetch import Page, fetch_page
 from app.pages.worker import ExtractionProcess
 from app.search.embedded import free_port
 from tests.browser import open_page, page_server
-from tests.chat_client import new_conversation, send
+from tests.chat_client import new_conversation, raw_request, send
 from tests.conftest import ROOT, ChatService, chat_env, run_cli, service_for
 from tests.fakes.llm_server import Reply
 from tests.fakes.pages import ARTICLE, ARTICLE_TITLE
@@ -455,15 +455,6 @@ def test_a_strange_session_cookie_is_refused_not_a_crash(llm, pages, searxng, tm
         assert raw_request(service.url, "/api/session", header) == 200
     finally:
         service.stop()
-
-
-def raw_request(url: str, path: str, header: bytes) -> int:
-    """A GET with one header of arbitrary bytes (httpx refuses some); its status."""
-    host, port = url.removeprefix("http://").split(":")
-    with socket.create_connection((host, int(port)), timeout=5) as sock:
-        request = f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n".encode()
-        sock.sendall(request + header + b"\r\nConnection: close\r\n\r\n")
-        return int(sock.recv(64).split(b" ")[1])
 
 
 @pytest.mark.parametrize("token", ["s3cret", "0123456789abcdef0123", "hunter2hunter2hunter2"])

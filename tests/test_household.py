@@ -18,11 +18,9 @@ from tests.chat_client import send
 from tests.conftest import ChatService, chat_env, run_main, service_for, store_of
 from tests.fakes.brave_api import SEARCH_PATH, FakeBrave
 from tests.fakes.llm_server import Reply
-from tests.people import PASSWORDS, Person, add_people, searched, signed_in, talk
+from tests.people import MISSING, PASSWORDS, Person, add_people, searched, signed_in, talk
 from tests.summaries import MEASURED, SMALL_CHAT, small_conversation, summary_reply
 
-MISSING = "20260101-0123456789"
-"""A conversation id no one has."""
 NO_SEARXNG = "http://127.0.0.1:9"
 
 

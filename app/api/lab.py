@@ -121,6 +121,7 @@ async def search(
 async def measure_locales(
     client: Client,
     home: HomeLocale,
+    person: Asker,
     q: QueryText,
     locales: Annotated[str, Query(json_schema_extra={"pattern": LOCALES_PATTERN})] = "",
     locale: Annotated[str, Query(json_schema_extra={"pattern": f"^({LANGUAGE_LOCALE})?$"})] = "",
@@ -139,4 +140,5 @@ async def measure_locales(
         engines=engines,
         home=home,
         fresh=fresh,
+        person=person,
     )

@@ -222,12 +222,14 @@ async def measurement(
     engines: str,
     home: str,
     fresh: bool = False,
+    person: int | None = None,
 ) -> Measurement:
     """GET /api/lab/measure: for each locale, how many of the top results are in the
     target language, the parameters as given.
 
     ``locales`` defaults to ``all,<language>,<locale>`` of ``locale`` (itself defaulting to
-    ``home``, SEARCH_LOCALE), ``target`` to the last locale's language, else home's."""
+    ``home``, SEARCH_LOCALE), ``target`` to the last locale's language, else home's;
+    ``person``: who asks in household mode (their own search cache)."""
     query = check_query(q)
     count = check_number("top", top, 1, MAX_TOP)
     # Checked even when `locales` overrides it: a wrong value is refused, never ignored.
@@ -248,5 +250,7 @@ async def measurement(
         rows = [language.LocaleRow(locale=each, in_target=0, total=0) for each in chosen]
     else:
         names = await check_engines(client, engines)
-        rows = await language.measure(client, query, chosen, wanted, count, names, fresh=fresh)
+        rows = await language.measure(
+            client, query, chosen, wanted, count, names, fresh=fresh, person=person
+        )
     return Measurement(query=query, target=wanted, top=count, locales=chosen, rows=rows)

@@ -64,13 +64,15 @@ async def top_results(
     engines: str | None = None,
     *,
     fresh: bool = False,
+    person: int | None = None,
 ) -> list[Result]:
-    """The first ``top`` results for the locale, reading further pages as needed."""
+    """The first ``top`` results for the locale, reading further pages as needed;
+    ``person``: who asks in household mode (their own search cache)."""
     results: list[Result] = []
     seen: set[str] = set()
     for page in range(1, 11):
         response = await searxng.search(
-            query, locale=locale, engines=engines, page=page, fresh=fresh
+            query, locale=locale, engines=engines, page=page, fresh=fresh, person=person
         )
         if response.engine_errors:
             raise SearchError("; ".join(response.engine_errors))
@@ -93,11 +95,15 @@ async def measure(
     engines: str | None = None,
     *,
     fresh: bool = False,
+    person: int | None = None,
 ) -> list[LocaleRow]:
-    """For each locale, how many of the top results are in the target language."""
+    """For each locale, how many of the top results are in the target language (searched
+    as ``person``, who asks in household mode)."""
 
     async def row(locale: str) -> LocaleRow:
-        results = await top_results(searxng, query, locale, top, engines, fresh=fresh)
+        results = await top_results(
+            searxng, query, locale, top, engines, fresh=fresh, person=person
+        )
         languages = await asyncio.to_thread(detect_results, results)
         detected = [
             Detected(url=r.url, language=lang) for r, lang in zip(results, languages, strict=True)
