@@ -5,13 +5,20 @@ are test_access's and every other module's."""
 
 from __future__ import annotations
 
+import asyncio
+import hashlib
+import json
 import logging
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
+import httpx2
 import pytest
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
 from playwright.sync_api import expect
 
 from app.store.database import Database
@@ -23,6 +30,7 @@ from tests.chat_client import done, new_conversation, send
 from tests.conftest import ChatService, chat_env, run_main, service_for, store_of
 from tests.fakes.brave_api import SEARCH_PATH, FakeBrave
 from tests.fakes.llm_server import Reply, ToolCall
+from tests.openai_clients import client_of
 from tests.summaries import MEASURED, SMALL_CHAT, small_conversation, summary_reply
 
 PASSWORDS = {"alice": "alice's long password", "bob": "bob's long password"}
@@ -453,3 +461,174 @@ def test_the_single_user_conversations_become_the_first_admins(
         assert [tuple(row) for row in owners] == [(1, 2)]
     finally:
         database.close()
+
+
+# -- personal API tokens and each person's sessions ---------------------------------------------
+
+
+def new_token(person: Person, label: str = "laptop") -> str:
+    made = person.http.post("/api/tokens", json={"label": label})
+    assert made.status_code == 201, made.text
+    token: str = made.json()["token"]
+    return token
+
+
+def bearer(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
+
+
+def in_database(data_dir: Path, database_url: str, query: str) -> list[tuple]:
+    database = Database(store_of(data_dir, database_url))
+    try:
+        return [tuple(row) for row in database.db.execute(query)]
+    finally:
+        database.close()
+
+
+def test_a_persons_token_names_them_on_the_api_and_on_v1(home, llm):
+    alice, bob = signed_in(home, "alice"), signed_in(home, "bob")
+    alices, _ = talk(alice, llm, "pierogi"), talk(bob, llm, "bigos")
+    assert alice.http.put("/api/memory", json={"text": "- Is a vegetarian\n"}).status_code == 200
+    assert bob.http.put("/api/memory", json={"text": "- Lives in Gdańsk\n"}).status_code == 200
+    token = new_token(alice)
+    listed = home.http.get("/api/conversations", headers=bearer(token))
+    assert [c["id"] for c in listed.json()] == [alices]
+    llm.script(Reply(text="Try the beetroot soup."))
+    client = client_of(home, api_key=token)
+    answer = client.chat.completions.create(
+        model="fake-model", messages=[{"role": "user", "content": "What should I cook?"}]
+    )
+    assert answer.choices[0].message.content == "Try the beetroot soup."
+    assert "Is a vegetarian" in system_prompt(llm) and "Gdańsk" not in system_prompt(llm)
+    # The token is shown once: the list names it by its label, never with the token.
+    tokens = alice.http.get("/api/tokens").json()
+    assert [t["label"] for t in tokens] == ["laptop"] and token not in json.dumps(tokens)
+    assert tokens[0]["last_used"] is not None
+    assert bob.http.get("/api/tokens").json() == []
+
+
+def test_the_single_access_token_still_names_no_one_on_v1(request, llm, pages, searxng, tmp_path):
+    add_people(tmp_path / "data")
+    env = chat_env(llm, tmp_path, pages, AUTH_TOKEN=TOKEN)
+    with service_for(request, env, searxng.url) as service:
+        alice = signed_in(service, "alice")
+        assert (
+            alice.http.put("/api/memory", json={"text": "- Is a vegetarian\n"}).status_code == 200
+        )
+        llm.script(Reply(text="Anything."))
+        client_of(service, api_key=TOKEN).chat.completions.create(
+            model="fake-model", messages=[{"role": "user", "content": "What should I cook?"}]
+        )
+        assert "vegetarian" not in system_prompt(llm)
+        assert service.http.get("/api/tokens", headers=bearer(TOKEN)).status_code == 401
+
+
+def test_a_token_is_kept_only_as_its_digest(home, tmp_path, database_url):
+    token = new_token(signed_in(home, "alice"))
+    assert len(token) >= 43  # 256 bits of secrets.token_urlsafe
+    rows = in_database(tmp_path / "data", database_url, "SELECT * FROM api_tokens")
+    assert len(rows) == 1 and token not in json.dumps(rows)
+    assert hashlib.sha256(token.encode()).hexdigest() in rows[0]
+
+
+def test_a_token_can_make_no_other_token(home):
+    token = new_token(signed_in(home, "alice"))
+    refused = home.http.post("/api/tokens", json={"label": "more"}, headers=bearer(token))
+    assert refused.status_code == 403
+    assert home.http.get("/api/conversations", headers=bearer(token)).status_code == 200
+
+
+def test_revoked_removed_and_disabled_persons_tokens_are_refused(home, tmp_path, database_url):
+    alice, bob = signed_in(home, "alice"), signed_in(home, "bob")
+    revoked, kept, bobs = new_token(alice, "old"), new_token(alice, "new"), new_token(bob)
+    old = next(t for t in alice.http.get("/api/tokens").json() if t["label"] == "old")
+    assert alice.http.delete(f"/api/tokens/{old['id']}").status_code == 204
+    assert [t["label"] for t in alice.http.get("/api/tokens").json()] == ["new"]
+    with home.client() as client:
+        assert client.get("/api/conversations", headers=bearer(revoked)).status_code == 401
+        assert client.get("/api/conversations", headers=bearer(kept)).status_code == 200
+        # Disabled: refused, and said so, while the person stays disabled.
+        assert run_main(
+            "users", "disable", "bob", searxng_url=NO_SEARXNG,
+            DATA_DIR=str(tmp_path / "data"), DATABASE_URL=database_url,
+        ).returncode == 0  # fmt: skip
+        disabled = client.get("/api/conversations", headers=bearer(bobs))
+        assert (disabled.status_code, disabled.json()) == (401, {"detail": "bob is disabled"})
+        # Removed (no command removes a person yet: the row goes as the admin's will).
+        database = Database(store_of(tmp_path / "data", database_url))
+        try:
+            with database.write():
+                database.db.execute("DELETE FROM users WHERE name = 'bob'")
+        finally:
+            database.close()
+        # The revoked and the removed person's tokens count as wrong tokens do.
+        for token in (bobs, revoked, bobs, revoked, bobs):
+            assert client.get("/api/conversations", headers=bearer(token)).status_code == 401
+        limited = client.get("/api/conversations", headers=bearer(revoked))
+        assert limited.status_code == 429 and "retry-after" in limited.headers
+        # The right token still opens (others behind the same address are not locked out).
+        assert client.get("/api/conversations", headers=bearer(kept)).status_code == 200
+
+
+def test_the_sessions_list_shows_the_other_browser_and_ends_it(home):
+    laptop, phone = signed_in(home, "alice"), signed_in(home, "alice")
+    signed_in(home, "bob")
+    sessions = laptop.http.get("/api/sessions").json()
+    assert len(sessions) == 2 and [s["this_browser"] for s in sessions].count(True) == 1
+    other = next(s for s in sessions if not s["this_browser"])
+    assert other["created"] <= time.time() < other["expires"]
+    assert phone.http.get("/api/conversations").status_code == 200
+    assert laptop.http.delete(f"/api/sessions/{other['id']}").status_code == 204
+    assert phone.http.get("/api/conversations").status_code == 401
+    assert laptop.http.get("/api/conversations").status_code == 200
+    # All the others at once: this browser stays signed in.
+    tablet = signed_in(home, "alice")
+    assert laptop.http.delete("/api/sessions").json() == {"sessions": 1, "tokens": 0}
+    assert tablet.http.get("/api/conversations").status_code == 401
+    assert [s["this_browser"] for s in laptop.http.get("/api/sessions").json()] == [True]
+
+
+def test_signing_out_everywhere_ends_one_persons_sessions_and_tokens_only(home):
+    laptop, phone = signed_in(home, "alice"), signed_in(home, "alice")
+    bob = signed_in(home, "bob")
+    alices, bobs = new_token(laptop), new_token(bob)
+    assert laptop.http.delete("/api/access").json() == {"sessions": 2, "tokens": 1}
+    for person in (laptop, phone):
+        assert person.http.get("/api/conversations").status_code == 401
+    assert home.http.get("/api/conversations", headers=bearer(alices)).status_code == 401
+    assert bob.http.get("/api/conversations").status_code == 200
+    assert home.http.get("/api/conversations", headers=bearer(bobs)).status_code == 200
+    assert signed_in(home, "alice").http.get("/api/tokens").json() == []
+
+
+def test_reset_access_ends_every_session_and_token_of_one_person(tmp_path):
+    add_people(tmp_path / "data")
+    database = Database(store_of(tmp_path / "data", ""))
+    try:
+        alice, bob = (database.user(name) for name in ("alice", "bob"))
+        assert alice is not None and bob is not None
+        for person, keys in ((alice, "ab"), (bob, "cd")):
+            for key in keys:
+                database.add_session(f"session-{key}", time.time() + 60, person.id)
+                database.add_token(f"token-{key}", f"{key * 8}", person.id, key)
+        ended = database.reset_access(alice.id)
+        assert (ended.sessions, ended.tokens) == (2, 2)
+        assert database.person_sessions(alice.id) == database.person_tokens(alice.id) == []
+        assert len(database.person_sessions(bob.id)) == len(database.person_tokens(bob.id)) == 2
+        assert database.token_owner("token-c") == bob and database.token_owner("token-a") is None
+    finally:
+        database.close()
+
+
+@pytest.mark.socket  # the MCP SDK's client makes its own connections
+def test_a_persons_token_opens_mcp(home):
+    token = new_token(signed_in(home, "alice"))
+
+    async def tools(token: str) -> list[str]:
+        async with httpx2.AsyncClient(headers=bearer(token), timeout=60) as http:
+            async with Client(streamable_http_client(f"{home.url}/mcp", http_client=http)) as c:
+                return [tool.name for tool in (await c.list_tools()).tools]
+
+    assert "web_search" in asyncio.run(tools(token))
+    refused = home.http.post("/mcp", json={}, headers=bearer("not-a-token-of-anyones"))
+    assert refused.status_code == 401

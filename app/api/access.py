@@ -42,6 +42,7 @@ from app.api.openai_shapes import error_body
 from app.api.people import PERSON, Household
 from app.store.errors import Unavailable
 from app.store.passwords import password_matches
+from app.store.sessions import ApiToken
 from app.store.storage import Storage
 from app.store.users import User
 
@@ -155,6 +156,34 @@ class Sessions:
             await self.storage.end_session(key)
 
 
+class ApiTokens:
+    """Household mode's personal API tokens (docs/household.md): 256 random bits from
+    `secrets`, shown to their person once; the database keeps only the token's SHA-256
+    (random enough that no key is needed: a copy of the database opens nothing)."""
+
+    def __init__(self, storage: Storage) -> None:
+        self.storage = storage
+
+    @staticmethod
+    def stored_key(token: bytes) -> str | None:
+        """What the database holds for this token; None for one we cannot have made."""
+        if not (token.isascii() and 0 < len(token) <= MAX_COOKIE_CHARS):
+            return None
+        return hashlib.sha256(token).hexdigest()
+
+    async def issue(self, person: int, label: str) -> tuple[str, ApiToken]:
+        """A new token of that person's: the token (to show once) and its listing."""
+        token = secrets.token_urlsafe(32)
+        key = self.stored_key(token.encode())
+        assert key is not None
+        return token, await self.storage.add_token(key, secrets.token_hex(8), person, label)
+
+    async def owner(self, token: bytes) -> User | None:
+        """Whose token this is, disabled or not (None: revoked, unknown, person removed)."""
+        key = self.stored_key(token)
+        return None if key is None else await self.storage.token_owner(key)
+
+
 def client_key(address: str) -> str:
     """Whom the wrong-token limit counts: an IPv4 address, or an IPv6 address's /64 (one
     household or one server is given a whole /64, so counting its addresses one by one
@@ -249,6 +278,7 @@ class Guard:
         self.token = token.encode()
         self.household = household
         self.sessions = Sessions(token, storage) if token or household else None
+        self.tokens = ApiTokens(storage) if household else None
         self.limiter = FailureLimiter()
 
     async def signed_in(self, given: Credentials, scope: Scope) -> bool:
@@ -264,6 +294,20 @@ class Guard:
             return True
         token = bool(self.token) and given.bearer is not None
         return token and hmac.compare_digest(given.bearer or b"", self.token)
+
+    async def token_person(self, given: Credentials, scope: Scope) -> Refusal | bool:
+        """Household mode: whether the bearer token is a person's, who is then the asker;
+        a refusal (401, not counted as a wrong token) when that person is disabled."""
+        if self.tokens is None or not given.bearer:
+            return False
+        person = await self.tokens.owner(given.bearer)
+        if person is None:
+            return False
+        if person.disabled:
+            return 401, f"{person.name} is disabled", {}
+        scope.setdefault("state", {})[PERSON] = person
+        scope["state"][BY_TOKEN] = True
+        return True
 
     async def check_token(self, headers: dict[bytes, bytes], scope: Scope) -> Refusal | None:
         """None when the request may go on; else (status, message, extra headers)."""
@@ -281,6 +325,11 @@ class Guard:
                 if given.bearer is not None:
                     self.limiter.forget(client)
                 return None
+            if (personal := await self.token_person(given, scope)) is not False:
+                if personal is True:
+                    self.limiter.forget(client)
+                    return None
+                return personal
         except Unavailable as exc:  # the sessions' database: said as every route says it
             return exc.status, str(exc), {}
         wait = self.limiter.wait(client)
@@ -382,6 +431,14 @@ class AccessControl:
                 return
             receive = replay(body, receive)
         await self.app(scope, receive, send)
+
+
+BY_TOKEN = "by_token"
+"""scope["state"][BY_TOKEN]: the asker was named by a personal API token (not signed in)."""
+
+
+def by_token(scope: Scope) -> bool:
+    return bool(scope.get("state", {}).get(BY_TOKEN))
 
 
 def state_person(scope: Scope) -> User | None:
