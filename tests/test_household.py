@@ -632,3 +632,55 @@ def test_a_persons_token_opens_mcp(home):
     assert "web_search" in asyncio.run(tools(token))
     refused = home.http.post("/mcp", json={}, headers=bearer("not-a-token-of-anyones"))
     assert refused.status_code == 401
+
+
+@pytest.mark.parametrize("width", [1280, 390])  # a laptop's, a phone's
+def test_the_account_makes_copies_and_revokes_a_token_shown_once(
+    browser, llm, pages, searxng, tmp_path, request, width
+):
+    add_people(tmp_path / "data")
+    with service_for(request, chat_env(llm, tmp_path, pages), searxng.url) as service:
+        page = open_page(browser, service.url, width=width, ready=False)
+        try:
+            page.fill("#login-name", "alice")
+            page.fill("#login-token", PASSWORDS["alice"])
+            page.keyboard.press("Enter")
+            expect(page.locator("body")).to_have_attribute("data-ready", "yes")
+            open_account(page, width)
+            expect(page.locator("#account-sessions li")).to_have_count(1)
+            expect(page.locator("#account-sessions")).to_contain_text("this browser")
+            page.fill("#token-label", "Open WebUI")
+            page.get_by_role("button", name="Make a token").click()
+            token = page.locator("#token-value").inner_text()
+            assert len(token) >= 43
+            expect(page.locator("#token-shown")).to_contain_text("It will not be shown again")
+            expect(page.locator("#token-shown")).to_contain_text("OPENAI_API_KEY")
+            page.locator("#copy-token").click()
+            expect(page.locator("#token-shown")).to_contain_text("Copied.")
+            assert page.evaluate("navigator.clipboard.readText()") == token
+            fits = "(d) => d.scrollWidth <= d.clientWidth"
+            assert page.locator("#settings-dialog").evaluate(fits)
+            bearer_ = {"Authorization": f"Bearer {token}"}
+            assert service.http.get("/api/conversations", headers=bearer_).status_code == 200
+            expect(page.locator("#account-tokens")).to_contain_text("Open WebUI")
+            # Shown once: Settings opened again lists the token by its label only.
+            page.keyboard.press("Escape")
+            open_account(page, width)
+            expect(page.locator("#account-tokens")).to_contain_text("Open WebUI")
+            expect(page.locator("#token-shown")).to_be_hidden()
+            assert token not in page.content()
+            page.get_by_role("button", name="Revoke Open WebUI").click()
+            expect(page.locator("#account-tokens")).to_contain_text("No token.")
+            assert service.http.get("/api/conversations", headers=bearer_).status_code == 401
+            # Only the page's first request, before signing in, was refused.
+            assert [e for e in page.log.errors if "401" not in e] == []
+        finally:
+            page.context.close()
+
+
+def open_account(page, width: int) -> None:
+    """Settings → Account, through the ☰ menu on a phone's width."""
+    if width < 600:
+        page.locator("#open-sidebar").click()
+    page.locator("#open-settings").click()
+    page.get_by_role("tab", name="Account").click()

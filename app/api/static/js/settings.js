@@ -1,7 +1,9 @@
-// The Settings dialog: this conversation's settings, and the global ones (models, memory).
+// The Settings dialog: this conversation's settings, the global ones (models, memory), and
+// in household mode the person's account (account.js).
 // Each field carries the API's help (what a change costs); a refused value keeps the field
 // open with the server's message under it.
 
+import { renderAccount } from "./account.js";
 import { api } from "./api.js";
 import { BOUNDS, keepPlanPause, keepResearchBudget, planPause, researchBudget } from "./research.js";
 import { $, el, clear } from "./dom.js";
@@ -43,6 +45,7 @@ export class SettingsDialog {
   open(tab = "conversation") {
     this.tab = tab;
     this.render();
+    if (this.household === undefined) this.learnHousehold();
     if (!this.dialog.open) this.dialog.showModal();
     // On the tab shown: the dialog's first control is the other tab, and a tab chosen with
     // Enter is drawn anew, which left the focus nowhere.
@@ -53,15 +56,30 @@ export class SettingsDialog {
     this.dialog.close();
   }
 
+  /** Household mode (asked once, only of a service that signs people in) adds Account. */
+  learnHousehold() {
+    this.household = false;
+    if (!this.config.auth) return;
+    api("/api/session").then((session) => {
+      this.household = Boolean(session.household);
+      const tabs = this.dialog.querySelector(".tabs");
+      if (this.household && tabs) tabs.append(this.tabButton("account", "Account"));
+    }, () => (this.household = undefined));
+  }
+
+  tabButton(name, label) {
+    return el("button", { type: "button", role: "tab", "aria-selected": String(this.tab === name), text: label, on: { click: () => this.open(name) } });
+  }
+
   render() {
     const tabs = el("div", { className: "tabs", role: "tablist" });
-    for (const [name, label] of [["conversation", "This conversation"], ["global", "Global"]]) {
-      tabs.append(el("button", { type: "button", role: "tab", "aria-selected": String(this.tab === name), text: label, on: { click: () => this.open(name) } }));
-    }
+    const names = [["conversation", "This conversation"], ["global", "Global"], ...(this.household ? [["account", "Account"]] : [])];
+    for (const [name, label] of names) tabs.append(this.tabButton(name, label));
     const head = el("div", { className: "settings-head" }, el("h2", { text: "Settings" }), tabs, el("button", { type: "button", className: "icon", "aria-label": "Close settings", text: "×", on: { click: () => this.close() } }));
     const body = el("div", { className: "settings-body", role: "tabpanel" });
     clear(this.dialog).append(head, body);
     if (this.tab === "global") this.renderGlobal(body);
+    else if (this.tab === "account" && this.household) renderAccount(body);
     else this.renderConversation(body);
   }
 
