@@ -5,7 +5,6 @@ are test_access's and every other module's."""
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import json
 import logging
@@ -17,6 +16,7 @@ from pathlib import Path
 import httpx
 import httpx2
 import pytest
+from anyio.from_thread import start_blocking_portal
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from playwright.sync_api import expect
@@ -629,7 +629,10 @@ def test_a_persons_token_opens_mcp(home):
             async with Client(streamable_http_client(f"{home.url}/mcp", http_client=http)) as c:
                 return [tool.name for tool in (await c.list_tools()).tools]
 
-    assert "web_search" in asyncio.run(tools(token))
+    # On a loop of its own thread: a browser test before this one on the same worker leaves
+    # Playwright's loop running on this one.
+    with start_blocking_portal() as portal:
+        assert "web_search" in portal.call(tools, token)
     refused = home.http.post("/mcp", json={}, headers=bearer("not-a-token-of-anyones"))
     assert refused.status_code == 401
 
