@@ -295,19 +295,12 @@ class Guard:
         token = bool(self.token) and given.bearer is not None
         return token and hmac.compare_digest(given.bearer or b"", self.token)
 
-    async def token_person(self, given: Credentials, scope: Scope) -> Refusal | bool:
-        """Household mode: whether the bearer token is a person's, who is then the asker;
-        a refusal (401, not counted as a wrong token) when that person is disabled."""
+    async def token_person(self, given: Credentials) -> User | None:
+        """Household mode: the person whose personal token the bearer token is, disabled
+        or not (None: no person's, or not household mode)."""
         if self.tokens is None or not given.bearer:
-            return False
-        person = await self.tokens.owner(given.bearer)
-        if person is None:
-            return False
-        if person.disabled:
-            return 401, f"{person.name} is disabled", {}
-        scope.setdefault("state", {})[PERSON] = person
-        scope["state"][BY_TOKEN] = True
-        return True
+            return None
+        return await self.tokens.owner(given.bearer)
 
     async def check_token(self, headers: dict[bytes, bytes], scope: Scope) -> Refusal | None:
         """None when the request may go on; else (status, message, extra headers)."""
@@ -325,11 +318,12 @@ class Guard:
                 if given.bearer is not None:
                     self.limiter.forget(client)
                 return None
-            if (personal := await self.token_person(given, scope)) is not False:
-                if personal is True:
-                    self.limiter.forget(client)
-                    return None
-                return personal
+            if (person := await self.token_person(given)) is not None:
+                if person.disabled:  # refused, but not a wrong token: not counted
+                    return 401, f"{person.name} is disabled", {}
+                scope.setdefault("state", {}).update({PERSON: person, BY_TOKEN: True})
+                self.limiter.forget(client)
+                return None
         except Unavailable as exc:  # the sessions' database: said as every route says it
             return exc.status, str(exc), {}
         wait = self.limiter.wait(client)
