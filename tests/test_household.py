@@ -620,8 +620,18 @@ def test_reset_access_ends_every_session_and_token_of_one_person(tmp_path):
         database.close()
 
 
+async def mcp_search(service: ChatService, token: str, query: str) -> list[dict]:
+    """web_search's results through /mcp, as an MCP client with that token sees them."""
+    async with httpx2.AsyncClient(headers=bearer(token), timeout=60) as http:
+        async with Client(streamable_http_client(f"{service.url}/mcp", http_client=http)) as c:
+            result = await c.call_tool("web_search", {"query": query})
+    assert not result.is_error, result.content
+    results: list[dict] = (result.structured_content or {})["results"]
+    return results
+
+
 @pytest.mark.socket  # the MCP SDK's client makes its own connections
-def test_a_persons_token_opens_mcp(home):
+def test_a_persons_token_opens_mcp_with_their_own_search_cache(home, brave):
     token = new_token(signed_in(home, "alice"))
 
     async def tools(token: str) -> list[str]:
@@ -633,6 +643,12 @@ def test_a_persons_token_opens_mcp(home):
     # Playwright's loop running on this one.
     with start_blocking_portal() as portal:
         assert "web_search" in portal.call(tools, token)
+        assert portal.call(mcp_search, home, token, "pierogi ruskie")
+        assert portal.call(mcp_search, home, token, "pierogi ruskie")  # from Alice's cache
+        assert brave_queries(brave) == 1
+        # Bob's token searches the same words: his own cache, so Brave is asked again.
+        assert portal.call(mcp_search, home, new_token(signed_in(home, "bob")), "pierogi ruskie")
+        assert brave_queries(brave) == 2
     refused = home.http.post("/mcp", json={}, headers=bearer("not-a-token-of-anyones"))
     assert refused.status_code == 401
 
