@@ -62,14 +62,6 @@ def named_by_proxy(service: ChatService, name: str) -> Person:
     return Person(service.client(headers=headers), headers=headers)
 
 
-CREDENTIALS: dict[str, Callable[[ChatService, str], Person]] = {
-    "session": signed_in,
-    "proxy": named_by_proxy,
-}
-"""Each way a person is known to the service, for the tests that must hold whatever the
-way: the page's session cookie, a trusted proxy's header."""
-
-
 def talk(person: Person, llm, text: str) -> str:
     """A conversation of that person's with one answered question."""
     llm.script(Reply(text=f"An answer about {text}."))
@@ -86,3 +78,30 @@ def searched(person: Person, llm, query: str) -> dict:
     messages = person.http.get(f"/api/conversations/{conversation_id}").json()["messages"]
     (step,) = [step for step in messages[-1]["activity"] if step["type"] == "search"]
     return step
+
+
+def new_token(person: Person, label: str = "laptop") -> str:
+    """A personal API token the person made on their account (shown this once)."""
+    made = person.http.post("/api/tokens", json={"label": label})
+    assert made.status_code == 201, made.text
+    token: str = made.json()["token"]
+    return token
+
+
+def bearer(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
+
+
+def by_token(service: ChatService, name: str) -> Person:
+    """A person's client that only carries a personal API token they made (no cookie)."""
+    headers = bearer(new_token(signed_in(service, name), "isolation"))
+    return Person(service.client(headers=headers), headers=headers)
+
+
+CREDENTIALS: dict[str, Callable[[ChatService, str], Person]] = {
+    "session": signed_in,
+    "proxy": named_by_proxy,
+    "token": by_token,
+}
+"""Each way a person is known to the service, for the tests that must hold whatever the
+way: the page's session cookie, a trusted proxy's header, a personal API token."""

@@ -5,10 +5,18 @@ are test_access's and every other module's."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
+import time
 from collections.abc import Iterator
+from pathlib import Path
 
+import httpx2
 import pytest
+from anyio.from_thread import start_blocking_portal
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
 from playwright.sync_api import expect
 
 from app.store.database import Database
@@ -18,7 +26,18 @@ from tests.chat_client import send
 from tests.conftest import ChatService, chat_env, run_main, service_for, store_of
 from tests.fakes.brave_api import SEARCH_PATH, FakeBrave
 from tests.fakes.llm_server import Reply
-from tests.people import MISSING, PASSWORDS, Person, add_people, searched, signed_in, talk
+from tests.openai_clients import client_of
+from tests.people import (
+    MISSING,
+    PASSWORDS,
+    Person,
+    add_people,
+    bearer,
+    new_token,
+    searched,
+    signed_in,
+    talk,
+)
 from tests.summaries import MEASURED, SMALL_CHAT, small_conversation, summary_reply
 
 NO_SEARXNG = "http://127.0.0.1:9"
@@ -403,3 +422,235 @@ def test_the_single_user_conversations_become_the_first_admins(
         assert [tuple(row) for row in owners] == [(1, 2)]
     finally:
         database.close()
+
+
+# -- personal API tokens and each person's sessions ---------------------------------------------
+
+
+def in_database(data_dir: Path, database_url: str, query: str) -> list[tuple]:
+    database = Database(store_of(data_dir, database_url))
+    try:
+        return [tuple(row) for row in database.db.execute(query)]
+    finally:
+        database.close()
+
+
+def test_a_persons_token_names_them_on_the_api_and_on_v1(home, llm):
+    alice, bob = signed_in(home, "alice"), signed_in(home, "bob")
+    alices, _ = talk(alice, llm, "pierogi"), talk(bob, llm, "bigos")
+    assert alice.http.put("/api/memory", json={"text": "- Is a vegetarian\n"}).status_code == 200
+    assert bob.http.put("/api/memory", json={"text": "- Lives in Gdańsk\n"}).status_code == 200
+    token = new_token(alice)
+    listed = home.http.get("/api/conversations", headers=bearer(token))
+    assert [c["id"] for c in listed.json()] == [alices]
+    llm.script(Reply(text="Try the beetroot soup."))
+    client = client_of(home, api_key=token)
+    answer = client.chat.completions.create(
+        model="fake-model", messages=[{"role": "user", "content": "What should I cook?"}]
+    )
+    assert answer.choices[0].message.content == "Try the beetroot soup."
+    assert "Is a vegetarian" in system_prompt(llm) and "Gdańsk" not in system_prompt(llm)
+    # The token is shown once: the list names it by its label, never with the token.
+    tokens = alice.http.get("/api/tokens").json()
+    assert [t["label"] for t in tokens] == ["laptop"] and token not in json.dumps(tokens)
+    assert tokens[0]["last_used"] is not None
+    assert bob.http.get("/api/tokens").json() == []
+
+
+def test_the_single_access_token_still_names_no_one_on_v1(request, llm, pages, searxng, tmp_path):
+    add_people(tmp_path / "data")
+    env = chat_env(llm, tmp_path, pages, AUTH_TOKEN=TOKEN)
+    with service_for(request, env, searxng.url) as service:
+        alice = signed_in(service, "alice")
+        assert (
+            alice.http.put("/api/memory", json={"text": "- Is a vegetarian\n"}).status_code == 200
+        )
+        llm.script(Reply(text="Anything."))
+        client_of(service, api_key=TOKEN).chat.completions.create(
+            model="fake-model", messages=[{"role": "user", "content": "What should I cook?"}]
+        )
+        assert "vegetarian" not in system_prompt(llm)
+        assert service.http.get("/api/tokens", headers=bearer(TOKEN)).status_code == 401
+
+
+def test_a_token_is_kept_only_as_its_digest(home, tmp_path, database_url):
+    token = new_token(signed_in(home, "alice"))
+    assert len(token) >= 43  # 256 bits of secrets.token_urlsafe
+    rows = in_database(tmp_path / "data", database_url, "SELECT * FROM api_tokens")
+    assert len(rows) == 1 and token not in json.dumps(rows)
+    assert hashlib.sha256(token.encode()).hexdigest() in rows[0]
+
+
+def test_a_token_can_make_no_other_token(home):
+    token = new_token(signed_in(home, "alice"))
+    refused = home.http.post("/api/tokens", json={"label": "more"}, headers=bearer(token))
+    assert refused.status_code == 403
+    assert home.http.get("/api/conversations", headers=bearer(token)).status_code == 200
+
+
+def test_revoked_removed_and_disabled_persons_tokens_are_refused(home, tmp_path, database_url):
+    alice, bob = signed_in(home, "alice"), signed_in(home, "bob")
+    revoked, kept, bobs = new_token(alice, "old"), new_token(alice, "new"), new_token(bob)
+    old = next(t for t in alice.http.get("/api/tokens").json() if t["label"] == "old")
+    assert alice.http.delete(f"/api/tokens/{old['id']}").status_code == 204
+    assert [t["label"] for t in alice.http.get("/api/tokens").json()] == ["new"]
+    with home.client() as client:
+        assert client.get("/api/conversations", headers=bearer(revoked)).status_code == 401
+        assert client.get("/api/conversations", headers=bearer(kept)).status_code == 200
+        # Disabled: refused, and said so, while the person stays disabled.
+        assert run_main(
+            "users", "disable", "bob", searxng_url=NO_SEARXNG,
+            DATA_DIR=str(tmp_path / "data"), DATABASE_URL=database_url,
+        ).returncode == 0  # fmt: skip
+        disabled = client.get("/api/conversations", headers=bearer(bobs))
+        assert (disabled.status_code, disabled.json()) == (401, {"detail": "bob is disabled"})
+        # Removed, by the admin: their tokens go with them.
+        people = alice.http.get("/api/people").json()
+        bob_id = next(p["id"] for p in people if p["name"] == "bob")
+        assert alice.http.delete(f"/api/people/{bob_id}").status_code == 204
+        assert in_database(tmp_path / "data", database_url, "SELECT * FROM api_tokens") != []
+        assert in_database(
+            tmp_path / "data", database_url, f"SELECT * FROM api_tokens WHERE person = {bob_id}"
+        ) == []  # fmt: skip
+        # The revoked and the removed person's tokens count as wrong tokens do.
+        for token in (bobs, revoked, bobs, revoked, bobs):
+            assert client.get("/api/conversations", headers=bearer(token)).status_code == 401
+        limited = client.get("/api/conversations", headers=bearer(revoked))
+        assert limited.status_code == 429 and "retry-after" in limited.headers
+        # The right token still opens (others behind the same address are not locked out).
+        assert client.get("/api/conversations", headers=bearer(kept)).status_code == 200
+
+
+def test_the_sessions_list_shows_the_other_browser_and_ends_it(home):
+    laptop, phone = signed_in(home, "alice"), signed_in(home, "alice")
+    signed_in(home, "bob")
+    sessions = laptop.http.get("/api/sessions").json()
+    assert len(sessions) == 2 and [s["this_browser"] for s in sessions].count(True) == 1
+    other = next(s for s in sessions if not s["this_browser"])
+    assert other["created"] <= time.time() < other["expires"]
+    assert phone.http.get("/api/conversations").status_code == 200
+    assert laptop.http.delete(f"/api/sessions/{other['id']}").status_code == 204
+    assert phone.http.get("/api/conversations").status_code == 401
+    assert laptop.http.get("/api/conversations").status_code == 200
+    # All the others at once: this browser stays signed in.
+    tablet = signed_in(home, "alice")
+    assert laptop.http.delete("/api/sessions").json() == {"sessions": 1, "tokens": 0}
+    assert tablet.http.get("/api/conversations").status_code == 401
+    assert [s["this_browser"] for s in laptop.http.get("/api/sessions").json()] == [True]
+
+
+def test_signing_out_everywhere_ends_one_persons_sessions_and_tokens_only(home):
+    laptop, phone = signed_in(home, "alice"), signed_in(home, "alice")
+    bob = signed_in(home, "bob")
+    alices, bobs = new_token(laptop), new_token(bob)
+    assert laptop.http.delete("/api/access").json() == {"sessions": 2, "tokens": 1}
+    for person in (laptop, phone):
+        assert person.http.get("/api/conversations").status_code == 401
+    assert home.http.get("/api/conversations", headers=bearer(alices)).status_code == 401
+    assert bob.http.get("/api/conversations").status_code == 200
+    assert home.http.get("/api/conversations", headers=bearer(bobs)).status_code == 200
+    assert signed_in(home, "alice").http.get("/api/tokens").json() == []
+
+
+def test_reset_access_ends_every_session_and_token_of_one_person(tmp_path):
+    add_people(tmp_path / "data")
+    database = Database(store_of(tmp_path / "data", ""))
+    try:
+        alice, bob = (database.user(name) for name in ("alice", "bob"))
+        assert alice is not None and bob is not None
+        for person, keys in ((alice, "ab"), (bob, "cd")):
+            for key in keys:
+                database.add_session(f"session-{key}", time.time() + 60, person.id)
+                database.add_token(f"token-{key}", f"{key * 8}", person.id, key)
+        ended = database.reset_access(alice.id)
+        assert (ended.sessions, ended.tokens) == (2, 2)
+        assert database.person_sessions(alice.id) == database.person_tokens(alice.id) == []
+        assert len(database.person_sessions(bob.id)) == len(database.person_tokens(bob.id)) == 2
+        assert database.token_owner("token-c") == bob and database.token_owner("token-a") is None
+    finally:
+        database.close()
+
+
+async def mcp_search(service: ChatService, token: str, query: str) -> list[dict]:
+    """web_search's results through /mcp, as an MCP client with that token sees them."""
+    async with httpx2.AsyncClient(headers=bearer(token), timeout=60) as http:
+        async with Client(streamable_http_client(f"{service.url}/mcp", http_client=http)) as c:
+            result = await c.call_tool("web_search", {"query": query})
+    assert not result.is_error, result.content
+    results: list[dict] = (result.structured_content or {})["results"]
+    return results
+
+
+@pytest.mark.socket  # the MCP SDK's client makes its own connections
+def test_a_persons_token_opens_mcp_with_their_own_search_cache(home, brave):
+    token = new_token(signed_in(home, "alice"))
+
+    async def tools(token: str) -> list[str]:
+        async with httpx2.AsyncClient(headers=bearer(token), timeout=60) as http:
+            async with Client(streamable_http_client(f"{home.url}/mcp", http_client=http)) as c:
+                return [tool.name for tool in (await c.list_tools()).tools]
+
+    # On a loop of its own thread: a browser test before this one on the same worker leaves
+    # Playwright's loop running on this one.
+    with start_blocking_portal() as portal:
+        assert "web_search" in portal.call(tools, token)
+        assert portal.call(mcp_search, home, token, "pierogi ruskie")
+        assert portal.call(mcp_search, home, token, "pierogi ruskie")  # from Alice's cache
+        assert brave_queries(brave) == 1
+        # Bob's token searches the same words: his own cache, so Brave is asked again.
+        assert portal.call(mcp_search, home, new_token(signed_in(home, "bob")), "pierogi ruskie")
+        assert brave_queries(brave) == 2
+    refused = home.http.post("/mcp", json={}, headers=bearer("not-a-token-of-anyones"))
+    assert refused.status_code == 401
+
+
+@pytest.mark.parametrize("width", [1280, 390])  # a laptop's, a phone's
+def test_the_account_makes_copies_and_revokes_a_token_shown_once(
+    browser, llm, pages, searxng, tmp_path, request, width
+):
+    add_people(tmp_path / "data")
+    with service_for(request, chat_env(llm, tmp_path, pages), searxng.url) as service:
+        page = open_page(browser, service.url, width=width, ready=False)
+        try:
+            page.fill("#login-name", "alice")
+            page.fill("#login-token", PASSWORDS["alice"])
+            page.keyboard.press("Enter")
+            expect(page.locator("body")).to_have_attribute("data-ready", "yes")
+            open_account(page, width)
+            expect(page.locator("#account-sessions li")).to_have_count(1)
+            expect(page.locator("#account-sessions")).to_contain_text("this browser")
+            page.fill("#token-label", "Open WebUI")
+            page.get_by_role("button", name="Make a token").click()
+            token = page.locator("#token-value").inner_text()
+            assert len(token) >= 43
+            expect(page.locator("#token-shown")).to_contain_text("It will not be shown again")
+            expect(page.locator("#token-shown")).to_contain_text("OPENAI_API_KEY")
+            page.locator("#copy-token").click()
+            expect(page.locator("#token-shown")).to_contain_text("Copied.")
+            assert page.evaluate("navigator.clipboard.readText()") == token
+            fits = "(d) => d.scrollWidth <= d.clientWidth"
+            assert page.locator("#settings-dialog").evaluate(fits)
+            bearer_ = {"Authorization": f"Bearer {token}"}
+            assert service.http.get("/api/conversations", headers=bearer_).status_code == 200
+            expect(page.locator("#account-tokens")).to_contain_text("Open WebUI")
+            # Shown once: Settings opened again lists the token by its label only.
+            page.keyboard.press("Escape")
+            open_account(page, width)
+            expect(page.locator("#account-tokens")).to_contain_text("Open WebUI")
+            expect(page.locator("#token-shown")).to_be_hidden()
+            assert token not in page.content()
+            page.get_by_role("button", name="Revoke Open WebUI").click()
+            expect(page.locator("#account-tokens")).to_contain_text("No token.")
+            assert service.http.get("/api/conversations", headers=bearer_).status_code == 401
+            # Only the page's first request, before signing in, was refused.
+            assert [e for e in page.log.errors if "401" not in e] == []
+        finally:
+            page.context.close()
+
+
+def open_account(page, width: int) -> None:
+    """Settings → Account, through the ☰ menu on a phone's width."""
+    if width < 600:
+        page.locator("#open-sidebar").click()
+    page.locator("#open-settings").click()
+    page.get_by_role("tab", name="Account").click()

@@ -20,7 +20,16 @@ from tests import page_actions
 from tests.browser import open_page
 from tests.conftest import ChatService, chat_env, run_main, service_for, store_of
 from tests.fakes.llm_server import Reply
-from tests.people import PASSWORDS, Person, add_people, searched, signed_in, talk
+from tests.people import (
+    PASSWORDS,
+    Person,
+    add_people,
+    bearer,
+    new_token,
+    searched,
+    signed_in,
+    talk,
+)
 
 NO_SEARXNG = "http://127.0.0.1:9"
 CAROL = "carol's long password"
@@ -74,8 +83,10 @@ def test_an_admin_adds_disables_enables_resets_and_removes_a_person(home):
     carol = signed_in(home, "carol", CAROL)
     assert carol.http.get("/api/conversations").status_code == 200
 
+    token = new_token(carol)
     assert alice.http.post(f"/api/people/{carols}/reset").status_code == 204
     assert carol.http.get("/api/conversations").status_code == 401
+    assert home.http.get("/api/conversations", headers=bearer(token)).status_code == 401
     assert signed_in(home, "carol", CAROL).http.get("/api/conversations").status_code == 200
 
     assert alice.http.delete(f"/api/people/{carols}").status_code == 204

@@ -38,6 +38,7 @@ from tests.people import (
     USER_HEADER,
     Person,
     add_people,
+    new_token,
     signed_in,
     talk,
 )
@@ -63,19 +64,47 @@ class Bobs:
     """The conversation whose research waits."""
     versions_at: int
     """The position of his user message whose answer has two versions."""
+    token: str
+    """The id of a personal API token of his (as his account lists it, never the token)."""
+    session: str
+    """The id of a session of his."""
 
 
-PERSONAL = {"conversation_id", "position"}
+PERSONAL = {"conversation_id", "position", "token_id", "session_id"}
 """The path parameters that name something of a person's (Bob's, in these tests)."""
 SHARED = {"model": "a model's refusal of the web tools: the household's, as the picker's models"}
 """The path parameters that name something of the household's, no one's own."""
+ADMINS = {
+    "person_id": "a person of the household, the admin's to manage (Alice is the admin): "
+    "test_household_admin's anyone-but-an-admin test answers everyone else as a missing path",
+}
+"""The path parameters of the admin's routes, not tried here (Alice may use them)."""
+ACCOUNT = ("/api/tokens", "/api/sessions", "/api/access")
+"""A person's own sessions and tokens: refused (403) to a personal token, so that a token
+cannot make one that would outlive its revocation."""
 
 
 def bobs_values(bobs: Bobs) -> dict[str, list[Any]]:
-    return {"conversation_id": bobs.conversations, "position": [bobs.versions_at]}
+    return {
+        "conversation_id": bobs.conversations,
+        "position": [bobs.versions_at],
+        "token_id": [bobs.token],
+        "session_id": [bobs.session],
+    }
 
 
-MISSING_VALUES: dict[str, Any] = {"conversation_id": MISSING, "position": 0}
+MISSING_VALUES: dict[str, Any] = {
+    "conversation_id": MISSING,
+    "position": 0,
+    "token_id": "0" * 16,
+    "session_id": "0" * 16,
+}
+
+
+def refusal(credential: str, path: str) -> int:
+    """How a route refuses what is not the asker's: as a missing one (404), but the
+    account's routes refuse a personal token outright."""
+    return 403 if credential == "token" and path.startswith(ACCOUNT) else 404
 
 
 @pytest.fixture
@@ -125,7 +154,10 @@ def bobs_data(service: ChatService, llm: FakeLLM, researcher: ScriptedResearcher
     assert searched.status_code == 200, searched.text
     measure = {"q": BOBS_QUERY, "locales": "pl-PL", "top": "10"}
     assert bob.http.get("/api/lab/measure", params=measure).status_code == 200
-    return Bobs([chat, finished, waiting], waiting, versions_at=0)
+    new_token(bob)
+    (token,) = bob.http.get("/api/tokens").json()
+    (session,) = bob.http.get("/api/sessions").json()
+    return Bobs([chat, finished, waiting], waiting, 0, token["id"], session["id"])
 
 
 # -- every route of /openapi.json ---------------------------------------------------------------
@@ -142,7 +174,8 @@ class Operation:
     body: bool
 
     def personal(self) -> bool:
-        return bool(PERSONAL & set(self.parameters))
+        """Whether it names a person's own data (not the admin's routes)."""
+        return bool(PERSONAL & set(self.parameters)) and not ADMINS.keys() & set(self.parameters)
 
 
 def operations(service: ChatService) -> list[Operation]:
@@ -153,7 +186,7 @@ def operations(service: ChatService) -> list[Operation]:
     for path, methods in spec["paths"].items():
         for method, operation in methods.items():
             names = tuple(p["name"] for p in operation.get("parameters", []) if p["in"] == "path")
-            unknown = set(names) - PERSONAL - SHARED.keys()
+            unknown = set(names) - PERSONAL - SHARED.keys() - ADMINS.keys()
             assert not unknown, f"{method} {path}: whose data do {unknown} name?"
             found.append(Operation(method.upper(), path, names, "requestBody" in operation))
     return found
@@ -200,12 +233,14 @@ def test_every_route_answers_bobs_ids_as_it_answers_ids_no_one_has(
         missing_path = operation.path.format(**MISSING_VALUES)
         missing = call(alice, operation.method, missing_path, **body)
         # Answered before the route reads its body: whatever the body, a missing id is 404.
-        assert missing.status == 404, (operation, missing)
+        assert missing.status == refusal(credential, operation.path), (operation, missing)
         for values in product(*(bobs_values(bobs)[name] for name in operation.parameters)):
             given = dict(zip(operation.parameters, values, strict=True))
             path = operation.path.format(**given)
             foreign = call(alice, operation.method, path, **body)
-            as_missing = foreign.body.replace(given["conversation_id"], MISSING)
+            as_missing = foreign.body
+            for name, value in given.items():
+                as_missing = as_missing.replace(str(value), str(MISSING_VALUES[name]))
             assert (foreign.status, foreign.media, as_missing) == (
                 missing.status,
                 missing.media,
@@ -235,7 +270,8 @@ def test_no_route_without_an_id_shows_alice_anything_of_bobs(
     read = [op for op in operations(household) if op.method == "GET" and not op.parameters]
     assert len(read) >= 8
     seen = {op.path: call(alice, "GET", op.path, params={"q": BOBS_WORDS}) for op in read}
-    assert all(answer.status == 200 for answer in seen.values()), seen
+    for path, answer in seen.items():
+        assert answer.status == (200 if refusal(credential, path) == 404 else 403), (path, answer)
     for path, answer in seen.items():
         for bobs_own in [*bobs.conversations, "bees", "Gdańsk"]:
             assert bobs_own not in answer.body, (path, bobs_own)

@@ -42,6 +42,7 @@ from app.api.openai_shapes import error_body
 from app.api.people import PERSON, Household
 from app.store.errors import Unavailable
 from app.store.passwords import password_matches
+from app.store.sessions import ApiToken
 from app.store.storage import Storage
 from app.store.users import User
 
@@ -155,6 +156,34 @@ class Sessions:
             await self.storage.end_session(key)
 
 
+class ApiTokens:
+    """Household mode's personal API tokens (docs/household.md): 256 random bits from
+    `secrets`, shown to their person once; the database keeps only the token's SHA-256
+    (random enough that no key is needed: a copy of the database opens nothing)."""
+
+    def __init__(self, storage: Storage) -> None:
+        self.storage = storage
+
+    @staticmethod
+    def stored_key(token: bytes) -> str | None:
+        """What the database holds for this token; None for one we cannot have made."""
+        if not (token.isascii() and 0 < len(token) <= MAX_COOKIE_CHARS):
+            return None
+        return hashlib.sha256(token).hexdigest()
+
+    async def issue(self, person: int, label: str) -> tuple[str, ApiToken]:
+        """A new token of that person's: the token (to show once) and its listing."""
+        token = secrets.token_urlsafe(32)
+        key = self.stored_key(token.encode())
+        assert key is not None
+        return token, await self.storage.add_token(key, secrets.token_hex(8), person, label)
+
+    async def owner(self, token: bytes) -> User | None:
+        """Whose token this is, disabled or not (None: revoked, unknown, person removed)."""
+        key = self.stored_key(token)
+        return None if key is None else await self.storage.token_owner(key)
+
+
 def client_key(address: str) -> str:
     """Whom the wrong-token limit counts: an IPv4 address, or an IPv6 address's /64 (one
     household or one server is given a whole /64, so counting its addresses one by one
@@ -249,6 +278,7 @@ class Guard:
         self.token = token.encode()
         self.household = household
         self.sessions = Sessions(token, storage) if token or household else None
+        self.tokens = ApiTokens(storage) if household else None
         self.limiter = FailureLimiter()
 
     async def signed_in(self, given: Credentials, scope: Scope) -> bool:
@@ -265,6 +295,13 @@ class Guard:
         token = bool(self.token) and given.bearer is not None
         return token and hmac.compare_digest(given.bearer or b"", self.token)
 
+    async def token_person(self, given: Credentials) -> User | None:
+        """Household mode: the person whose personal token the bearer token is, disabled
+        or not (None: no person's, or not household mode)."""
+        if self.tokens is None or not given.bearer:
+            return None
+        return await self.tokens.owner(given.bearer)
+
     async def check_token(self, headers: dict[bytes, bytes], scope: Scope) -> Refusal | None:
         """None when the request may go on; else (status, message, extra headers)."""
         if self.sessions is None:
@@ -280,6 +317,12 @@ class Guard:
             if await self.signed_in(given, scope):
                 if given.bearer is not None:
                     self.limiter.forget(client)
+                return None
+            if (person := await self.token_person(given)) is not None:
+                if person.disabled:  # refused, but not a wrong token: not counted
+                    return 401, f"{person.name} is disabled", {}
+                scope.setdefault("state", {}).update({PERSON: person, BY_TOKEN: True})
+                self.limiter.forget(client)
                 return None
         except Unavailable as exc:  # the sessions' database: said as every route says it
             return exc.status, str(exc), {}
@@ -382,6 +425,14 @@ class AccessControl:
                 return
             receive = replay(body, receive)
         await self.app(scope, receive, send)
+
+
+BY_TOKEN = "by_token"
+"""scope["state"][BY_TOKEN]: the asker was named by a personal API token (not signed in)."""
+
+
+def by_token(scope: Scope) -> bool:
+    return bool(scope.get("state", {}).get(BY_TOKEN))
 
 
 def state_person(scope: Scope) -> User | None:

@@ -23,8 +23,9 @@ from typing import TYPE_CHECKING
 
 from starlette.routing import Route
 
-from app.api.access import MCP_METHODS, MCP_PATH, Receive, Scope, Send, refuse
+from app.api.access import MCP_METHODS, MCP_PATH, Receive, Scope, Send, refuse, state_person
 from app.chat.services import Services
+from app.mcp.asker import ASKER
 
 if TYPE_CHECKING:
     from app.api.mcp_transport import Transports
@@ -102,6 +103,9 @@ class McpEndpoint:
         if manager is None:
             await refuse(send, 503, "the MCP server is not running")
             return
+        # The tools run in tasks this request starts, which inherit its context.
+        person = state_person(scope)
+        ASKER.set(person.id if person is not None else None)
         await manager.handle_request(scope, receive, send)
 
     def route(self) -> Route:

@@ -23,6 +23,7 @@ from babel.languages import get_official_languages
 
 from app import config
 from app.chat import context, engine, fitting
+from app.chat.compression import read_memory
 from app.chat.events import Source, Step
 from app.chat.fitting import Fitted, message_text
 from app.chat.gathered import Gathered
@@ -56,6 +57,10 @@ class CompletionRequest:
     """The client's own function tools: a call of one ends the answer, for the client."""
     locale: str = "all"
     web_search: bool = True
+    person: int | None = None
+    """Household mode: who asks (a personal token's or a session's person): their memory.md
+    in the prompt, their own search cache. None: no one named (the single-user modes, or
+    AUTH_TOKEN), no memory."""
     """Our tools offered at all."""
     activity: bool = True
     """What was searched and read told as reasoning."""
@@ -114,15 +119,17 @@ class ClientPrompt:
     finish: str = "stop"
     gathered: Gathered = field(default_factory=Gathered)
     """What the tools gathered, as the last step handed it: the answer's sources."""
+    memory: str = ""
+    """The named person's memory.md (household mode), else nothing."""
 
     def context(self, runner: ToolRunner) -> list[ChatMessage]:
-        """[date][tool note] as a system message ahead of the client's own messages."""
+        """[memory][date][tool note] as a system message ahead of the client's own."""
         note = runner.note(DEFAULT_TOOL_NOTE) if runner.declarations() else ""
         anchor = context.today_line(date.today())
-        system: ChatMessage = {
-            "role": "system",
-            "content": f"{anchor}\n\n{note}" if note else anchor,
-        }
+        layers = context.Layers(
+            persona="", memory=self.memory, summary="", today=anchor, tool_note=note
+        )
+        system: ChatMessage = {"role": "system", "content": layers.system_text()}
         return [system, *self.request.messages]
 
     def fields(self) -> PassedOn:
@@ -178,6 +185,7 @@ def runner_for(services: Services, request: CompletionRequest) -> ToolRunner:
         left={name: uses for name, uses in allowed.items() if name not in names},
         history=given_history(request.messages),
         extract=services.extraction,
+        person=request.person,
     )
 
 
@@ -212,6 +220,8 @@ async def answer(
     """The answer's events, the engine's rounds told as OpenAI's; closing this generator
     closes the model server's request (the client's hang-up is Stop)."""
     prompt = ClientPrompt(services, request, await services.served.window(request.model))
+    if request.person is not None:
+        prompt.memory = (await read_memory(services, request.person))[0]
     runner = runner_for(services, request)
     answering = engine.Engine(services, prompt, runner, request.model, list(request.client_tools))
     refusal = await services.storage.tool_refusal(request.model) if runner.declarations() else None

@@ -190,9 +190,12 @@ def cmd_users_remove(args: argparse.Namespace, settings: config.Settings) -> int
 def cmd_users_reset(args: argparse.Namespace, settings: config.Settings) -> int:
     with household(settings) as database:
         person = database.user(args.name)
-        found = person is not None and database.reset_access(person.id)
-    if not found:
+        ended = None if person is None else database.reset_access(person.id)
+    if ended is None:
         print(f"error: there is no user named {args.name!r}", file=sys.stderr)
         return EXIT_ERROR
-    print(f"ended every session of {args.name}: they sign in anew")
+    print(
+        f"ended {ended.sessions} sessions and revoked {ended.tokens} API tokens of "
+        f"{args.name}: they sign in anew"
+    )
     return 0

@@ -19,6 +19,7 @@ from pydantic import BaseModel, Field
 
 from app import config
 from app.errors import ServiceError
+from app.mcp.asker import ASKER
 from app.model.client import ModelClient
 from app.pages.fetch import Extract
 from app.research.budget import Budget
@@ -90,6 +91,7 @@ class ResearchTool:
                 client=self.client,
                 locale=locale or self.settings.search_locale,
                 extract=self.extract,
+                person=ASKER.get(),
             )
         except ServiceError as exc:  # no model, a locale SearXNG cannot take
             raise ToolError(f"research refused: {exc}") from exc

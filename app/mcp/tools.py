@@ -24,6 +24,7 @@ from app import config
 from app.chat.web_fetch import FetchArguments
 from app.chat.web_search import SearchArguments
 from app.errors import ServiceError
+from app.mcp.asker import ASKER
 from app.pages.errors import FetchFailed, FetchRefused
 from app.pages.fetch import Extract, fetch_page, part_for_model
 from app.search import lab, language
@@ -82,7 +83,12 @@ class WebTools:
             chosen = config.check_locale(locale)
             names = await lab.check_engines(self.searcher, arguments.engines or "")
             response = await self.searcher.search(
-                query, locale=chosen, engines=names, page=page, time_range=arguments.time_range
+                query,
+                locale=chosen,
+                engines=names,
+                page=page,
+                time_range=arguments.time_range,
+                person=ASKER.get(),
             )
         except config.ConfigError as exc:
             raise ToolError(f"search refused: {exc}") from exc

@@ -416,6 +416,21 @@ MIGRATIONS = [
     ALTER TABLE sessions ADD COLUMN person INTEGER;
     """
     ),
+    # Personal API tokens (sessions.py): a SHA-256 digest of each, never the token, whose
+    # it is (users.rowid), the label its person gave it, and when it was made and last used.
+    both(
+        """
+    CREATE TABLE api_tokens (
+        key TEXT PRIMARY KEY,
+        id TEXT NOT NULL UNIQUE,
+        person INTEGER NOT NULL,
+        label TEXT NOT NULL,
+        created TEXT NOT NULL,
+        last_used TEXT
+    );
+    CREATE INDEX api_tokens_person ON api_tokens (person);
+    """
+    ),
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -1,13 +1,56 @@
 """The page's sign-in sessions, kept in the database so that signing out ends one for
 every replica at once (docs/security.md). A row holds a digest of the cookie, never the
-cookie itself, when it expires (Unix seconds) and, in household mode, whose it is."""
+cookie itself, when it expires (Unix seconds) and, in household mode, whose it is.
+
+Household mode's personal API tokens are here too (docs/household.md): a row holds a
+SHA-256 digest of the token, never the token, whose it is, its label, and when it was made
+and last used. `reset_access` ends both of one person's at once."""
 
 from __future__ import annotations
 
+import hashlib
 import time
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 
 from app.store.connection import Connection
-from app.store.users import USERS_COLUMNS, User, user_of
+from app.store.rows import now
+from app.store.users import LINK, USERS_COLUMNS, User, user_of
+
+LAST_USED_STEP = timedelta(minutes=1)
+"""A token's "last used" is written at most this often: not a write on every request."""
+
+
+@dataclass(frozen=True)
+class PersonSession:
+    """One of a person's live sessions, as their account lists it."""
+
+    id: str
+    """A digest of the stored key: names the session without being it."""
+    key: str
+    expires: float
+
+
+@dataclass(frozen=True)
+class ApiToken:
+    """A personal API token as listed: never the token itself."""
+
+    id: str
+    label: str
+    created: str
+    last_used: str | None
+
+
+@dataclass(frozen=True)
+class AccessReset:
+    """What `reset_access` ended."""
+
+    sessions: int
+    tokens: int
+
+
+def session_id(key: str) -> str:
+    return hashlib.sha256(key.encode()).hexdigest()[:16]
 
 
 class SessionRows(Connection):
@@ -41,3 +84,90 @@ class SessionRows(Connection):
     def end_session(self, key: str) -> None:
         with self.write():
             self.db.execute("DELETE FROM sessions WHERE key = ?", (key,))
+
+    def person_sessions(self, person: int) -> list[PersonSession]:
+        """A person's live sessions, the newest first (not a sign-in link of theirs, kept
+        in the same table)."""
+        rows = self.db.execute(
+            "SELECT key, expires FROM sessions WHERE person = ? AND expires > ? "
+            "AND key NOT LIKE ? ORDER BY expires DESC",
+            (person, time.time(), LINK + "%"),
+        ).fetchall()
+        return [PersonSession(session_id(key), key, float(expires)) for key, expires in rows]
+
+    def end_person_session(self, person: int, session: str) -> bool:
+        """Ends that session of the person's (by its id); whether there was one."""
+        for live in self.person_sessions(person):
+            if live.id == session:
+                self.end_session(live.key)
+                return True
+        return False
+
+    def end_other_sessions(self, person: int, kept: str) -> int:
+        """Ends every session of the person's but the one whose key is `kept`: how many."""
+        with self.write():
+            return int(
+                self.db.execute(
+                    "DELETE FROM sessions WHERE person = ? AND key <> ?", (person, kept)
+                ).rowcount
+            )
+
+    # -- personal API tokens ---------------------------------------------------------------
+
+    def add_token(self, key: str, token_id: str, person: int, label: str) -> ApiToken:
+        with self.write():
+            created = now()
+            self.db.execute(
+                "INSERT INTO api_tokens (key, id, person, label, created) VALUES (?, ?, ?, ?, ?)",
+                (key, token_id, person, label, created),
+            )
+        return ApiToken(token_id, label, created, None)
+
+    def person_tokens(self, person: int) -> list[ApiToken]:
+        """A person's tokens, the newest first."""
+        rows = self.db.execute(
+            "SELECT id, label, created, last_used FROM api_tokens WHERE person = ? "
+            "ORDER BY created DESC",
+            (person,),
+        ).fetchall()
+        return [ApiToken(*row) for row in rows]
+
+    def revoke_token(self, person: int, token_id: str) -> bool:
+        """Revokes that token of the person's; whether there was one."""
+        with self.write():
+            return (
+                self.db.execute(
+                    "DELETE FROM api_tokens WHERE person = ? AND id = ?", (person, token_id)
+                ).rowcount
+                == 1
+            )
+
+    def token_owner(self, key: str) -> User | None:
+        """Whose token that digest is, disabled or not (None: revoked, never made, or its
+        person removed);
+        its "last used" brought up to date when older than LAST_USED_STEP."""
+        found = self.db.execute(
+            f"SELECT {USERS_COLUMNS}, api_tokens.last_used FROM api_tokens "
+            "JOIN users ON users.rowid = api_tokens.person WHERE api_tokens.key = ?",
+            (key,),
+        ).fetchone()
+        if found is None:
+            return None
+        *person, last_used = found
+        used = datetime.now(UTC)
+        if last_used is None or datetime.fromisoformat(last_used) < used - LAST_USED_STEP:
+            with self.write():
+                self.db.execute(
+                    "UPDATE api_tokens SET last_used = ? WHERE key = ?",
+                    (used.isoformat(timespec="seconds"), key),
+                )
+        return user_of(person)
+
+    def reset_access(self, person: int) -> AccessReset:
+        """Ends every session of the person's (and a sign-in link not used yet) and revokes
+        every token of theirs, at once: signing out everywhere, and the admin's reset. One
+        function for all of it, so that a new way in is revoked here too."""
+        with self.write():
+            sessions = self.db.execute("DELETE FROM sessions WHERE person = ?", (person,))
+            tokens = self.db.execute("DELETE FROM api_tokens WHERE person = ?", (person,))
+            return AccessReset(int(sessions.rowcount), int(tokens.rowcount))

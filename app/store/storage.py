@@ -44,6 +44,7 @@ from app.store.rows import (
 from app.store.search_cache import CachedSearch
 from app.store.search_pace import SearchPace, SearchTurn
 from app.store.searches import SearchesSpent
+from app.store.sessions import AccessReset, ApiToken, PersonSession
 from app.store.turn_events import Asked, KeptEvents, KeptRow
 from app.store.users import NewUser, OwnCache, RemovedUser, User
 
@@ -234,6 +235,30 @@ class Storage:
     async def end_session(self, key: str) -> None:
         await self.run(self.database.end_session, key)
 
+    async def person_sessions(self, person: int) -> list[PersonSession]:
+        return await self.run(self.database.person_sessions, person)
+
+    async def end_person_session(self, person: int, session: str) -> bool:
+        return await self.run(self.database.end_person_session, person, session)
+
+    async def end_other_sessions(self, person: int, kept: str) -> int:
+        return await self.run(self.database.end_other_sessions, person, kept)
+
+    async def add_token(self, key: str, token_id: str, person: int, label: str) -> ApiToken:
+        return await self.run(self.database.add_token, key, token_id, person, label)
+
+    async def person_tokens(self, person: int) -> list[ApiToken]:
+        return await self.run(self.database.person_tokens, person)
+
+    async def revoke_token(self, person: int, token_id: str) -> bool:
+        return await self.run(self.database.revoke_token, person, token_id)
+
+    async def token_owner(self, key: str) -> User | None:
+        return await self.run(self.database.token_owner, key)
+
+    async def reset_access(self, person: int) -> AccessReset:
+        return await self.run(self.database.reset_access, person)
+
     async def tool_refusals(self) -> list[ToolRefusal]:
         return await self.run(self.database.tool_refusals)
 
@@ -296,9 +321,6 @@ class Storage:
 
     async def set_disabled(self, name: str, disabled: bool) -> bool:
         return await self.run(self.database.set_disabled, name, disabled)
-
-    async def reset_access(self, person_id: int) -> bool:
-        return await self.run(self.database.reset_access, person_id)
 
     async def add_sign_in_link(self, person_id: int, key: str, expires: float) -> None:
         await self.run(self.database.add_sign_in_link, person_id, key, expires)

@@ -112,6 +112,7 @@ TABLES = (
         "users",
         ("rowid", "name", "display_name", "email", "admin", "disabled", "created", "password"),
     ),
+    Table("api_tokens", ("key", "id", "person", "label", "created", "last_used")),
 )
 PAGE_ROWS = 500
 """Rows read (and written) at a time: a large database is never in memory at once."""

@@ -166,17 +166,6 @@ class UserRows(Connection):
         ).fetchone()
         return None if found is None else user_of(found)
 
-    def reset_access(self, person_id: int) -> bool:
-        """Everything that lets that person in without signing in again ended: their
-        sessions, on every replica at once, and a sign-in link not used yet. Whether there
-        is such a person. One function for all of it, so that a new way in (an API token)
-        is revoked here too."""
-        with self.write():
-            if self.person(person_id) is None:
-                return False
-            self.db.execute("DELETE FROM sessions WHERE person = ?", (person_id,))
-            return True
-
     def add_sign_in_link(self, person_id: int, key: str, expires: float) -> None:
         """A one-time sign-in link for that person: `key`, its token's digest (as a session
         cookie's, access.Sessions.stored_key), until `expires` (Unix seconds). Kept as a
@@ -207,8 +196,8 @@ class UserRows(Connection):
     def remove_user(self, person_id: int, cache: OwnCache) -> RemovedUser:
         """That person and everything of theirs, in one transaction: their conversations
         (their messages and versions go with them), the turns and research runs kept for
-        those, their rows of the search cache, their sessions, their row. NotFound when
-        there is no such person; Conflict for the household's last admin (no one could
+        those, their rows of the search cache, their sessions and API tokens, their row.
+        NotFound when there is no such person; Conflict for the household's last admin (no one could
         manage it any more). Their memory.md is a file: the caller removes it after this
         commits (files.forget_memory)."""
         with self.write():
@@ -235,7 +224,8 @@ class UserRows(Connection):
                 "DELETE FROM search_cache WHERE key LIKE ? OR response LIKE ?",
                 (cache.keys_like, cache.responses_like),
             )
-            self.db.execute("DELETE FROM sessions WHERE person = ?", (person_id,))
+            for table in ("sessions", "api_tokens"):
+                self.db.execute(f"DELETE FROM {table} WHERE person = ?", (person_id,))
             self.db.execute("DELETE FROM users WHERE rowid = ?", (person_id,))
         return RemovedUser(person.name, conversations)
 

@@ -155,9 +155,9 @@ async def change_person(
 
 @router.post("/api/people/{person_id}/reset", status_code=204, responses=errors(404, 409, 422))
 async def reset_person(person: SomeoneElse, storage: StorageDep) -> Response:
-    """Every session of theirs ended: they sign in anew, wherever they were signed in."""
-    if not await storage.reset_access(person.id):
-        raise NotFound(f"no person {person.id}")
+    """Every session of theirs ended and every API token revoked: they sign in anew,
+    wherever they were signed in."""
+    await storage.reset_access(person.id)
     return Response(status_code=204)
 
 

@@ -17,6 +17,7 @@ from typing_extensions import TypedDict
 from app import jsoncodec
 from app.api import openai_shapes as shapes
 from app.api import responses_shapes
+from app.api.access import state_person
 from app.api.answer_slots import AnswerSlots, Slot
 from app.api.deps import ServicesDep
 from app.api.research_answer import question_of, research_answer
@@ -293,6 +294,7 @@ async def client_request(
         web_search=body.web_search,
         activity=settings.search_activity_in_reasoning if activity is None else activity,
         sources_in_text=settings.sources_in_text if in_text is None else in_text,
+        person=person.id if (person := state_person(http.scope)) else None,
     )
 
 

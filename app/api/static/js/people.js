@@ -8,15 +8,6 @@ import { el, clear } from "./dom.js";
 
 const REMOVE_HELP = "This cannot be undone. Their conversations, memory.md and searches go with them, and you cannot read or download them: ask them to use Settings → Global → Export my conversations first.";
 
-/** Whether the signed-in person is an admin of the household (false in the single-user modes). */
-export async function isAdmin() {
-  try {
-    return Boolean((await api("/api/session")).admin);
-  } catch {
-    return false;
-  }
-}
-
 /** The People tab's body: the list, then the form that adds someone. */
 export async function renderPeople(body) {
   const section = el("div", { className: "people", id: "people" });

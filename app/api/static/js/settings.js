@@ -1,12 +1,14 @@
-// The Settings dialog: this conversation's settings, and the global ones (models, memory).
+// The Settings dialog: this conversation's settings, the global ones (models, memory), and
+// in household mode the person's account (account.js).
 // Each field carries the API's help (what a change costs); a refused value keeps the field
 // open with the server's message under it.
 
+import { renderAccount } from "./account.js";
 import { api } from "./api.js";
 import { BOUNDS, keepPlanPause, keepResearchBudget, planPause, researchBudget } from "./research.js";
 import { $, el, clear } from "./dom.js";
 import { COMMON_LOCALES } from "./lab.js";
-import { exportSection, isAdmin, renderPeople } from "./people.js";
+import { exportSection, renderPeople } from "./people.js";
 
 const FIELDS = [
   ["system_prompt", "System prompt", "textarea"],
@@ -32,8 +34,7 @@ export class SettingsDialog {
     this.config = config;
     this.hooks = hooks;
     this.dialog = $("#settings-dialog");
-    this.admin = false; // the People tab, shown once the session says so
-    isAdmin().then((admin) => (this.admin = admin));
+    this.learnSession();
     this.dialog.addEventListener("keydown", (event) => {
       if (event.key === "Escape" && this.dialog.querySelector(".help-text:not([hidden])")) {
         event.preventDefault(); // Escape closes the open tip first, then the dialog
@@ -56,17 +57,35 @@ export class SettingsDialog {
     this.dialog.close();
   }
 
+  /** Household mode adds Account, and People for an admin: asked once, from the session
+   * (the tabs follow at the next drawing, or at once if the dialog is already open). */
+  learnSession() {
+    this.household = false;
+    this.admin = false;
+    if (!this.config.auth) return;
+    api("/api/session").then((session) => {
+      this.household = Boolean(session.household);
+      this.admin = Boolean(session.admin);
+      if (this.dialog.open) this.render();
+    }, () => {});
+  }
+
+  tabButton(name, label) {
+    return el("button", { type: "button", role: "tab", "aria-selected": String(this.tab === name), text: label, on: { click: () => this.open(name) } });
+  }
+
   render() {
     const tabs = el("div", { className: "tabs", role: "tablist" });
-    const names = [["conversation", "This conversation"], ["global", "Global"], ...(this.admin ? [["people", "People"]] : [])];
-    for (const [name, label] of names) {
-      tabs.append(el("button", { type: "button", role: "tab", "aria-selected": String(this.tab === name), text: label, on: { click: () => this.open(name) } }));
-    }
+    const names = [["conversation", "This conversation"], ["global", "Global"]];
+    if (this.household) names.push(["account", "Account"]);
+    if (this.admin) names.push(["people", "People"]);
+    for (const [name, label] of names) tabs.append(this.tabButton(name, label));
     const head = el("div", { className: "settings-head" }, el("h2", { text: "Settings" }), tabs, el("button", { type: "button", className: "icon", "aria-label": "Close settings", text: "×", on: { click: () => this.close() } }));
     const body = el("div", { className: "settings-body", role: "tabpanel" });
     clear(this.dialog).append(head, body);
     if (this.tab === "global") this.renderGlobal(body);
-    else if (this.tab === "people") renderPeople(body);
+    else if (this.tab === "people" && this.admin) renderPeople(body);
+    else if (this.tab === "account" && this.household) renderAccount(body);
     else this.renderConversation(body);
   }
 
