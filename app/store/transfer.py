@@ -112,6 +112,8 @@ TABLES = (
         "users",
         ("rowid", "name", "display_name", "email", "admin", "disabled", "created", "password"),
     ),
+    Table("search_limits", ("person", "daily", "monthly")),
+    Table("search_spent", ("id", "person", "day", "queries")),
 )
 PAGE_ROWS = 500
 """Rows read (and written) at a time: a large database is never in memory at once."""
