@@ -24,7 +24,10 @@ from tests.chat_client import done, new_conversation, send
 from tests.conftest import ChatService, chat_env, run_main, service_for, store_of, two_replicas
 from tests.fakes.brave_api import SEARCH_PATH, FakeBrave
 from tests.fakes.llm_server import Reply, ToolCall
+from tests.research_model import QUESTION, article, plan_of, research_service, researcher
 from tests.summaries import MEASURED, SMALL_CHAT, small_conversation, summary_reply
+
+__all__ = ["article", "researcher"]  # fixtures, imported to be used here
 
 PASSWORDS = {"alice": "alice's long password", "bob": "bob's long password"}
 MISSING = "20260101-0123456789"
@@ -579,3 +582,42 @@ def test_two_replicas_on_postgresql_share_the_last_query_of_a_share(
             answers = sorted(future.result().status_code for future in asked)
     assert answers == [200, 429]
     assert brave_queries(brave) == 1
+
+
+def test_the_status_panel_shows_a_persons_own_use(
+    browser, llm, pages, searxng, brave, tmp_path, request
+):
+    add_people(tmp_path / "data")
+    env = chat_env(llm, tmp_path, pages, SEARCH_USER_DAILY_LIMIT="1")
+    with service_for(request, env, searxng.url) as service:
+        assert "error" not in searched(signed_in(service, "bob"), llm, "longest river")
+        page = open_page(browser, service.url + "/#/status", ready=False)
+        try:
+            page.fill("#login-name", "bob")
+            page.fill("#login-token", PASSWORDS["bob"])
+            page.keyboard.press("Enter")
+            mine = page.locator("#view-status .status-row[data-check='search-share']")
+            expect(mine).to_contain_text("Your searches")
+            expect(mine).to_contain_text("today 1 of 1 (default), this month 1 of no limit")
+            expect(mine).to_have_attribute("data-state", "warning")
+            assert page.locator("[data-check='search-shares']").count() == 0  # the admin's
+        finally:
+            page.context.close()
+
+
+def test_a_research_run_stops_searching_when_the_persons_share_is_used_up(
+    request, llm, pages, searxng, brave, tmp_path, researcher, article
+):
+    add_people(tmp_path / "data")
+    with research_service(
+        request, llm, pages, searxng.url, tmp_path, SEARCH_USER_DAILY_LIMIT="1"
+    ) as service:
+        alice = signed_in(service, "alice")
+        researcher.plan = plan_of("pierogi boiling time", "pierogi dough", "pierogi history")
+        conversation_id = new_conversation(alice)
+        research = {"research": {"plan_seconds": 0.1}}
+        answer = done(send(alice, conversation_id, QUESTION, **research))
+        assert brave_queries(brave) == 1  # the second search was refused, the third not tried
+        first_line = answer["text"].splitlines()[0]
+        assert "cut short" in first_line and USED_UP_TODAY in first_line
+        assert "Pierogi are filled dumplings [1]." in answer["text"]  # from the one search
