@@ -141,14 +141,8 @@ def cmd_users_list(args: argparse.Namespace, settings: config.Settings) -> int:
             "password" if user.password else "no password",
         ]
         shown = " ".join(filter(None, [user.display_name, user.email and f"<{user.email}>"]))
-        columns = [
-            user.name,
-            ", ".join(marks),
-            user.created[:19] + "Z",
-            shares[user.name].described(),
-            shown,
-        ]
-        print("\t".join(columns).rstrip())
+        share = shares[user.name].described()
+        print("\t".join([user.name, ", ".join(marks), user.created[:19] + "Z", shown, share]))
     return 0
 
 
