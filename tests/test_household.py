@@ -525,7 +525,7 @@ def test_an_admin_sets_a_persons_limits_and_sees_everyones_use(limited, llm, bra
         alice.http.put("/api/people/carol/limits", json={"daily": 1}),
     ):
         assert answer.status_code == 404
-    for wrong in ({"daily": -1}, {"daily": "lots"}, {"daily": 1.5}, {"weekly": 3}):
+    for wrong in ({"daily": -1}, {"daily": "5"}, {"daily": True}, {"daily": 1.5}, {"weekly": 3}):
         assert alice.http.put("/api/people/bob/limits", json=wrong).status_code == 422
     assert alice.http.get("/api/people/bob/limits").json()["monthly"] == 2
 

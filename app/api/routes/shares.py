@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, HTTPException
-from pydantic import BaseModel, ConfigDict, Field, StrictInt
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 from app.api.deps import PersonDep, ServicesDep
 from app.chat.services import default_limits
@@ -17,7 +17,16 @@ from app.store.users import User
 
 router = APIRouter(tags=["household"])
 
-Count = Annotated[StrictInt, Field(ge=0)]
+
+def number_only(value: object) -> object:
+    """A count is a JSON number (1301.0 is one, as JSON Schema's integer), never a
+    string or a boolean that lax parsing would turn into one."""
+    if isinstance(value, bool | str):
+        raise ValueError('a limit is a whole number from 0, null (no limit) or "default"')
+    return value
+
+
+Count = Annotated[int, BeforeValidator(number_only), Field(ge=0)]
 Shown = int | Literal["default"] | None
 """A limit as the API says it: queries, the settings' default, or null (no limit)."""
 
