@@ -19,6 +19,7 @@ from app.search.client import SearchResponse, Searxng
 from app.search.governor import Governor
 from app.search.plan import PlanReader
 from app.search.searcher import RETRY_SECONDS, RateLimited, Searcher
+from app.search.shares import ShareUsedUp
 from app.store.storage import Storage
 from tests.chat_client import get_conversation, new_conversation, send, stream
 from tests.conftest import ChatService, chat_env
@@ -449,3 +450,15 @@ def test_the_page_says_a_search_is_waiting_then_that_it_waited(page, llm, brave)
     expect(timeline).to_contain_text(re.compile(r"waited \d\.\d s for the search plan's rate"))
     expect(timeline).not_to_contain_text("waiting")
     assert page.log.errors == []
+
+
+def test_a_search_refused_for_a_persons_share_leaves_no_pause_behind():
+    # Nothing reached Brave, so the next search (another person's) need not wait for it.
+    async def scenario() -> float:
+        governor = Governor(lambda: 0.5)
+        with pytest.raises(ShareUsedUp):
+            async with governor.slot():
+                raise ShareUsedUp(1, "your share of today's searches is used up (1 of 1)")
+        return governor.expected_wait()
+
+    assert asyncio.run(scenario()) == 0.0

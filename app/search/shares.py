@@ -9,9 +9,10 @@ from __future__ import annotations
 from typing import Protocol
 
 from app.search.client import SearchError
+from app.search.governor import NothingSent
 
 
-class ShareUsedUp(SearchError):
+class ShareUsedUp(SearchError, NothingSent):
     """The person's share of today's or this month's Brave queries is spent: the search
     was refused before it was sent."""
 
