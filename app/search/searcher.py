@@ -181,7 +181,8 @@ class Searcher:
         except ShareUsedUp as exc:
             if exc.person == person:
                 raise
-            # Someone else's share was spent (a shared cache's same search): not this one's.
+            # The same search of someone else's (a shared cache) was refused for their
+            # share, which says nothing of this person's: asked as theirs.
             return await self.asked(
                 key, query, locale, engines, page, time_range, keep=True, by=person
             )
