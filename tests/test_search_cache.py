@@ -109,6 +109,18 @@ def test_a_search_stopped_while_queued_leaves_no_wait_behind():
     assert after == pytest.approx(2.0, abs=0.1)  # the plan's pause after the last search
 
 
+def test_a_search_refused_for_a_persons_share_leaves_no_pause_behind():
+    # Nothing reached Brave, so the next search (another person's) need not wait for it.
+    async def scenario() -> float:
+        governor = Governor(lambda: 0.5)
+        with pytest.raises(ShareUsedUp):
+            async with governor.slot():
+                raise ShareUsedUp(1, "your share of today's searches is used up (1 of 1)")
+        return governor.expected_wait()
+
+    assert asyncio.run(scenario()) == 0.0
+
+
 def test_a_rate_limited_search_is_retried_once_after_the_reset(fresh_searxng, brave):
     brave.fail_next(429, "RATE_LIMITED")
     (response,) = searching(fresh_searxng.url, ("retried", {}), **fast())
@@ -450,15 +462,3 @@ def test_the_page_says_a_search_is_waiting_then_that_it_waited(page, llm, brave)
     expect(timeline).to_contain_text(re.compile(r"waited \d\.\d s for the search plan's rate"))
     expect(timeline).not_to_contain_text("waiting")
     assert page.log.errors == []
-
-
-def test_a_search_refused_for_a_persons_share_leaves_no_pause_behind():
-    # Nothing reached Brave, so the next search (another person's) need not wait for it.
-    async def scenario() -> float:
-        governor = Governor(lambda: 0.5)
-        with pytest.raises(ShareUsedUp):
-            async with governor.slot():
-                raise ShareUsedUp(1, "your share of today's searches is used up (1 of 1)")
-        return governor.expected_wait()
-
-    assert asyncio.run(scenario()) == 0.0
