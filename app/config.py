@@ -62,6 +62,13 @@ def integer(env: Mapping[str, str], name: str, default: int, minimum: int = 0) -
     return value
 
 
+def optional_count(env: Mapping[str, str], name: str) -> int | None:
+    """A whole number >= 0, or None when empty (no limit)."""
+    if not env.get(name, "").strip():
+        return None
+    return integer(env, name, 0)
+
+
 SWITCH_WORDS = {"1": True, "true": True, "on": True, "0": False, "false": False, "off": False}
 
 
@@ -327,6 +334,11 @@ class Settings:
     search_cache_shared: bool
     """SEARCH_CACHE_SHARED: household mode's people share one search cache (else each has
     their own)."""
+    search_user_daily_limit: int | None
+    """SEARCH_USER_DAILY_LIMIT: household mode: the Brave queries each person may spend a
+    UTC day, unless `users limit` says otherwise for them; None: no limit."""
+    search_user_monthly_limit: int | None
+    """SEARCH_USER_MONTHLY_LIMIT: the same a calendar month (UTC)."""
     models: tuple[str, ...]
     default_model: str
     summary_model: str
@@ -563,6 +575,8 @@ def load(environ: dict[str, str] | None = None) -> Settings:
         search_cache_ttl=integer(env, "SEARCH_CACHE_TTL", 3600),
         search_cache_entries=integer(env, "SEARCH_CACHE_ENTRIES", 1000, 1),
         search_cache_shared=switch(env, "SEARCH_CACHE_SHARED", False),
+        search_user_daily_limit=optional_count(env, "SEARCH_USER_DAILY_LIMIT"),
+        search_user_monthly_limit=optional_count(env, "SEARCH_USER_MONTHLY_LIMIT"),
         models=models,
         default_model=default_model,
         summary_model=env.get("SUMMARY_MODEL", "").strip() or default_model,

@@ -41,6 +41,8 @@ from tests.llama_server import built
 from tests.postgres import Postgres, own_cluster
 
 ROOT = Path(__file__).resolve().parent.parent
+NO_SEARXNG = "http://127.0.0.1:9"
+"""A SearXNG address where nothing listens: for the commands that must not need one."""
 SHARED = ROOT.parent / "shared"
 API_KEY = "test-key"
 SERVER_LOCALE = "pl-PL"

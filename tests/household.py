@@ -2,8 +2,9 @@
 conversations with answers carrying sources, activity, usage and digests, regenerated
 turns (versions), renamed and reconfigured conversations, an accented title, the search
 cache and its counts, the picker's models, a tool refusal, its people (one with a
-password), and the lease of a turn whose process died. Used by tests/test_migrate_db.py
-and bench/migrate_db.py."""
+password, one with limits of their own on the Brave plan, and queries spent), and the
+lease of a turn whose process died. Used by tests/test_migrate_db.py and
+bench/migrate_db.py."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import subprocess
 from app.store.database import Database
 from app.store.leases import new_owner
 from app.store.rows import NEW_TITLE, Message, OutcomeWrite
+from app.store.search_shares import ShareLimits
 from app.store.users import NewUser
 
 ALICE_PASSWORD = "$argon2id$v=19$m=65536,t=3,p=4$c2FsdHNhbHQ$aGFzaGhhc2hoYXNo"
@@ -109,4 +111,7 @@ def build(store: Database, conversations: int) -> list[str]:
     store.add_user(NewUser("alice", "Alice", "alice@example.org", True, ALICE_PASSWORD))
     store.add_user(NewUser("bob"))
     store.set_disabled("bob", True)
+    store.set_search_limits("bob", 5, "none")
+    for day in ("2026-01-01", "2026-01-02"):
+        store.spend_search_share(2, 2, ShareLimits(None, None), day)
     return ids

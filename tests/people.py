@@ -16,6 +16,7 @@ from app.store.passwords import hash_password
 from app.store.users import NewUser
 from tests.chat_client import done, new_conversation, send
 from tests.conftest import ChatService, store_of
+from tests.fakes.brave_api import SEARCH_PATH, FakeBrave
 from tests.fakes.llm_server import Reply, ToolCall
 
 PASSWORDS = {"alice": "alice's long password", "bob": "bob's long password"}
@@ -80,6 +81,12 @@ def searched(person: Person, llm, query: str) -> dict:
     return step
 
 
+def person_id(admin: Person, name: str) -> int:
+    """A person's id, as the admin's list of the household gives it."""
+    (found,) = [p["id"] for p in admin.http.get("/api/people").json() if p["name"] == name]
+    return int(found)
+
+
 def new_token(person: Person, label: str = "laptop") -> str:
     """A personal API token the person made on their account (shown this once)."""
     made = person.http.post("/api/tokens", json={"label": label})
@@ -105,3 +112,8 @@ CREDENTIALS: dict[str, Callable[[ChatService, str], Person]] = {
 }
 """Each way a person is known to the service, for the tests that must hold whatever the
 way: the page's session cookie, a trusted proxy's header, a personal API token."""
+
+
+def brave_queries(brave: FakeBrave) -> int:
+    """How many web searches reached the fake Brave API: what the household spent."""
+    return len([r for r in brave.requests if r.path == SEARCH_PATH])

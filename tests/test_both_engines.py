@@ -163,3 +163,29 @@ def stored_before_queries_were_said(chat: ChatService) -> None:
             database.execute(
                 "UPDATE messages SET details = ? WHERE rowid = ?", (json.dumps(kept), rowid)
             )
+
+
+def test_a_persons_share_counts_both_queries_of_a_search(request, llm, both, brave, tmp_path):
+    """Household mode (a proxy names Alice): a share of 3 queries a day holds one search of
+    two; the next would need two more, so it is refused and nothing reaches Brave."""
+    env = chat_env(
+        llm,
+        tmp_path,
+        SEARCH_RATE="1",
+        SEARCH_USER_DAILY_LIMIT="3",
+        AUTH_USER_HEADER="Remote-User",
+        TRUSTED_PROXIES="127.0.0.1",
+    )
+    alice = {"Remote-User": "alice"}
+    with service_for(request, env, both.url) as home:
+        lab = "/api/lab/search"
+        first = home.http.get(lab, params={"q": "rust ownership"}, headers=alice, timeout=60)
+        assert first.status_code == 200, first.text
+        again = home.http.get(lab, params={"q": "rust lifetimes"}, headers=alice, timeout=60)
+        assert (again.status_code, again.json()["detail"]) == (
+            429,
+            "your share of today's searches is used up (2 of 3; this search needs 2)",
+        )
+        assert len(brave.requests) == 2
+        share = home.http.get("/api/search-share", headers=alice).json()
+        assert (share["today"], share["daily"]) == (2, 3)

@@ -18,12 +18,11 @@ import pytest
 
 from app.search.embedded import free_port
 from app.store.database import Database
-from tests.conftest import API_KEY, ROOT, run_cli, run_main
+from tests.conftest import API_KEY, NO_SEARXNG, ROOT, run_cli, run_main
 from tests.fakes.conventions import ollama_routes
 from tests.fakes.llm_server import FakeLLM, Reply, ToolCall, tools_unsupported
 from tests.fakes.pages import ARTICLE_TITLE
 
-NO_SEARXNG = "http://127.0.0.1:9"  # for commands that must not need one
 WAITRESS = "waitress.*searx.webapp"
 
 PAGE = """<!doctype html><html><head><meta charset="utf-8"><title>Notes on sourdough</title>

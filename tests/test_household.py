@@ -23,8 +23,7 @@ from app.store.database import Database
 from tests import page_actions
 from tests.browser import open_page
 from tests.chat_client import send
-from tests.conftest import ChatService, chat_env, run_main, service_for, store_of
-from tests.fakes.brave_api import SEARCH_PATH, FakeBrave
+from tests.conftest import NO_SEARXNG, ChatService, chat_env, run_main, service_for, store_of
 from tests.fakes.llm_server import Reply
 from tests.openai_clients import client_of
 from tests.people import (
@@ -33,14 +32,13 @@ from tests.people import (
     Person,
     add_people,
     bearer,
+    brave_queries,
     new_token,
     searched,
     signed_in,
     talk,
 )
 from tests.summaries import MEASURED, SMALL_CHAT, small_conversation, summary_reply
-
-NO_SEARXNG = "http://127.0.0.1:9"
 
 
 @pytest.fixture
@@ -260,10 +258,6 @@ def test_a_compression_saves_facts_to_the_conversations_owner_only(small_home, l
 
 
 # -- each person's own search cache ------------------------------------------------------------
-
-
-def brave_queries(brave: FakeBrave) -> int:
-    return len([r for r in brave.requests if r.path == SEARCH_PATH])
 
 
 def test_bobs_search_is_not_served_from_alices_cache(home, llm, brave):

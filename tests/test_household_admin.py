@@ -18,20 +18,19 @@ from app.cli.exits import EXIT_REFUSED
 from app.store.database import Database
 from tests import page_actions
 from tests.browser import open_page
-from tests.conftest import ChatService, chat_env, run_main, service_for, store_of
+from tests.conftest import NO_SEARXNG, ChatService, chat_env, run_main, service_for, store_of
 from tests.fakes.llm_server import Reply
 from tests.people import (
     PASSWORDS,
-    Person,
     add_people,
     bearer,
     new_token,
+    person_id,
     searched,
     signed_in,
     talk,
 )
 
-NO_SEARXNG = "http://127.0.0.1:9"
 CAROL = "carol's long password"
 
 
@@ -42,11 +41,6 @@ def home(request, llm, pages, searxng, brave, tmp_path, database_url) -> Iterato
     env = chat_env(llm, tmp_path, pages, DATABASE_URL=database_url)
     with service_for(request, env, searxng.url) as service:
         yield service
-
-
-def person_id(admin: Person, name: str) -> int:
-    (found,) = [p["id"] for p in admin.http.get("/api/people").json() if p["name"] == name]
-    return int(found)
 
 
 def test_an_admin_adds_disables_enables_resets_and_removes_a_person(home):
@@ -182,6 +176,9 @@ PER_PERSON = {
     "turn_events": "SELECT count(*) FROM turn_events JOIN conversations ON "
     "conversations.id = turn_events.conversation WHERE conversations.owner = ?",
     "sessions": "SELECT count(*) FROM sessions WHERE person = ?",
+    "api_tokens": "SELECT count(*) FROM api_tokens WHERE person = ?",
+    "search_limits": "SELECT count(*) FROM search_limits WHERE person = ?",
+    "search_spent": "SELECT count(*) FROM search_spent WHERE person = ?",
     "users": "SELECT count(*) FROM users WHERE rowid = ?",
 }
 """Every table that holds a person's rows, counted for one person (the search cache is
@@ -225,6 +222,9 @@ def test_removing_a_person_leaves_nothing_of_theirs_and_no_one_elses_changed(hom
         regenerated = person.http.post(f"/api/conversations/{conversation}/regenerate", json={})
         assert regenerated.status_code == 200
         assert person.http.put("/api/memory", json={"text": f"- Is {name}\n"}).status_code == 200
+        new_token(person)
+        limits = alice.http.put(f"/api/people/{person_id(alice, name)}/limits", json={"daily": 9})
+        assert limits.status_code == 200, limits.text
     searched(alice, llm, "longest river")
     searched(bob, llm, "highest peak")
     before = {1: counts(home, 1), 2: counts(home, 2)}

@@ -29,8 +29,7 @@ from tests.chat_client import (
     raw_request,
     send,
 )
-from tests.conftest import ChatService, chat_env, run_main, service_for
-from tests.fakes.brave_api import SEARCH_PATH, FakeBrave
+from tests.conftest import NO_SEARXNG, ChatService, chat_env, run_main, service_for
 from tests.fakes.llm_server import FakeLLM, Reply, ToolCall
 from tests.people import (
     CREDENTIALS,
@@ -38,6 +37,7 @@ from tests.people import (
     USER_HEADER,
     Person,
     add_people,
+    brave_queries,
     new_token,
     signed_in,
     talk,
@@ -50,7 +50,6 @@ BOBS_WORDS = "kapusta kiszona"
 """In Bob's messages and answers, and his search: never in anything Alice gets."""
 BOBS_FACT = "- Keeps bees in Gdańsk\n"
 BOBS_QUERY = "kapusta kiszona przepis"
-NO_SEARXNG = "http://127.0.0.1:9"
 
 
 @dataclass(frozen=True)
@@ -207,10 +206,6 @@ def call(person: Person, method: str, path: str, **request: Any) -> Answer:
         media = answer.headers.get("content-type", "")
         text = "" if media.startswith("text/event-stream") else answer.read().decode()
     return Answer(answer.status_code, media, text)
-
-
-def brave_queries(brave: FakeBrave) -> int:
-    return len([r for r in brave.requests if r.path == SEARCH_PATH])
 
 
 @pytest.mark.parametrize("credential", CREDENTIALS)

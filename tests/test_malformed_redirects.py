@@ -17,11 +17,9 @@ import pytest
 from mcp import Client
 
 from tests.chat_client import get_conversation, new_conversation, send
-from tests.conftest import ChatService, run_main
+from tests.conftest import NO_SEARXNG, ChatService, run_main
 from tests.fakes.llm_server import Reply, ToolCall
 from tests.fakes.pages import PageServer
-
-NO_SEARXNG = "http://127.0.0.1:9"  # the fetch command needs none
 
 
 @dataclass(frozen=True)

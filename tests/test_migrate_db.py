@@ -20,11 +20,10 @@ from app.store.database import DATABASE, Database
 from app.store.leases import new_owner
 from app.store.migrations import SCHEMA_VERSION, fold
 from app.store.transfer import TABLES
-from tests.conftest import run_main
+from tests.conftest import NO_SEARXNG, run_main
 from tests.household import ACCENTED, build, turn
 
 CONVERSATIONS = 300
-NO_SEARXNG = "http://127.0.0.1:9"  # neither command searches
 QUERIES = ("lodz", "ŁÓDŹ", "pierogi", "filling", "renamed 18", "question 7")
 
 

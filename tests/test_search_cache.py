@@ -19,6 +19,7 @@ from app.search.client import SearchResponse, Searxng
 from app.search.governor import Governor
 from app.search.plan import PlanReader
 from app.search.searcher import RETRY_SECONDS, RateLimited, Searcher
+from app.search.shares import ShareUsedUp
 from app.store.storage import Storage
 from tests.chat_client import get_conversation, new_conversation, send, stream
 from tests.conftest import ChatService, chat_env
@@ -106,6 +107,18 @@ def test_a_search_stopped_while_queued_leaves_no_wait_behind():
     ahead, after = asyncio.run(scenario())
     assert ahead == pytest.approx(4.0, abs=0.1)
     assert after == pytest.approx(2.0, abs=0.1)  # the plan's pause after the last search
+
+
+def test_a_search_refused_for_a_persons_share_leaves_no_pause_behind():
+    # Nothing reached Brave, so the next search (another person's) need not wait for it.
+    async def scenario() -> float:
+        governor = Governor(lambda: 0.5)
+        with pytest.raises(ShareUsedUp):
+            async with governor.slot():
+                raise ShareUsedUp(1, "your share of today's searches is used up (1 of 1)")
+        return governor.expected_wait()
+
+    assert asyncio.run(scenario()) == 0.0
 
 
 def test_a_rate_limited_search_is_retried_once_after_the_reset(fresh_searxng, brave):

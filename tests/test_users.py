@@ -14,9 +14,7 @@ from app.store.database import Database
 from app.store.errors import Conflict, Refused
 from app.store.passwords import hash_password, password_matches
 from app.store.users import NewUser
-from tests.conftest import run_main, store_of
-
-NO_SEARXNG = "http://127.0.0.1:9"  # no users command searches
+from tests.conftest import NO_SEARXNG, run_main, store_of
 
 
 @pytest.fixture

@@ -18,7 +18,7 @@ from app.api.bodies import errors
 from app.api.lag import LagProbe
 from app.api.mcp import McpEndpoint
 from app.api.people import household_mode
-from app.api.routes import account, conversations, openai, page, session, status, turns
+from app.api.routes import account, conversations, openai, page, session, shares, status, turns
 from app.api.routes import household as household_routes
 from app.api.routes import settings as settings_routes
 from app.chat.services import Services
@@ -90,7 +90,7 @@ async def http_error(request: Request, exc: HTTPException) -> JSONResponse:
 
 FIRST = (page, session, lab, status)
 """The routers served before the page's static files, then those after them."""
-AFTER_STATIC = (settings_routes, conversations, turns, openai, household_routes, account)
+AFTER_STATIC = (settings_routes, conversations, turns, openai, household_routes, account, shares)
 
 
 def create_app(settings: config.Settings, searxng_url: str) -> FastAPI:

@@ -17,6 +17,8 @@ from app.pages.worker import ExtractionProcess
 from app.search.client import Searxng
 from app.search.plan import PlanReader
 from app.search.searcher import Searcher
+from app.search.shares import used_up
+from app.store.search_shares import ShareLimits
 from app.store.storage import Storage
 
 WINDOW_RETRY_SECONDS = 300.0
@@ -57,7 +59,35 @@ class Services:
             ttl=lambda: self.settings.search_cache_ttl,
             entries=self.settings.search_cache_entries,
             shared=self.settings.search_cache_shared,
+            shares=StoredShares(self.settings, self.storage),
         )
+
+
+def default_limits(settings: config.Settings) -> ShareLimits:
+    """SEARCH_USER_DAILY_LIMIT and SEARCH_USER_MONTHLY_LIMIT: each person's, unless their own."""
+    return ShareLimits(settings.search_user_daily_limit, settings.search_user_monthly_limit)
+
+
+@dataclass(frozen=True)
+class StoredShares:
+    """The searcher's ShareGate: each person's share kept in the database, the settings'
+    limits unless the person has their own."""
+
+    settings: config.Settings
+    storage: Storage
+
+    async def spend(self, person: int, queries: int) -> None:
+        limits = default_limits(self.settings)
+        refused = await self.storage.spend_search_share(person, queries, limits)
+        if refused is not None:
+            raise used_up(
+                person,
+                refused.period,
+                refused.used,
+                refused.limit,
+                refused.queries,
+                refused.admins,
+            )
 
 
 @dataclass

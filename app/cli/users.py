@@ -16,11 +16,12 @@ from app.cli.exits import EXIT_ERROR, EXIT_REFUSED
 
 if TYPE_CHECKING:
     from app.store.database import Database
+    from app.store.search_shares import Limit
 
 
 def users_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     users = commands.add_parser(
-        "users", help="the household: add, list, disable, enable, passwd, remove, reset"
+        "users", help="the household: add, list, disable, enable, passwd, limit, remove, reset"
     )
     actions = users.add_subparsers(dest="action", required=True, metavar="ACTION")
     add = actions.add_parser("add", help="add a person (no password: signs in through a proxy)")
@@ -45,6 +46,20 @@ def users_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
     )
     passwd.add_argument("name")
     passwd.set_defaults(run=cmd_users_passwd)
+    limit = actions.add_parser(
+        "limit",
+        help="a person's share of the Brave plan: queries a UTC day and a calendar month",
+    )
+    limit.add_argument("name")
+    for period, span in (("daily", "a UTC day"), ("monthly", "a calendar month (UTC)")):
+        limit.add_argument(
+            f"--{period}",
+            type=limit_value,
+            metavar="N|none|default",
+            help=f"Brave queries {span}: a whole number from 0; 'none': no limit; 'default': "
+            f"the service's SEARCH_USER_{period.upper()}_LIMIT again (left as it is if not given)",
+        )
+    limit.set_defaults(run=cmd_users_limit)
     remove = actions.add_parser(
         "remove", help="remove a person and everything of theirs (asks first; --yes does not)"
     )
@@ -90,9 +105,42 @@ def cmd_users_add(args: argparse.Namespace, settings: config.Settings) -> int:
     return 0
 
 
+def limit_value(text: str) -> Limit:
+    """N, 'none' or 'default', as `users limit` takes it."""
+    from app.store.search_shares import DEFAULT, NO_LIMIT
+
+    if text == DEFAULT:
+        return DEFAULT
+    if text == NO_LIMIT:
+        return NO_LIMIT
+    if not text.isascii() or not text.isdigit():
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a whole number from 0, {NO_LIMIT!r} or {DEFAULT!r}"
+        )
+    return int(text)
+
+
+def cmd_users_limit(args: argparse.Namespace, settings: config.Settings) -> int:
+    from app.chat.services import default_limits
+
+    if args.daily is None and args.monthly is None:
+        return refused("say --daily, --monthly or both")
+    with household(settings) as database:
+        found = database.set_search_limits(args.name, args.daily, args.monthly)
+        share = database.search_share(args.name, default_limits(settings))
+    if not found or share is None:
+        print(f"error: there is no user named {args.name!r}", file=sys.stderr)
+        return EXIT_ERROR
+    print(f"{args.name}: {share.described()}")
+    return 0
+
+
 def cmd_users_list(args: argparse.Namespace, settings: config.Settings) -> int:
+    from app.chat.services import default_limits
+
     with household(settings) as database:
         users = database.users()
+        shares = {share.name: share for share in database.search_shares(default_limits(settings))}
     if not users:
         print("no users: the service serves one person (docs/household.md)")
     for user in users:
@@ -102,7 +150,8 @@ def cmd_users_list(args: argparse.Namespace, settings: config.Settings) -> int:
             "password" if user.password else "no password",
         ]
         shown = " ".join(filter(None, [user.display_name, user.email and f"<{user.email}>"]))
-        print("\t".join([user.name, ", ".join(marks), user.created[:19] + "Z", shown]).rstrip())
+        share = shares[user.name].described()
+        print("\t".join([user.name, ", ".join(marks), user.created[:19] + "Z", shown, share]))
     return 0
 
 

@@ -30,6 +30,11 @@ POLL_SECONDS = 0.15
 """How often a replica waiting for the shared turn held by another asks again."""
 
 
+class NothingSent(Exception):
+    """Raised in a search's turn before anything was sent (a person's share spent): the
+    turn ends without the pause a search's queries call for."""
+
+
 class PaceStore(Protocol):
     """Where the replicas of one database share the search plan's turn (app.store's
     Storage); times are the database's, owners opaque."""
@@ -118,7 +123,8 @@ class Governor:
         search cancelled (Stop) or failed ends its turn all the same. A search that sends
         Brave several queries (both of our engines) is as many turns: the next search
         starts ``queries / rate()`` seconds after it ended; one that sends none (other
-        engines only) is still one, SearXNG's engines being paced the same."""
+        engines only) is still one, SearXNG's engines being paced the same. One refused
+        before it was sent (NothingSent) leaves no pause."""
         asked = self.clock()
         turns = max(1, queries)
         self.queued += turns
@@ -127,10 +133,14 @@ class Governor:
                 if (wait := self.next_at - self.clock()) > 0:
                     await asyncio.sleep(wait)
                 shared = await self.take()
+                sent = True
                 try:
                     yield self.clock() - asked
+                except NothingSent:
+                    sent = False
+                    raise
                 finally:
-                    pause = turns * self.interval()
+                    pause = turns * self.interval() if sent else 0.0
                     self.next_at = self.clock() + pause
                     if shared:
                         await self.end(pause)

@@ -23,6 +23,7 @@ from app.search.cache import CacheStore, SearchKey
 from app.search.client import SearchError, SearchResponse, Searxng
 from app.search.governor import Governor, PaceStore
 from app.search.plan import PlanReader
+from app.search.shares import ShareGate, ShareUsedUp
 
 logger = logging.getLogger(__name__)
 
@@ -65,6 +66,7 @@ class Searcher:
         entries: int = 1000,
         retry_seconds: Callable[[], float | None] | float = RETRY_SECONDS,
         shared: bool = False,
+        shares: ShareGate | None = None,
     ) -> None:
         self.client = client
         self.governor = governor or Governor(lambda: DEFAULT_RATE)
@@ -78,6 +80,9 @@ class Searcher:
         self.retry_seconds = retry_seconds if callable(retry_seconds) else lambda: retry_seconds
         """Seconds until the window of Brave's 429 resets (the plan file's record of its
         X-RateLimit-Reset); None: unknown, and the retry waits RETRY_SECONDS."""
+        self.shares = shares
+        """Household mode: each person's share of the plan, spent before a search is sent;
+        None: no shares (a command, the single-user modes ask as no one)."""
         self.flying: dict[str, asyncio.Future[SearchResponse]] = {}
         """The searches on their way to SearXNG, by key."""
 
@@ -91,6 +96,7 @@ class Searcher:
         ttl: Callable[[], float] | float = 0.0,
         entries: int = 1000,
         shared: bool = False,
+        shares: ShareGate | None = None,
     ) -> Searcher:
         """The one way the service and the commands build their searcher: paced to the
         Brave plan's rate (or SEARCH_RATE), retried once after the reset Brave's 429 names;
@@ -99,7 +105,14 @@ class Searcher:
         governor = Governor(plan.plan_rate, store=store)
         retry = plan.retry_seconds
         return cls(
-            client, governor, store, ttl=ttl, entries=entries, retry_seconds=retry, shared=shared
+            client,
+            governor,
+            store,
+            ttl=ttl,
+            entries=entries,
+            retry_seconds=retry,
+            shared=shared,
+            shares=shares,
         )
 
     async def aclose(self) -> None:
@@ -163,7 +176,16 @@ class Searcher:
             asking = self.asked(key, query, locale, engines, page, time_range, keep=True, by=person)
             flying = self.flying[key] = asyncio.ensure_future(asking)
             flying.add_done_callback(lambda done: self.landed(key, done))
-        return await asyncio.shield(flying)
+        try:
+            return await asyncio.shield(flying)
+        except ShareUsedUp as exc:
+            if exc.person == person:
+                raise
+            # The same search of someone else's (a shared cache) was refused for their
+            # share, which says nothing of this person's: asked as theirs.
+            return await self.asked(
+                key, query, locale, engines, page, time_range, keep=True, by=person
+            )
 
     def landed(self, key: str, done: asyncio.Future[SearchResponse]) -> None:
         if self.flying.get(key) is done:
@@ -185,12 +207,12 @@ class Searcher:
     ) -> SearchResponse:
         """Through SearXNG, in the search's turn; a rate-limited search once more after
         the delay; kept in the cache when ``keep`` and the answer is whole, as ``by``'s."""
-        waited, response = await self.paced(query, locale, engines, page, time_range)
+        waited, response = await self.paced(query, locale, engines, page, time_range, by)
         delay = self.retry_delay(response)
         if delay is not None:
             logger.info("search rate-limited; retrying once in %.1f s", delay)
             await asyncio.sleep(delay)
-            again, response = await self.paced(query, locale, engines, page, time_range)
+            again, response = await self.paced(query, locale, engines, page, time_range, by)
             waited += delay + again
         if rate_limited(response):
             raise RateLimited(refusal(response))
@@ -214,11 +236,15 @@ class Searcher:
         engines: str | None,
         page: int,
         time_range: str | None,
+        person: int | None,
     ) -> tuple[float, SearchResponse]:
         """Through SearXNG in its turn, one for each Brave query it sends: the seconds it
-        waited, and the answer."""
+        waited, and the answer. The queries are spent from `person`'s share just before it
+        is sent (ShareUsedUp: nothing sent), so a search stopped while it waits costs none."""
         queries = await self.client.queries(engines)
         async with self.governor.slot(queries) as waited:
+            if self.shares is not None and person is not None and queries > 0:
+                await self.shares.spend(person, queries)
             response = await self.client.search(
                 query, locale=locale, engines=engines, page=page, time_range=time_range
             )

@@ -19,6 +19,7 @@ from app.store.late import LateOutcomes
 from app.store.legacy import LegacyImport
 from app.store.search_cache import SearchCacheRows
 from app.store.search_pace import SearchPaceRows
+from app.store.search_shares import SearchShareRows
 from app.store.searches import SearchCounts
 from app.store.sessions import SessionRows
 from app.store.turn_events import TurnEventRows
@@ -34,6 +35,7 @@ class Database(
     SearchCounts,
     SearchCacheRows,
     SearchPaceRows,
+    SearchShareRows,
     SessionRows,
     TurnEventRows,
     UserRows,

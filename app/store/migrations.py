@@ -431,6 +431,25 @@ MIGRATIONS = [
     CREATE INDEX api_tokens_person ON api_tokens (person);
     """
     ),
+    # Each person's share of the Brave plan (app/store/search_shares.py): their own limits
+    # (NULL: the settings' default; -1: no limit) and the queries they spent each UTC day
+    # (one row a person and day, its id both: the transfer copies tables by one key column).
+    both(
+        """
+    CREATE TABLE search_limits (
+        person INTEGER PRIMARY KEY,
+        daily INTEGER,
+        monthly INTEGER
+    );
+    CREATE TABLE search_spent (
+        id TEXT PRIMARY KEY,
+        person INTEGER NOT NULL,
+        day TEXT NOT NULL,
+        queries INTEGER NOT NULL
+    );
+    CREATE INDEX search_spent_person ON search_spent (person, day);
+    """
+    ),
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -43,6 +43,7 @@ from app.store.rows import (
 )
 from app.store.search_cache import CachedSearch
 from app.store.search_pace import SearchPace, SearchTurn
+from app.store.search_shares import Limit, PersonShare, ShareLimits, ShareRefused
 from app.store.searches import SearchesSpent
 from app.store.sessions import AccessReset, ApiToken, PersonSession
 from app.store.turn_events import Asked, KeptEvents, KeptRow
@@ -292,6 +293,24 @@ class Storage:
 
     async def search_pace(self, owner: str) -> SearchPace:
         return await self.run(self.database.search_pace, owner)
+
+    # -- each person's share of the plan (search_shares.py) ---------------------------------
+
+    async def spend_search_share(
+        self, person: int, queries: int, defaults: ShareLimits
+    ) -> ShareRefused | None:
+        return await self.run(self.database.spend_search_share, person, queries, defaults)
+
+    async def search_share(self, name: str, defaults: ShareLimits) -> PersonShare | None:
+        return await self.run(self.database.search_share, name, defaults)
+
+    async def search_shares(self, defaults: ShareLimits) -> list[PersonShare]:
+        return await self.run(self.database.search_shares, defaults)
+
+    async def set_search_limits(
+        self, name: str, daily: Limit | None, monthly: Limit | None
+    ) -> bool:
+        return await self.run(self.database.set_search_limits, name, daily, monthly)
 
     # -- the household (users.py) ----------------------------------------------------------
 

@@ -113,6 +113,8 @@ TABLES = (
         ("rowid", "name", "display_name", "email", "admin", "disabled", "created", "password"),
     ),
     Table("api_tokens", ("key", "id", "person", "label", "created", "last_used")),
+    Table("search_limits", ("person", "daily", "monthly")),
+    Table("search_spent", ("id", "person", "day", "queries")),
 )
 PAGE_ROWS = 500
 """Rows read (and written) at a time: a large database is never in memory at once."""

@@ -196,9 +196,10 @@ class UserRows(Connection):
     def remove_user(self, person_id: int, cache: OwnCache) -> RemovedUser:
         """That person and everything of theirs, in one transaction: their conversations
         (their messages and versions go with them), the turns and research runs kept for
-        those, their rows of the search cache, their sessions and API tokens, their row.
-        NotFound when there is no such person; Conflict for the household's last admin (no one could
-        manage it any more). Their memory.md is a file: the caller removes it after this
+        those, their rows of the search cache, their sessions and API tokens, their share
+        of the Brave plan (limits and what they spent), their row. NotFound when there is
+        no such person; Conflict for the household's last admin (no one could manage it
+        any more). Their memory.md is a file: the caller removes it after this
         commits (files.forget_memory)."""
         with self.write():
             person = self.person(person_id)
@@ -224,7 +225,7 @@ class UserRows(Connection):
                 "DELETE FROM search_cache WHERE key LIKE ? OR response LIKE ?",
                 (cache.keys_like, cache.responses_like),
             )
-            for table in ("sessions", "api_tokens"):
+            for table in ("sessions", "api_tokens", "search_limits", "search_spent"):
                 self.db.execute(f"DELETE FROM {table} WHERE person = ?", (person_id,))
             self.db.execute("DELETE FROM users WHERE rowid = ?", (person_id,))
         return RemovedUser(person.name, conversations)

@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import asyncio
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
 from typing_extensions import TypedDict
 
+from app.api.access import state_person
 from app.api.deps import ServicesDep
-from app.chat.services import Services
+from app.chat.services import Services, default_limits
 from app.doctor.check import Check, first_failure
 from app.doctor.model import (
     key_refused_check,
@@ -27,6 +28,7 @@ from app.doctor.model import (
     tool_check,
 )
 from app.doctor.searxng import brave_key_check, plan_check, searxng_free_checks, suspension_checks
+from app.store.users import User
 
 router = APIRouter(prefix="/api/status")
 
@@ -57,13 +59,48 @@ async def model_checks(state: Services, *, tools: bool) -> list[Check]:
 
 
 @router.get("")
-async def status(services: ServicesDep, quick: bool = False) -> Checked:
-    """Every check but the Brave key's; `quick`: without tool calling (nothing generated)."""
+async def status(request: Request, services: ServicesDep, quick: bool = False) -> Checked:
+    """Every check but the Brave key's; `quick`: without tool calling (nothing generated).
+    In household mode also the asker's share of the plan, and for an admin everyone's."""
     searxng, model = await asyncio.gather(
         searxng_free_checks(services.searxng.url), model_checks(services, tools=not quick)
     )
     plan = await search_plan_checks(services) if first_failure(searxng) is None else []
-    return answer([*searxng, *plan, *model])
+    shares = await share_checks(services, state_person(request.scope))
+    return answer([*searxng, *plan, *shares, *model])
+
+
+async def share_checks(services: Services, asker: User | None) -> list[Check]:
+    """The asker's use and limits; an admin's, each person's use too (names and counts
+    only). Nothing outside household mode, or for the access token alone."""
+    if asker is None:
+        return []
+    shares = await services.storage.search_shares(default_limits(services.settings))
+    own = next((share for share in shares if share.name == asker.name), None)
+    if own is None:
+        return []
+    spent = [
+        limit is not None and used >= limit
+        for used, limit in ((own.today, own.limits.daily), (own.month, own.limits.monthly))
+    ]
+    checks = [
+        Check(
+            "search-share",
+            "engine",
+            "Your searches",
+            "warning" if any(spent) else "ok",
+            own.described(),
+            "ask an admin of the household for a larger share" if any(spent) else "",
+        )
+    ]
+    if asker.admin:
+        each = "; ".join(f"{s.name}: today {s.today}, this month {s.month}" for s in shares)
+        checks.append(
+            Check(
+                "search-shares", "engine", "Each person's searches", "ok", f"{each} Brave queries"
+            )
+        )
+    return checks
 
 
 async def search_plan_checks(services: Services) -> list[Check]:
