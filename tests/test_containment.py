@@ -263,7 +263,11 @@ def test_every_answer_forbids_embedding_and_sniffing(chat, llm):
         assert answer.headers.get_list("x-content-type-options") == ["nosniff"], answer
 
 
-SAMPLE_PARAMETERS = {"conversation_id": "20260101-abcdef", "model": "fake-model"}
+SAMPLE_PARAMETERS = {
+    "conversation_id": "20260101-abcdef",
+    "model": "fake-model",
+    "person_id": 2,
+}
 
 
 class Reached:

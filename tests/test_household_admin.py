@@ -282,7 +282,7 @@ def test_the_commands_reset_and_remove_a_person(home, llm, monkeypatch):
     reset = users(home, "reset", "bob")
     assert (reset.returncode, reset.stdout) == (
         0,
-        "ended every session of bob: they sign in anew\n",
+        "ended 1 sessions and revoked 0 API tokens of bob: they sign in anew\n",
     )
     assert bob.http.get("/api/conversations").status_code == 401
     assert users(home, "reset", "nobody").returncode == 1
@@ -363,7 +363,8 @@ def test_two_people_in_two_browsers_and_only_the_admin_manages_them(
                 expect(page.locator(".conversation-item")).to_contain_text(f"I am {name}")
                 settings(page, "Global", narrow=page is bob)
                 expect(page.locator("#memory-text")).to_have_value(f"- Is {name}\n")
-                expect(page.get_by_role("tab")).to_have_count(3 if page is alice else 2)
+                # This conversation, Global, Account; and People for the admin only.
+                expect(page.get_by_role("tab")).to_have_count(4 if page is alice else 3)
             bob.screenshot(path=str(target / "people-not-an-admin-phone.png"))
 
             alice.get_by_role("tab", name="People").click()

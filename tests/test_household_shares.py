@@ -15,7 +15,17 @@ from playwright.sync_api import expect
 from tests.browser import open_page
 from tests.chat_client import done, new_conversation, send
 from tests.conftest import NO_SEARXNG, ChatService, chat_env, run_main, service_for, two_replicas
-from tests.people import PASSWORDS, add_people, brave_queries, person_id, searched, signed_in
+from tests.fakes.llm_server import Reply, ToolCall
+from tests.people import (
+    PASSWORDS,
+    add_people,
+    bearer,
+    brave_queries,
+    new_token,
+    person_id,
+    searched,
+    signed_in,
+)
 from tests.research_model import QUESTION, article, plan_of, research_service, researcher
 
 __all__ = ["article", "researcher"]  # fixtures, imported to be used here
@@ -57,11 +67,32 @@ def test_a_person_at_their_daily_limit_is_refused_before_brave_is_asked(limited,
     }
 
 
+def test_a_persons_token_spends_their_share_on_v1(limited, llm, brave):
+    """/v1 with Bob's personal token searches as Bob: his share, not the household's."""
+    bob = signed_in(limited, "bob")
+    token = new_token(bob)
+    assert "error" not in searched(bob, llm, "longest river")  # his one query of the day
+    llm.script(
+        Reply(tool_calls=[ToolCall("web_search", {"query": "highest peak"})]),
+        Reply(text="Everest, I believe."),
+    )
+    question = {"model": "fake-model", "messages": [{"role": "user", "content": "Highest?"}]}
+    with limited.client(headers=bearer(token)) as client:
+        answer = client.post("/v1/chat/completions", json=question)
+    assert answer.status_code == 200, answer.text
+    assert brave_queries(brave) == 1  # nothing sent for him
+    assert USED_UP_TODAY in llm.requests[-1].body["messages"][-1]["content"]  # the model knows
+    alice = signed_in(limited, "alice")  # hers is untouched
+    assert "error" not in searched(alice, llm, "highest peak")
+
+
 def test_an_admin_sets_a_persons_limits_and_sees_everyones_use(limited, llm, brave):
     alice, bob = signed_in(limited, "alice"), signed_in(limited, "bob")
-    bobs, alices = (f"/api/people/{person_id(alice, n)}/limits" for n in ("bob", "alice"))
+    bobs_share, alices_share = (
+        f"/api/people/{person_id(alice, n)}/limits" for n in ("bob", "alice")
+    )
     assert "error" not in searched(bob, llm, "longest river")
-    set_bob = alice.http.put(bobs, json={"daily": None, "monthly": 2})
+    set_bob = alice.http.put(bobs_share, json={"daily": None, "monthly": 2})
     assert set_bob.status_code == 200, set_bob.text
     assert set_bob.json()["own"] == {"daily": None, "monthly": 2}
     assert "error" not in searched(bob, llm, "highest peak")  # no daily limit for him now
@@ -69,7 +100,7 @@ def test_an_admin_sets_a_persons_limits_and_sees_everyones_use(limited, llm, bra
         "search failed: your share of this month's searches is used up (2 of 2); ask alice"
     )
     assert brave_queries(brave) == 2
-    back = alice.http.put(bobs, json={"daily": "default"}).json()
+    back = alice.http.put(bobs_share, json={"daily": "default"}).json()
     assert (back["daily"], back["own"]["daily"], back["monthly"]) == (1, "default", 2)
     checks = {c["id"]: c for c in alice.http.get("/api/status?quick=1").json()["checks"]}
     assert checks["search-shares"]["detail"] == (
@@ -80,14 +111,14 @@ def test_an_admin_sets_a_persons_limits_and_sees_everyones_use(limited, llm, bra
     assert "search-shares" not in bobs and bobs["search-share"]["state"] == "warning"
     # Bob is no admin: the admin's routes are not there for him; bad values are refused.
     for answer in (
-        bob.http.put(bobs, json={"daily": 100}),
-        bob.http.get(alices),
+        bob.http.put(bobs_share, json={"daily": 100}),
+        bob.http.get(alices_share),
         alice.http.put("/api/people/99/limits", json={"daily": 1}),
     ):
         assert answer.status_code == 404
     for wrong in ({"daily": -1}, {"daily": "5"}, {"daily": True}, {"daily": 1.5}, {"weekly": 3}):
-        assert alice.http.put(bobs, json=wrong).status_code == 422
-    assert alice.http.get(bobs).json()["monthly"] == 2
+        assert alice.http.put(bobs_share, json=wrong).status_code == 422
+    assert alice.http.get(bobs_share).json()["monthly"] == 2
 
 
 def test_users_limit_sets_a_persons_own_share_and_list_shows_it(

@@ -502,7 +502,7 @@ def test_the_header_from_an_untrusted_address_is_refused_on_every_route(behind_a
     service = behind_another_proxy
     alice = signed_in(service, "alice")
     paths = [
-        (op.method, op.path.format(**MISSING_VALUES, **dict.fromkeys(SHARED, "m")))
+        (op.method, op.path.format(**MISSING_VALUES, **dict.fromkeys(SHARED, "m"), person_id=2))
         for op in operations(service)
     ]
     paths += [("POST", "/mcp"), ("GET", "/")]

@@ -60,7 +60,7 @@ function row(person, redraw, error) {
     "div",
     { className: "person-actions" },
     el("button", { type: "button", className: "quiet", "aria-label": `${toggle} ${person.name}`, text: toggle, on: { click: () => act(() => api(`/api/people/${person.id}`, { method: "PATCH", body: { disabled: !person.disabled } })) } }),
-    el("button", { type: "button", className: "quiet", "aria-label": `End ${person.name}'s sessions`, title: "Signs them out everywhere: they sign in anew", text: "End sessions", on: { click: () => act(() => api(`/api/people/${person.id}/reset`, { method: "POST" })) } }),
+    el("button", { type: "button", className: "quiet", "aria-label": `End ${person.name}'s sessions`, title: "Signs them out everywhere and revokes their API tokens: they sign in anew", text: "End sessions", on: { click: () => act(() => api(`/api/people/${person.id}/reset`, { method: "POST" })) } }),
     remove,
   );
   remove.addEventListener("click", () => confirmRemoval(item, person, remove, redraw));

@@ -57,8 +57,8 @@ export class SettingsDialog {
     this.dialog.close();
   }
 
-  /** Household mode adds Account, and People for an admin: asked once, from the session
-   * (the tabs follow at the next drawing, or at once if the dialog is already open). */
+  /** Household mode adds Account, and People for an admin: asked once, from the session.
+   * An open dialog gains the tabs at once; its body (a field being typed in) is left be. */
   learnSession() {
     this.household = false;
     this.admin = false;
@@ -66,8 +66,16 @@ export class SettingsDialog {
     api("/api/session").then((session) => {
       this.household = Boolean(session.household);
       this.admin = Boolean(session.admin);
-      if (this.dialog.open) this.render();
+      const tabs = this.dialog.open && this.dialog.querySelector(".tabs");
+      if (tabs) tabs.replaceChildren(...this.tabButtons());
     }, () => {});
+  }
+
+  tabButtons() {
+    const names = [["conversation", "This conversation"], ["global", "Global"]];
+    if (this.household) names.push(["account", "Account"]);
+    if (this.admin) names.push(["people", "People"]);
+    return names.map(([name, label]) => this.tabButton(name, label));
   }
 
   tabButton(name, label) {
@@ -75,11 +83,7 @@ export class SettingsDialog {
   }
 
   render() {
-    const tabs = el("div", { className: "tabs", role: "tablist" });
-    const names = [["conversation", "This conversation"], ["global", "Global"]];
-    if (this.household) names.push(["account", "Account"]);
-    if (this.admin) names.push(["people", "People"]);
-    for (const [name, label] of names) tabs.append(this.tabButton(name, label));
+    const tabs = el("div", { className: "tabs", role: "tablist" }, ...this.tabButtons());
     const head = el("div", { className: "settings-head" }, el("h2", { text: "Settings" }), tabs, el("button", { type: "button", className: "icon", "aria-label": "Close settings", text: "×", on: { click: () => this.close() } }));
     const body = el("div", { className: "settings-body", role: "tabpanel" });
     clear(this.dialog).append(head, body);
