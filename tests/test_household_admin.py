@@ -19,11 +19,12 @@ from app.store.database import Database
 from tests import page_actions
 from tests.browser import open_page
 from tests.conftest import NO_SEARXNG, ChatService, chat_env, run_main, service_for, store_of
-from tests.fakes.llm_server import Reply
+from tests.fakes.llm_server import Reply, ToolCall
 from tests.people import (
     PASSWORDS,
     add_people,
     bearer,
+    brave_queries,
     new_token,
     person_id,
     searched,
@@ -415,6 +416,88 @@ def test_two_people_in_two_browsers_and_only_the_admin_manages_them(
             bob.context.close()
 
 
+def sign_in(page, name: str) -> None:
+    """The page's sign-in form, as that person."""
+    page.fill("#login-name", name)
+    page.fill("#login-token", PASSWORDS[name])
+    page.keyboard.press("Enter")
+    expect(page.locator("body")).to_have_attribute("data-ready", "yes")
+
+
+def test_the_admin_sets_bobs_daily_share_on_the_people_tab_and_his_second_search_is_refused(
+    browser, llm, pages, searxng, brave, tmp_path, request
+):
+    add_people(tmp_path / "data")
+    target = Path(os.environ.get("SCREENSHOT_DIR") or tmp_path)
+    with service_for(request, chat_env(llm, tmp_path, pages), searxng.url) as service:
+        alice = open_page(browser, service.url, width=390, height=844, ready=False)
+        bob = None
+        try:
+            sign_in(alice, "alice")
+            settings(alice, "People", narrow=True)
+            people = alice.locator("#people")
+            row, own = (people.locator(".person", has_text=n) for n in ("bob", "alice"))
+            unlimited = "today 0 of no limit (default) · this month 0 of no limit (default)"
+            expect(row.locator(".person-share")).to_have_text(f"{unlimited} Brave queries")
+            expect(own.locator(".person-share")).to_have_text(f"{unlimited} Brave queries")
+            expect(own.get_by_role("button", name="alice's limits")).to_be_enabled()
+
+            # By keyboard: Limits, the daily choice, a number; a bad one is the server's to refuse.
+            opener = row.get_by_role("button", name="bob's limits")
+            opener.focus()
+            alice.keyboard.press("Enter")
+            form = row.get_by_role("form", name="bob's limits")
+            daily = form.get_by_label("Daily limit")
+            expect(daily).to_be_focused()
+            daily.select_option("number")
+            count = form.get_by_label("Daily Brave queries for bob")
+            expect(count).to_be_focused()
+            alice.keyboard.type("-1")
+            alice.keyboard.press("Enter")
+            expect(form.get_by_role("alert")).to_have_text(
+                'daily: a limit is a whole number from 0, null (no limit) or "default"'
+            )
+            expect(count).to_have_value("-1")  # what was typed is kept, to be put right
+            expect(row.locator(".person-share")).to_contain_text(unlimited)
+            for part in (".settings-head", ".settings-body"):
+                fits = alice.locator(part).evaluate("node => node.scrollWidth <= node.clientWidth")
+                assert fits, part
+            form.get_by_role("alert").scroll_into_view_if_needed()
+            alice.screenshot(path=str(target / "people-limits-refused-phone.png"))
+            count.fill("1")
+            alice.keyboard.press("Enter")
+            expect(form).to_be_hidden()
+            expect(opener).to_be_focused()
+            expect(row.locator(".person-share")).to_have_text(
+                "today 0 of 1 · this month 0 of no limit (default) Brave queries"
+            )
+
+            bob = open_page(browser, service.url, ready=False)  # a browser of his own
+            sign_in(bob, "bob")
+            for query in ("longest river", "highest peak"):
+                llm.script(
+                    Reply(tool_calls=[ToolCall("web_search", {"query": query})]),
+                    Reply(text="Nile."),
+                )
+                page_actions.send(bob, f"Tell me: {query}?")
+                page_actions.wait_turn_end(bob)
+            assert brave_queries(brave) == 1  # the second was refused before Brave was asked
+            trail = bob.locator(".trail").last
+            trail.locator("summary").click()
+            expect(trail.locator(".timeline")).to_contain_text(
+                "search failed: your share of today's searches is used up (1 of 1); ask alice"
+            )
+
+            alice.get_by_role("tab", name="Global").click()
+            alice.get_by_role("tab", name="People").click()
+            expect(row.locator(".person-share")).to_contain_text("today 1 of 1 ·")
+            alice.screenshot(path=str(target / "people-limits-phone.png"))
+        finally:
+            alice.context.close()
+            if bob is not None:
+                bob.context.close()
+
+
 def test_a_new_person_opens_their_link_chooses_a_password_and_is_in(
     browser, llm, pages, searxng, tmp_path, request
 ):
@@ -423,10 +506,7 @@ def test_a_new_person_opens_their_link_chooses_a_password_and_is_in(
         alice = open_page(browser, service.url, ready=False)
         carol = None
         try:
-            alice.fill("#login-name", "alice")
-            alice.fill("#login-token", PASSWORDS["alice"])
-            alice.keyboard.press("Enter")
-            expect(alice.locator("body")).to_have_attribute("data-ready", "yes")
+            sign_in(alice, "alice")
             settings(alice, "People")
             alice.fill("#person-name", "carol")
             alice.locator("#person-link").check()

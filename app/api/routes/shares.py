@@ -9,7 +9,16 @@ from __future__ import annotations
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, Depends, HTTPException
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidatorFunctionWrapHandler,
+    WrapValidator,
+)
+from pydantic_core import PydanticCustomError
 
 from app.api.deps import PersonDep, ServicesDep, StorageDep
 from app.api.routes.household import AdminDep, PersonId
@@ -20,15 +29,28 @@ from app.store.users import User
 router = APIRouter(tags=["household"])
 
 
+WHAT_A_LIMIT_IS = 'a limit is a whole number from 0, null (no limit) or "default"'
+
+
 def number_only(value: object) -> object:
     """A count is a JSON number (1301.0 is one, as JSON Schema's integer), never a
     string or a boolean that lax parsing would turn into one."""
     if isinstance(value, bool | str):
-        raise ValueError('a limit is a whole number from 0, null (no limit) or "default"')
+        raise ValueError(WHAT_A_LIMIT_IS)
     return value
 
 
+def one_reason(value: object, handler: ValidatorFunctionWrapHandler) -> object:
+    """A wrong limit is refused with the one reason the admin's People page shows, not
+    one refusal a branch of the union (a number, "default", null)."""
+    try:
+        return handler(value)
+    except ValidationError:
+        raise PydanticCustomError("limit", WHAT_A_LIMIT_IS) from None
+
+
 Count = Annotated[int, BeforeValidator(number_only), Field(ge=0)]
+Choice = Annotated[Count | Literal["default"] | None, WrapValidator(one_reason)]
 Shown = int | Literal["default"] | None
 """A limit as the API says it: queries, the settings' default, or null (no limit)."""
 
@@ -38,8 +60,8 @@ class Limits(BaseModel):
     (the settings' SEARCH_USER_..._LIMIT); one left out stays as it is."""
 
     model_config = ConfigDict(extra="forbid")
-    daily: Count | Literal["default"] | None = None
-    monthly: Count | Literal["default"] | None = None
+    daily: Choice = None
+    monthly: Choice = None
 
 
 class OwnLimits(BaseModel):

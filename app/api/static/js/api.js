@@ -42,9 +42,14 @@ async function apiError(response) {
     // not JSON: the status says enough
   }
   const detail = body && body.detail;
-  const message = typeof detail === "string" ? detail : detail ? JSON.stringify(detail) : `HTTP ${response.status}`;
+  const message = typeof detail === "string" ? detail : Array.isArray(detail) ? invalid(detail) : detail ? JSON.stringify(detail) : `HTTP ${response.status}`;
   if (response.status === 401 && auth.onMissing) auth.onMissing(message);
   return new ApiError(response.status, message, body);
+}
+
+/** A 422's list of what was wrong, in the server's words: "daily: a limit is a whole number from 0...". */
+function invalid(errors) {
+  return errors.map((error) => (Array.isArray(error.loc) && error.loc.length > 1 ? `${error.loc.at(-1)}: ${error.msg}` : error.msg)).join("; ");
 }
 
 /** A JSON call; resolves to the parsed body (null for 204). Throws ApiError or ConnectionLost. */

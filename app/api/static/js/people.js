@@ -1,5 +1,6 @@
 // Household mode (docs/household.md): Settings' People tab, for admins only (the list, add,
-// disable or enable, end sessions, remove with the name typed), and every person's own
+// disable or enable, end sessions, remove with the name typed, each one's share of the Brave
+// plan), and every person's own
 // "Export my conversations". An admin never reads anyone's conversations: removing
 // someone, the page asks to have them download theirs first.
 
@@ -44,7 +45,11 @@ function row(person, redraw, error) {
     `since ${person.created.slice(0, 10)}`,
   ].filter(Boolean);
   const item = el("li", { className: "person", dataset: { id: String(person.id) } }, el("div", { className: "person-who" }, name, mine ? el("span", { className: "badge", text: "you" }) : null, el("span", { className: "person-marks", text: marks.join(" · ") })));
-  if (mine) return item;
+  const share = shareOf(person, item);
+  if (mine) {
+    item.append(el("div", { className: "person-actions" }, share.button), share.line);
+    return item;
+  }
   const act = async (call) => {
     error.textContent = "";
     try {
@@ -59,13 +64,106 @@ function row(person, redraw, error) {
   const actions = el(
     "div",
     { className: "person-actions" },
+    share.button,
     el("button", { type: "button", className: "quiet", "aria-label": `${toggle} ${person.name}`, text: toggle, on: { click: () => act(() => api(`/api/people/${person.id}`, { method: "PATCH", body: { disabled: !person.disabled } })) } }),
     el("button", { type: "button", className: "quiet", "aria-label": `End ${person.name}'s sessions`, title: "Signs them out everywhere and revokes their API tokens: they sign in anew", text: "End sessions", on: { click: () => act(() => api(`/api/people/${person.id}/reset`, { method: "POST" })) } }),
     remove,
   );
   remove.addEventListener("click", () => confirmRemoval(item, person, remove, redraw));
-  item.append(actions);
+  item.append(actions, share.line);
   return item;
+}
+
+const LIMITS = [
+  { key: "daily", label: "Daily", used: "today", when: "today" },
+  { key: "monthly", label: "Monthly", used: "month", when: "this month" },
+];
+
+/** "today 3 of 20 · this month 41 of no limit (default) Brave queries": a person's use and
+ * the limits that hold, "(default)" where the settings' do rather than their own. */
+function shareText(share) {
+  const part = ({ key, used, when }) => `${when} ${share[used]} of ${share[key] ?? "no limit"}${share.own[key] === "default" ? " (default)" : ""}`;
+  return `${LIMITS.map(part).join(" · ")} Brave queries`;
+}
+
+/** The row's share of the Brave plan (read once the list is drawn) and its Limits button,
+ * which opens the form that sets them. */
+function shareOf(person, item) {
+  const line = el("p", { className: "person-share", id: `person-share-${person.id}`, text: "Brave queries: reading…" });
+  const button = el("button", { type: "button", className: "quiet", "aria-label": `${person.name}'s limits`, "aria-expanded": "false", "aria-controls": `person-limits-${person.id}`, disabled: true, text: "Limits" });
+  let share = null;
+  const show = (given) => {
+    share = given;
+    line.textContent = shareText(share);
+    button.disabled = false;
+  };
+  api(`/api/people/${person.id}/limits`).then(show, (failure) => (line.textContent = failure.message));
+  button.addEventListener("click", () => {
+    const open = document.getElementById(`person-limits-${person.id}`);
+    if (open) return open.querySelector("select").focus();
+    button.setAttribute("aria-expanded", "true");
+    item.append(limitsForm(person, share, button, show));
+  });
+  return { button, line };
+}
+
+/** Daily and monthly limits: the settings' default, no limit, or a number from 0. The server
+ * judges the number; its refusal is shown and the form keeps what was typed. */
+function limitsForm(person, share, opener, saved) {
+  const close = () => {
+    form.remove();
+    opener.setAttribute("aria-expanded", "false");
+    opener.focus();
+  };
+  const error = el("p", { className: "field-error", role: "alert" });
+  const fields = LIMITS.map(({ key, label }) => {
+    const id = `person-limits-${person.id}-${key}`;
+    const own = share.own[key];
+    const choice = el(
+      "select",
+      { id },
+      el("option", { value: "default", text: "The default" }),
+      el("option", { value: "none", text: "No limit" }),
+      el("option", { value: "number", text: "A number" }),
+    );
+    choice.value = own === "default" ? "default" : own === null ? "none" : "number";
+    const count = el("input", { type: "number", id: `${id}-count`, min: "0", step: "1", inputmode: "numeric", "aria-label": `${label} Brave queries for ${person.name}`, value: typeof own === "number" ? String(own) : "" });
+    count.hidden = choice.value !== "number";
+    choice.addEventListener("change", () => {
+      count.hidden = choice.value !== "number";
+      if (!count.hidden) count.focus();
+    });
+    // An empty or unreadable number goes as typed, for the server to say what it wants.
+    const value = () => (choice.value === "default" ? "default" : choice.value === "none" ? null : count.value === "" ? "" : Number(count.value));
+    return { key, value, node: el("div", { className: "person-limit" }, el("label", { for: id, text: `${label} limit` }), el("div", { className: "person-limit-choice" }, choice, count)) };
+  });
+  const form = el(
+    "form",
+    { className: "person-limits", id: `person-limits-${person.id}`, "aria-label": `${person.name}'s limits`, novalidate: true },
+    el("p", { className: "field-help", text: "Brave queries a UTC day and a calendar month. The default: the settings' (SEARCH_USER_DAILY_LIMIT, SEARCH_USER_MONTHLY_LIMIT)." }),
+    el("div", { className: "person-limit-fields" }, fields.map((field) => field.node)),
+    error,
+    el("div", { className: "settings-foot" }, el("button", { type: "submit", className: "primary", text: "Save" }), el("button", { type: "button", className: "quiet", text: "Cancel", on: { click: close } })),
+  );
+  form.addEventListener("keydown", (event) => {
+    if (event.key !== "Escape") return;
+    event.preventDefault(); // Escape closes these limits, not the whole dialog
+    event.stopPropagation();
+    close();
+  });
+  form.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    error.textContent = "";
+    try {
+      saved(await api(`/api/people/${person.id}/limits`, { method: "PUT", body: Object.fromEntries(fields.map((field) => [field.key, field.value()])) }));
+    } catch (failure) {
+      error.textContent = failure.message;
+      return;
+    }
+    close();
+  });
+  queueMicrotask(() => fields[0].node.querySelector("select").focus());
+  return form;
 }
 
 /** Remove asks for the person's name, typed; Escape or Cancel gives the focus back to the row. */
