@@ -437,7 +437,7 @@ def test_the_admin_sets_bobs_daily_share_on_the_people_tab_and_his_second_search
             settings(alice, "People", narrow=True)
             people = alice.locator("#people")
             row, own = (people.locator(".person", has_text=n) for n in ("bob", "alice"))
-            unlimited = "today 0 of no limit (default) · this month 0 of no limit (default)"
+            unlimited = "today 0, no limit (default) · this month 0, no limit (default)"
             expect(row.locator(".person-share")).to_have_text(f"{unlimited} Brave queries")
             expect(own.locator(".person-share")).to_have_text(f"{unlimited} Brave queries")
             expect(own.get_by_role("button", name="alice's limits")).to_be_enabled()
@@ -469,7 +469,7 @@ def test_the_admin_sets_bobs_daily_share_on_the_people_tab_and_his_second_search
             expect(form).to_be_hidden()
             expect(opener).to_be_focused()
             expect(row.locator(".person-share")).to_have_text(
-                "today 0 of 1 · this month 0 of no limit (default) Brave queries"
+                "today 0 of 1 · this month 0, no limit (default) Brave queries"
             )
 
             bob = open_page(browser, service.url, ready=False)  # a browser of his own

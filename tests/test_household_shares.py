@@ -64,6 +64,7 @@ def test_a_person_at_their_daily_limit_is_refused_before_brave_is_asked(limited,
         "own": {"daily": "default", "monthly": "default"},
         "today": 1,
         "month": 1,
+        "text": "today 1 of 1 (default) · this month 1, no limit (default) Brave queries",
     }
 
 
@@ -129,7 +130,7 @@ def test_users_limit_sets_a_persons_own_share_and_list_shows_it(
     env = {"DATA_DIR": str(data), "SEARCH_USER_MONTHLY_LIMIT": "50"}
     told = run_main("users", "limit", "bob", "--daily", "0", searxng_url=NO_SEARXNG, **env)
     assert told.returncode == 0, told.stderr
-    assert told.stdout == "bob: today 0 of 0, this month 0 of 50 (default) Brave queries\n"
+    assert told.stdout == "bob: today 0 of 0 · this month 0 of 50 (default) Brave queries\n"
     for wrong in ("-1", "lots", "1.5"):
         refused = run_main("users", "limit", "bob", "--daily", wrong, searxng_url=NO_SEARXNG, **env)
         assert refused.returncode == 2 and "is not a whole number from 0" in refused.stderr
@@ -137,7 +138,7 @@ def test_users_limit_sets_a_persons_own_share_and_list_shows_it(
     assert nobody.returncode == 1 and "no user named 'carol'" in nobody.stderr
     run_main("users", "limit", "alice", "--monthly", "none", searxng_url=NO_SEARXNG, **env)
     listed = run_main("users", "list", searxng_url=NO_SEARXNG, **env).stdout
-    assert "today 0 of no limit (default), this month 0 of no limit Brave queries" in listed
+    assert "today 0, no limit (default) · this month 0, no limit Brave queries" in listed
     with service_for(request, chat_env(llm, tmp_path, pages), searxng.url) as home:
         bob = signed_in(home, "bob")
         assert searched(bob, llm, "longest river")["error"] == (
@@ -189,7 +190,7 @@ def test_the_status_panel_shows_a_persons_own_use(
             page.keyboard.press("Enter")
             mine = page.locator("#view-status .status-row[data-check='search-share']")
             expect(mine).to_contain_text("Your searches")
-            expect(mine).to_contain_text("today 1 of 1 (default), this month 1 of no limit")
+            expect(mine).to_contain_text("today 1 of 1 (default) · this month 1, no limit")
             expect(mine).to_have_attribute("data-state", "warning")
             assert page.locator("[data-check='search-shares']").count() == 0  # the admin's
         finally:

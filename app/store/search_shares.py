@@ -46,17 +46,18 @@ class PersonShare:
     month: int
 
     def described(self) -> str:
-        """'today 3 of 20, this month 41 of no limit (default) Brave queries': a limit
-        marked (default) when it is the settings' rather than the person's own."""
+        """'today 3 of 20 · this month 41, no limit (default) Brave queries': a limit
+        marked (default) when it is the settings' rather than the person's own. The one
+        wording of a share: the page shows it as the API gives it."""
         parts = []
         for period, used, own, limit in (
             ("today", self.today, self.own[0], self.limits.daily),
             ("this month", self.month, self.own[1], self.limits.monthly),
         ):
-            shown = "no limit" if limit is None else str(limit)
             whose = " (default)" if own == DEFAULT else ""
-            parts.append(f"{period} {used} of {shown}{whose}")
-        return ", ".join(parts) + " Brave queries"
+            held = ", no limit" if limit is None else f" of {limit}"
+            parts.append(f"{period} {used}{held}{whose}")
+        return " · ".join(parts) + " Brave queries"
 
 
 @dataclass(frozen=True)

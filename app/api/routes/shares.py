@@ -80,6 +80,9 @@ class Share(BaseModel):
     """Their own limits as set ("default": the settings')."""
     today: int
     month: int
+    text: str
+    """All of it in words, as the page shows it ("today 3 of 20 · this month 41, no limit
+    (default) Brave queries")."""
 
 
 def shown(limit: Limit) -> Shown:
@@ -96,6 +99,7 @@ def share_of(share: PersonShare) -> Share:
         own=own,
         today=share.today,
         month=share.month,
+        text=share.described(),
     )
 
 

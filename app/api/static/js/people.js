@@ -75,16 +75,9 @@ function row(person, redraw, error) {
 }
 
 const LIMITS = [
-  { key: "daily", label: "Daily", used: "today", when: "today" },
-  { key: "monthly", label: "Monthly", used: "month", when: "this month" },
+  { key: "daily", label: "Daily" },
+  { key: "monthly", label: "Monthly" },
 ];
-
-/** "today 3 of 20 · this month 41 of no limit (default) Brave queries": a person's use and
- * the limits that hold, "(default)" where the settings' do rather than their own. */
-function shareText(share) {
-  const part = ({ key, used, when }) => `${when} ${share[used]} of ${share[key] ?? "no limit"}${share.own[key] === "default" ? " (default)" : ""}`;
-  return `${LIMITS.map(part).join(" · ")} Brave queries`;
-}
 
 /** The row's share of the Brave plan (read once the list is drawn) and its Limits button,
  * which opens the form that sets them. */
@@ -94,7 +87,7 @@ function shareOf(person, item) {
   let share = null;
   const show = (given) => {
     share = given;
-    line.textContent = shareText(share);
+    line.textContent = share.text;
     button.disabled = false;
   };
   api(`/api/people/${person.id}/limits`).then(show, (failure) => (line.textContent = failure.message));
