@@ -5,17 +5,18 @@ and one whose answer searched."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
+import pytest
 
 from app.store.database import Database
 from app.store.passwords import hash_password
 from app.store.users import NewUser
 from tests.chat_client import done, new_conversation, send
-from tests.conftest import ChatService, store_of
+from tests.conftest import ChatService, chat_env, service_for, store_of
 from tests.fakes.brave_api import SEARCH_PATH, FakeBrave
 from tests.fakes.llm_server import Reply, ToolCall
 
@@ -35,6 +36,15 @@ def add_people(data_dir: Path, database_url: str = "") -> None:
             database.add_user(NewUser(name, admin=name == "alice", password=hashed))
     finally:
         database.close()
+
+
+@pytest.fixture
+def home(request, llm, pages, searxng, brave, tmp_path, database_url) -> Iterator[ChatService]:
+    """A service whose database holds Alice (the admin) and Bob: household mode."""
+    add_people(tmp_path / "data", database_url)
+    env = chat_env(llm, tmp_path, pages, DATABASE_URL=database_url)
+    with service_for(request, env, searxng.url) as service:
+        yield service
 
 
 @dataclass

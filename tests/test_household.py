@@ -33,6 +33,7 @@ from tests.people import (
     add_people,
     bearer,
     brave_queries,
+    home,
     new_token,
     searched,
     signed_in,
@@ -40,14 +41,7 @@ from tests.people import (
 )
 from tests.summaries import MEASURED, SMALL_CHAT, small_conversation, summary_reply
 
-
-@pytest.fixture
-def home(request, llm, pages, searxng, brave, tmp_path, database_url) -> Iterator[ChatService]:
-    """A service whose database holds Alice and Bob: household mode."""
-    add_people(tmp_path / "data", database_url)
-    env = chat_env(llm, tmp_path, pages, DATABASE_URL=database_url)
-    with service_for(request, env, searxng.url) as service:
-        yield service
+__all__ = ["home"]  # a fixture, imported to be used here
 
 
 # -- signing in --------------------------------------------------------------------------------

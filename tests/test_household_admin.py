@@ -8,10 +8,8 @@ from __future__ import annotations
 import io
 import os
 import re
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
 from playwright.sync_api import expect
 
 from app.cli.exits import EXIT_REFUSED
@@ -25,6 +23,7 @@ from tests.people import (
     add_people,
     bearer,
     brave_queries,
+    home,
     new_token,
     person_id,
     searched,
@@ -34,14 +33,7 @@ from tests.people import (
 
 CAROL = "carol's long password"
 
-
-@pytest.fixture
-def home(request, llm, pages, searxng, brave, tmp_path, database_url) -> Iterator[ChatService]:
-    """A service whose database holds Alice (the admin) and Bob: household mode."""
-    add_people(tmp_path / "data", database_url)
-    env = chat_env(llm, tmp_path, pages, DATABASE_URL=database_url)
-    with service_for(request, env, searxng.url) as service:
-        yield service
+__all__ = ["home"]  # a fixture, imported to be used here
 
 
 def test_an_admin_adds_disables_enables_resets_and_removes_a_person(home):

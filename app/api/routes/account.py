@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from app.api.access import SESSION_COOKIE, SESSION_SECONDS, by_token
 from app.api.bodies import errors, refused
 from app.api.deps import GuardDep, PersonDep, StorageDep
+from app.api.routes.session import drop_cookie
 from app.store.sessions import AccessReset, ApiToken
 from app.store.users import MAX_NAME_CHARS, User, checked_text
 
@@ -128,11 +129,5 @@ async def sign_out_everywhere(
 ) -> Ended:
     """Every session of the person's ended (this browser's too) and every token revoked."""
     ended: AccessReset = await storage.reset_access(person.id)
-    response.delete_cookie(
-        SESSION_COOKIE,
-        path="/",
-        httponly=True,
-        samesite="strict",
-        secure=request.url.scheme == "https",
-    )
+    drop_cookie(request, response)
     return Ended(sessions=ended.sessions, tokens=ended.tokens)

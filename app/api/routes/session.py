@@ -133,6 +133,12 @@ async def sign_out(request: Request, guard: GuardDep) -> Response:
     if guard.sessions is not None and (cookie := request.cookies.get(SESSION_COOKIE)):
         await guard.sessions.end(cookie)
     response = Response(status_code=204)
+    drop_cookie(request, response)
+    return response
+
+
+def drop_cookie(request: Request, response: Response) -> None:
+    """The session cookie gone from the browser, with the attributes it was set with."""
     response.delete_cookie(
         SESSION_COOKIE,
         path="/",
@@ -140,7 +146,6 @@ async def sign_out(request: Request, guard: GuardDep) -> Response:
         samesite="strict",
         secure=request.url.scheme == "https",
     )
-    return response
 
 
 def json_error(status: int, message: str, headers: dict[str, str] | None = None) -> Response:
