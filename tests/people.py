@@ -47,6 +47,15 @@ def home(request, llm, pages, searxng, brave, tmp_path, database_url) -> Iterato
         yield service
 
 
+@pytest.fixture
+def shared_home(request, llm, pages, searxng, brave, tmp_path) -> Iterator[ChatService]:
+    """Alice and Bob sharing one search cache (SEARCH_CACHE_SHARED=1)."""
+    add_people(tmp_path / "data")
+    env = chat_env(llm, tmp_path, pages, SEARCH_CACHE_SHARED="1")
+    with service_for(request, env, searxng.url) as service:
+        yield service
+
+
 @dataclass
 class Person:
     """A person's browser: a client with their session cookie (chat_client takes it as a

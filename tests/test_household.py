@@ -36,12 +36,13 @@ from tests.people import (
     home,
     new_token,
     searched,
+    shared_home,
     signed_in,
     talk,
 )
 from tests.summaries import MEASURED, SMALL_CHAT, small_conversation, summary_reply
 
-__all__ = ["home"]  # a fixture, imported to be used here
+__all__ = ["home", "shared_home"]  # fixtures, imported to be used here
 
 
 # -- signing in --------------------------------------------------------------------------------
@@ -267,18 +268,14 @@ def test_bobs_search_is_not_served_from_alices_cache(home, llm, brave):
     assert brave_queries(brave) == 4
 
 
-def test_a_shared_cache_tells_a_searchs_age_only_to_who_ran_it(
-    request, llm, pages, searxng, brave, tmp_path
-):
-    add_people(tmp_path / "data")
-    env = chat_env(llm, tmp_path, pages, SEARCH_CACHE_SHARED="1")
-    with service_for(request, env, searxng.url) as home:
-        alice, bob = signed_in(home, "alice"), signed_in(home, "bob")
-        first = searched(alice, llm, "longest river")
-        bobs = searched(bob, llm, "longest river")
-        assert brave_queries(brave) == 1  # served from the one cache
-        assert "cached_age" not in bobs and bobs["results"] == first["results"]
-        assert searched(alice, llm, "longest river")["cached_age"] >= 0
+def test_a_shared_cache_tells_a_searchs_age_only_to_who_ran_it(shared_home, llm, brave):
+    home = shared_home
+    alice, bob = signed_in(home, "alice"), signed_in(home, "bob")
+    first = searched(alice, llm, "longest river")
+    bobs = searched(bob, llm, "longest river")
+    assert brave_queries(brave) == 1  # served from the one cache
+    assert "cached_age" not in bobs and bobs["results"] == first["results"]
+    assert searched(alice, llm, "longest river")["cached_age"] >= 0
 
 
 # -- a trusted proxy's header ------------------------------------------------------------------

@@ -27,13 +27,14 @@ from tests.people import (
     new_token,
     person_id,
     searched,
+    shared_home,
     signed_in,
     talk,
 )
 
 CAROL = "carol's long password"
 
-__all__ = ["home"]  # a fixture, imported to be used here
+__all__ = ["home", "shared_home"]  # fixtures, imported to be used here
 
 
 def test_an_admin_adds_disables_enables_resets_and_removes_a_person(home):
@@ -237,23 +238,19 @@ def test_removing_a_person_leaves_nothing_of_theirs_and_no_one_elses_changed(hom
     assert bob.http.get("/api/conversations").status_code == 401
 
 
-def test_in_a_shared_cache_the_searches_a_removed_person_ran_go_with_them(
-    request, llm, pages, searxng, brave, tmp_path
-):
-    add_people(tmp_path / "data")
-    env = chat_env(llm, tmp_path, pages, SEARCH_CACHE_SHARED="1")
-    with service_for(request, env, searxng.url) as home:
-        alice, bob = signed_in(home, "alice"), signed_in(home, "bob")
-        searched(alice, llm, "longest river")
-        searched(bob, llm, "highest peak")
-        assert "cached_age" not in searched(bob, llm, "longest river")  # hers, shared
-        assert counts(home, 1)["search_cache"] == 2
-        assert alice.http.delete("/api/people/2").status_code == 204
-        assert counts(home, 1)["search_cache"] == 1
-        asked = len(brave.requests)
-        assert "cached_age" not in searched(alice, llm, "highest peak")  # Bob's is gone
-        assert len(brave.requests) == asked + 1
-        assert searched(alice, llm, "longest river")["cached_age"] >= 0  # hers is kept
+def test_in_a_shared_cache_the_searches_a_removed_person_ran_go_with_them(shared_home, llm, brave):
+    home = shared_home
+    alice, bob = signed_in(home, "alice"), signed_in(home, "bob")
+    searched(alice, llm, "longest river")
+    searched(bob, llm, "highest peak")
+    assert "cached_age" not in searched(bob, llm, "longest river")  # hers, shared
+    assert counts(home, 1)["search_cache"] == 2
+    assert alice.http.delete("/api/people/2").status_code == 204
+    assert counts(home, 1)["search_cache"] == 1
+    asked = len(brave.requests)
+    assert "cached_age" not in searched(alice, llm, "highest peak")  # Bob's is gone
+    assert len(brave.requests) == asked + 1
+    assert searched(alice, llm, "longest river")["cached_age"] >= 0  # hers is kept
 
 
 # -- the commands ------------------------------------------------------------------------------

@@ -138,12 +138,7 @@ function limitsForm(person, share, opener, saved) {
     error,
     el("div", { className: "settings-foot" }, el("button", { type: "submit", className: "primary", text: "Save" }), el("button", { type: "button", className: "quiet", text: "Cancel", on: { click: close } })),
   );
-  form.addEventListener("keydown", (event) => {
-    if (event.key !== "Escape") return;
-    event.preventDefault(); // Escape closes these limits, not the whole dialog
-    event.stopPropagation();
-    close();
-  });
+  escapeCloses(form, close);
   form.addEventListener("submit", async (event) => {
     event.preventDefault();
     error.textContent = "";
@@ -179,12 +174,7 @@ function confirmRemoval(item, person, opener, redraw) {
     el("div", { className: "settings-foot" }, go, el("button", { type: "button", className: "quiet", text: "Cancel", on: { click: cancel } })),
   );
   input.addEventListener("input", () => (go.disabled = input.value !== person.name));
-  panel.addEventListener("keydown", (event) => {
-    if (event.key !== "Escape") return;
-    event.preventDefault(); // Escape closes this question, not the whole dialog
-    event.stopPropagation();
-    cancel();
-  });
+  escapeCloses(panel, cancel);
   panel.addEventListener("submit", async (event) => {
     event.preventDefault();
     if (input.value !== person.name) return;
@@ -315,4 +305,14 @@ export function exportSection() {
     el("div", { className: "settings-foot" }, el("button", { type: "button", id: "export-mine", text: "Export my conversations", on: { click: download } })),
     error,
   );
+}
+
+/** Escape in a row's own form closes that form, not the whole Settings dialog. */
+function escapeCloses(node, close) {
+  node.addEventListener("keydown", (event) => {
+    if (event.key !== "Escape") return;
+    event.preventDefault();
+    event.stopPropagation();
+    close();
+  });
 }
