@@ -424,6 +424,30 @@ def test_a_refused_setting_shows_the_servers_message_at_the_field(page):
     expect(page.locator("#setting-compress_prompt")).to_have_value("Summarise the chat, please.")
 
 
+def test_memory_is_typed_and_saved_only_once_memory_md_is_read(page, chat):
+    chat.http.put("/api/memory", json={"text": "- Lives in Kraków\n"})
+    held = []
+    page.route("**/api/memory", lambda route: held.append(route))
+    page.locator("#open-settings").click()
+    # What a person types before the file arrives would be replaced by it.
+    expect(page.locator("#memory-text")).not_to_be_editable()
+    expect(page.locator("#save-memory")).to_be_disabled()
+    while not held:
+        page.wait_for_timeout(20)
+    held[0].continue_()
+    expect(page.locator("#memory-text")).to_have_value("- Lives in Kraków\n")
+    expect(page.locator("#memory-text")).to_be_editable()
+
+    page.keyboard.press("Escape")
+    page.unroute("**/api/memory")
+    page.route("**/api/memory", lambda route: route.fulfill(status=503, json={"detail": "down"}))
+    page.locator("#open-settings").click()
+    expect(page.locator("#settings-dialog")).to_contain_text("Could not read memory.md")
+    # Saving after a failed read would empty the file.
+    expect(page.locator("#save-memory")).to_be_disabled()
+    assert chat.http.get("/api/memory").json()["text"] == "- Lives in Kraków\n"
+
+
 def test_help_tips_show_what_a_change_costs(page):
     page.locator("#conversation-settings").click()
     field = page.locator('.field[data-name="web_search"]')

@@ -208,18 +208,24 @@ export class SettingsDialog {
     const models = this.modelsSection();
     const memory = el("div", { className: "field" });
     body.append(models, memory, this.searchCacheSection(), researchSection(), exportSection());
-    const text = el("textarea", { id: "memory-text", rows: 10, spellcheck: "false" });
+    // Read-only until memory.md is read: what a person types first would be replaced by the
+    // file, and saving after a failed read would empty it.
+    const text = el("textarea", { id: "memory-text", rows: 10, spellcheck: "false", readOnly: true, placeholder: "Reading memory.md…" });
     const error = el("p", { className: "field-error", role: "alert" });
     const saved = el("span", { className: "saved", role: "status" });
+    const save = el("button", { type: "button", className: "primary", id: "save-memory", text: "Save memory", disabled: true, on: { click: () => this.saveMemory(text, error, saved) } });
     memory.append(
       el("div", { className: "field-label" }, el("label", { for: "memory-text", text: "Memory (memory.md)" }), helpTip(GLOBAL_HELP.memory)),
       text,
       error,
-      el("div", { className: "settings-foot" }, el("button", { type: "button", className: "primary", id: "save-memory", text: "Save memory", on: { click: () => this.saveMemory(text, error, saved) } }), saved),
+      el("div", { className: "settings-foot" }, save, saved),
     );
     try {
       text.value = (await api("/api/memory")).text;
+      text.readOnly = save.disabled = false;
+      text.placeholder = "";
     } catch (failure) {
+      text.placeholder = "";
       error.textContent = `Could not read memory.md: ${failure.message}`;
     }
   }
