@@ -112,6 +112,7 @@ def build(store: Database, conversations: int) -> list[str]:
     store.add_user(NewUser("bob"))
     store.set_disabled("bob", True)
     store.set_search_limits("bob", 5, "none")
+    store.set_models(["alices-finetune"], 1)
     for day in ("2026-01-01", "2026-01-02"):
         store.spend_search_share(2, 2, ShareLimits(None, None), day)
     return ids

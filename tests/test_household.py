@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import httpx2
+import openai
 import pytest
 from anyio.from_thread import start_blocking_portal
 from mcp import Client
@@ -252,6 +253,39 @@ def test_a_compression_saves_facts_to_the_conversations_owner_only(small_home, l
     assert "Python over Node.js" not in system_prompt(llm)
 
 
+# -- each person's own models ------------------------------------------------------------------
+
+
+def test_each_person_adds_models_of_their_own_and_may_answer_only_with_those(home, llm):
+    alice, bob = signed_in(home, "alice"), signed_in(home, "bob")
+    assert alice.http.put("/api/models", json={"models": ["alices-ft"]}).status_code == 200
+    assert bob.http.put("/api/models", json={"models": ["bobs-ft"]}).status_code == 200
+    added = [p.http.get("/api/config").json()["models"]["added"] for p in (alice, bob)]
+    assert added == [["alices-ft"], ["bobs-ft"]]
+
+    # Bob cannot pick Alice's model: not for a conversation, not for an answer.
+    settings = {"settings": {"model": "alices-ft"}}
+    assert alice.http.post("/api/conversations", json=settings).status_code == 201
+    refused = bob.http.post("/api/conversations", json=settings)
+    assert refused.status_code == 404 and "unknown model 'alices-ft'" in refused.json()["detail"]
+    bobs = talk(bob, llm, "bigos")
+    asked = {"message": "And pierogi?", "model": "alices-ft"}
+    assert bob.http.post(f"/api/conversations/{bobs}/chat", json=asked).status_code == 404
+
+    # On /v1 a token lists and answers with its own person's models.
+    mine, his = client_of(home, api_key=new_token(alice)), client_of(home, api_key=new_token(bob))
+    assert "alices-ft" in [m.id for m in mine.models.list()]
+    assert "alices-ft" not in [m.id for m in his.models.list()]
+    with pytest.raises(openai.NotFoundError) as unknown:
+        his.chat.completions.create(model="alices-ft", messages=[{"role": "user", "content": "Hi"}])
+    assert unknown.value.body["code"] == "model_not_found"
+    llm.script(Reply(text="Hello from the fine-tune."))
+    answer = mine.chat.completions.create(
+        model="alices-ft", messages=[{"role": "user", "content": "Hi"}]
+    )
+    assert answer.choices[0].message.content == "Hello from the fine-tune."
+
+
 # -- each person's own search cache ------------------------------------------------------------
 
 
@@ -276,6 +310,26 @@ def test_a_shared_cache_tells_a_searchs_age_only_to_who_ran_it(shared_home, llm,
     assert brave_queries(brave) == 1  # served from the one cache
     assert "cached_age" not in bobs and bobs["results"] == first["results"]
     assert searched(alice, llm, "longest river")["cached_age"] >= 0
+
+
+def test_emptying_the_cache_empties_only_ones_own_searches(home, llm, brave):
+    alice, bob = signed_in(home, "alice"), signed_in(home, "bob")
+    searched(alice, llm, "longest river")
+    searched(bob, llm, "longest river")
+    assert alice.http.delete("/api/search-cache").json() == {"emptied": 1}
+    assert searched(bob, llm, "longest river")["cached_age"] >= 0  # his kept
+    assert "cached_age" not in searched(alice, llm, "longest river")
+    assert brave_queries(brave) == 3
+
+
+def test_in_a_shared_cache_one_empties_the_searches_they_ran(shared_home, llm, brave):
+    alice, bob = signed_in(shared_home, "alice"), signed_in(shared_home, "bob")
+    searched(alice, llm, "longest river")
+    searched(bob, llm, "highest peak")
+    assert alice.http.delete("/api/search-cache").json() == {"emptied": 1}
+    assert searched(bob, llm, "highest peak")["cached_age"] >= 0
+    searched(bob, llm, "longest river")
+    assert brave_queries(brave) == 3  # hers went: asked again
 
 
 # -- a trusted proxy's header ------------------------------------------------------------------
@@ -389,18 +443,22 @@ def test_the_single_user_conversations_become_the_first_admins(
         mine = {talk(owner, llm, "pierogi"), talk(owner, llm, "bigos")}
         assert {c["id"] for c in alone.http.get("/api/conversations").json()} == mine
         assert alone.http.put("/api/memory", json={"text": facts}).status_code == 200
+        assert alone.http.put("/api/models", json={"models": ["my-ft"]}).status_code == 200
     add_people(tmp_path / "data", database_url)
     caplog.set_level(logging.INFO, logger="app.api.people")
     with service_for(request, env, searxng.url) as home:
         assert "household mode: 2 users" in caplog.text
         assert "2 conversations of the single-user mode are now alice's" in caplog.text
         assert "memory.md of the single-user mode is now alice's" in caplog.text
+        assert "models added in the single-user mode (1) are now alice's" in caplog.text
         alice, bob = signed_in(home, "alice"), signed_in(home, "bob")
         assert {c["id"] for c in alice.http.get("/api/conversations").json()} == mine
         assert bob.http.get("/api/conversations").json() == []
         assert alice.http.get("/api/memory").json() == {"text": facts}
         assert bob.http.get("/api/memory").json() == {"text": ""}
         assert not (tmp_path / "data" / "memory.md").exists()
+        added = [p.http.get("/api/config").json()["models"]["added"] for p in (alice, bob)]
+        assert added == [["my-ft"], []]
     database = Database(store_of(tmp_path / "data", database_url))
     try:
         owners = database.db.execute("SELECT owner, count(*) FROM conversations GROUP BY owner")

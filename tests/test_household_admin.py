@@ -173,6 +173,7 @@ PER_PERSON = {
     "api_tokens": "SELECT count(*) FROM api_tokens WHERE person = ?",
     "search_limits": "SELECT count(*) FROM search_limits WHERE person = ?",
     "search_spent": "SELECT count(*) FROM search_spent WHERE person = ?",
+    "added_models": "SELECT count(*) FROM added_models WHERE person = ?",
     "users": "SELECT count(*) FROM users WHERE rowid = ?",
 }
 """Every table that holds a person's rows, counted for one person (the search cache is
@@ -216,6 +217,7 @@ def test_removing_a_person_leaves_nothing_of_theirs_and_no_one_elses_changed(hom
         regenerated = person.http.post(f"/api/conversations/{conversation}/regenerate", json={})
         assert regenerated.status_code == 200
         assert person.http.put("/api/memory", json={"text": f"- Is {name}\n"}).status_code == 200
+        assert person.http.put("/api/models", json={"models": [f"{name}-ft"]}).status_code == 200
         new_token(person)
         limits = alice.http.put(f"/api/people/{person_id(alice, name)}/limits", json={"daily": 9})
         assert limits.status_code == 200, limits.text
@@ -234,6 +236,7 @@ def test_removing_a_person_leaves_nothing_of_theirs_and_no_one_elses_changed(hom
     assert after[1] == before[1] | {"search_cache": 1}  # Alice's rows all there
     assert not (memory / "2.md").exists() and (memory / "1.md").exists()
     assert alice.http.get("/api/memory").json() == {"text": "- Is alice\n"}
+    assert alice.http.get("/api/config").json()["models"]["added"] == ["alice-ft"]
     assert searched(alice, llm, "longest river")["cached_age"] >= 0  # her search still cached
     assert bob.http.get("/api/conversations").status_code == 401
 

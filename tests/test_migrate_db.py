@@ -123,7 +123,14 @@ def test_sqlite_round_trip_keeps_every_conversation_and_search(home, tmp_path):
     found = searched(back / DATABASE)
     assert found == searched(home / DATABASE)
     assert [e for e in found["lodz"]] == [original[0]["id"]]
-    kept = ("search_cache", "search_queries", "models", "tool_refusals", "turn_versions", "users")
+    kept = (
+        "search_cache",
+        "search_queries",
+        "added_models",
+        "tool_refusals",
+        "turn_versions",
+        "users",
+    )
     for table in kept:
         assert rows(back / DATABASE, table) == rows(home / DATABASE, table), table
     assert rows(home / DATABASE, "leases")  # the dead turn's, not carried over

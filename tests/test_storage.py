@@ -336,6 +336,8 @@ def test_a_database_of_schema_1_is_migrated_keeping_its_conversations(tmp_path):
             "VALUES (1, 1, 'assistant', 'W ZOO [1].', ?)",
             ('{"digest": "[1] ZOO", "status": "complete"}',),
         )
+        picked = [(0, "mine"), (1, "q:8b")]
+        db.executemany("INSERT INTO models (position, id) VALUES (?, ?)", picked)
         db.execute("PRAGMA user_version = 1")
     db.close()
 
@@ -348,6 +350,7 @@ def test_a_database_of_schema_1_is_migrated_keeping_its_conversations(tmp_path):
     answer = {"role": "assistant", "content": "W ZOO [1].", "digest": "[1] ZOO"}
     assert database.load("20250301-0a1b2c3d4e", details=False)["messages"][1] == answer
     assert database.load("20250301-0a1b2c3d4e")["messages"][1] == {**answer, "status": "complete"}
+    assert database.models() == ["mine", "q:8b"]  # the picker's, as they were added
     assert database.tool_refusals() == []
     database.refuse_tools("fake-model", "does not support tools")
     assert [r["model"] for r in database.tool_refusals()] == ["fake-model"]

@@ -8,9 +8,10 @@ from app.chat.services import Services
 from app.store.rows import StoredSettings
 
 
-async def check_model(services: Services, model: str) -> str:
-    """Only the picker's models: an invented id is refused here, not sent upstream."""
-    if not await services.served.offers(model):
+async def check_model(services: Services, model: str, person: int | None) -> str:
+    """Only the picker's models (`person`'s added ones among them): an invented id is
+    refused here, not sent upstream."""
+    if not await services.served.offers(model, person):
         # 404, as OpenAI answers for a model that does not exist.
         raise refused(
             f"unknown model {model[:80]!r}: pick one of the listed models, or add it in "
@@ -34,7 +35,9 @@ async def check_budget(services: Services, chosen: StoredSettings, model: str) -
         )
 
 
-async def chosen_model(services: Services, conversation_id: str, asked: str | None) -> str:
+async def chosen_model(
+    services: Services, conversation_id: str, asked: str | None, person: int | None
+) -> str:
     """The model asked for (the page always names one), else the conversation's, else
     DEFAULT_MODEL."""
     model = asked
@@ -44,4 +47,4 @@ async def chosen_model(services: Services, conversation_id: str, asked: str | No
         model = chosen.get("model") or services.settings.default_model
     if not model:
         raise refused("no model chosen: pass model, or set DEFAULT_MODEL", 422)
-    return await check_model(services, model.strip())
+    return await check_model(services, model.strip(), person)

@@ -59,6 +59,26 @@ async def person(request: Request, guard: GuardDep) -> User | None:
 PersonDep = Annotated[User | None, Depends(person)]
 
 
+async def whose(asker: PersonDep) -> int | None:
+    """Whose memory.md, added models and cached searches: the asker's in household mode (a
+    request with the access token alone is refused there, 401); None, the one set of the
+    single-user modes."""
+    return asker.id if asker else None
+
+
+Whose = Annotated[int | None, Depends(whose)]
+
+
+async def named(request: Request) -> int | None:
+    """The person the request names, if any, refusing no one: where the access token
+    alone is served too (the page's start, `/v1`), as the single-user modes are."""
+    person = state_person(request.scope)
+    return person.id if person else None
+
+
+Named = Annotated[int | None, Depends(named)]
+
+
 async def owned(
     conversation_id: Annotated[str, PathParam(pattern=ID_PATTERN, description="a conversation id")],
     asker: PersonDep,

@@ -134,8 +134,10 @@ def household_mode(
 
 def adopt(storage: Storage, admin: User) -> None:
     """What the single-user modes kept, made the first admin's: the conversations with no
-    owner, and memory.md (DATA_DIR/memory/ID.md from now on)."""
+    owner, memory.md (DATA_DIR/memory/ID.md from now on) and the models added in Settings."""
     if adopted := storage.database.adopt_conversations(admin.id):
         logger.info("%d conversations of the single-user mode are now %s's", adopted, admin.name)
     if storage.adopt_memory(admin.id):
         logger.info("memory.md of the single-user mode is now %s's", admin.name)
+    if adopted := storage.database.adopt_models(admin.id):
+        logger.info("models added in the single-user mode (%d) are now %s's", adopted, admin.name)

@@ -101,9 +101,10 @@ class ServedModels:
     windows: dict[str, tuple[int | None, float]] = field(default_factory=dict)
     listed: tuple[list[str], float] = ([], -MODELS_CACHE_SECONDS)
 
-    async def offers(self, model: str) -> bool:
+    async def offers(self, model: str, person: int | None) -> bool:
         """Whether the picker offers this model: configured, listed by the server (asked at
-        most once a minute), or added by the user. A turn may use only these, so per-model
+        most once a minute), or added by the person asking (household mode; the one list of
+        the single-user modes: None). A turn may use only these, so per-model
         state stays bounded and an invented id never reaches the server."""
         listed, read_at = self.listed
         if time.monotonic() - read_at >= MODELS_CACHE_SECONDS:
@@ -111,7 +112,7 @@ class ServedModels:
             self.listed = (listed, time.monotonic())
         if model in self.settings.models or model in listed:
             return True  # without a query: this is on the way to every turn's first token
-        return model in await self.storage.models()
+        return model in await self.storage.models(person)
 
     async def window(self, model: str) -> int | None:
         """Read once per model. A server that did not say (a hosted API, or one that was

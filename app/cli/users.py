@@ -209,7 +209,7 @@ def cmd_users_remove(args: argparse.Namespace, settings: config.Settings) -> int
     from app.search.cache import own_rows
     from app.store.errors import Conflict
     from app.store.files import forget_memory
-    from app.store.users import OwnCache
+    from app.store.search_cache import OwnCache
 
     with household(settings) as database:
         person = database.user(args.name)

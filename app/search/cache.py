@@ -23,8 +23,8 @@ class CacheStore(Protocol):
         """Store (or replace) it, keeping at most ``entries``, the least recently used out."""
         ...
 
-    async def clear_search_cache(self) -> int:
-        """Empty the cache; how many searches it held."""
+    async def clear_search_cache(self, own: tuple[str, str] | None) -> int:
+        """Empty the cache, or only a person's rows (`own_rows`); how many searches went."""
         ...
 
 

@@ -19,7 +19,7 @@ from typing import Protocol
 
 from app import config
 from app.search import cache as keys
-from app.search.cache import CacheStore, SearchKey
+from app.search.cache import CacheStore, SearchKey, own_rows
 from app.search.client import SearchError, SearchResponse, Searxng
 from app.search.governor import Governor, PaceStore
 from app.search.plan import PlanReader
@@ -266,9 +266,12 @@ class Searcher:
         told = round(age, 1) if kept.by == person else None
         return SearchResponse(kept.results, [], cached_age=told)
 
-    async def clear(self) -> int:
-        """Empty the cache (Settings); how many searches it held."""
-        return await self.cache.clear_search_cache() if self.cache is not None else 0
+    async def clear(self, person: int | None) -> int:
+        """Empty the cache (Settings), or in household mode only `person`'s searches; how
+        many went."""
+        if self.cache is None:
+            return 0
+        return await self.cache.clear_search_cache(None if person is None else own_rows(person))
 
 
 def rate_limited(response: SearchResponse) -> bool:

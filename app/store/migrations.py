@@ -450,6 +450,23 @@ MIGRATIONS = [
     CREATE INDEX search_spent_person ON search_spent (person, day);
     """
     ),
+    # The models each person added to the picker (app/store/picker.py), in their order:
+    # NULL for the single-user modes' list, which the first admin adopts. Its id, person
+    # and position both, is the one key column the transfer copies tables by.
+    both(
+        """
+    CREATE TABLE added_models (
+        id TEXT PRIMARY KEY,
+        person INTEGER,
+        position INTEGER NOT NULL,
+        model TEXT NOT NULL
+    );
+    INSERT INTO added_models (id, person, position, model)
+        SELECT 'single:' || position, NULL, position, id FROM models;
+    DROP TABLE models;
+    CREATE INDEX added_models_person ON added_models (person, position);
+    """
+    ),
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -6,6 +6,7 @@ first when the cache is full). What a key or a response means is app.search's bu
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from typing import NamedTuple
 
 from app.store.connection import Connection
@@ -15,6 +16,15 @@ class CachedSearch(NamedTuple):
     response: str
     stored_at: float
     """Unix time."""
+
+
+@dataclass(frozen=True)
+class OwnCache:
+    """A person's rows of the search cache, as SQL LIKE patterns of its `key` and its
+    `response` (app.search.cache.own_rows: what a key means is the search's business)."""
+
+    keys_like: str
+    responses_like: str
 
 
 class SearchCacheRows(Connection):
@@ -49,6 +59,18 @@ class SearchCacheRows(Connection):
                 (entries,),
             )
 
-    def clear_search_cache(self) -> int:
+    def clear_search_cache(self, own: OwnCache | None = None) -> int:
+        """Every row, or only a person's (`own`); how many went."""
         with self.write():
+            if own is not None:
+                return forget_searches(self, own)
             return self.db.execute("DELETE FROM search_cache").rowcount
+
+
+def forget_searches(rows: Connection, own: OwnCache) -> int:
+    """A person's rows gone, in the caller's transaction; how many."""
+    forgotten = rows.db.execute(
+        "DELETE FROM search_cache WHERE key LIKE ? OR response LIKE ?",
+        (own.keys_like, own.responses_like),
+    )
+    return forgotten.rowcount

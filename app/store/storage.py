@@ -41,13 +41,13 @@ from app.store.rows import (
     ToolRefusal,
     Totals,
 )
-from app.store.search_cache import CachedSearch
+from app.store.search_cache import CachedSearch, OwnCache
 from app.store.search_pace import SearchPace, SearchTurn
 from app.store.search_shares import Limit, PersonShare, ShareLimits, ShareRefused
 from app.store.searches import SearchesSpent
 from app.store.sessions import AccessReset, ApiToken, PersonSession
 from app.store.turn_events import Asked, KeptEvents, KeptRow
-from app.store.users import NewUser, OwnCache, RemovedUser, User
+from app.store.users import NewUser, RemovedUser, User
 
 logger = logging.getLogger(__name__)
 
@@ -210,11 +210,11 @@ class Storage:
 
     # -- the picker's models --------------------------------------------------------------
 
-    async def models(self) -> list[str]:
-        return await self.run(self.database.models)
+    async def models(self, person: int | None) -> list[str]:
+        return await self.run(self.database.models, person)
 
-    async def set_models(self, models: list[str]) -> None:
-        await self.run(self.database.set_models, models)
+    async def set_models(self, models: list[str], person: int | None) -> None:
+        await self.run(self.database.set_models, models, person)
 
     async def count_search(self) -> None:
         await self.run(self.database.count_search)
@@ -280,8 +280,8 @@ class Storage:
     async def keep_search(self, key: str, response: str, entries: int) -> None:
         await self.run(self.database.keep_search, key, response, entries)
 
-    async def clear_search_cache(self) -> int:
-        return await self.run(self.database.clear_search_cache)
+    async def clear_search_cache(self, own: tuple[str, str] | None) -> int:
+        return await self.run(self.database.clear_search_cache, OwnCache(*own) if own else None)
 
     # -- the search plan's turn, shared by the replicas (app/search/governor.py's PaceStore)
 

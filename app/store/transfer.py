@@ -103,7 +103,7 @@ TABLES = (
         ("rowid", "conversation", "position", "slot", "tail"),
         frozenset(("tail",)),
     ),
-    Table("models", ("position", "id")),
+    Table("added_models", ("id", "person", "position", "model")),
     Table("tool_refusals", ("model", "at", "reason")),
     Table("search_queries", ("day", "queries")),
     Table("search_cache", ("key", "response", "stored_at", "used")),

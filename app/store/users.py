@@ -14,6 +14,7 @@ from typing import Any
 from app.store.connection import Connection
 from app.store.errors import Conflict, NotFound, Refused
 from app.store.rows import now
+from app.store.search_cache import OwnCache, forget_searches
 
 LINK = "link:"
 """What starts a one-time sign-in link's key in the sessions table (a session's is hex)."""
@@ -197,9 +198,9 @@ class UserRows(Connection):
         """That person and everything of theirs, in one transaction: their conversations
         (their messages and versions go with them), the turns and research runs kept for
         those, their rows of the search cache, their sessions and API tokens, their share
-        of the Brave plan (limits and what they spent), their row. NotFound when there is
-        no such person; Conflict for the household's last admin (no one could manage it
-        any more). Their memory.md is a file: the caller removes it after this
+        of the Brave plan (limits and what they spent), the models they added, their row.
+        NotFound when there is no such person; Conflict for the household's last admin (no
+        one could manage it any more). Their memory.md is a file: the caller removes it after this
         commits (files.forget_memory)."""
         with self.write():
             person = self.person(person_id)
@@ -221,23 +222,17 @@ class UserRows(Connection):
             conversations = self.db.execute(
                 "DELETE FROM conversations WHERE owner = ?", (person_id,)
             ).rowcount
-            self.db.execute(
-                "DELETE FROM search_cache WHERE key LIKE ? OR response LIKE ?",
-                (cache.keys_like, cache.responses_like),
-            )
-            for table in ("sessions", "api_tokens", "search_limits", "search_spent"):
+            forget_searches(self, cache)
+            for table in (
+                "sessions",
+                "api_tokens",
+                "search_limits",
+                "search_spent",
+                "added_models",
+            ):
                 self.db.execute(f"DELETE FROM {table} WHERE person = ?", (person_id,))
             self.db.execute("DELETE FROM users WHERE rowid = ?", (person_id,))
         return RemovedUser(person.name, conversations)
-
-
-@dataclass(frozen=True)
-class OwnCache:
-    """A person's rows of the search cache, as SQL LIKE patterns of its `key` and its
-    `response` (app.search.cache.own_rows: what a key means is the search's business)."""
-
-    keys_like: str
-    responses_like: str
 
 
 @dataclass(frozen=True)

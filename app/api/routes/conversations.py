@@ -9,7 +9,7 @@ from fastapi import APIRouter, Response
 
 from app.api.bodies import AS_STORED, ConversationChange, NewConversation, OpenApiResponses, errors
 from app.api.choices import check_budget, check_model
-from app.api.deps import ConversationId, PersonDep, ServicesDep, StorageDep
+from app.api.deps import ConversationId, ServicesDep, StorageDep, Whose
 from app.chat.settings import ChatSettings
 from app.store import export
 from app.store.rows import Conversation, Entry
@@ -25,22 +25,22 @@ MARKDOWN_RESPONSE: OpenApiResponses = {
 
 
 @router.get("", response_model=list[AS_STORED])
-async def list_conversations(storage: StorageDep, asker: PersonDep, q: str = "") -> list[Entry]:
-    return await storage.list(q, owner=asker.id if asker else None)
+async def list_conversations(storage: StorageDep, person: Whose, q: str = "") -> list[Entry]:
+    return await storage.list(q, owner=person)
 
 
 @router.post("", status_code=201, response_model=AS_STORED, responses=errors(404, 413, 415, 422))
 async def create_conversation(
-    services: ServicesDep, asker: PersonDep, body: NewConversation | None = None
+    services: ServicesDep, person: Whose, body: NewConversation | None = None
 ) -> Conversation:
     body = body or NewConversation()
     chosen = body.settings.changes()
     if "model" in chosen:
-        await check_model(services, chosen["model"])
+        await check_model(services, chosen["model"], person)
     await check_budget(services, chosen, chosen.get("model") or services.settings.default_model)
     storage = services.storage
     defaults = ChatSettings.defaults(services.settings).as_dict()
-    return await storage.create(body.title, {**defaults, **chosen}, asker.id if asker else None)
+    return await storage.create(body.title, {**defaults, **chosen}, person)
 
 
 @router.get("/{conversation_id}", response_model=AS_STORED, responses=errors(404, 409, 422))
@@ -69,14 +69,17 @@ async def export_conversation(conversation_id: ConversationId, storage: StorageD
     "/{conversation_id}", response_model=AS_STORED, responses=errors(404, 409, 413, 415, 422)
 )
 async def patch_conversation(
-    conversation_id: ConversationId, body: ConversationChange, services: ServicesDep
+    conversation_id: ConversationId,
+    body: ConversationChange,
+    services: ServicesDep,
+    person: Whose,
 ) -> Conversation:
     storage = services.storage
     # Read first: an unknown conversation is a 404 before a model check.
     stored = await storage.settings(conversation_id)
     chosen = body.settings.changes() if body.settings else {}
     if "model" in chosen:
-        await check_model(services, chosen["model"])
+        await check_model(services, chosen["model"], person)
     if "context_budget" in chosen:
         model = chosen.get("model") or stored.get("model")
         await check_budget(services, chosen, model or services.settings.default_model)

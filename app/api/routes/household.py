@@ -23,7 +23,8 @@ from app.store import export
 from app.store.errors import Conflict, Damaged, NotFound, Refused
 from app.store.passwords import MAX_PASSWORD_CHARS, hash_password
 from app.store.rows import Conversation
-from app.store.users import MAX_NAME_CHARS, NewUser, OwnCache, User
+from app.store.search_cache import OwnCache
+from app.store.users import MAX_NAME_CHARS, NewUser, User
 
 router = APIRouter(tags=["household"])
 

@@ -17,9 +17,8 @@ from typing_extensions import TypedDict
 from app import jsoncodec
 from app.api import openai_shapes as shapes
 from app.api import responses_shapes
-from app.api.access import state_person
 from app.api.answer_slots import AnswerSlots, Slot
-from app.api.deps import ServicesDep
+from app.api.deps import Named, ServicesDep, named
 from app.api.research_answer import question_of, research_answer
 from app.api.sse import EventStream
 from app.chat.completion import CompletionEvent, CompletionRequest, answer, request_locale
@@ -104,10 +103,11 @@ def upstream_error(error: Exception) -> OpenAIError:
 
 
 @router.get("/models", responses=shapes.error_responses(401))
-async def models(services: ServicesDep) -> OpenAIModelList:
-    """The models the page offers: configured, listed by the server, added in Settings."""
+async def models(services: ServicesDep, person: Named) -> OpenAIModelList:
+    """The models the page offers: configured, listed by the server, added in Settings (by
+    the person a personal token names, in household mode)."""
     listed = await services.model.models() or []
-    added = await services.storage.models()
+    added = await services.storage.models(person)
     ids = list(dict.fromkeys([*services.settings.models, *listed, *added]))
     return {
         "object": "list",
@@ -268,7 +268,8 @@ async def client_request(
     length = http.headers.get("content-length", "")
     size = int(length) if length.isdigit() else None
     model = body.model.strip()
-    if not await services.served.offers(model):
+    person = await named(http)  # their memory, cache, share and added models
+    if not await services.served.offers(model, person):
         raise OpenAIError(
             404,
             f"The model {model[:80]!r} does not exist: GET /v1/models lists them",
@@ -294,7 +295,7 @@ async def client_request(
         web_search=body.web_search,
         activity=settings.search_activity_in_reasoning if activity is None else activity,
         sources_in_text=settings.sources_in_text if in_text is None else in_text,
-        person=person.id if (person := state_person(http.scope)) else None,
+        person=person,
     )
 
 

@@ -4,13 +4,11 @@ memory.md with its facts (in household mode the asker's own), and the search cac
 
 from __future__ import annotations
 
-from typing import Annotated
-
-from fastapi import APIRouter, Depends, Response
+from fastapi import APIRouter, Response
 from typing_extensions import TypedDict
 
 from app.api.bodies import MemoryFact, MemoryText, PickerModels, errors, refused, settings_help
-from app.api.deps import GuardDep, ModelPath, PersonDep, ServicesDep, StorageDep
+from app.api.deps import GuardDep, ModelPath, Named, ServicesDep, StorageDep, Whose
 from app.chat import context
 from app.chat.settings import ChatSettings, presets
 from app.store.rows import StoredSettings, ToolRefusal
@@ -43,14 +41,14 @@ class PageConfig(TypedDict):
 
 
 @router.get("/config")
-async def api_config(services: ServicesDep, guard: GuardDep) -> PageConfig:
+async def api_config(services: ServicesDep, guard: GuardDep, person: Named) -> PageConfig:
     settings, storage = services.settings, services.storage
     listed = await services.model.models() or []
     return {
         "models": {
             "configured": list(settings.models),
             "server": [m for m in listed if m not in settings.models],
-            "added": await storage.models(),
+            "added": await storage.models(person),
         },
         "tool_refusals": await storage.tool_refusals(),
         "default_model": settings.default_model,
@@ -61,15 +59,6 @@ async def api_config(services: ServicesDep, guard: GuardDep) -> PageConfig:
         "auth": guard.sessions is not None,
         "search_price_per_1000": settings.brave_price_per_1000,
     }
-
-
-def whose(asker: PersonDep) -> int | None:
-    """Whose memory.md: the asker's in household mode (a request with the access token
-    alone is refused there, 401), the one of DATA_DIR in the single-user modes."""
-    return asker.id if asker else None
-
-
-Whose = Annotated[int | None, Depends(whose)]
 
 
 @router.get("/memory", responses=errors(409))
@@ -108,8 +97,11 @@ async def keep_fact(body: MemoryFact, services: ServicesDep, person: Whose) -> d
 
 
 @router.put("/models", responses=errors(413, 415, 422))
-async def put_models(body: PickerModels, storage: StorageDep) -> dict[str, list[str]]:
-    await storage.set_models(body.models)
+async def put_models(
+    body: PickerModels, storage: StorageDep, person: Whose
+) -> dict[str, list[str]]:
+    """The asker's added models (household mode), in the order given."""
+    await storage.set_models(body.models, person)
     return {"models": body.models}
 
 
@@ -122,6 +114,8 @@ async def forget_tool_refusal(model: ModelPath, storage: StorageDep) -> Response
 
 
 @router.delete("/search-cache")
-async def empty_search_cache(services: ServicesDep) -> dict[str, int]:
-    """Empty the search cache: every search asks the engines again (and spends a query)."""
-    return {"emptied": await services.searcher.clear()}
+async def empty_search_cache(services: ServicesDep, person: Whose) -> dict[str, int]:
+    """Empty the search cache: every search asks the engines again (and spends a query).
+    In household mode only the asker's searches leave it (their own cache, or in a shared
+    one the searches they ran): another person's are not theirs to empty."""
+    return {"emptied": await services.searcher.clear(person)}

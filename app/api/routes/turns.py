@@ -24,7 +24,7 @@ from app.api.bodies import (
     errors,
 )
 from app.api.choices import chosen_model
-from app.api.deps import ConversationId, ServicesDep, StorageDep
+from app.api.deps import ConversationId, ServicesDep, StorageDep, Whose
 from app.api.research_turn import PlanGate, research_turn
 from app.api.sse import EventStream
 from app.chat.services import Services
@@ -91,9 +91,9 @@ def stream_turn(
 
 @router.post("/chat", responses=STREAMED)
 async def chat(
-    conversation_id: ConversationId, body: UserMessage, services: ServicesDep
+    conversation_id: ConversationId, body: UserMessage, services: ServicesDep, person: Whose
 ) -> Response:
-    model = await chosen_model(services, conversation_id, body.model)
+    model = await chosen_model(services, conversation_id, body.model, person)
     await services.pending.settle(conversation_id)
     lease, start = await services.storage.begin_turn(conversation_id, body.message, model)
     return stream_turn(services, lease, start, model, body.research)
@@ -101,9 +101,12 @@ async def chat(
 
 @router.post("/regenerate", responses=STREAMED)
 async def regenerate(
-    conversation_id: ConversationId, services: ServicesDep, body: Regenerate | None = None
+    conversation_id: ConversationId,
+    services: ServicesDep,
+    person: Whose,
+    body: Regenerate | None = None,
 ) -> Response:
-    model = await chosen_model(services, conversation_id, body.model if body else None)
+    model = await chosen_model(services, conversation_id, body.model if body else None, person)
     await services.pending.settle(conversation_id)
     lease, start = await services.storage.begin_turn(conversation_id, None, model)
     return stream_turn(services, lease, start, model, body.research if body else None)
@@ -111,12 +114,12 @@ async def regenerate(
 
 @router.post("/edit", responses=STREAMED)
 async def edit_message(
-    conversation_id: ConversationId, body: Edit, services: ServicesDep
+    conversation_id: ConversationId, body: Edit, services: ServicesDep, person: Whose
 ) -> Response:
     """Send `message` in place of the user message at `position` (default: the last one):
     that question, its answer and every later turn stay as a version of its turn (GET
     shows them under `versions`), and the new message is answered as the last one."""
-    model = await chosen_model(services, conversation_id, body.model)
+    model = await chosen_model(services, conversation_id, body.model, person)
     storage = services.storage
     at: EditAt = "last" if body.position is None else body.position
     await services.pending.settle(conversation_id)
@@ -147,12 +150,15 @@ async def stop_turn(conversation_id: ConversationId, services: ServicesDep) -> S
 
 @router.post("/research/write", responses=STREAMED)
 async def write_research(
-    conversation_id: ConversationId, services: ServicesDep, body: Regenerate | None = None
+    conversation_id: ConversationId,
+    services: ServicesDep,
+    person: Whose,
+    body: Regenerate | None = None,
 ) -> Response:
     """After Stop: the report written from what the research had found (its plan, notes
     and pages), as a new version of the answer. 409 when the last answer is no stopped
     research with notes."""
-    model = await chosen_model(services, conversation_id, body.model if body else None)
+    model = await chosen_model(services, conversation_id, body.model if body else None, person)
     found = found_in(await services.storage.load(conversation_id))
     await services.pending.settle(conversation_id)
     lease, start = await services.storage.begin_turn(conversation_id, None, model)
