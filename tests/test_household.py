@@ -102,6 +102,40 @@ def test_the_page_asks_for_a_name_and_a_password(browser, llm, pages, searxng, t
             page.context.close()
 
 
+def sign_in_on(page, name: str) -> None:
+    expect(page.locator("#login-dialog")).to_be_visible()
+    page.fill("#login-name", name)
+    page.fill("#login-token", PASSWORDS[name])
+    page.keyboard.press("Enter")
+    expect(page.locator("body")).to_have_attribute("data-ready", "yes")
+
+
+def test_a_persons_unsent_draft_is_shown_to_no_one_else_on_the_same_browser(
+    browser, llm, pages, searxng, tmp_path, request
+):
+    add_people(tmp_path / "data")
+    with service_for(request, chat_env(llm, tmp_path, pages), searxng.url) as service:
+        page = open_page(browser, service.url, ready=False)
+        box = page.locator("#composer-input")
+        try:
+            sign_in_on(page, "bob")
+            box.fill("A surprise party for Alice on Friday")
+            page.reload()
+            expect(box).to_have_value("A surprise party for Alice on Friday")  # his, kept
+            page.context.clear_cookies()  # his session ends without a sign-out
+            page.reload()
+            sign_in_on(page, "alice")
+            expect(box).to_have_value("")
+            box.fill("Half-typed by Alice")
+            page.locator("#sign-out").click()
+            sign_in_on(page, "bob")
+            expect(box).to_have_value("A surprise party for Alice on Friday")
+            kept = page.evaluate("JSON.stringify(Object.entries(localStorage))")
+            assert "Half-typed by Alice" not in kept  # her sign-out took hers away
+        finally:
+            page.context.close()
+
+
 TOKEN = "s3cret-token-for-the-household-1234567890"
 
 

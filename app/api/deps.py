@@ -69,14 +69,13 @@ async def whose(asker: PersonDep) -> int | None:
 Whose = Annotated[int | None, Depends(whose)]
 
 
-async def named(request: Request) -> int | None:
+async def named(request: Request) -> User | None:
     """The person the request names, if any, refusing no one: where the access token
     alone is served too (the page's start, `/v1`), as the single-user modes are."""
-    person = state_person(request.scope)
-    return person.id if person else None
+    return state_person(request.scope)
 
 
-Named = Annotated[int | None, Depends(named)]
+Named = Annotated[User | None, Depends(named)]
 
 
 async def owned(

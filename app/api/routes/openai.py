@@ -103,11 +103,11 @@ def upstream_error(error: Exception) -> OpenAIError:
 
 
 @router.get("/models", responses=shapes.error_responses(401))
-async def models(services: ServicesDep, person: Named) -> OpenAIModelList:
+async def models(services: ServicesDep, asker: Named) -> OpenAIModelList:
     """The models the page offers: configured, listed by the server, added in Settings (by
     the person a personal token names, in household mode)."""
     listed = await services.model.models() or []
-    added = await services.storage.models(person)
+    added = await services.storage.models(asker.id if asker else None)
     ids = list(dict.fromkeys([*services.settings.models, *listed, *added]))
     return {
         "object": "list",
@@ -268,7 +268,8 @@ async def client_request(
     length = http.headers.get("content-length", "")
     size = int(length) if length.isdigit() else None
     model = body.model.strip()
-    person = await named(http)  # their memory, cache, share and added models
+    asker = await named(http)
+    person = asker.id if asker else None  # their memory, cache, share and added models
     if not await services.served.offers(model, person):
         raise OpenAIError(
             404,

@@ -38,17 +38,20 @@ class PageConfig(TypedDict):
     auth: bool
     search_price_per_1000: float
     """BRAVE_PRICE_PER_1000: what an answer's searches cost is shown at it; 0: not shown."""
+    person: str | None
+    """Household mode: the asker's name, under which the page keeps their unsent drafts in
+    the browser; None otherwise."""
 
 
 @router.get("/config")
-async def api_config(services: ServicesDep, guard: GuardDep, person: Named) -> PageConfig:
+async def api_config(services: ServicesDep, guard: GuardDep, asker: Named) -> PageConfig:
     settings, storage = services.settings, services.storage
     listed = await services.model.models() or []
     return {
         "models": {
             "configured": list(settings.models),
             "server": [m for m in listed if m not in settings.models],
-            "added": await storage.models(person),
+            "added": await storage.models(asker.id if asker else None),
         },
         "tool_refusals": await storage.tool_refusals(),
         "default_model": settings.default_model,
@@ -58,6 +61,7 @@ async def api_config(services: ServicesDep, guard: GuardDep, person: Named) -> P
         "presets": presets(),
         "auth": guard.sessions is not None,
         "search_price_per_1000": settings.brave_price_per_1000,
+        "person": asker.name if asker else None,
     }
 
 

@@ -1,9 +1,28 @@
 // The text left in each conversation's message box, and the failure that gave it back,
 // kept in this browser's storage: a reload, a closed tab or a switch to another
 // conversation loses neither. A conversation not yet made is "". Sent, a draft goes.
+// In household mode each person's are kept under their name: someone else signing in on
+// the same browser starts with an empty box.
 
-const PREFIX = "draft:";
+let PREFIX = "draft:";
 const fallback = new Map(); // when the browser keeps no storage (a private window's quota)
+
+/** Whose drafts from now on: a household's person (their name), or null for the one user. */
+export function draftsOf(person) {
+  PREFIX = person ? `draft:${encodeURIComponent(person)}:` : "draft:";
+  fallback.clear();
+}
+
+/** Signing out: this person's drafts leave the browser. */
+export function forgetDrafts() {
+  fallback.clear();
+  try {
+    const keys = Array.from({ length: localStorage.length }, (_, index) => localStorage.key(index));
+    for (const key of keys) if (key.startsWith(PREFIX)) localStorage.removeItem(key);
+  } catch {
+    // no storage: nothing was kept
+  }
+}
 
 function read(id) {
   try {

@@ -4,6 +4,7 @@
 import { api, ApiError, auth, ConnectionLost } from "./api.js";
 import { ConversationView } from "./conversation.js";
 import { $, el, clear } from "./dom.js";
+import { draftsOf, forgetDrafts } from "./drafts.js";
 import { dayGroup } from "./format.js";
 import { mountLab } from "./lab.js";
 import { welcome } from "./people.js";
@@ -35,6 +36,7 @@ async function start() {
     return;
   }
   priceSearches(state.config.search_price_per_1000);
+  draftsOf(state.config.person);
   state.view = new ConversationView(state.config, {
     created: (id) => {
       history.replaceState(null, "", `#/c/${id}`);
@@ -486,6 +488,7 @@ async function signIn(event) {
 }
 
 async function signOut() {
+  if (state.config.person) forgetDrafts();
   await api("/api/session", { method: "DELETE" });
   location.reload();
 }
