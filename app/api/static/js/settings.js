@@ -24,7 +24,7 @@ const FIELDS = [
 ];
 const GLOBAL_HELP = {
   models: "Model ids you add appear in the picker under “Added by you”. Nothing is downloaded: the model server must serve the id.",
-  searchCache: "A search made again within SEARCH_CACHE_TTL (a Regenerate, the same question elsewhere, the lab) is answered from chat.db and spends no Brave query; the trail says “from cache”. Emptied, every search asks Brave again.",
+  searchCache: "A search made again within SEARCH_CACHE_TTL (a Regenerate, the same question elsewhere, the lab) is answered from chat.db and spends no Brave query; the trail says “from cache”. Emptied, every search asks Brave again. In a household, only your own searches are emptied.",
   memory: "memory.md: durable facts every conversation sees (one “- fact” per line). Compression adds facts here; every line costs tokens in each request.",
 };
 
