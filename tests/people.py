@@ -11,6 +11,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from playwright.sync_api import expect
 
 from app.store.database import Database
 from app.store.passwords import hash_password
@@ -73,6 +74,14 @@ def signed_in(service: ChatService, name: str, password: str | None = None) -> P
     answer = client.post("/api/session", json={"name": name, "password": given})
     assert answer.status_code == 200, answer.text
     return Person(client, headers={"Cookie": f"session={client.cookies['session']}"})
+
+
+def sign_in_on_page(page, name: str) -> None:
+    """The page's sign-in form filled as that person, and the page ready behind it."""
+    page.fill("#login-name", name)
+    page.fill("#login-token", PASSWORDS[name])
+    page.keyboard.press("Enter")
+    expect(page.locator("body")).to_have_attribute("data-ready", "yes")
 
 
 def named_by_proxy(service: ChatService, name: str) -> Person:

@@ -38,6 +38,7 @@ from tests.people import (
     new_token,
     searched,
     shared_home,
+    sign_in_on_page,
     signed_in,
     talk,
 )
@@ -102,14 +103,6 @@ def test_the_page_asks_for_a_name_and_a_password(browser, llm, pages, searxng, t
             page.context.close()
 
 
-def sign_in_on(page, name: str) -> None:
-    expect(page.locator("#login-dialog")).to_be_visible()
-    page.fill("#login-name", name)
-    page.fill("#login-token", PASSWORDS[name])
-    page.keyboard.press("Enter")
-    expect(page.locator("body")).to_have_attribute("data-ready", "yes")
-
-
 def test_a_persons_unsent_draft_is_shown_to_no_one_else_on_the_same_browser(
     browser, llm, pages, searxng, tmp_path, request
 ):
@@ -118,17 +111,17 @@ def test_a_persons_unsent_draft_is_shown_to_no_one_else_on_the_same_browser(
         page = open_page(browser, service.url, ready=False)
         box = page.locator("#composer-input")
         try:
-            sign_in_on(page, "bob")
+            sign_in_on_page(page, "bob")
             box.fill("A surprise party for Alice on Friday")
             page.reload()
             expect(box).to_have_value("A surprise party for Alice on Friday")  # his, kept
             page.context.clear_cookies()  # his session ends without a sign-out
             page.reload()
-            sign_in_on(page, "alice")
+            sign_in_on_page(page, "alice")
             expect(box).to_have_value("")
             box.fill("Half-typed by Alice")
             page.locator("#sign-out").click()
-            sign_in_on(page, "bob")
+            sign_in_on_page(page, "bob")
             expect(box).to_have_value("A surprise party for Alice on Friday")
             kept = page.evaluate("JSON.stringify(Object.entries(localStorage))")
             assert "Half-typed by Alice" not in kept  # her sign-out took hers away
@@ -689,10 +682,7 @@ def test_the_account_makes_copies_and_revokes_a_token_shown_once(
     with service_for(request, chat_env(llm, tmp_path, pages), searxng.url) as service:
         page = open_page(browser, service.url, width=width, ready=False)
         try:
-            page.fill("#login-name", "alice")
-            page.fill("#login-token", PASSWORDS["alice"])
-            page.keyboard.press("Enter")
-            expect(page.locator("body")).to_have_attribute("data-ready", "yes")
+            sign_in_on_page(page, "alice")
             open_account(page, width)
             expect(page.locator("#account-sessions li")).to_have_count(1)
             expect(page.locator("#account-sessions")).to_contain_text("this browser")

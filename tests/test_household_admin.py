@@ -28,6 +28,7 @@ from tests.people import (
     person_id,
     searched,
     shared_home,
+    sign_in_on_page,
     signed_in,
     talk,
 )
@@ -334,10 +335,7 @@ def test_two_people_in_two_browsers_and_only_the_admin_manages_them(
         for name, width in (("alice", 1280), ("bob", 390)):
             page = open_page(browser, service.url, width=width, ready=False)
             seen[name] = page
-            page.fill("#login-name", name)
-            page.fill("#login-token", PASSWORDS[name])
-            page.keyboard.press("Enter")
-            expect(page.locator("body")).to_have_attribute("data-ready", "yes")
+            sign_in_on_page(page, name)
             llm.script(Reply(text=f"Hello, {name}."))
             page_actions.send(page, f"I am {name}")
             page_actions.wait_turn_end(page)
@@ -407,14 +405,6 @@ def test_two_people_in_two_browsers_and_only_the_admin_manages_them(
             bob.context.close()
 
 
-def sign_in(page, name: str) -> None:
-    """The page's sign-in form, as that person."""
-    page.fill("#login-name", name)
-    page.fill("#login-token", PASSWORDS[name])
-    page.keyboard.press("Enter")
-    expect(page.locator("body")).to_have_attribute("data-ready", "yes")
-
-
 def test_the_admin_sets_bobs_daily_share_on_the_people_tab_and_his_second_search_is_refused(
     browser, llm, pages, searxng, brave, tmp_path, request
 ):
@@ -424,7 +414,7 @@ def test_the_admin_sets_bobs_daily_share_on_the_people_tab_and_his_second_search
         alice = open_page(browser, service.url, width=390, height=844, ready=False)
         bob = None
         try:
-            sign_in(alice, "alice")
+            sign_in_on_page(alice, "alice")
             settings(alice, "People", narrow=True)
             people = alice.locator("#people")
             row, own = (people.locator(".person", has_text=n) for n in ("bob", "alice"))
@@ -464,7 +454,7 @@ def test_the_admin_sets_bobs_daily_share_on_the_people_tab_and_his_second_search
             )
 
             bob = open_page(browser, service.url, ready=False)  # a browser of his own
-            sign_in(bob, "bob")
+            sign_in_on_page(bob, "bob")
             for query in ("longest river", "highest peak"):
                 llm.script(
                     Reply(tool_calls=[ToolCall("web_search", {"query": query})]),
@@ -497,7 +487,7 @@ def test_a_new_person_opens_their_link_chooses_a_password_and_is_in(
         alice = open_page(browser, service.url, ready=False)
         carol = None
         try:
-            sign_in(alice, "alice")
+            sign_in_on_page(alice, "alice")
             settings(alice, "People")
             alice.fill("#person-name", "carol")
             alice.locator("#person-link").check()

@@ -17,13 +17,13 @@ from tests.chat_client import done, new_conversation, send
 from tests.conftest import NO_SEARXNG, ChatService, chat_env, run_main, service_for, two_replicas
 from tests.fakes.llm_server import Reply, ToolCall
 from tests.people import (
-    PASSWORDS,
     add_people,
     bearer,
     brave_queries,
     new_token,
     person_id,
     searched,
+    sign_in_on_page,
     signed_in,
 )
 from tests.research_model import QUESTION, article, plan_of, research_service, researcher
@@ -185,9 +185,7 @@ def test_the_status_panel_shows_a_persons_own_use(
         assert "error" not in searched(signed_in(service, "bob"), llm, "longest river")
         page = open_page(browser, service.url + "/#/status", ready=False)
         try:
-            page.fill("#login-name", "bob")
-            page.fill("#login-token", PASSWORDS["bob"])
-            page.keyboard.press("Enter")
+            sign_in_on_page(page, "bob")
             mine = page.locator("#view-status .status-row[data-check='search-share']")
             expect(mine).to_contain_text("Your searches")
             expect(mine).to_contain_text("today 1 of 1 (default) · this month 1, no limit")
