@@ -103,7 +103,7 @@ def test_the_page_asks_for_a_name_and_a_password(browser, llm, pages, searxng, t
             page.context.close()
 
 
-def test_a_persons_unsent_draft_is_shown_to_no_one_else_on_the_same_browser(
+def test_a_persons_draft_and_research_defaults_are_no_one_elses_on_the_same_browser(
     browser, llm, pages, searxng, tmp_path, request
 ):
     add_people(tmp_path / "data")
@@ -115,14 +115,23 @@ def test_a_persons_unsent_draft_is_shown_to_no_one_else_on_the_same_browser(
             box.fill("A surprise party for Alice on Friday")
             page.reload()
             expect(box).to_have_value("A surprise party for Alice on Friday")  # his, kept
+            page.locator("#open-settings").click()
+            page.fill("#research-pause", "45")
+            page.locator("#save-research-pause").click()
+            page.keyboard.press("Escape")
             page.context.clear_cookies()  # his session ends without a sign-out
             page.reload()
             sign_in_on_page(page, "alice")
             expect(box).to_have_value("")
+            page.locator("#open-settings").click()
+            expect(page.locator("#research-pause")).to_have_value("10")  # the default
+            page.keyboard.press("Escape")
             box.fill("Half-typed by Alice")
             page.locator("#sign-out").click()
             sign_in_on_page(page, "bob")
             expect(box).to_have_value("A surprise party for Alice on Friday")
+            page.locator("#open-settings").click()
+            expect(page.locator("#research-pause")).to_have_value("45")
             kept = page.evaluate("JSON.stringify(Object.entries(localStorage))")
             assert "Half-typed by Alice" not in kept  # her sign-out took hers away
         finally:

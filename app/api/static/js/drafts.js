@@ -1,24 +1,19 @@
 // The text left in each conversation's message box, and the failure that gave it back,
 // kept in this browser's storage: a reload, a closed tab or a switch to another
 // conversation loses neither. A conversation not yet made is "". Sent, a draft goes.
-// In household mode each person's are kept under their name: someone else signing in on
-// the same browser starts with an empty box.
+// In household mode each person's are kept under their name (kept.js).
 
-let PREFIX = "draft:";
+import { keyOf } from "./kept.js";
+
 const fallback = new Map(); // when the browser keeps no storage (a private window's quota)
-
-/** Whose drafts from now on: a household's person (their name), or null for the one user. */
-export function draftsOf(person) {
-  PREFIX = person ? `draft:${encodeURIComponent(person)}:` : "draft:";
-  fallback.clear();
-}
 
 /** Signing out: this person's drafts leave the browser. */
 export function forgetDrafts() {
   fallback.clear();
   try {
+    const mine = keyOf("draft:");
     const keys = Array.from({ length: localStorage.length }, (_, index) => localStorage.key(index));
-    for (const key of keys) if (key.startsWith(PREFIX)) localStorage.removeItem(key);
+    for (const key of keys) if (key.startsWith(mine)) localStorage.removeItem(key);
   } catch {
     // no storage: nothing was kept
   }
@@ -26,7 +21,7 @@ export function forgetDrafts() {
 
 function read(id) {
   try {
-    const raw = localStorage.getItem(PREFIX + id);
+    const raw = localStorage.getItem(keyOf(`draft:${id}`));
     return raw === null ? null : JSON.parse(raw);
   } catch {
     return fallback.get(id) || null;
@@ -35,8 +30,8 @@ function read(id) {
 
 function write(id, value) {
   try {
-    if (value) localStorage.setItem(PREFIX + id, JSON.stringify(value));
-    else localStorage.removeItem(PREFIX + id);
+    if (value) localStorage.setItem(keyOf(`draft:${id}`), JSON.stringify(value));
+    else localStorage.removeItem(keyOf(`draft:${id}`));
   } catch {
     if (value) fallback.set(id, value);
     else fallback.delete(id);

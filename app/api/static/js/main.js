@@ -4,8 +4,9 @@
 import { api, ApiError, auth, ConnectionLost } from "./api.js";
 import { ConversationView } from "./conversation.js";
 import { $, el, clear } from "./dom.js";
-import { draftsOf, forgetDrafts } from "./drafts.js";
+import { forgetDrafts } from "./drafts.js";
 import { dayGroup } from "./format.js";
+import { keepFor } from "./kept.js";
 import { mountLab } from "./lab.js";
 import { welcome } from "./people.js";
 import { priceSearches } from "./message.js";
@@ -36,7 +37,7 @@ async function start() {
     return;
   }
   priceSearches(state.config.search_price_per_1000);
-  draftsOf(state.config.person);
+  keepFor(state.config.person);
   state.view = new ConversationView(state.config, {
     created: (id) => {
       history.replaceState(null, "", `#/c/${id}`);

@@ -7,6 +7,7 @@
 import { api } from "./api.js";
 import { $, el } from "./dom.js";
 import { dollars } from "./format.js";
+import { keyOf } from "./kept.js";
 
 const PAUSE_KEY = "research-plan-seconds";
 const BUDGET_KEY = "research-budget";
@@ -17,12 +18,12 @@ const PREFIX = /^\/research\s+/i;
 
 /** Seconds a plan waits for Start before it starts by itself (0: it waits for Start). */
 export function planPause() {
-  const kept = Number(localStorage.getItem(PAUSE_KEY));
-  return localStorage.getItem(PAUSE_KEY) === null || !Number.isFinite(kept) || kept < 0 ? DEFAULT_PAUSE : kept;
+  const kept = Number(localStorage.getItem(keyOf(PAUSE_KEY)));
+  return localStorage.getItem(keyOf(PAUSE_KEY)) === null || !Number.isFinite(kept) || kept < 0 ? DEFAULT_PAUSE : kept;
 }
 
 export function keepPlanPause(seconds) {
-  localStorage.setItem(PAUSE_KEY, String(seconds));
+  localStorage.setItem(keyOf(PAUSE_KEY), String(seconds));
 }
 
 /** The message and, for a research, the body's `research` (the switch is on, or the
@@ -43,7 +44,7 @@ export function researchBody() {
 export function researchBudget() {
   let kept = {};
   try {
-    kept = JSON.parse(localStorage.getItem(BUDGET_KEY) || "{}") || {};
+    kept = JSON.parse(localStorage.getItem(keyOf(BUDGET_KEY)) || "{}") || {};
   } catch {
     kept = {};
   }
@@ -51,7 +52,7 @@ export function researchBudget() {
 }
 
 export function keepResearchBudget(budget) {
-  localStorage.setItem(BUDGET_KEY, JSON.stringify(budget));
+  localStorage.setItem(keyOf(BUDGET_KEY), JSON.stringify(budget));
 }
 
 export function wireSwitch() {
