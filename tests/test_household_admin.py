@@ -6,16 +6,20 @@ own "Export my conversations", which the admin never gets."""
 from __future__ import annotations
 
 import io
+import logging
 import os
 import re
+import time
 from pathlib import Path
 
+import pytest
 from playwright.sync_api import expect
 
 from app.cli.exits import EXIT_REFUSED
 from app.store.database import Database
 from tests import page_actions
 from tests.browser import open_page
+from tests.chat_client import new_conversation, numbered
 from tests.conftest import NO_SEARXNG, ChatService, chat_env, run_main, service_for, store_of
 from tests.fakes.llm_server import Reply, ToolCall
 from tests.people import (
@@ -516,3 +520,25 @@ def test_a_new_person_opens_their_link_chooses_a_password_and_is_in(
             alice.context.close()
             if carol is not None:
                 carol.context.close()
+
+
+@pytest.mark.socket  # Bob's client leaves his answer's stream, as a closed tab does
+def test_removing_a_person_mid_answer_stops_it_and_leaves_nothing_of_theirs(home, llm, caplog):
+    caplog.set_level(logging.INFO, logger="app.chat.outcome")
+    alice, bob = signed_in(home, "alice"), signed_in(home, "bob")
+    llm.script(Reply(text="on and on ", split=5, chunk_delay=0.05, endless=True))
+    conversation = new_conversation(bob)
+    path = f"/api/conversations/{conversation}/chat"
+    with bob.http.stream("POST", path, json={"message": "Go on."}) as response:
+        assert response.status_code == 200
+        numbered(response, until=lambda event: event["type"] == "delta")
+
+    assert alice.http.delete("/api/people/2").status_code == 204
+    assert llm.wait_hung_up(timeout=10) is not None  # the model server's stream closed
+    deadline = time.monotonic() + 10
+    while "was removed; nothing kept" not in caplog.text and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert f"turn {conversation}: its conversation was removed; nothing kept" in caplog.text
+    assert "failed" not in caplog.text  # no write tried again and again, no traceback
+    left = counts(home, 2)
+    assert left == dict.fromkeys(PER_PERSON, 0) | {"orphans": 0, "search_cache": 0}, left

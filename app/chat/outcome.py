@@ -34,7 +34,7 @@ from app.chat.gathered import Gathered
 from app.chat.pending import PendingSaves
 from app.model.failures import LLMError
 from app.model.usage import RawUsage, Usage, normalize_usage
-from app.store.errors import Unavailable
+from app.store.errors import NotFound, Unavailable
 from app.store.rows import Message, OutcomeWrite, Totals, now
 from app.store.storage import Lease, Storage
 
@@ -450,6 +450,8 @@ class Saver:
         except Unavailable as exc:
             self.lost = exc
             logger.warning("turn %s goes on without checkpoints: %s", self.conversation_id, exc)
+        except NotFound:
+            self.gone()
         except Exception:
             logger.exception("checkpoint of turn %s failed", self.conversation_id)
 
@@ -510,6 +512,9 @@ class Saver:
             except Unavailable as exc:
                 self.lost = exc
                 break
+            except NotFound:
+                self.gone()
+                return True
             except Exception:
                 logger.exception("writing turn %s failed (try %d)", self.conversation_id, attempt)
                 continue
@@ -517,6 +522,14 @@ class Saver:
             self.lease.dropped()
             return True
         return self.hand_over()
+
+    def gone(self) -> None:
+        """The conversation was removed while its turn ran (its person removed from the
+        household, which stops the turn at its next tick): nothing is left to write."""
+        if not self.saved:
+            logger.info("turn %s: its conversation was removed; nothing kept", self.conversation_id)
+        self.saved = True
+        self.lease.dropped()
 
     def hand_over(self) -> bool:
         """A database that does not answer: the outcome waits for it (False: not written)."""
