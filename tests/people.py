@@ -10,7 +10,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
+import httpx2
 import pytest
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.types import CallToolResult
 from playwright.sync_api import expect
 
 from app.store.database import Database
@@ -140,6 +144,21 @@ CREDENTIALS: dict[str, Callable[[ChatService, str], Person]] = {
 }
 """Each way a person is known to the service, for the tests that must hold whatever the
 way: the page's session cookie, a trusted proxy's header, a personal API token."""
+
+
+async def mcp_web_search(service: ChatService, token: str, query: str) -> CallToolResult:
+    """web_search called through /mcp, as an MCP client with that token calls it."""
+    async with httpx2.AsyncClient(headers=bearer(token), timeout=60) as http:
+        async with Client(streamable_http_client(f"{service.url}/mcp", http_client=http)) as c:
+            return await c.call_tool("web_search", {"query": query})
+
+
+async def mcp_search(service: ChatService, token: str, query: str) -> list[dict]:
+    """web_search's results through /mcp, as an MCP client with that token sees them."""
+    result = await mcp_web_search(service, token, query)
+    assert not result.is_error, result.content
+    results: list[dict] = (result.structured_content or {})["results"]
+    return results
 
 
 def brave_queries(brave: FakeBrave) -> int:

@@ -35,6 +35,7 @@ from tests.people import (
     bearer,
     brave_queries,
     home,
+    mcp_search,
     new_token,
     searched,
     shared_home,
@@ -648,16 +649,6 @@ def test_reset_access_ends_every_session_and_token_of_one_person(tmp_path):
         assert database.token_owner("token-c") == bob and database.token_owner("token-a") is None
     finally:
         database.close()
-
-
-async def mcp_search(service: ChatService, token: str, query: str) -> list[dict]:
-    """web_search's results through /mcp, as an MCP client with that token sees them."""
-    async with httpx2.AsyncClient(headers=bearer(token), timeout=60) as http:
-        async with Client(streamable_http_client(f"{service.url}/mcp", http_client=http)) as c:
-            result = await c.call_tool("web_search", {"query": query})
-    assert not result.is_error, result.content
-    results: list[dict] = (result.structured_content or {})["results"]
-    return results
 
 
 @pytest.mark.socket  # the MCP SDK's client makes its own connections

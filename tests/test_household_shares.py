@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
+from anyio.from_thread import start_blocking_portal
 from playwright.sync_api import expect
 
 from tests.browser import open_page
@@ -20,6 +21,8 @@ from tests.people import (
     add_people,
     bearer,
     brave_queries,
+    mcp_search,
+    mcp_web_search,
     new_token,
     person_id,
     searched,
@@ -85,6 +88,20 @@ def test_a_persons_token_spends_their_share_on_v1(limited, llm, brave):
     assert USED_UP_TODAY in llm.requests[-1].body["messages"][-1]["content"]  # the model knows
     alice = signed_in(limited, "alice")  # hers is untouched
     assert "error" not in searched(alice, llm, "highest peak")
+
+
+@pytest.mark.socket  # the MCP SDK's client makes its own connections
+def test_a_persons_token_spends_their_share_through_mcp(limited, brave):
+    token = new_token(signed_in(limited, "bob"))
+    # On a loop of its own thread: Playwright's may be running on this one.
+    with start_blocking_portal() as portal:
+        assert portal.call(mcp_search, limited, token, "longest river")
+        refused = portal.call(mcp_web_search, limited, token, "highest peak")
+    assert refused.is_error and USED_UP_TODAY in refused.content[0].text
+    assert brave_queries(brave) == 1  # nothing sent for his second
+    assert limited.http.get("/api/search-share", headers=bearer(token)).json()["today"] == 1
+    alice = signed_in(limited, "alice")
+    assert alice.http.get("/api/search-share").json()["today"] == 0  # his, not hers
 
 
 def test_an_admin_sets_a_persons_limits_and_sees_everyones_use(limited, llm, brave):
