@@ -443,10 +443,20 @@ def postgres_url(postgres_server: Postgres, request: pytest.FixtureRequest) -> s
     if not request.node.get_closest_marker("postgresql"):
         # Reached through getfixturevalue, unseen by the tiers: make check would run it.
         pytest.fail("take the `backend` fixture, whose postgresql parameter marks the tier")
-    return postgres_server.create(f"test_{os.urandom(6).hex()}")
+    return new_database(postgres_server)
 
 
-@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgresql)])
+def new_database(server: Postgres) -> str:
+    """The URL of a new empty database on that cluster."""
+    return server.create(f"test_{os.urandom(6).hex()}")
+
+
+BACKENDS = ["sqlite", pytest.param("postgresql", marks=pytest.mark.postgresql)]
+"""The storage backends, as a fixture's parameters (PostgreSQL's marks its tier): `backend`,
+and a module's fixture of a wider scope (test_isolation's `bobs_household`)."""
+
+
+@pytest.fixture(params=BACKENDS)
 def backend(request: pytest.FixtureRequest) -> str:
     """Each storage test runs on both backends (PostgreSQL's in its tier)."""
     return str(request.param)

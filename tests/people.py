@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from functools import cache
 from pathlib import Path
 
 import httpx
@@ -32,13 +33,20 @@ USER_HEADER = "Remote-User"
 """AUTH_USER_HEADER of the services behind a forward-auth proxy."""
 
 
+@cache
+def hashed(password: str) -> str:
+    """The password's Argon2id hash, made once a process: 0.1 s of CPU a hash, which each
+    household test would pay twice for the same two passwords (their salts are what
+    test_users checks)."""
+    return hash_password(password)
+
+
 def add_people(data_dir: Path, database_url: str = "") -> None:
     """Alice (the admin) and Bob, with passwords, as `python -m app users add` keeps them."""
     database = Database(store_of(data_dir, database_url))
     try:
         for name, password in PASSWORDS.items():
-            hashed = hash_password(password)
-            database.add_user(NewUser(name, admin=name == "alice", password=hashed))
+            database.add_user(NewUser(name, admin=name == "alice", password=hashed(password)))
     finally:
         database.close()
 

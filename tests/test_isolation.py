@@ -13,6 +13,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from itertools import product
+from pathlib import Path
 from typing import Any
 
 import httpx2
@@ -29,8 +30,17 @@ from tests.chat_client import (
     raw_request,
     send,
 )
-from tests.conftest import NO_SEARXNG, ChatService, chat_env, run_main, service_for
+from tests.conftest import (
+    BACKENDS,
+    NO_SEARXNG,
+    ChatService,
+    chat_env,
+    new_database,
+    run_main,
+    service_for,
+)
 from tests.fakes.llm_server import FakeLLM, Reply, ToolCall
+from tests.fakes.pages import PageServer
 from tests.people import (
     CREDENTIALS,
     MISSING,
@@ -42,7 +52,14 @@ from tests.people import (
     signed_in,
     talk,
 )
-from tests.research_model import QUESTION, ScriptedResearcher, article, researcher
+from tests.research_model import (
+    QUESTION,
+    ScriptedResearcher,
+    article,
+    article_first,
+    researcher,
+    scripted_on,
+)
 
 __all__ = ["article", "researcher"]  # fixtures, imported to be used here
 
@@ -106,22 +123,28 @@ def refusal(credential: str, path: str) -> int:
     return 403 if credential == "token" and path.startswith(ACCOUNT) else 404
 
 
-@pytest.fixture
-def household(request, llm, pages, searxng, brave, tmp_path, database_url) -> Iterator[ChatService]:
+def household_env(llm: FakeLLM, tmp: Path, pages: PageServer, database_url: str) -> dict[str, str]:
     """Alice and Bob in the database (passwords), and a forward-auth proxy on this machine
     that may name them: each way of signing in at once. Searches unpaced (a research makes
     several)."""
-    add_people(tmp_path / "data", database_url)
-    env = chat_env(
+    add_people(tmp / "data", database_url)
+    return chat_env(
         llm,
-        tmp_path,
+        tmp,
         pages,
         DATABASE_URL=database_url,
         SEARCH_RATE="50",
         TRUSTED_PROXIES="127.0.0.1",
         AUTH_USER_HEADER=USER_HEADER,
     )
-    with service_for(request, env, searxng.url) as service:
+
+
+@pytest.fixture
+def household(request, llm, pages, searxng, brave, tmp_path, database_url) -> Iterator[ChatService]:
+    """A household of the test's own, for a test that writes (a Start, a search)."""
+    with service_for(
+        request, household_env(llm, tmp_path, pages, database_url), searxng.url
+    ) as service:
         yield service
 
 
@@ -157,6 +180,38 @@ def bobs_data(service: ChatService, llm: FakeLLM, researcher: ScriptedResearcher
     (token,) = bob.http.get("/api/tokens").json()
     (session,) = bob.http.get("/api/sessions").json()
     return Bobs([chat, finished, waiting], waiting, 0, token["id"], session["id"])
+
+
+@dataclass(frozen=True)
+class Household:
+    """A household service with Bob's data and one conversation of Alice's in it, which the
+    tests that take it only read."""
+
+    service: ChatService
+    bobs: Bobs
+    alices: str
+    """Alice's own conversation: the only one she has."""
+
+
+@pytest.fixture(scope="module", params=BACKENDS)
+def bobs_household(request, llm, pages, searxng, brave, tmp_path_factory) -> Iterator[Household]:
+    """One household with Bob's data, built once a module (on each worker that runs its
+    tests) for the tests that only read it: what Alice gets on Bob's ids as on ids no one
+    has, what she lists, schemathesis as her. Each refusal leaves nothing; what she may
+    leave (her sessions, her tokens, her own search cache) is no test's to read. A test that
+    writes (a Start of Bob's, a search counted at Brave) takes `household`, its own."""
+    database_url = ""
+    if request.param == "postgresql":
+        database_url = new_database(request.getfixturevalue("postgres_server"))
+    tmp = tmp_path_factory.mktemp("household")
+    with service_for(request, household_env(llm, tmp, pages, database_url), searxng.url) as service:
+        # The model researches, and every search finds the article, only while Bob's data
+        # is made: the module's tests share the fakes with every other test of the worker.
+        with pytest.MonkeyPatch.context() as patched:
+            article_first(brave, pages, patched)
+            bobs = bobs_data(service, llm, scripted_on(llm, patched))
+        alices = talk(signed_in(service, "alice"), llm, "soup")
+        yield Household(service, bobs, alices)
 
 
 # -- every route of /openapi.json ---------------------------------------------------------------
@@ -256,13 +311,10 @@ def test_every_route_answers_bobs_ids_as_it_answers_ids_no_one_has(
 
 
 @pytest.mark.parametrize("credential", CREDENTIALS)
-def test_no_route_without_an_id_shows_alice_anything_of_bobs(
-    household, llm, researcher, article, credential
-):
-    bobs = bobs_data(household, llm, researcher)
-    alice = CREDENTIALS[credential](household, "alice")
-    alices = talk(alice, llm, "soup")
-    read = [op for op in operations(household) if op.method == "GET" and not op.parameters]
+def test_no_route_without_an_id_shows_alice_anything_of_bobs(bobs_household, credential):
+    service, bobs = bobs_household.service, bobs_household.bobs
+    alice = CREDENTIALS[credential](service, "alice")
+    read = [op for op in operations(service) if op.method == "GET" and not op.parameters]
     assert len(read) >= 8
     seen = {op.path: call(alice, "GET", op.path, params={"q": BOBS_WORDS}) for op in read}
     for path, answer in seen.items():
@@ -272,7 +324,7 @@ def test_no_route_without_an_id_shows_alice_anything_of_bobs(
             assert bobs_own not in answer.body, (path, bobs_own)
     assert json.loads(seen["/api/conversations"].body) == []  # his words match none of hers
     mine = call(alice, "GET", "/api/conversations").body
-    assert [c["id"] for c in json.loads(mine)] == [alices]
+    assert [c["id"] for c in json.loads(mine)] == [bobs_household.alices]
 
 
 # -- the search cache --------------------------------------------------------------------------
@@ -343,10 +395,10 @@ def id_fields(spec: dict[str, Any], path: str) -> list[str]:
 
 
 @pytest.mark.parametrize("credential", CREDENTIALS)
-def test_v1_answers_bobs_ids_as_ids_no_one_has(household, llm, researcher, article, credential):
-    bobs = bobs_data(household, llm, researcher)
-    alice = CREDENTIALS[credential](household, "alice")
-    spec = household.http.get("/openapi.json").json()
+def test_v1_answers_bobs_ids_as_ids_no_one_has(bobs_household, llm, credential):
+    service, bobs = bobs_household.service, bobs_household.bobs
+    alice = CREDENTIALS[credential](service, "alice")
+    spec = service.http.get("/openapi.json").json()
     posts = sorted(
         path for path in spec["paths"] if path.startswith("/v1/") and "post" in spec["paths"][path]
     )
@@ -441,17 +493,17 @@ def on_bobs_ids(spec: dict[str, Any], bobs: Bobs) -> dict[str, Any]:
 
 
 @pytest.mark.long  # schemathesis draws about 100 requests: 10 to 20 s
-def test_schemathesis_as_alice_on_bobs_ids_gets_no_success(household, llm, researcher, article):
+def test_schemathesis_as_alice_on_bobs_ids_gets_no_success(bobs_household):
     """Valid requests schemathesis draws from the schema (bodies, queries, headers), on
     Bob's ids, as Alice: none succeeds (a turn of Bob's that opened would be a 200)."""
     # Imported here: seconds of imports that the module's other tests do not need.
     import schemathesis
     from schemathesis.core import NotSet
 
-    bobs = bobs_data(household, llm, researcher)
-    alice = signed_in(household, "alice")
+    service, bobs = bobs_household.service, bobs_household.bobs
+    alice = signed_in(service, "alice")
     schema = schemathesis.openapi.from_dict(
-        on_bobs_ids(household.http.get("/openapi.json").json(), bobs)
+        on_bobs_ids(service.http.get("/openapi.json").json(), bobs)
     )
     answered: list[tuple[str, str, int]] = []
     for result in schema.get_all_operations():
@@ -479,7 +531,7 @@ def test_schemathesis_as_alice_on_bobs_ids_gets_no_success(household, llm, resea
             answered.append((case.operation.method.upper(), case.operation.path, answer.status))
 
         drawn()
-    personal = {(op.method, op.path) for op in operations(household) if op.personal()}
+    personal = {(op.method, op.path) for op in operations(service) if op.personal()}
     assert {(method, path) for method, path, _ in answered} == personal
     assert not [a for a in answered if 200 <= a[2] < 300]
 
