@@ -67,6 +67,8 @@ BOBS_WORDS = "kapusta kiszona"
 """In Bob's messages and answers, and his search: never in anything Alice gets."""
 BOBS_FACT = "- Keeps bees in Gdańsk\n"
 BOBS_QUERY = "kapusta kiszona przepis"
+BOBS_MODEL = "bees-finetune:7b"
+"""A model Bob added: "bees", as his fact, is what no answer to Alice may hold."""
 
 
 @dataclass(frozen=True)
@@ -154,7 +156,8 @@ def chat_path(conversation_id: str) -> str:
 
 def bobs_data(service: ChatService, llm: FakeLLM, researcher: ScriptedResearcher) -> Bobs:
     """Bob's conversations (one with versions), his research runs (one finished, one
-    waiting on its plan), his memory.md, and his search and measure in the search lab."""
+    waiting on its plan), his memory.md, a model he added to his picker, and his search and
+    measure in the search lab."""
     bob = signed_in(service, "bob")
     chat = talk(bob, llm, f"How is {BOBS_WORDS} made?")
     llm.script(Reply(text=f"Another answer about {BOBS_WORDS}."))
@@ -172,6 +175,7 @@ def bobs_data(service: ChatService, llm: FakeLLM, researcher: ScriptedResearcher
         assert answer.status_code == 200, answer.read()
         numbered(answer, until=lambda event: event["type"] == "research_plan")
     assert bob.http.put("/api/memory", json={"text": BOBS_FACT}).status_code == 200
+    assert bob.http.put("/api/models", json={"models": [BOBS_MODEL]}).status_code == 200
     searched = bob.http.get("/api/lab/search", params={"q": BOBS_QUERY, "locale": "pl-PL"})
     assert searched.status_code == 200, searched.text
     measure = {"q": BOBS_QUERY, "locales": "pl-PL", "top": "10"}
