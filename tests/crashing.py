@@ -24,55 +24,16 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
 
-from app.search.embedded import free_port
 from app.store.files import memory_text
-from tests.conftest import ROOT
+from tests.serving import serve
 
 STREAMS = 3
 STORY = [f"Sentence {n} of the story. " for n in range(2000)]
-
-
-@contextmanager
-def serving(env: dict[str, str]) -> Iterator[tuple[str, subprocess.Popen]]:
-    """`python -m app serve` as a user runs it, in its own process."""
-    port = free_port()
-    # Its output is kept (a run of CI once found nothing listening just after /healthz
-    # answered, with nothing to say why): the last lines are told when it is not serving.
-    log = Path(env["DATA_DIR"]).parent / f"serve-{port}.log"
-    with log.open("wb") as out:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "app", "serve", "--port", str(port)],
-            cwd=ROOT,
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            if httpx.get(f"{url}/healthz").status_code == 200:
-                break
-        except httpx.HTTPError:
-            pass
-        assert process.poll() is None and time.monotonic() < deadline, "the service did not start"
-        time.sleep(0.05)
-    try:
-        yield url, process
-    except httpx.ConnectError as exc:
-        told = log.read_text(errors="replace")[-3000:]
-        raise AssertionError(f"nothing serves {url} (exit {process.poll()}):\n{told}") from exc
-    finally:
-        if process.poll() is None:
-            process.kill()
-        process.wait(timeout=10)
 
 
 @dataclass
@@ -247,7 +208,8 @@ def run(env: dict[str, str], cycles: int, progress: bool = False) -> Report:
     writes = Writes()
     conversations: list[str] = []
     for number in range(cycles + 1):
-        with serving(env) as (url, process):
+        with serve(env, ending=signal.SIGKILL) as served:
+            url = served.url
             if number:
                 kept, problems = check(url, data, sent, writes)
                 report.kept += kept
@@ -263,5 +225,5 @@ def run(env: dict[str, str], cycles: int, progress: bool = False) -> Report:
             while len(conversations) < STREAMS:
                 created = httpx.post(f"{url}/api/conversations", json={})
                 conversations.append(created.json()["id"])
-            sent, writes = cycle(url, process, conversations, number)
+            sent, writes = cycle(url, served.process, conversations, number)
     return report

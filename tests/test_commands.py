@@ -9,7 +9,6 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -22,6 +21,7 @@ from tests.conftest import API_KEY, NO_SEARXNG, ROOT, run_cli, run_main
 from tests.fakes.conventions import ollama_routes
 from tests.fakes.llm_server import FakeLLM, Reply, ToolCall, tools_unsupported
 from tests.fakes.pages import ARTICLE_TITLE
+from tests.serving import serve, start
 
 WAITRESS = "waitress.*searx.webapp"
 
@@ -395,37 +395,10 @@ def searxng_workdir(pid: int) -> Path:
     return Path(settings.split(b"=", 1)[1].decode()).parent
 
 
-def start_serve(port: int, env: dict[str, str], log: Path) -> subprocess.Popen:
-    """`python -m app serve` in its own process, its output in `log`."""
-    with log.open("wb") as out:
-        return subprocess.Popen(
-            [sys.executable, "-m", "app", "serve", "--port", str(port)],
-            cwd=ROOT,
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
-
-
-def wait_until_up(url: str, process: subprocess.Popen, log: Path) -> None:
-    deadline = time.monotonic() + 90
-    while time.monotonic() < deadline:
-        assert process.poll() is None, f"serve exited early:\n{log.read_text()[-3000:]}"
-        try:
-            if httpx.get(f"{url}/healthz", timeout=2).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.2)
-    pytest.fail(f"serve did not answer /healthz:\n{log.read_text()[-3000:]}")
-
-
 @pytest.mark.long  # `serve` and its own SearXNG, started and stopped
 @pytest.mark.parametrize("stop_signal", [signal.SIGTERM, signal.SIGINT], ids=["TERM", "INT"])
 def test_serve_runs_its_own_searxng_and_stops_it(brave, llm, tmp_path, stop_signal):
     llm.clear()
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
     env = {k: v for k, v in os.environ.items() if k != "SEARXNG_URL"}
     env.update(
         BRAVE_API_URL=brave.url,
@@ -436,10 +409,10 @@ def test_serve_runs_its_own_searxng_and_stops_it(brave, llm, tmp_path, stop_sign
         SEARCH_LOCALE="pl-PL",
         AUTH_TOKEN="",
     )
-    log = tmp_path / "serve.log"
-    process = start_serve(port, env, log)
+    served = start(env, log=tmp_path / "serve.log")
+    url, process, log = served.url, served.process, served.log
     try:
-        wait_until_up(url, process, log)
+        served.wait_until_healthy(timeout=90)  # its SearXNG starts first
         config = httpx.get(f"{url}/api/config", timeout=10)
         assert config.status_code == 200
         assert config.json()["default_model"] == "fake-model"
@@ -549,8 +522,7 @@ def test_serve_sends_no_telemetry_even_when_the_environment_sets_it_up(llm, sear
     """FastAPI traces each request (its path and query, a conversation search's words
     among them) to whatever OpenTelemetry finds configured: the service keeps that off."""
     (tmp_path / "sitecustomize.py").write_text(TRACING)
-    spans, log = tmp_path / "spans.txt", tmp_path / "serve.log"
-    port = free_port()
+    spans = tmp_path / "spans.txt"
     env = {
         **os.environ,
         "PYTHONPATH": os.pathsep.join([str(tmp_path), str(ROOT)]),
@@ -562,13 +534,7 @@ def test_serve_sends_no_telemetry_even_when_the_environment_sets_it_up(llm, sear
         "DATA_DIR": str(tmp_path / "data"),
         "AUTH_TOKEN": "",
     }
-    process = start_serve(port, env, log)
-    try:
-        url = f"http://127.0.0.1:{port}"
-        wait_until_up(url, process, log)
-        found = httpx.get(f"{url}/api/conversations", params={"q": "my private words"})
+    with serve(env) as served:
+        found = httpx.get(f"{served.url}/api/conversations", params={"q": "my private words"})
         assert found.status_code == 200
-    finally:
-        process.terminate()
-        process.wait(timeout=30)
     assert not spans.exists(), spans.read_text()

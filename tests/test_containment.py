@@ -16,8 +16,6 @@ import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -36,55 +34,10 @@ from tests.chat_client import new_conversation, raw_request, send
 from tests.conftest import ROOT, ChatService, chat_env, run_cli, service_for
 from tests.fakes.llm_server import Reply
 from tests.fakes.pages import ARTICLE, ARTICLE_TITLE
+from tests.serving import Served, serve
 
 JSON = {"content-type": "application/json"}
 HEALTH_BUDGET_SECONDS = 0.05
-
-
-@dataclass
-class Served:
-    url: str
-    process: subprocess.Popen
-    log: Path
-
-    def output(self) -> str:
-        return self.log.read_text(errors="replace")
-
-
-@contextmanager
-def serve(env: dict[str, str], *args: str, host: str = "127.0.0.1") -> Iterator[Served]:
-    """`python -m app serve` as a user runs it, in a process of its own (so that its GIL is
-    not shared with the test's clients), its output kept."""
-    port = free_port()
-    log = Path(env["DATA_DIR"]).parent / f"serve-{port}.log"
-    with log.open("wb") as out:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "app", "serve", "--host", host, "--port", str(port), *args],
-            cwd=ROOT,
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
-    served = Served(f"http://127.0.0.1:{port}", process, log)
-    deadline = time.monotonic() + 60
-    try:
-        while True:
-            assert process.poll() is None, f"serve exited:\n{served.output()[-3000:]}"
-            try:
-                if httpx.get(f"{served.url}/healthz", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert time.monotonic() < deadline, f"serve did not start:\n{served.output()}"
-            time.sleep(0.1)
-        yield served
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=10)
 
 
 @pytest.fixture

@@ -4,6 +4,7 @@ the events it missed, and Stop is a request of its own (app/chat/runs.py)."""
 
 from __future__ import annotations
 
+import signal
 import time
 from collections.abc import Iterator
 
@@ -13,7 +14,6 @@ from playwright.sync_api import expect
 
 from app.store import turn_events
 from app.store.database import Database
-from tests import crashing
 from tests.browser import open_page
 from tests.chat_client import (
     Numbered,
@@ -27,6 +27,7 @@ from tests.chat_client import send as api_send
 from tests.conftest import ChatService, chat_env, store_of, two_replicas
 from tests.fakes.llm_server import Reply, ToolCall
 from tests.page_actions import LONG_ANSWER, conversation_id, send, turns_ended, wait_turn_end
+from tests.serving import serve
 
 WORDS = "".join(f"word{n} " for n in range(80))
 """A slow answer: 80 deltas of about 6 characters, one every 50 ms (4 s)."""
@@ -183,7 +184,9 @@ def test_a_replica_killed_mid_answer_leaves_its_partial_once_and_the_other_says_
     llm.clear()
     llm.script(Reply(text="on and on ", split=5, chunk_delay=0.02, endless=True))
     env = {**chat_env(llm, tmp_path), "SEARXNG_URL": searxng.url}
-    with crashing.serving(env) as (doomed, process), crashing.serving(env) as (other, _):
+    killed = signal.SIGKILL
+    with serve(env, ending=killed) as doomed_one, serve(env, ending=killed) as other_one:
+        doomed, other = doomed_one.url, other_one.url
         with httpx.Client(base_url=doomed, timeout=30) as client:
             conversation_id = client.post("/api/conversations", json={}).json()["id"]
             path = chat_path(conversation_id)
@@ -194,8 +197,7 @@ def test_a_replica_killed_mid_answer_leaves_its_partial_once_and_the_other_says_
             while last_role(client, conversation_id) != "assistant":
                 assert time.monotonic() < kept, "no checkpoint of the answer"
                 time.sleep(0.05)
-        process.kill()
-        process.wait(timeout=10)
+        doomed_one.stop(signal.SIGKILL)
         with httpx.Client(base_url=other, timeout=30) as client:
             events = f"/api/conversations/{conversation_id}/events"
             headers = {"Last-Event-ID": str(seen[-1][0])}

@@ -11,7 +11,6 @@ import os
 import select
 import subprocess
 import sys
-import time
 import tomllib
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
@@ -32,6 +31,7 @@ from app.search import client as search_client
 from tests.conftest import ROOT, ChatService, chat_env
 from tests.fakes.pages import ARTICLE_TITLE
 from tests.postgres import free_port
+from tests.serving import until_healthy
 
 # The MCP SDK's clients make their own connections, to the service's address.
 pytestmark = pytest.mark.socket
@@ -470,7 +470,7 @@ def served_memory(spelling: str, data: Path) -> tuple[str, str]:
     ) as service:
         try:
             read = ""
-            if serving(service, f"http://127.0.0.1:{port}"):
+            if until_healthy(f"http://127.0.0.1:{port}", service) is None:
                 url = f"http://{spelling}:{port}/api/memory"
                 result = with_client(
                     f"http://127.0.0.1:{port}/mcp",
@@ -481,17 +481,6 @@ def served_memory(spelling: str, data: Path) -> tuple[str, str]:
             service.terminate()
             _, stderr = service.communicate(timeout=30)
     return stderr, read
-
-
-def serving(service: subprocess.Popen[str], url: str) -> bool:
-    """Whether the service answers, waiting for it to do so or to end."""
-    deadline = time.monotonic() + 60
-    while service.poll() is None and time.monotonic() < deadline:
-        try:
-            return httpx.get(f"{url}/healthz", timeout=1).is_success
-        except httpx.TransportError:
-            time.sleep(0.2)
-    return False
 
 
 @pytest.mark.parametrize("spelling", SELF)

@@ -7,6 +7,7 @@ fake model scripted as a researcher."""
 
 from __future__ import annotations
 
+import signal
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -14,7 +15,6 @@ from typing import Any
 import httpx
 import pytest
 
-from tests import crashing
 from tests.chat_client import Numbered, follow, get_conversation, new_conversation, numbered
 from tests.conftest import ChatService, chat_env, two_replicas
 from tests.research_model import (
@@ -28,6 +28,7 @@ from tests.research_model import (
     scripted_on,
     service,
 )
+from tests.serving import serve
 
 __all__ = ["researcher", "article", "service"]  # fixtures, imported to be used here
 
@@ -302,8 +303,8 @@ def test_a_service_killed_mid_research_leaves_it_interrupted_with_its_notes(
     researcher.silent = {"reflect"}  # the run waits there when the service dies
     env = {**chat_env(llm, tmp_path, pages, SEARCH_RATE="50"), "SEARXNG_URL": searxng.url}
     env["FETCH_TIMEOUT"] = "2"  # the results other than the page server's go nowhere
-    with crashing.serving(env) as (doomed, process):
-        with httpx.Client(base_url=doomed, timeout=30) as client:
+    with serve(env, ending=signal.SIGKILL) as doomed:
+        with httpx.Client(base_url=doomed.url, timeout=30) as client:
             conversation_id = client.post("/api/conversations", json={}).json()["id"]
             body = {"message": QUESTION, "research": {"plan_seconds": 0.1}}
             with client.stream("POST", chat_path(conversation_id), json=body) as response:
@@ -312,10 +313,9 @@ def test_a_service_killed_mid_research_leaves_it_interrupted_with_its_notes(
             while ARTICLE_QUOTE not in client.get(f"/api/conversations/{conversation_id}").text:
                 assert time.monotonic() < kept, "no checkpoint of the notes"
                 time.sleep(0.05)
-        process.kill()
-        process.wait(timeout=10)
-    with crashing.serving(env) as (restarted, _):
-        with httpx.Client(base_url=restarted, timeout=30) as client:
+        doomed.stop(signal.SIGKILL)
+    with serve(env, ending=signal.SIGKILL) as restarted:
+        with httpx.Client(base_url=restarted.url, timeout=30) as client:
             last = client.get(f"/api/conversations/{conversation_id}").json()["messages"][-1]
             assert last["role"] == "assistant" and last["status"] == "interrupted"
             assert ARTICLE_QUOTE in last["reasoning"]

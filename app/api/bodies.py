@@ -238,6 +238,11 @@ def errors(*statuses: int) -> OpenApiResponses:
     return {status: {"model": DetailBody} for status in statuses}
 
 
+REFUSALS = errors(400, 422)
+"""What every route may answer, given to each router: unreadable JSON (400) or invalid input
+(422), both as {"detail": str}, instead of FastAPI's list-shaped 422."""
+
+
 def refused(message: str, status: int = 400) -> HTTPException:
     """A request refused by a route's own check, answered as {"detail": message}."""
     return HTTPException(status_code=status, detail=message)

@@ -14,7 +14,6 @@ from starlette.exceptions import HTTPException
 from app import config
 from app.api import access, lab, openai_shapes
 from app.api.answer_slots import AnswerSlots
-from app.api.bodies import errors
 from app.api.lag import LagProbe
 from app.api.mcp import McpEndpoint
 from app.api.people import household_mode
@@ -133,9 +132,6 @@ def create_app(settings: config.Settings, searxng_url: str) -> FastAPI:
         docs_url=None,
         redoc_url=None,
         lifespan=lifespan,
-        # Every route may refuse unreadable JSON (400) or invalid input (422), both with
-        # {"detail": str}; declared once here instead of FastAPI's list-shaped 422.
-        responses=errors(400, 422),
         # FastAPI's OpenTelemetry hooks stay off, whatever the environment says: nothing
         # about the conversations leaves this machine (and each request skips their work).
         telemetry={
@@ -160,11 +156,15 @@ def create_app(settings: config.Settings, searxng_url: str) -> FastAPI:
     app.exception_handler(HTTPException)(http_error)
     app.add_middleware(access.AccessControl, guard=app.state.access)
     app.add_middleware(access.Forwarded, trusted=settings.trusted_proxies)  # outermost: first
-    # In this order, the order of /openapi.json's paths.
+    # In this order, the order of /openapi.json's paths. Each router's routes as they
+    # are, not include_router: an included router's routes are built again for each app
+    # (a pydantic model per field and response, about 100 ms an app, paid by its first
+    # requests), while these were built once, with their module; the tests make hundreds
+    # of apps. So what every route may answer is the routers' own (bodies.REFUSALS).
     for router in FIRST:
-        app.include_router(router.router)
+        app.router.routes.extend(router.router.routes)
     app.mount("/static", page.PageFiles(directory=page.STATIC_DIR), name="static")
     for router in AFTER_STATIC:
-        app.include_router(router.router)
+        app.router.routes.extend(router.router.routes)
     app.router.routes.append(app.state.mcp.route())
     return app

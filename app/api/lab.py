@@ -42,7 +42,7 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Query, Request
 
 from app.api.access import state_person
-from app.api.bodies import DetailBody
+from app.api.bodies import REFUSALS, DetailBody
 from app.search import lab
 from app.search.lab import LabSearch, Measurement
 from app.search.searcher import Searcher
@@ -50,6 +50,7 @@ from app.search.searcher import Searcher
 router = APIRouter(
     prefix="/api/lab",
     responses={
+        **REFUSALS,
         404: {"model": DetailBody, "description": "an engine or locale this SearXNG lacks"},
         502: {"model": DetailBody, "description": "SearXNG or an engine failed"},
     },

@@ -12,13 +12,13 @@ from fastapi import Path as PathParam
 from pydantic import BaseModel, ConfigDict, Field
 
 from app.api.access import SESSION_COOKIE, SESSION_SECONDS, by_token
-from app.api.bodies import errors, refused
+from app.api.bodies import REFUSALS, errors, refused
 from app.api.deps import GuardDep, PersonDep, StorageDep
 from app.api.routes.session import drop_cookie
 from app.store.sessions import AccessReset, ApiToken
 from app.store.users import MAX_NAME_CHARS, User, checked_text
 
-router = APIRouter(prefix="/api", tags=["account"])
+router = APIRouter(prefix="/api", tags=["account"], responses=REFUSALS)
 
 ID = Annotated[str, PathParam(pattern="^[0-9a-f]{16}$", description="a token or session id")]
 

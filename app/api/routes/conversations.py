@@ -7,14 +7,21 @@ import asyncio
 
 from fastapi import APIRouter, Response
 
-from app.api.bodies import AS_STORED, ConversationChange, NewConversation, OpenApiResponses, errors
+from app.api.bodies import (
+    AS_STORED,
+    REFUSALS,
+    ConversationChange,
+    NewConversation,
+    OpenApiResponses,
+    errors,
+)
 from app.api.choices import check_budget, check_model
 from app.api.deps import ConversationId, ServicesDep, StorageDep, Whose
 from app.chat.settings import ChatSettings
 from app.store import export
 from app.store.rows import Conversation, Entry
 
-router = APIRouter(prefix="/api/conversations")
+router = APIRouter(prefix="/api/conversations", responses=REFUSALS)
 
 MARKDOWN_RESPONSE: OpenApiResponses = {
     200: {

@@ -16,7 +16,7 @@ from fastapi import Path as PathParam
 from pydantic import BaseModel, ConfigDict, Field
 
 from app.api.access import state_person
-from app.api.bodies import OpenApiResponses, errors
+from app.api.bodies import REFUSALS, OpenApiResponses, errors
 from app.api.deps import GuardDep, PersonDep, StorageDep
 from app.search.cache import own_rows
 from app.store import export
@@ -26,7 +26,7 @@ from app.store.rows import Conversation
 from app.store.search_cache import OwnCache
 from app.store.users import MAX_NAME_CHARS, NewUser, User
 
-router = APIRouter(tags=["household"])
+router = APIRouter(tags=["household"], responses=REFUSALS)
 
 LINK_SECONDS = 24 * 3600
 """How long a sign-in link is valid, unused."""

@@ -18,6 +18,7 @@ from app import jsoncodec
 from app.api import openai_shapes as shapes
 from app.api import responses_shapes
 from app.api.answer_slots import AnswerSlots, Slot
+from app.api.bodies import REFUSALS
 from app.api.deps import Named, ServicesDep, named
 from app.api.research_answer import question_of, research_answer
 from app.api.sse import EventStream
@@ -30,7 +31,7 @@ from app.model.failures import Failure, LLMError
 
 logger = logging.getLogger(__name__)
 
-router = APIRouter(prefix="/v1")
+router = APIRouter(prefix="/v1", responses=REFUSALS)
 
 DONE = b"data: [DONE]\n\n"
 Answered = TypeVar("Answered")

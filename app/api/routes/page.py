@@ -12,6 +12,7 @@ from fastapi.responses import FileResponse, Response
 from fastapi.staticfiles import StaticFiles
 from typing_extensions import TypedDict
 
+from app.api.bodies import REFUSALS
 from app.api.deps import GuardDep, ServicesDep
 from app.api.lag import LagProbe
 from app.chat.services import Services
@@ -19,7 +20,7 @@ from app.search.failures import FailureView
 from app.search.plan import PlanView
 from app.store.errors import Unavailable
 
-router = APIRouter()
+router = APIRouter(responses=REFUSALS)
 SPENT_TIMEOUT = 1.0
 """Seconds /healthz waits for the database's count of searches before leaving it out."""
 

@@ -11,11 +11,12 @@ from fastapi import APIRouter, Request, Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from app.api.access import SESSION_COOKIE, SESSION_SECONDS, Guard, retry_after, state_person
+from app.api.bodies import REFUSALS
 from app.api.deps import GuardDep
 from app.store.passwords import MAX_PASSWORD_CHARS, hash_password
 from app.store.users import MAX_NAME_CHARS
 
-router = APIRouter(prefix="/api/session", tags=["session"])
+router = APIRouter(prefix="/api/session", tags=["session"], responses=REFUSALS)
 
 
 class Login(BaseModel):

@@ -7,13 +7,21 @@ from __future__ import annotations
 from fastapi import APIRouter, Response
 from typing_extensions import TypedDict
 
-from app.api.bodies import MemoryFact, MemoryText, PickerModels, errors, refused, settings_help
+from app.api.bodies import (
+    REFUSALS,
+    MemoryFact,
+    MemoryText,
+    PickerModels,
+    errors,
+    refused,
+    settings_help,
+)
 from app.api.deps import GuardDep, ModelPath, Named, ServicesDep, StorageDep, Whose
 from app.chat import context
 from app.chat.settings import ChatSettings, presets
 from app.store.rows import StoredSettings, ToolRefusal
 
-router = APIRouter(prefix="/api")
+router = APIRouter(prefix="/api", responses=REFUSALS)
 
 
 class PickerList(TypedDict):

@@ -20,13 +20,14 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
+from app.api.bodies import REFUSALS
 from app.api.deps import PersonDep, ServicesDep, StorageDep
 from app.api.routes.household import AdminDep, PersonId
 from app.chat.services import default_limits
 from app.store.search_shares import DEFAULT, NO_LIMIT, Limit, PersonShare
 from app.store.users import User
 
-router = APIRouter(tags=["household"])
+router = APIRouter(tags=["household"], responses=REFUSALS)
 
 
 WHAT_A_LIMIT_IS = 'a limit is a whole number from 0, null (no limit) or "default"'

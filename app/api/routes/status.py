@@ -18,6 +18,7 @@ from fastapi import APIRouter, Request
 from typing_extensions import TypedDict
 
 from app.api.access import state_person
+from app.api.bodies import REFUSALS
 from app.api.deps import ServicesDep
 from app.chat.services import Services, default_limits
 from app.doctor.check import Check, first_failure
@@ -30,7 +31,7 @@ from app.doctor.model import (
 from app.doctor.searxng import brave_key_check, plan_check, searxng_free_checks, suspension_checks
 from app.store.users import User
 
-router = APIRouter(prefix="/api/status")
+router = APIRouter(prefix="/api/status", responses=REFUSALS)
 
 
 class Checked(TypedDict):

@@ -14,6 +14,7 @@ from typing_extensions import TypedDict
 
 from app.api.bodies import (
     AS_STORED,
+    REFUSALS,
     Edit,
     OpenApiResponses,
     Regenerate,
@@ -35,7 +36,7 @@ from app.store.errors import Conflict
 from app.store.rows import Conversation, EditAt
 from app.store.storage import Lease, TurnInput
 
-router = APIRouter(prefix="/api/conversations/{conversation_id}")
+router = APIRouter(prefix="/api/conversations/{conversation_id}", responses=REFUSALS)
 
 SSE_RESPONSE: OpenApiResponses = {
     200: {
