@@ -8,8 +8,10 @@ import asyncio
 import contextlib
 import multiprocessing
 import os
+import select
 import signal
 import threading
+import time
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
@@ -111,8 +113,46 @@ def spawned_worker() -> Worker:
     and imports this module, with the extraction, once."""
     context = multiprocessing.get_context("forkserver")
     context.set_forkserver_preload([__name__])
-    pool = ProcessPoolExecutor(max_workers=1, mp_context=context)
+    pool = ProcessPoolExecutor(
+        max_workers=1, mp_context=context, initializer=exit_with, initargs=(os.getpid(),)
+    )
     return Worker(pool, pool.submit(worker_pid).result())
+
+
+def exit_with(service: int) -> None:
+    """The worker's initializer: it ends the worker when the service that started it ends,
+    however the service ends. A service killed (SIGKILL: the OOM killer, `kill -9`) tells
+    the worker nothing, and it would wait for its next page forever (it holds its queue's
+    writing end itself, so it never reads an end of file). With the worker, the fork server
+    and multiprocessing's resource tracker end too: each runs until no process holds the
+    pipe the service opened to it, and the worker is the last to hold it. The fork server
+    cannot watch the service itself: none of our code runs in it but the preloaded
+    module's import, and Linux's death signal (PR_SET_PDEATHSIG) would come with the end of
+    the thread that started it, which ends once the worker is up (started_worker)."""
+    watch = threading.Thread(target=exit_once_ended, args=(service,), daemon=True)
+    watch.start()
+
+
+def exit_once_ended(pid: int) -> None:
+    """End this process once the process `pid` has ended: its pidfd becomes readable then,
+    on Linux. Where there is no pidfd (another system, a sandbox refusing the call), the
+    process is looked for every second."""
+    try:
+        pidfd = os.pidfd_open(pid)
+    except (AttributeError, OSError):  # ProcessLookupError too: it has ended already
+        while running(pid):
+            time.sleep(1)
+    else:
+        select.select([pidfd], [], [])
+    os._exit(0)
+
+
+def running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
 
 
 def worker_pid() -> int:
