@@ -33,8 +33,9 @@ run: $(BIN)/python
 
 # The quick check: lint, the import rule between app/'s layers, app/'s types, and every
 # test that needs none of Chromium, PostgreSQL, llama-server or Docker (tests/components.py
-# marks each test's tiers from the fixtures it uses), on two workers a core: most of these
-# tests wait on servers on loopback (3 min 42 s with two, 5 min 18 s with one, on 2 cores).
+# marks each test's tiers from the fixtures it uses), on three workers a core: most of these
+# tests wait on servers on loopback (on 2 cores, 2 min 32 s of pytest with six workers,
+# 3 min 44 s with four, 2 min 36 s with eight).
 # What else keeps it short is in docs/architecture.md ("The tiers, and make check").
 CORES := $(shell nproc 2>/dev/null || echo 2)
 # pytest keeps each test module it has rewritten for its asserts in __pycache__ (ignored by
@@ -54,7 +55,7 @@ check: $(BIN)/python
 	$(BIN)/ruff format --check .
 	@log=$$(mktemp); \
 	{ $(BIN)/lint-imports && $(BIN)/mypy; } >"$$log" 2>&1 & types=$$!; \
-	$(KEEP_REWRITTEN) $(BIN)/python -m pytest -m "$(HEAVY_TIERS)" -n $$(( $(CORES) * 2 )) $(LONG_FIRST) --durations=10; \
+	$(KEEP_REWRITTEN) $(BIN)/python -m pytest -m "$(HEAVY_TIERS)" -n $$(( $(CORES) * 3 )) $(LONG_FIRST) --durations=10; \
 	tests=$$?; wait $$types; typed=$$?; \
 	echo "lint-imports and mypy:"; cat "$$log"; rm -f "$$log"; \
 	exit $$(( tests || typed ))
