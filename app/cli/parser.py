@@ -47,6 +47,11 @@ def parser() -> argparse.ArgumentParser:
     run = commands.add_parser("searxng", help="run the embedded SearXNG until Ctrl-C")
     run.add_argument("--locale", help="default language (default: SEARCH_LOCALE)")
     run.add_argument("--port", type=int, default=8888, help="loopback port (default 8888)")
+    run.add_argument(
+        "--install-only",
+        action="store_true",
+        help="install SEARXNG_VENV from its lock if it is not there yet, then exit",
+    )
     run.set_defaults(run=cmd_searxng)
 
     server = commands.add_parser(

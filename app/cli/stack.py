@@ -22,6 +22,10 @@ if TYPE_CHECKING:
 def cmd_searxng(args: argparse.Namespace, settings: config.Settings) -> int:
     from app.search import embedded
 
+    if args.install_only:
+        embedded.ensure_venv(settings.searxng_venv)
+        print(f"SearXNG is installed in {settings.searxng_venv}")
+        return 0
     locale = config.check_locale(args.locale or settings.search_locale)
     with embedded.EmbeddedSearxng(locale, settings=settings, port=args.port) as running:
         print(f"SearXNG with the {config.ENGINE_NAME} engine at {running.url} (locale {locale})")
