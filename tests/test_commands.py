@@ -21,6 +21,7 @@ from tests.conftest import API_KEY, NO_SEARXNG, ROOT, run_cli, run_main
 from tests.fakes.conventions import ollama_routes
 from tests.fakes.llm_server import FakeLLM, Reply, ToolCall, tools_unsupported
 from tests.fakes.pages import ARTICLE_TITLE
+from tests.processes import parent_of
 from tests.serving import serve, start
 
 WAITRESS = "waitress.*searx.webapp"
@@ -379,13 +380,6 @@ def test_doctor_reads_the_window_ollama_loaded_the_model_with(searxng):
 def waitress_pids() -> set[int]:
     found = subprocess.run(["pgrep", "-f", WAITRESS], capture_output=True, text=True).stdout
     return {int(pid) for pid in found.split()}
-
-
-def parent_of(pid: int) -> int | None:
-    try:
-        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
-    except (OSError, ValueError, IndexError):
-        return None
 
 
 def searxng_workdir(pid: int) -> Path:
