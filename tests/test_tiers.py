@@ -108,3 +108,18 @@ def test_pytest_starts_without_the_plugins_no_test_uses(make_check_listing):
     imported = {line.rpartition("|")[2].strip().split(".")[0] for line in timed}
     assert "pytest" in imported  # the listing is read
     assert imported.isdisjoint({"hypothesis", "schemathesis", "langsmith"})
+
+
+def test_a_run_on_workers_rewrites_each_test_module_once_before_they_start(tmp_path):
+    """On a fresh clone no test module's rewritten form is in __pycache__: the run's
+    controller writes them all before its workers start (a worker that collects only
+    test_cli.py finds test_users.py written), and pytest's own import hook takes them."""
+    cache = {"PYTHONPYCACHEPREFIX": str(tmp_path / "pycache"), "PYTHONDONTWRITEBYTECODE": ""}
+    ran = pytest_run("-n", "1", "-k", "nothing_at_all", "tests/test_cli.py", **cache)
+    assert ran.returncode == 5, ran.stdout + ran.stderr  # no test selected, none failed
+    written = {pyc.name.partition(".")[0] for pyc in (tmp_path / "pycache").rglob("*-pytest-*")}
+    assert written >= {"test_cli", "test_users", "test_tiers"}, written
+
+    trace = tmp_path / "debug.log"
+    pytest_run("--collect-only", "-q", f"--debug={trace}", "tests/test_users.py", **cache)
+    assert f"found cached rewritten pyc for {ROOT / 'tests' / 'test_users.py'}" in trace.read_text()
