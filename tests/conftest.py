@@ -48,6 +48,10 @@ NO_SEARXNG = "http://127.0.0.1:9"
 SHARED = ROOT.parent / "shared"
 API_KEY = "test-key"
 SERVER_LOCALE = "pl-PL"
+TLS = tls_context(certifi.where())
+"""The process's one TLS context, for a test's httpx calls: httpx loads the CA bundle anew
+for each client (or `httpx.get`) made without one, about 20 ms of CPU, though most of these
+speak plain HTTP on loopback."""
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -329,7 +333,7 @@ class ChatService:
             base_url=self.url,
             transport=self.transport,
             timeout=30,
-            verify=tls_context(certifi.where()),
+            verify=TLS,
             **options,
         )
 

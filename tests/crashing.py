@@ -30,6 +30,7 @@ from pathlib import Path
 import httpx
 
 from app.store.files import memory_text
+from tests.conftest import TLS
 from tests.serving import serve
 
 STREAMS = 3
@@ -71,7 +72,9 @@ class Writes:
 def stream_turn(url: str, sent: Sent) -> None:
     path = f"{url}/api/conversations/{sent.conversation_id}/chat"
     try:
-        with httpx.stream("POST", path, json={"message": sent.message}, timeout=30) as response:
+        with httpx.stream(
+            "POST", path, json={"message": sent.message}, timeout=30, verify=TLS
+        ) as response:
             if response.status_code != 200:
                 sent.refused = response.status_code
                 return
@@ -91,16 +94,20 @@ def writes_as_read(url: str, conversation_id: str) -> Writes:
     """The values as they read before a cycle, as its last acknowledged writes: a kill
     before the cycle's first write reaches the service leaves these."""
     writes = Writes()
-    writes.memory.acknowledged = httpx.get(f"{url}/api/memory").json()["text"]
-    writes.models.acknowledged = httpx.get(f"{url}/api/config").json()["models"]["added"]
-    settings = httpx.get(f"{url}/api/conversations/{conversation_id}").json()["settings"]
+    writes.memory.acknowledged = httpx.get(f"{url}/api/memory", verify=TLS).json()["text"]
+    writes.models.acknowledged = httpx.get(f"{url}/api/config", verify=TLS).json()["models"][
+        "added"
+    ]
+    settings = httpx.get(f"{url}/api/conversations/{conversation_id}", verify=TLS).json()[
+        "settings"
+    ]
     writes.max_uses.acknowledged = settings["search_max_uses"]
     return writes
 
 
 def keep_writing(url: str, conversation_id: str, writes: Writes, stop: threading.Event) -> None:
     n = 0
-    with httpx.Client(timeout=10) as client:
+    with httpx.Client(timeout=10, verify=TLS) as client:
         while not stop.is_set():
             n += 1
             try:
@@ -134,9 +141,9 @@ def check(
             problems.append(f"integrity_check: {integrity}")
     kept = 0
     for request in sent:
-        messages = httpx.get(f"{url}/api/conversations/{request.conversation_id}").json()[
-            "messages"
-        ]
+        messages = httpx.get(
+            f"{url}/api/conversations/{request.conversation_id}", verify=TLS
+        ).json()["messages"]
         places = [i for i, m in enumerate(messages) if m["content"] == request.message]
         if len(places) > 1 or (request.first_event and not places):
             problems.append(f"{request.message!r} stored {len(places)} times")
@@ -156,13 +163,13 @@ def check(
         # service reads it.
         memory = memory_text(data / "memory.md")
     elif writes.memory.in_flight:
-        memory = httpx.get(f"{url}/api/memory").json()["text"]
+        memory = httpx.get(f"{url}/api/memory", verify=TLS).json()["text"]
     if memory is not None and not writes.memory.allows(memory):
         problems.append(f"memory.md holds {memory!r}, not {writes.memory}")
-    models = httpx.get(f"{url}/api/config").json()["models"]["added"]
+    models = httpx.get(f"{url}/api/config", verify=TLS).json()["models"]["added"]
     if writes.models.in_flight and not writes.models.allows(models):
         problems.append(f"the models read {models}, not {writes.models}")
-    first = httpx.get(f"{url}/api/conversations/{sent[0].conversation_id}").json()
+    first = httpx.get(f"{url}/api/conversations/{sent[0].conversation_id}", verify=TLS).json()
     max_uses = first["settings"]["search_max_uses"]
     if writes.max_uses.in_flight is not None and not writes.max_uses.allows(max_uses):
         problems.append(f"search_max_uses reads {max_uses}, not {writes.max_uses}")
@@ -223,7 +230,7 @@ def run(env: dict[str, str], cycles: int, progress: bool = False) -> Report:
             if number == cycles:
                 break
             while len(conversations) < STREAMS:
-                created = httpx.post(f"{url}/api/conversations", json={})
+                created = httpx.post(f"{url}/api/conversations", json={}, verify=TLS)
                 conversations.append(created.json()["id"])
             sent, writes = cycle(url, served.process, conversations, number)
     return report

@@ -14,12 +14,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-import certifi
 import httpx
 
 from app.search.embedded import free_port
-from app.transport import tls_context
-from tests.conftest import ROOT
+from tests.conftest import ROOT, TLS
 
 
 @dataclass
@@ -50,9 +48,8 @@ def until_healthy(url: str, process: subprocess.Popen, timeout: float = 60.0) ->
     """None once `url`/healthz answers 200, else why not: the process ended, or the time
     ran out."""
     deadline = time.monotonic() + timeout
-    # One client for the polls: a client each would load the CA bundle again (about 30 ms of
-    # CPU a poll, a poll every 0.1 s while the service starts).
-    with httpx.Client(timeout=2, verify=tls_context(certifi.where())) as client:
+    # One client for the polls, a poll every 0.1 s while the service starts.
+    with httpx.Client(timeout=2, verify=TLS) as client:
         while time.monotonic() < deadline:
             if process.poll() is not None:
                 return f"exited with {process.returncode}"

@@ -31,7 +31,7 @@ from app.pages.worker import ExtractionProcess
 from app.search.embedded import free_port
 from tests.browser import open_page, page_server
 from tests.chat_client import new_conversation, raw_request, send
-from tests.conftest import ROOT, ChatService, chat_env, run_cli, service_for
+from tests.conftest import ROOT, TLS, ChatService, chat_env, run_cli, service_for
 from tests.fakes.llm_server import Reply
 from tests.fakes.pages import ARTICLE, ARTICLE_TITLE
 from tests.serving import Served, serve
@@ -65,7 +65,7 @@ def health(url: str) -> tuple[float, float]:
     """How long /healthz took to answer, and the longest the service's event loop was held
     since the last call, its waits for a core taken out (LOOP_LAG_PROBE), in seconds."""
     started = time.perf_counter()
-    answer = httpx.get(f"{url}/healthz", timeout=5)
+    answer = httpx.get(f"{url}/healthz", timeout=5, verify=TLS)
     took = time.perf_counter() - started
     assert answer.status_code == 200
     return took, answer.json()["loop_lag_own_ms"] / 1000
@@ -77,7 +77,9 @@ def test_a_4_mib_body_built_against_the_depth_check_does_not_hold_the_loop(serve
 
     def send_all() -> None:
         for body in worst_bodies():
-            response = httpx.put(f"{served.url}/api/memory", content=body, headers=JSON, timeout=60)
+            response = httpx.put(
+                f"{served.url}/api/memory", content=body, headers=JSON, timeout=60, verify=TLS
+            )
             answers.append(response.status_code)
 
     sender = threading.Thread(target=send_all)
@@ -139,7 +141,9 @@ def test_half_open_sockets_are_closed_and_the_owner_is_served(llm, tmp_path):
             for sock in sockets:
                 sock.sendall(HALF_OPEN)
             owner = {"Authorization": f"Bearer {token}"}
-            answer = httpx.get(f"{served.url}/api/conversations", headers=owner, timeout=5)
+            answer = httpx.get(
+                f"{served.url}/api/conversations", headers=owner, timeout=5, verify=TLS
+            )
             assert answer.status_code == 200
             for sock in sockets:
                 sock.settimeout(2 + 5)
@@ -325,20 +329,20 @@ def test_under_compose_without_a_token_one_is_made_kept_and_required(llm, searxn
     with serve(env, host="0.0.0.0") as first:
         token = (data / "access-token").read_text().strip()
         assert token in first.output()  # shown once, at first start
-        assert httpx.get(f"{first.url}/api/config").status_code == 401
-        assert httpx.get(f"{first.url}/api/conversations?q=x").status_code == 401
+        assert httpx.get(f"{first.url}/api/config", verify=TLS).status_code == 401
+        assert httpx.get(f"{first.url}/api/conversations?q=x", verify=TLS).status_code == 401
         mine = {"Authorization": f"Bearer {token}"}
-        assert httpx.get(f"{first.url}/api/config", headers=mine).status_code == 200
-        with httpx.Client(base_url=first.url) as page:  # the page's sign-in takes it
+        assert httpx.get(f"{first.url}/api/config", headers=mine, verify=TLS).status_code == 200
+        with httpx.Client(base_url=first.url, verify=TLS) as page:  # the page's sign-in takes it
             assert page.get("/api/session").json() == {"auth": True, "signed_in": False}
             assert page.post("/api/session", json={"token": token}).status_code == 200
             assert page.get("/api/memory").status_code == 200
     assert (data / "access-token").stat().st_mode & 0o777 == 0o600
     with serve(env, host="0.0.0.0") as again:
         assert token not in again.output()  # kept, and not shown again
-        assert httpx.get(f"{again.url}/api/config").status_code == 401
+        assert httpx.get(f"{again.url}/api/config", verify=TLS).status_code == 401
         mine = {"Authorization": f"Bearer {token}"}
-        assert httpx.get(f"{again.url}/api/config", headers=mine).status_code == 200
+        assert httpx.get(f"{again.url}/api/config", headers=mine, verify=TLS).status_code == 200
     doctor = subprocess.run(
         [sys.executable, "-m", "app", "doctor"],
         capture_output=True,
@@ -390,13 +394,14 @@ def test_a_forwarded_address_does_not_reset_the_login_limit(llm, searxng, tmp_pa
             httpx.get(
                 f"{service.url}/api/config",
                 headers={"Authorization": "Bearer wrong", "X-Forwarded-For": f"10.0.0.{n}"},
+                verify=TLS,
             ).status_code
             for n in range(FAILURES_ALLOWED + 2)
         ]
         assert statuses == [401] * FAILURES_ALLOWED + [429, 429]
         right = {"Authorization": f"Bearer {TOKEN}"}
-        assert httpx.get(f"{service.url}/api/config", headers=right).status_code == 200
-        login = httpx.post(f"{service.url}/api/session", json={"token": TOKEN})
+        assert httpx.get(f"{service.url}/api/config", headers=right, verify=TLS).status_code == 200
+        login = httpx.post(f"{service.url}/api/session", json={"token": TOKEN}, verify=TLS)
         assert login.status_code == 200 and "session=" in login.headers["set-cookie"]
 
 

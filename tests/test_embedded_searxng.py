@@ -34,6 +34,7 @@ from app.search.embedded import (
 from tests.conftest import (
     API_KEY,
     SERVER_LOCALE,
+    TLS,
     ChatService,
     chat_env,
     run_cli,
@@ -76,10 +77,10 @@ def marked(token: str) -> set[int]:
 
 
 def test_our_engine_is_loaded_and_json_is_on(searxng):
-    config = httpx.get(f"{searxng.url}/config").json()
+    config = httpx.get(f"{searxng.url}/config", verify=TLS).json()
     shortcuts = [(e["name"], e["shortcut"]) for e in config["engines"]]
     assert shortcuts == [("braveweb", "bweb"), ("bravellm", "bllm")]
-    assert httpx.get(f"{searxng.url}/healthz").text == "OK"
+    assert httpx.get(f"{searxng.url}/healthz", verify=TLS).text == "OK"
 
 
 def test_a_missing_engine_is_a_clear_error(searxng):
@@ -98,7 +99,7 @@ def test_stop_leaves_no_process_and_frees_the_port(brave):
     with pytest.raises(ProcessLookupError):
         os.kill(pid, 0)
     with pytest.raises(httpx.ConnectError):
-        httpx.get(f"{instance.url}/healthz")
+        httpx.get(f"{instance.url}/healthz", verify=TLS)
 
 
 def test_searxng_process_environment_holds_no_secret_of_ours(brave):
@@ -108,7 +109,9 @@ def test_searxng_process_environment_holds_no_secret_of_ours(brave):
     with EmbeddedSearxng("all", environ={**searxng_env(brave), **ours}) as instance:
         raw = Path(f"/proc/{instance.process.pid}/environ").read_bytes()
         environ = dict(item.split("=", 1) for item in raw.decode().split("\0") if "=" in item)
-        response = httpx.get(f"{instance.url}/search", params={"q": "x", "format": "json"})
+        response = httpx.get(
+            f"{instance.url}/search", params={"q": "x", "format": "json"}, verify=TLS
+        )
     assert not set(ours) & set(environ), sorted(environ)
     assert not any(value in raw.decode() for value in ours.values())
     assert environ["BRAVE_API_KEY"] == API_KEY and environ["BRAVE_API_URL"] == brave.url
@@ -289,7 +292,7 @@ def test_searxngs_own_braveapi_sends_brave_no_locale_and_an_offset_in_results(
     with EmbeddedSearxng("pl-PL", environ=environ, rendered=rendered, install=install) as both:
         query = {"q": "rust", "engines": "braveapi", "pageno": "2", "time_range": "week"}
         params = {**query, "safesearch": "1", "format": "json", "language": "pl-PL"}
-        httpx.get(f"{both.url}/search", params=params, timeout=30).raise_for_status()
+        httpx.get(f"{both.url}/search", params=params, timeout=30, verify=TLS).raise_for_status()
     assert [request.params for request in brave.requests] == [
         {
             "q": "rust",
@@ -363,7 +366,8 @@ def test_without_a_key_searxng_starts_on_keyless_engines_and_doctor_warns(brave)
     environ = {k: v for k, v in searxng_env(brave).items() if k != "BRAVE_API_KEY"}
     with EmbeddedSearxng("all", environ=environ) as keyless:
         engines = {
-            e["name"]: e["enabled"] for e in httpx.get(f"{keyless.url}/config").json()["engines"]
+            e["name"]: e["enabled"]
+            for e in httpx.get(f"{keyless.url}/config", verify=TLS).json()["engines"]
         }
         checks = {c.id: c for c in asyncio.run(searxng_checks(keyless.url))}
     ours = {config.ENGINE_NAME: False, config.CONTEXT_ENGINE_NAME: False}
@@ -389,10 +393,13 @@ def test_a_supervised_searxng_that_dies_is_restarted(brave, llm, tmp_path):
             deadline = time.monotonic() + 60
             while "ok" not in seen or "unreachable" not in seen or searxng.restarts == 0:
                 assert time.monotonic() < deadline, f"never came back: {seen} {searxng.log()}"
-                seen.add(httpx.get(f"{service.url}/healthz").json()["search"])
+                seen.add(httpx.get(f"{service.url}/healthz", verify=TLS).json()["search"])
                 time.sleep(0.1)
             lab = httpx.get(
-                f"{service.url}/api/lab/search", params={"q": "python asyncio"}, timeout=30
+                f"{service.url}/api/lab/search",
+                params={"q": "python asyncio"},
+                timeout=30,
+                verify=TLS,
             )
             assert lab.status_code == 200 and lab.json()["results"]
         finally:
@@ -412,7 +419,7 @@ def test_settings_rendered_as_compose_renders_them_load_in_searxng(locale, tmp_p
     settings = yaml.safe_load((rendered / "settings.yml").read_text())
     assert settings["search"]["default_lang"] == locale
     with EmbeddedSearxng(locale, environ=environ, rendered=rendered) as searxng:
-        engines = httpx.get(f"{searxng.url}/config").json()["engines"]
+        engines = httpx.get(f"{searxng.url}/config", verify=TLS).json()["engines"]
     enabled = [(e["name"], e["enabled"]) for e in engines]
     assert enabled == [(config.ENGINE_NAME, True), (config.CONTEXT_ENGINE_NAME, False)]
 

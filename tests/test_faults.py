@@ -28,7 +28,7 @@ import pytest
 from app.model.bounds import Limits
 from app.model.client import ModelClient
 from app.search.embedded import EmbeddedSearxng, free_port
-from tests.conftest import SERVER_LOCALE, ChatService, chat_env, searxng_env
+from tests.conftest import SERVER_LOCALE, TLS, ChatService, chat_env, searxng_env
 from tests.fakes.brave_api import FakeBrave
 from tests.fakes.llm_server import (
     FakeLLM,
@@ -178,7 +178,7 @@ def take_turn(
     statuses: list[int] = []
     events: Events = []
     try:
-        with httpx.Client(base_url=chat.url, timeout=120) as http:
+        with httpx.Client(base_url=chat.url, timeout=120, verify=TLS) as http:
             created = http.post("/api/conversations", json={"settings": {}})
             statuses.append(created.status_code)
             conversation = created.json()["id"]

@@ -18,7 +18,7 @@ from app import config
 from app.search.client import SearchResponse, Searxng
 from app.search.embedded import EmbeddedSearxng, SearxngInstall, ensure_venv
 from tests.chat_client import event_types, new_conversation, send
-from tests.conftest import API_KEY, chat_env, run_main, searxng_env, service_for
+from tests.conftest import API_KEY, TLS, chat_env, run_main, searxng_env, service_for
 from tests.fakes.llm_server import Reply, ToolCall
 from tests.searxng_releases import (
     NEWEST,
@@ -41,7 +41,9 @@ joined (brave_api.DATE_SEPARATOR, SNIPPET_SEPARATOR)."""
 
 
 def search(searxng: EmbeddedSearxng, **params: str) -> dict:
-    response = httpx.get(f"{searxng.url}/search", params={"format": "json", **params}, timeout=30)
+    response = httpx.get(
+        f"{searxng.url}/search", params={"format": "json", **params}, timeout=30, verify=TLS
+    )
     response.raise_for_status()
     return response.json()
 
@@ -101,7 +103,7 @@ def test_first_page_is_offset_zero_and_safesearch_off_by_default(each_searxng, b
 def test_results_carry_date_description_and_extra_snippets(each_searxng, brave):
     results = search(each_searxng, q="postgresql index", language="en")["results"]
     raw = httpx.get(
-        brave.endpoint, params=sent(brave), headers={"X-Subscription-Token": API_KEY}
+        brave.endpoint, params=sent(brave), headers={"X-Subscription-Token": API_KEY}, verify=TLS
     ).json()["web"]["results"]
     by_url = {r["url"]: r for r in raw}
     assert results
