@@ -18,7 +18,7 @@ import certifi
 import httpx
 
 from app.search.embedded import free_port
-from app.transport import tls_context
+from app.tls import tls_context
 from tests.conftest import ROOT
 
 

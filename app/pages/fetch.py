@@ -23,7 +23,7 @@ from app.pages.addresses import IPAddress
 from app.pages.charset import decode_text
 from app.pages.errors import FetchFailed
 from app.pages.extracted import Extracted, extract_here
-from app.transport import tls_context
+from app.tls import tls_context
 from app.webtext import untrusted
 
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
