@@ -24,8 +24,9 @@ COPY searxng ./searxng
 COPY searxng-engines ./searxng-engines
 COPY presets ./presets
 # Bytecode for what the service imports, not for every module of every package (that
-# made the image 18 MB larger): written once here, since the running service cannot.
-RUN PYTHONDONTWRITEBYTECODE= python -c "import app.cli, app.api.factory, app.pages.extract, app.doctor.access, app.search.embedded, app.search.language"
+# made the image 18 MB larger): written once here, since the running service cannot. The
+# extractor and the export are named: the service imports them only when first used.
+RUN PYTHONDONTWRITEBYTECODE= python -c "import app.cli, app.api.factory, app.pages.extract, app.store.export, app.doctor.access, app.search.embedded, app.search.language"
 USER chat
 ENV DATA_DIR=/data
 EXPOSE 8080

@@ -11,13 +11,13 @@ so "connection refused", "timed out" and "cut mid-body" stay three different mes
 
 from __future__ import annotations
 
-import functools
-import ssl
 from collections.abc import AsyncIterator
 
 import aiohttp
 import certifi
 import httpx
+
+from app.tls import tls_context
 
 MAX_CONNECTIONS = 100  # httpx's default
 
@@ -75,13 +75,6 @@ class Response(httpx.Response):
 
 
 CLOSED = httpx.ByteStream(b"")
-
-
-@functools.lru_cache(maxsize=2)
-def tls_context(cafile: str) -> ssl.SSLContext:
-    """Made once per CA bundle: loading one takes 10-20 ms of CPU, which a new client would
-    otherwise spend on the event loop (the fetcher makes a client per hop)."""
-    return ssl.create_default_context(cafile=cafile)
 
 
 class AiohttpTransport(httpx.AsyncBaseTransport):

@@ -31,7 +31,7 @@ from app import config
 from app.api.serving import server_config
 from app.cli import main
 from app.search.embedded import EmbeddedSearxng, free_port
-from app.transport import tls_context
+from app.tls import tls_context
 from tests import components, node_clients
 from tests.browser import browser, open_page
 from tests.components import require

@@ -54,3 +54,9 @@ def descendants(root: int) -> list[Running]:
             found.append(Running(pid, started[pid], command.decode(errors="replace")[:200]))
         wanted = children
     return found
+
+
+def has_mapped(pid: int, path_part: str) -> bool:
+    """Whether the process has mapped a file whose path holds `path_part`: a library it
+    imported (a C extension is a shared object, ``lxml/etree.cpython-...so``)."""
+    return path_part in Path(f"/proc/{pid}/maps").read_text()

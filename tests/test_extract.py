@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from app.pages.extract import Extracted, extract_file, extract_html
+from app.pages.extract import extract_file, extract_html
+from app.pages.extracted import Extracted
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared"

@@ -19,13 +19,23 @@ from pathlib import Path
 from typing import Any
 
 import certifi
+import httpx
 import pytest
 
 from app.config import parse_allow_hosts
 from app.pages import addresses, fetch, worker
 from app.pages.errors import FetchFailed, FetchRefused
 from app.pages.fetch import Page, fetch_page, for_model
+from app.search.embedded import EmbeddedSearxng
+from tests.chat_client import numbered
+from tests.conftest import chat_env
+from tests.fakes.llm_server import FakeLLM, Reply, ToolCall
 from tests.fakes.pages import ARTICLE, ARTICLE_TITLE, PLAIN_TEXT, POLISH_SENTENCE, PageServer
+from tests.processes import descendants, has_mapped
+from tests.serving import serve
+
+LXML = "/lxml/etree."
+"""lxml's C extension, mapped by a process that imported the extractor."""
 
 
 def fetch_url(url: str, **kwargs: Any) -> Page:
@@ -317,7 +327,30 @@ def test_each_new_worker_is_forked_from_one_process_that_loaded_the_extraction()
             each.stop()
     (parent,) = parents
     assert parent != os.getpid()  # not this process, which runs threads
-    assert "lxml" in Path(f"/proc/{parent}/maps").read_text()  # lxml's etree, loaded
+    assert has_mapped(parent, LXML)
+
+
+def test_a_service_loads_the_extractor_in_its_worker_process_only(
+    llm: FakeLLM, pages: PageServer, searxng: EmbeddedSearxng, tmp_path: Path
+) -> None:
+    """The extractor (trafilatura, lxml, numpy: a sixth of a second of CPU) is imported by
+    the service's worker process, not by the service at each start: not before a page is
+    read, nor after, when the page read in the worker comes back to it."""
+    article = f"{pages.url}/article"
+    llm.script(Reply(tool_calls=[ToolCall("web_fetch", {"url": article})]), Reply(text="Read."))
+    with serve(chat_env(llm, tmp_path, pages, SEARXNG_URL=searxng.url)) as served:
+        service = served.process.pid
+        assert not has_mapped(service, LXML)
+        with httpx.Client(base_url=served.url, timeout=60) as client:
+            conversation_id = client.post("/api/conversations", json={}).json()["id"]
+            path = f"/api/conversations/{conversation_id}/chat"
+            with client.stream("POST", path, json={"message": f"Read {article}"}) as answer:
+                assert numbered(answer)[-1][1]["type"] == "done"
+        read = llm.requests[-1].body["messages"][-1]["content"]
+        assert "every grandmother has a rule" in read  # the article's text
+        assert "All rights reserved" not in read  # without the page's footer: extracted
+        assert not has_mapped(service, LXML)
+        assert any(has_mapped(each.pid, LXML) for each in descendants(service))
 
 
 @pytest.mark.long  # extraction processes started and killed

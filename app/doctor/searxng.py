@@ -18,7 +18,7 @@ from app.search.failures import EngineFailure
 from app.search.plan import Plan, PlanReader, cost, quota_worth, summary
 from app.search.searcher import Searcher
 from app.store.searches import SearchesSpent
-from app.transport import tls_context
+from app.tls import tls_context
 
 SEARCH_TIMEOUT = 15.0
 """Seconds for the Brave key's search: SearXNG waits for the engine, which waits for Brave."""

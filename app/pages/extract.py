@@ -20,7 +20,6 @@ import zlib
 from collections import Counter
 from collections.abc import Iterable
 from copy import copy
-from dataclasses import dataclass
 from pathlib import Path
 
 from lxml.etree import Element, ParserError, SubElement, _Element
@@ -37,7 +36,8 @@ from trafilatura.utils import load_html
 # trafilatura is pinned in pyproject.toml, and a move would fail this import loudly.
 from trafilatura.xpaths import BODY_XPATH
 
-from app.pages.charset import CharsetSource, decode_html
+from app.pages.charset import decode_html
+from app.pages.extracted import Extracted
 from app.pages.fallback import HEADING_LEVELS, SPACE, fallback_blocks
 
 META_XPATH = "//meta[@property=$name or @name=$name]/@content"
@@ -65,22 +65,6 @@ BLOCK_TAGS = frozenset({"p", "head", "list", "item", "table", "row", "cell", "qu
 # Below this many characters trafilatura deems its extraction failed and dumps the page's
 # text without structure (its MIN_EXTRACTED_SIZE).
 SHORT_PAGE_CHARS = 250
-
-
-@dataclass(frozen=True)
-class Extracted:
-    title: str
-    text: str
-    charset: str | None = None
-    """The codec bytes were decoded with (None for a page given as text), and why."""
-    charset_source: CharsetSource | None = None
-
-    def as_dict(self) -> dict[str, object]:
-        """The shape `extract --json` prints (and score_extraction.py reads)."""
-        out: dict[str, object] = {"title": self.title, "text": self.text, "chars": len(self.text)}
-        if self.charset:
-            out["charset"] = {"name": self.charset, "source": self.charset_source}
-        return out
 
 
 def extract_html(

@@ -13,7 +13,6 @@ import asyncio
 import zlib
 from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING
 
 import certifi
 import httpx
@@ -23,11 +22,9 @@ from app.pages import addresses
 from app.pages.addresses import IPAddress
 from app.pages.charset import decode_text
 from app.pages.errors import FetchFailed
-from app.transport import tls_context
+from app.pages.extracted import Extracted, extract_here
+from app.tls import tls_context
 from app.webtext import untrusted
-
-if TYPE_CHECKING:
-    from app.pages.extract import Extracted
 
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 
@@ -71,22 +68,13 @@ class _Reply:
     body: bytes
 
 
-Extract = Callable[[bytes, str, str | None], Awaitable["Extracted"]]
+Extract = Callable[[bytes, str, str | None], Awaitable[Extracted]]
 """Title and main text from an HTML body, its final address and its declared charset."""
 
 
 async def extract_in_thread(body: bytes, url: str, charset: str | None) -> Extracted:
     """For a command that fetches one page: nothing else waits on its event loop."""
     return await asyncio.to_thread(extract_here, body, url, charset)
-
-
-def extract_here(body: bytes, url: str, charset: str | None) -> Extracted:
-    """The extractor imported at its first use (trafilatura, lxml and numpy: about half a
-    second), so that a command that imports the fetcher but extracts nothing starts
-    without it. The service imports it at start, for its extraction process."""
-    from app.pages.extract import extract_html
-
-    return extract_html(body, url, charset)
 
 
 async def fetch_page(

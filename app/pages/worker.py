@@ -1,6 +1,7 @@
 """Extraction in a worker process, for the service: a page of a few MB takes seconds of
 CPU in lxml and trafilatura, which in a thread would hold the GIL against every stream
-(docs/performance.md)."""
+(docs/performance.md). The service itself never imports the extractor (app.pages.extract):
+only the worker's fork server does."""
 
 from __future__ import annotations
 
@@ -17,8 +18,10 @@ from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 
 from app.pages.errors import FetchFailed
-from app.pages.extract import Extracted, extract_html
+from app.pages.extracted import Extracted, extract_here
 
+EXTRACTOR = "app.pages.extract"
+"""The extractor's module, imported by the fork server only (see spawned_worker)."""
 EXTRACTION_NICENESS = 10
 EXTRACTION_DEADLINE = 20.0
 """Seconds one page's extraction may take (a page of a few MB takes a few seconds)."""
@@ -63,7 +66,7 @@ class ExtractionProcess:
             loop = asyncio.get_running_loop()
             try:
                 async with asyncio.timeout(self.deadline):
-                    return await loop.run_in_executor(worker.pool, extract_html, body, url, charset)
+                    return await loop.run_in_executor(worker.pool, extract_here, body, url, charset)
             except TimeoutError:
                 self.replace(worker)
                 raise FetchFailed(
@@ -110,9 +113,10 @@ def spawned_worker() -> Worker:
     SQLite), is not safe, and a process of its own (spawn) imports the extraction again
     for each worker, a third of a second of CPU for each one replaced. The fork server
     starts with the first worker, from the lowered thread (its forks run lowered too),
-    and imports this module, with the extraction, once."""
+    and imports this module and the extractor, once: named here, the extractor is
+    imported by the fork server and its workers, not by the service."""
     context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload([__name__])
+    context.set_forkserver_preload([__name__, EXTRACTOR])
     pool = ProcessPoolExecutor(
         max_workers=1, mp_context=context, initializer=exit_with, initargs=(os.getpid(),)
     )
@@ -156,8 +160,9 @@ def running(pid: int) -> bool:
 
 
 def worker_pid() -> int:
-    """Run first in the worker: calling it there imports this module, and with it the
-    extraction's (trafilatura, lxml), so that they are loaded with the worker's start and
-    not in the first page's extraction, whose deadline they would eat into (at low
-    priority on a busy machine, the imports alone took 17 s of a 20 s deadline)."""
+    """Run first in the worker: it returns once the worker is up, a fork of the fork
+    server that imported the extraction (trafilatura, lxml), so that they are loaded with
+    the worker's start and not in the first page's extraction, whose deadline they would
+    eat into (at low priority on a busy machine, the imports alone took 17 s of a 20 s
+    deadline)."""
     return os.getpid()

@@ -16,7 +16,6 @@ from app import config, jsoncodec
 from app.errors import ServiceError
 from app.search.failures import EngineFailure, Suspensions
 from app.search.plan import PlanReader
-from app.transport import AiohttpTransport
 from app.webtext import PASSAGE_MARK
 
 SearxngObject: TypeAlias = dict[str, Any]
@@ -166,6 +165,9 @@ class Searxng:
         self.suspensions = Suspensions()
         self.defaults: tuple[float, frozenset[str]] | None = None
         """When /config was read, and our engines SearXNG searches by default."""
+        # Imported by the first client: the commands that search none start without aiohttp.
+        from app.transport import AiohttpTransport
+
         self.http = httpx.AsyncClient(
             base_url=self.url, timeout=timeout, transport=AiohttpTransport()
         )

@@ -34,7 +34,7 @@ import yaml
 
 from app import config
 from app.errors import ServiceError
-from app.transport import tls_context
+from app.tls import tls_context
 
 logger = logging.getLogger(__name__)
 

@@ -12,8 +12,9 @@ from app.search.searcher import Searcher
 def detect(text: str) -> str:
     """ISO 639-1 code of the text's language (py3langid's bundled model, no download).
     py3langid (with numpy, a fifth of a second of imports) comes at the first detection,
-    in the caller's worker thread: a command that detects nothing starts without it. The
-    service has it from the start, through trafilatura."""
+    in the caller's worker thread: a command or a service that detects nothing (a chat turn
+    does not; MCP's web_search and the search lab do) starts without it. The first
+    detection's loading of the model (about half a second of CPU) outweighs the imports."""
     import py3langid
 
     language, _score = py3langid.classify(text)

@@ -18,7 +18,6 @@ from app.api.bodies import (
 from app.api.choices import check_budget, check_model
 from app.api.deps import ConversationId, ServicesDep, StorageDep, Whose
 from app.chat.settings import ChatSettings
-from app.store import export
 from app.store.rows import Conversation, Entry
 
 router = APIRouter(prefix="/api/conversations", responses=REFUSALS)
@@ -64,12 +63,20 @@ async def export_conversation(conversation_id: ConversationId, storage: StorageD
     conversation = await storage.load(conversation_id)
     name = f"conversation-{conversation_id}.md"
     # Every answer parsed and written back: about a second for 50 answers of 3 KB.
-    text = await asyncio.to_thread(export.markdown, conversation)
+    text = await asyncio.to_thread(as_markdown, conversation)
     return Response(
         text,
         media_type="text/markdown; charset=utf-8",
         headers={"Content-Disposition": f'attachment; filename="{name}"'},
     )
+
+
+def as_markdown(conversation: Conversation) -> str:
+    # The export's Markdown parser and writer (a tenth of a second of imports) are imported
+    # with the first export, in its thread, not with the service.
+    from app.store.export import markdown
+
+    return markdown(conversation)
 
 
 @router.patch(
