@@ -6,14 +6,18 @@ BIN := $(VENV)/bin
 .PHONY: run check test test-compose bench screenshots lock
 
 # Every package from the lock, each checked against its hash; then the work tree on the
-# venv's path (what an editable install does, without a build backend outside the lock);
-# then the embedded SearXNG's venv (SEARXNG_VENV, from searxng/requirements.lock), which
-# `make run` and the tests start, rather than at their first start.
+# venv's path (what an editable install does, without a build backend outside the lock),
+# byte-compiled as pip compiles what it installs; then the embedded SearXNG's venv
+# (SEARXNG_VENV, from searxng/requirements.lock), which `make run` and the tests start, and
+# the newest SearXNG's, which the tests run our engine on too (tests/searxng_releases.py),
+# rather than at their first start.
 $(BIN)/python: requirements-test.lock
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --require-hashes --no-deps -r requirements-test.lock
 	echo "$(CURDIR)" > "$$($(BIN)/python -c 'import sysconfig; print(sysconfig.get_path("purelib"))')/private-search-chat.pth"
+	$(BIN)/python -m compileall -q app
 	$(BIN)/python -m app searxng --install-only
+	$(BIN)/python -c 'from tests.searxng_releases import NEWEST_INSTALL as newest; from app.search.embedded import ensure_venv; ensure_venv(newest.venv, newest.lock)'
 	touch $@
 
 # Re-resolve every lock from its direct pins (pyproject.toml, searxng/requirements.in, the

@@ -22,8 +22,7 @@ RELEASES = (PINNED, NEWEST)
 NEWEST_INSTALL = SearxngInstall(
     ROOT / ".venv-searxng-newest", Path(__file__).with_name("searxng-newest.lock")
 )
-"""Installed the first time a test starts it, as the pinned one is (``.ci/run`` installs it
-beforehand, beside the other tests' components)."""
+"""Installed by make's set-up, as the pinned one is (else the first time a test starts it)."""
 
 
 def install_of(release: str) -> SearxngInstall | None:
