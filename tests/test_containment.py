@@ -38,6 +38,7 @@ from tests.serving import Served, serve
 
 JSON = {"content-type": "application/json"}
 HEALTH_BUDGET_SECONDS = 0.05
+INTERACTIVE_SECONDS = 0.2
 
 
 @pytest.fixture
@@ -99,9 +100,12 @@ def test_a_4_mib_body_built_against_the_depth_check_does_not_hold_the_loop(serve
     # /healthz answered all along: the service's loop was held under 50 ms (the probe
     # counts no wait for a core), and each answer came within seconds (the old check: not
     # one for hours; a machine busy with other work has made one wait over a second). End
-    # to end, within 50 ms, or on a loaded machine (the bodies' CPU, and the SearXNG probe
-    # /healthz makes, wait for a core too) a few times what it took before.
-    allowed = max(HEALTH_BUDGET_SECONDS, 5 * statistics.median(before))
+    # to end, within a fifth of a second, or on a loaded machine (the bodies' CPU, and the
+    # SearXNG probe /healthz makes, wait for a core too) a few times what it took before:
+    # the loop takes the GIL back from the check's thread at each step of an answer (up to
+    # 5 ms each, Python's switch interval), so 30 to 65 ms is usual on a busy two-core run,
+    # where the answers before the bodies took 10 ms.
+    allowed = max(INTERACTIVE_SECONDS, 5 * statistics.median(before))
     assert statistics.median(during) < allowed, (during, before)
     assert max(during) < 5.0, during
     assert statistics.median(held) < HEALTH_BUDGET_SECONDS, held
