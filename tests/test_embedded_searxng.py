@@ -10,6 +10,7 @@ import os
 import re
 import secrets
 import signal
+import socket
 import subprocess
 import threading
 import time
@@ -459,3 +460,27 @@ def test_services_starting_at_once_link_the_engine_without_failing(tmp_path: Pat
     context = target.with_name(config.CONTEXT_ENGINE_FILE.name)
     assert context.resolve() == config.CONTEXT_ENGINE_FILE
     assert sorted(target.parent.iterdir()) == sorted([target, context])  # no temporary link
+
+
+def test_a_port_taken_before_searxng_binds_it_is_traded_for_another(brave):
+    """The port is found free, and another process may take it before SearXNG binds it (on
+    a busy machine, an outgoing connection's own port): SearXNG then serves on another."""
+    instance = EmbeddedSearxng(SERVER_LOCALE, environ=searxng_env(brave))
+    taken = instance.port
+    with socket.socket() as squatter:
+        squatter.bind(("127.0.0.1", taken))
+        squatter.listen()
+        with instance:
+            assert instance.port != taken
+            assert instance.url == f"http://127.0.0.1:{instance.port}"
+            assert httpx.get(f"{instance.url}/healthz", verify=TLS).text.strip() == "OK"
+
+
+def test_a_port_asked_for_and_taken_fails_the_start_saying_so(brave):
+    with socket.socket() as squatter:
+        squatter.bind(("127.0.0.1", 0))
+        squatter.listen()
+        taken = squatter.getsockname()[1]
+        asked = EmbeddedSearxng(SERVER_LOCALE, environ=searxng_env(brave), port=taken)
+        with pytest.raises(SearxngError, match="Address already in use"):
+            asked.start()

@@ -10,6 +10,7 @@ tests run the newest SearXNG too).
 from __future__ import annotations
 
 import ctypes
+import errno
 import fcntl
 import logging
 import os
@@ -37,6 +38,9 @@ from app.errors import ServiceError
 from app.tls import tls_context
 
 logger = logging.getLogger(__name__)
+
+PORT_TRIES = 3
+"""Ports SearXNG is started on, each found free, before its start fails for want of one."""
 
 
 class SearxngError(ServiceError):
@@ -296,6 +300,8 @@ class EmbeddedSearxng:
         self.locale = locale
         self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
+        self.chosen_port = port is None
+        """The port is ours to change: another may take a free one before SearXNG binds it."""
         self.environ = dict(os.environ if environ is None else environ)
         self.start_timeout = start_timeout
         self.process: subprocess.Popen[bytes] | None = None
@@ -307,7 +313,9 @@ class EmbeddedSearxng:
         """Restart it when it dies (the chat service's own SearXNG), with a back-off."""
         self.stopping = threading.Event()
         self.restarts = 0
-        self.command: list[str] = []
+        self.python = ""
+        self.launched_at = 0
+        """Where the log's lines of the latest launch begin."""
         self.env: dict[str, str] = {}
         self.plan_file = Path(
             self.environ.get("SEARCH_PLAN_FILE") or self.settings.search_plan_file
@@ -318,7 +326,7 @@ class EmbeddedSearxng:
         self.prepare()
         self.launch()
         try:
-            self.wait_healthy()
+            self.wait_serving()
             check_engine_loaded(self.url)
         except BaseException:
             self.stop()
@@ -327,8 +335,30 @@ class EmbeddedSearxng:
             threading.Thread(target=self.watch, name="searxng-supervisor", daemon=True).start()
         return self
 
+    def wait_serving(self) -> None:
+        """Until SearXNG serves. On a port found free, another process may take the port
+        before SearXNG binds it (a connection's own port, on a busy machine): SearXNG then
+        ends, and starts again on another port, a few times at most."""
+        for _ in range(PORT_TRIES - 1):
+            try:
+                return self.wait_healthy()
+            except SearxngError:
+                if not (self.chosen_port and self.lost_its_port()):
+                    raise
+            port = free_port()
+            logger.warning("SearXNG's port %s was taken before it bound it; on %s", self.port, port)
+            self.port, self.url = port, f"http://127.0.0.1:{port}"
+            self.launch()
+        self.wait_healthy()
+
+    def lost_its_port(self) -> bool:
+        ended = self.process is not None and self.process.poll() is not None
+        with self.log_path.open("rb") as log:
+            log.seek(self.launched_at)
+            return ended and f"[Errno {errno.EADDRINUSE}]".encode() in log.read()
+
     def prepare(self) -> None:
-        """The venv, our engine linked, the settings and the command, for launch()."""
+        """The venv, our engine linked, the settings and the environment, for launch()."""
         vendor = ensure_venv(self.install.venv, self.install.lock)
         link_engine(vendor)
         brave_url = self.environ.get("BRAVE_API_URL", "")
@@ -350,14 +380,14 @@ class EmbeddedSearxng:
             "PYTHONPATH": str(vendor),
             "SEARXNG_SECRET": self.environ.get("SEARXNG_SECRET") or secrets.token_hex(32),
         }
-        python = str(self.install.venv / "bin" / "python")
-        waitress = ["-m", "waitress", "--host", "127.0.0.1", f"--port={self.port}"]
-        self.command, self.env = [python, *waitress, "searx.webapp:app"], env
+        self.python, self.env = str(self.install.venv / "bin" / "python"), env
 
     def launch(self) -> None:
+        waitress = ["-m", "waitress", "--host", "127.0.0.1", f"--port={self.port}"]
         with self.log_path.open("ab") as log:
+            self.launched_at = log.tell()
             self.process = subprocess.Popen(
-                self.command,
+                [self.python, *waitress, "searx.webapp:app"],
                 env=self.env,
                 stdout=log,
                 stderr=subprocess.STDOUT,
