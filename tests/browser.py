@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import http.server
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -49,9 +50,37 @@ class PageLog:
     """(method, url, status) of each response the page got."""
     dialogs: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    timeline: list[str] = field(default_factory=list)
+    """Each request's start, answer or failure, at its second since the page opened."""
+    opened: float = field(default_factory=time.monotonic)
 
     def outside(self) -> list[str]:
         return [url for url in self.requests if not is_loopback_url(url)]
+
+    def mark(self, what: str) -> None:
+        self.timeline.append(f"{time.monotonic() - self.opened:6.2f} s  {what}")
+
+    def follow(self, page) -> None:
+        """Record what the page does into this log."""
+        page.on("request", self.sent)
+        page.on("response", self.answered)
+        page.on("requestfailed", lambda r: self.mark(f"failed {r.url}: {r.failure}"))
+        page.on("pageerror", lambda error: self.errors.append(str(error)))
+        page.on("console", lambda m: m.type == "error" and self.errors.append(m.text))
+
+    def sent(self, request) -> None:
+        self.requests.append(request.url)
+        self.mark(f"{request.method} {request.url}")
+
+    def answered(self, response) -> None:
+        self.responses.append((response.request.method, response.url, response.status))
+        self.mark(f"{response.status} {response.url}")
+
+    def unready(self, page) -> str:
+        """Why a page never marked itself ready, as far as it shows: its text, its
+        errors, and what its requests did when."""
+        shown = page.evaluate("() => document.body.innerText.slice(0, 600)")
+        return f"the page shows: {shown!r}\nerrors: {self.errors}\n" + "\n".join(self.timeline)
 
 
 @pytest.fixture(scope="module")
@@ -78,15 +107,7 @@ def open_page(
     )
     page = context.new_page()
     log = PageLog()
-    page.on("request", lambda request: log.requests.append(request.url))
-    page.on(
-        "response",
-        lambda response: log.responses.append(
-            (response.request.method, response.url, response.status)
-        ),
-    )
-    page.on("pageerror", lambda error: log.errors.append(str(error)))
-    page.on("console", lambda message: message.type == "error" and log.errors.append(message.text))
+    log.follow(page)
 
     def on_dialog(dialog) -> None:
         log.dialogs.append(f"{dialog.type}: {dialog.message}")
@@ -97,7 +118,12 @@ def open_page(
     page.set_default_timeout(15_000)
     page.goto(url)
     if ready:
-        page.wait_for_selector("body[data-ready]", state="attached")
+        from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+        try:
+            page.wait_for_selector("body[data-ready]", state="attached")
+        except PlaywrightTimeout as exc:
+            raise AssertionError(f"{url} did not get ready: {log.unready(page)}") from exc
     return page
 
 
