@@ -1,9 +1,21 @@
-"""Processes as Linux's /proc shows them: what a process started, and whether it still runs."""
+"""Processes: a script run in a fresh interpreter for what it saw, and processes as Linux's
+/proc shows them (what a process started, and whether it still runs)."""
 
 from __future__ import annotations
 
+import json
+import subprocess
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+
+def seen_by(command: list[str], env: dict[str, str], cwd: Path | None = None) -> Any:
+    """Run `command` (a script that prints what it saw as JSON on its last line) to its end
+    and return that JSON; a failed run fails with its error output."""
+    ran = subprocess.run(command, capture_output=True, text=True, cwd=cwd, env=env, timeout=120)
+    assert ran.returncode == 0, ran.stderr
+    return json.loads(ran.stdout.strip().splitlines()[-1])
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,6 @@ import re
 import secrets
 import signal
 import socket
-import subprocess
 import threading
 import time
 from pathlib import Path
@@ -42,6 +41,7 @@ from tests.conftest import (
     run_main,
     searxng_env,
 )
+from tests.processes import seen_by
 from tests.searxng_releases import NEWEST, PINNED, install_of
 from tests.upstream_engine import UPSTREAM_ENGINE, our_entry, rendered_with, upstream_entry
 
@@ -198,22 +198,17 @@ def merged_over_upstream(ours: dict, tmp_path: Path) -> dict:
     link_engine(vendor)
     settings_path = tmp_path / "settings.yml"
     settings_path.write_text(yaml.safe_dump(ours))
-    run = subprocess.run(
+    return seen_by(
         [str(venv / "bin" / "python"), "-c", MERGE_AND_LOAD]
         + [json.dumps({**UPSTREAM_BRAVEAPI, "engine": UPSTREAM_ENGINE}), json.dumps(ours)]
         + [config.ENGINE_NAME, config.OLD_ENGINE_NAME],
-        env={
+        {
             **os.environ,
             "PYTHONPATH": str(vendor),
             "SEARXNG_SETTINGS_PATH": str(settings_path),
             "SEARXNG_SECRET": secrets.token_hex(16),
         },
-        capture_output=True,
-        text=True,
-        timeout=60,
     )
-    assert run.returncode == 0, run.stderr
-    return json.loads(run.stdout.splitlines()[-1])
 
 
 def test_our_engine_loads_under_its_own_name_beside_searxngs_inactive_braveapi(tmp_path):

@@ -3,8 +3,6 @@ imports) are loaded by the first export, not by every service at its start."""
 
 from __future__ import annotations
 
-import json
-import subprocess
 import sys
 from pathlib import Path
 
@@ -12,6 +10,7 @@ import pytest
 
 from tests.conftest import ROOT, chat_env
 from tests.fakes.llm_server import FakeLLM, Reply
+from tests.processes import seen_by
 
 ANSWER = "Pierogi are filled dumplings."
 EXPORTED = """
@@ -47,16 +46,7 @@ def test_a_service_loads_the_markdown_parser_with_its_first_export(
 ) -> None:
     llm.script(Reply(text=ANSWER))
     env = {**chat_env(llm, tmp_path), "PYTHONPATH": str(ROOT)}
-    ran = subprocess.run(
-        [sys.executable, "-c", EXPORTED, path],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        env=env,
-        timeout=120,
-    )
-    assert ran.returncode == 0, ran.stderr
-    seen = json.loads(ran.stdout.strip().splitlines()[-1])
+    seen = seen_by([sys.executable, "-c", EXPORTED, path], env, ROOT)
     assert seen["before"] is False
     status, text = seen["export"]
     assert status == 200

@@ -31,6 +31,7 @@ from app.search import client as search_client
 from tests.conftest import ROOT, ChatService, chat_env
 from tests.fakes.pages import ARTICLE_TITLE
 from tests.postgres import free_port
+from tests.processes import seen_by
 from tests.serving import until_healthy
 
 # The MCP SDK's clients make their own connections, to the service's address.
@@ -428,16 +429,7 @@ def test_a_service_loads_the_mcp_sdk_only_when_mcp_is_first_asked(llm, searxng, 
     and the first /mcp request still gets its answer."""
     env = {**chat_env(llm, tmp_path), "PYTHONPATH": str(ROOT)}
     args = [searxng.url, json.dumps(INITIALIZE), json.dumps(MCP_HEADERS)]
-    ran = subprocess.run(
-        [sys.executable, "-c", SERVED_WITHOUT_MCP, *args],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        env=env,
-        timeout=120,
-    )
-    assert ran.returncode == 0, ran.stderr
-    seen = json.loads(ran.stdout.strip().splitlines()[-1])
+    seen = seen_by([sys.executable, "-c", SERVED_WITHOUT_MCP, *args], env, ROOT)
     assert seen["healthz"] == 200
     assert seen["before"] == []
     status, answer = seen["mcp"]
