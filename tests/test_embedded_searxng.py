@@ -42,8 +42,10 @@ from tests.conftest import (
     searxng_env,
 )
 from tests.processes import seen_by
-from tests.searxng_releases import NEWEST, PINNED, install_of
+from tests.searxng_releases import NEWEST, NEWEST_INSTALL, PINNED, install_of, newest_searxng
 from tests.upstream_engine import UPSTREAM_ENGINE, our_entry, rendered_with, upstream_entry
+
+__all__ = ["newest_searxng"]  # a fixture, imported to be shared
 
 # SearXNG's own entry of that name since February 2026 (searx/settings.yml, commit 8e824017d).
 UPSTREAM_BRAVEAPI = {"name": "braveapi", "engine": "braveapi", "api_key": "", "inactive": True}
@@ -101,6 +103,18 @@ def test_stop_leaves_no_process_and_frees_the_port(brave):
         os.kill(pid, 0)
     with pytest.raises(httpx.ConnectError):
         httpx.get(f"{instance.url}/healthz", verify=TLS)
+
+
+def test_two_searxngs_on_a_machine_keep_their_caches_apart(newest_searxng, brave):
+    """SearXNG keeps its caches under fixed names in the temporary directory and empties
+    them when its secret changes (ours is new at each start): sharing one, a second
+    SearXNG (`app searxng` beside a service's) would empty the first's as it starts."""
+    environ = searxng_env(brave)
+    with EmbeddedSearxng(SERVER_LOCALE, environ=environ, install=NEWEST_INSTALL) as other:
+        for instance in (newest_searxng, other):
+            assert sorted(instance.workdir.glob("sxng_cache_*.db")), instance.workdir
+            assert "truncate all cache tables" not in instance.log_path.read_text()
+    assert not other.workdir.exists()  # gone with it
 
 
 def test_searxng_process_environment_holds_no_secret_of_ours(brave):

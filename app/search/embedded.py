@@ -379,6 +379,11 @@ class EmbeddedSearxng:
             "SEARXNG_SETTINGS_PATH": str(settings_path),
             "PYTHONPATH": str(vendor),
             "SEARXNG_SECRET": self.environ.get("SEARXNG_SECRET") or secrets.token_hex(32),
+            # SearXNG keeps its caches in the temporary directory under fixed names, and
+            # empties them when its secret changes (ours does at each start): in a shared
+            # one, two SearXNGs on a machine (a service's and `app searxng`'s) would empty
+            # each other's at every start. Each keeps its own, gone with the instance.
+            "TMPDIR": str(self.workdir),
         }
         self.python, self.env = str(self.install.venv / "bin" / "python"), env
 
