@@ -200,7 +200,21 @@ def run_search(page: Any, query: str, locale: str | None = None) -> None:
     page.fill("#lab-query", query)
     if locale is not None:
         page.fill("#lab-locale", locale)
-    page.click(".lab-actions button[type=submit]")
+    run(page, ".lab-actions button[type=submit]")
+
+
+def compare(page: Any, query: str) -> None:
+    page.fill("#lab-query", query)
+    run(page, ".lab-compare-button")
+
+
+def run(page: Any, button: str) -> None:
+    """Click the lab's button and wait until what it asked ended, one way or another (the
+    button is no longer busy): a comparison is three searches, slow on a busy machine."""
+    from playwright.sync_api import expect
+
+    page.click(button)
+    expect(page.locator(button)).not_to_have_attribute("aria-busy", "true", timeout=60_000)
 
 
 def test_search_shows_dated_results_with_their_languages(page, chat):
@@ -253,8 +267,7 @@ def test_compare_locales_draws_the_measurement_and_downloads_it(page, chat):
 
     open_lab(page, chat.url)
     expect(page.locator("#lab-locales")).to_have_attribute("placeholder", "all,pl,pl-PL")
-    page.fill("#lab-query", QUERY)
-    page.click(".lab-compare-button")
+    compare(page, QUERY)
     bars = page.locator(".lab-chart svg .lab-bar")
     expect(bars).to_have_count(3)
     measured = ok(lab(chat, "measure", q=QUERY, locale="pl-PL", top="20"))
@@ -326,8 +339,7 @@ def test_errors_show_the_service_message(page, chat, llm, pages, tmp_path, brows
         expect(error).to_contain_text("SearXNG is not reachable at http://127.0.0.1:9")
         expect(error.locator("a[href='#/status']")).to_be_visible()
         expect(other.locator(".lab-results")).to_be_hidden()
-        other.fill("#lab-query", QUERY)
-        other.click(".lab-compare-button")
+        compare(other, QUERY)
         expect(error).to_contain_text("Comparison failed")
         assert other.log.outside() == []
         # The page logs the failed fetches (HTTP 502) and nothing else.
@@ -383,10 +395,9 @@ def test_lab_fits_a_narrow_screen(browser, chat, dark, tmp_path):
     narrow = open_page(browser, chat.url, width=400, height=800, dark=dark)
     try:
         open_lab(narrow, chat.url)
-        narrow.fill("#lab-query", QUERY)
-        narrow.click(".lab-compare-button")
+        compare(narrow, QUERY)
         expect(narrow.locator(".lab-bar")).to_have_count(3)
-        narrow.click(".lab-actions button[type=submit]")
+        run(narrow, ".lab-actions button[type=submit]")
         expect(narrow.locator(".lab-result").first).to_be_visible()
         for selector in ("#lab-query", "#lab-locale", "#lab-engines", "#lab-top"):
             box = narrow.locator(selector).bounding_box()
