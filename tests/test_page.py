@@ -605,20 +605,15 @@ def test_shift_enter_adds_a_line_and_ctrl_shift_o_starts_a_new_conversation(page
     expect(page.locator(".conversation-item")).to_have_count(1)
 
 
-def test_with_a_token_the_page_asks_for_it_and_then_works(browser, llm, pages, searxng, tmp_path):
-    llm.clear()
-    service = ChatService(
-        chat_env(llm, tmp_path, pages, AUTH_TOKEN="s3cret-page-token-0123456789ab"), searxng.url
-    )
-    service.start()
-    page = open_page(browser, service.url, ready=False)
+def test_with_a_token_the_page_asks_for_it_and_then_works(browser, llm, guarded, auth_token):
+    page = open_page(browser, guarded.url, ready=False)
     try:
         dialog = page.locator("#login-dialog")
         expect(dialog).to_be_visible()
         page.fill("#login-token", "wrong")
         page.keyboard.press("Enter")
         expect(page.locator("#login-error")).to_contain_text("wrong access token")
-        page.fill("#login-token", "s3cret-page-token-0123456789ab")
+        page.fill("#login-token", auth_token)
         page.keyboard.press("Enter")
         expect(page.locator("body")).to_have_attribute("data-ready", "yes")
         llm.script(Reply(text="Authorised."))
@@ -627,7 +622,6 @@ def test_with_a_token_the_page_asks_for_it_and_then_works(browser, llm, pages, s
         expect(page.locator(".message.assistant .answer")).to_have_text("Authorised.")
     finally:
         page.context.close()
-        service.stop()
 
 
 def test_the_menu_reaches_every_view_at_400_px(browser, chat):

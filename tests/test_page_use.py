@@ -282,13 +282,8 @@ def test_settings_saved_on_a_new_conversation_do_not_list_it(page):
 # -- 6. the sign-in -------------------------------------------------------------------------
 
 
-def test_escape_does_not_dismiss_the_sign_in(browser, llm, pages, searxng, tmp_path):
-    llm.clear()
-    service = ChatService(
-        chat_env(llm, tmp_path, pages, AUTH_TOKEN="s3cret-page-token-0123456789ab"), searxng.url
-    )
-    service.start()
-    page = open_page(browser, service.url, ready=False)
+def test_escape_does_not_dismiss_the_sign_in(browser, guarded, auth_token):
+    page = open_page(browser, guarded.url, ready=False)
     try:
         dialog = page.locator("#login-dialog")
         expect(dialog).to_be_visible()
@@ -296,13 +291,12 @@ def test_escape_does_not_dismiss_the_sign_in(browser, llm, pages, searxng, tmp_p
             page.keyboard.press("Escape")
             page.wait_for_timeout(100)
             expect(dialog).to_be_visible()
-        page.fill("#login-token", "s3cret-page-token-0123456789ab")
+        page.fill("#login-token", auth_token)
         page.keyboard.press("Enter")
         expect(page.locator("body")).to_have_attribute("data-ready", "yes")
         expect(page.locator("#model-picker option")).not_to_have_count(0)
     finally:
         page.context.close()
-        service.stop()
 
 
 # -- 8. the answer's controls and the title --------------------------------------------------
