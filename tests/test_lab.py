@@ -189,7 +189,9 @@ def open_lab(page: Any, url: str) -> Any:
     model server is down; the lab is opened after that check has been shown."""
     from playwright.sync_api import expect
 
-    expect(page.locator("#status-dots")).not_to_have_attribute("aria-label", "status unknown")
+    # The check's end, however long its probes of SearXNG and the model server take.
+    dots = page.locator("#status-dots")
+    expect(dots).not_to_have_attribute("aria-label", "status unknown", timeout=30_000)
     page.goto(f"{url}/#/lab")
     expect(page.locator("#view-lab")).to_be_visible()
     expect(page.locator("#lab-locale")).to_have_value("pl-PL")
