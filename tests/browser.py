@@ -116,14 +116,14 @@ def open_page(
     page.on("dialog", on_dialog)
     page.log = log
     page.set_default_timeout(15_000)
-    page.goto(url)
-    if ready:
-        from playwright.sync_api import TimeoutError as PlaywrightTimeout
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
-        try:
+    try:
+        page.goto(url)
+        if ready:
             page.wait_for_selector("body[data-ready]", state="attached")
-        except PlaywrightTimeout as exc:
-            raise AssertionError(f"{url} did not get ready: {log.unready(page)}") from exc
+    except PlaywrightTimeout as exc:
+        raise AssertionError(f"{url} did not get ready: {log.unready(page)}") from exc
     return page
 
 
