@@ -4,6 +4,7 @@ the events it missed, and Stop is a request of its own (app/chat/runs.py)."""
 
 from __future__ import annotations
 
+import json
 import signal
 import time
 from collections.abc import Iterator
@@ -12,6 +13,7 @@ import httpx
 import pytest
 from playwright.sync_api import expect
 
+from app.chat import runs
 from app.store import turn_events
 from app.store.database import Database
 from tests.browser import open_page
@@ -174,6 +176,32 @@ def test_the_service_ending_stops_its_turns_and_keeps_what_came(llm, searxng, tm
     finally:
         database.close()
     assert answer["status"] == "interrupted" and answer["content"].startswith(text_of(seen))
+
+
+@pytest.mark.socket  # the client leaves its stream
+def test_each_checkpoint_of_an_answer_comes_after_the_kept_events_that_sent_its_text(
+    chat, llm, tmp_path, monkeypatch
+):
+    """What a crash leaves is the answer's last checkpoint, and a client reattaching on
+    another replica is sent the kept events: they never say less than the checkpoint, even
+    when the tick that writes them is late (a busy machine; here, a tick of 30 s)."""
+    monkeypatch.setattr(runs, "TICK_SECONDS", 30.0)
+    llm.script(Reply(text="on and on ", split=5, chunk_delay=0.02, endless=True))
+    conversation_id = new_conversation(chat)
+    leave_after(chat, chat_path(conversation_id), {"message": "Go on."}, seconds=0.5)
+    kept = time.monotonic() + 10
+    while last_role(chat.http, conversation_id) != "assistant":
+        assert time.monotonic() < kept, "no checkpoint of the answer"
+        time.sleep(0.05)
+    database = Database(store_of(tmp_path / "data", ""))
+    try:
+        checkpoint = database.load(conversation_id)["messages"][-1]["content"]
+        rows = database.turn_events(conversation_id, 0).rows
+    finally:
+        database.close()
+    sent = text_of([(row.last, json.loads(row.event)) for row in rows])
+    assert checkpoint and sent.startswith(checkpoint)
+    assert chat.http.post(f"/api/conversations/{conversation_id}/stop").status_code == 200
 
 
 def test_a_replica_killed_mid_answer_leaves_its_partial_once_and_the_other_says_stopped(

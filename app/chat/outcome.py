@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, NotRequired, TypedDict
@@ -412,6 +413,8 @@ class Saver:
     """The checkpoint being written, beside the stream."""
     lost: Unavailable | None = None
     """The database stopped answering during the turn: no more checkpoints."""
+    keep_sent: Callable[[], Awaitable[None]] | None = None
+    """Writes the events the turn has sent (Runs.keep_sent), before each checkpoint."""
 
     async def checkpoint(self, *, force: bool = False) -> None:
         """The answer so far, at most every CHECKPOINT_SECONDS while text arrives (and after
@@ -445,6 +448,8 @@ class Saver:
 
     async def put(self, partial: Answer) -> None:
         try:
+            if self.keep_sent is not None:
+                await self.keep_sent()
             await self.storage.put_message(self.conversation_id, self.outcome.position, partial)
             self.checkpointed = True
         except Unavailable as exc:

@@ -225,6 +225,8 @@ class Run:
         self.feed = Feed()
         self.unwritten: list[KeptRow] = []
         """Rows a write could not keep (the database did not answer): tried again."""
+        self.writing = asyncio.Lock()
+        """One write at a time: the tick's, the end's and those before checkpoints."""
         self.started = self.stopping = False
         self.task = asyncio.create_task(self.drive(events))
         self.keeper = asyncio.create_task(self.keep())
@@ -284,6 +286,10 @@ class Run:
 
     async def write(self, *, ended: bool) -> Asked:
         """The events the database lacks written; what was asked there."""
+        async with self.writing:
+            return await self.write_unkept(ended=ended)
+
+    async def write_unkept(self, *, ended: bool) -> Asked:
         rows = self.unwritten + self.feed.unkept()
         cid, owner = self.conversation_id, self.lease.owner
         try:
@@ -322,6 +328,16 @@ class Runs:
 
         run.task.add_done_callback(gone)
         return run
+
+    async def keep_sent(self, conversation_id: str) -> None:
+        """The events the conversation's turn has sent, written now if it runs here: a
+        checkpoint of its answer goes after them (app/chat/outcome.py, Saver). What a crash
+        leaves is the last checkpoint, and a reader on another replica is sent the written
+        events: were the checkpoint ahead of them (a tick comes every TICK_SECONDS), that
+        reader would miss text the stored answer holds."""
+        run = self.running.get(conversation_id)
+        if run is not None:
+            await run.write(ended=False)
 
     async def stop(self, conversation_id: str) -> bool:
         """Stop the conversation's turn, here or through the database on the replica that

@@ -14,6 +14,7 @@ import logging
 from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass, field
 from datetime import date
+from functools import partial
 
 from app.chat import context, engine, fitting
 from app.chat.compression import compress, foldable, memory_trouble, read_memory, unsummarised
@@ -139,7 +140,9 @@ class Turn:
             extract=services.extraction,
             person=start.person,
         )
-        saver = Saver(lease, outcome, waiting=services.pending, asked=pending)
+        # The events the turn sent are written before each checkpoint of its answer.
+        keep_sent = partial(services.runs.keep_sent, lease.conversation_id)
+        saver = Saver(lease, outcome, waiting=services.pending, asked=pending, keep_sent=keep_sent)
         memory, person = start.memory, start.person
         return cls(services, conversation, chosen, saver, runner, model, pending, memory, person)
 
