@@ -327,7 +327,9 @@ def test_an_answer_the_database_never_takes_is_given_up_with_a_log_line(cluster,
 # -- the page (last: Playwright keeps a loop open for the module; asyncio.run cannot follow) -
 
 
-def test_the_page_names_the_lost_database_and_keeps_the_answer(browser, service, cluster, llm):
+def test_the_page_names_the_lost_database_keeps_the_answer_and_comes_back_by_itself(
+    browser, service, cluster, llm
+):
     chat, name = service
     where = f"PostgreSQL at 127.0.0.1:{cluster.port}/{name}"
     page = open_page(browser, chat.url)
@@ -356,7 +358,9 @@ def test_the_page_names_the_lost_database_and_keeps_the_answer(browser, service,
         )
         cluster.start()
         stored_answer(chat, asked)
-        page.reload()
+        # The page starts by itself at its next try (they come at most 30 s apart).
+        expect(page.locator("body")).to_have_attribute("data-ready", "yes", timeout=40_000)
+        expect(page.locator("#start-notice")).to_have_count(0)
         expect(page.locator("#conversation-list")).to_contain_text("Tell me slowly.")
         page.evaluate(f"location.hash = '#/c/{asked}'")
         expect(page.locator("#messages")).to_contain_text("piece 59")

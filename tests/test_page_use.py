@@ -672,6 +672,99 @@ def test_overflow_advice_says_what_will_happen(page, llm):
     expect(card).not_to_contain_text("folded into a summary when you retry")
 
 
+def opened_through(browser, chat, answers: list) -> tuple:
+    """The page on a fake clock (its waits pass only when the test says), its /api/config
+    answered by `answers` in turn (a route's answer each), then by the service; the page and
+    how many times it asked."""
+    page = open_page(browser, "about:blank", ready=False)
+    page.clock.install()
+    asked = []
+
+    def config(route) -> None:
+        asked.append(route.request.url)
+        if len(asked) <= len(answers):
+            answers[len(asked) - 1](route)
+        else:
+            route.continue_()
+
+    page.route("**/api/config", config)
+    page.goto(chat.url)
+    return page, asked
+
+
+def test_a_page_opened_while_the_service_cannot_answer_starts_by_itself_once_it_does(browser, chat):
+    bad_gateway = "<html><body><h1>502 Bad Gateway</h1><hr>nginx</body></html>"
+    page, asked = opened_through(
+        browser,
+        chat,
+        [
+            lambda route: route.abort("connectionreset"),  # the service restarting
+            lambda route: route.fulfill(status=502, content_type="text/html", body=bad_gateway),
+        ],
+    )
+    try:
+        notice = page.locator("#start-notice")
+        expect(notice.locator(".start-reason")).to_contain_text("The chat service did not answer")
+        expect(notice.locator(".start-retry")).to_contain_text("Trying again in 2 s.")
+        expect(page.locator("#app")).to_be_hidden()
+        page.clock.run_for(1_000)
+        expect(notice.locator(".start-retry")).to_contain_text("Trying again in 1 s.")
+        assert len(asked) == 1, "asked again before its wait"
+        page.clock.run_for(1_000)  # asked again: a proxy's page now
+        expect(notice.locator(".start-reason")).to_have_text(
+            "The chat service cannot serve the page now: HTTP 502"
+        )
+        expect(notice.locator(".start-retry")).to_contain_text("Trying again in 4 s.")
+        page.get_by_role("button", name="Try now").click()  # no need to wait the 4 s
+        expect(page.locator("body")).to_have_attribute("data-ready", "yes")
+        expect(notice).to_have_count(0)
+        expect(page.locator("#app")).to_be_visible()
+        expect(page.locator(".conversation-empty")).to_have_text("No conversations yet.")
+        expect(page.locator("#model-picker option")).not_to_have_count(0)
+        assert len(asked) == 3
+    finally:
+        page.context.close()
+
+
+def test_a_refusal_of_the_page_is_said_once_and_not_asked_again(browser, chat):
+    refusal = {"detail": "this address is not one the service answers on"}
+    page, asked = opened_through(
+        browser, chat, [lambda route: route.fulfill(status=403, json=refusal)]
+    )
+    try:
+        notice = page.locator("#start-notice")
+        expect(notice.locator(".start-reason")).to_have_text(
+            f"The chat service cannot serve the page now: {refusal['detail']}"
+        )
+        expect(notice.locator(".start-retry")).to_be_hidden()
+        page.clock.run_for(120_000)
+        assert len(asked) == 1
+        expect(page.locator("body")).not_to_have_attribute("data-ready", "yes")
+    finally:
+        page.context.close()
+
+
+def test_a_list_whose_answer_is_cut_is_said_and_the_page_still_starts(browser, chat):
+    page = open_page(browser, "about:blank", ready=False)
+    page.clock.install()
+    try:
+        cut = '[{"id": "4f1c", "title": "Pierogi", "upd'  # the connection broke here
+        page.route(
+            "**/api/conversations",
+            lambda route: route.fulfill(status=200, content_type="application/json", body=cut),
+            times=1,
+        )
+        page.goto(chat.url)
+        expect(page.locator("body")).to_have_attribute("data-ready", "yes")
+        expect(page.locator("#conversation-list .list-error")).to_contain_text(
+            "Conversations could not be loaded: the chat service's answer did not come whole"
+        )
+        page.clock.run_for(2_000)  # asked again by itself
+        expect(page.locator(".conversation-empty")).to_have_text("No conversations yet.")
+    finally:
+        page.context.close()
+
+
 # -- 15. smaller things ---------------------------------------------------------------------
 
 

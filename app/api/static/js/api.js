@@ -55,7 +55,14 @@ function invalid(errors) {
 /** A JSON call; resolves to the parsed body (null for 204). Throws ApiError or ConnectionLost. */
 export async function api(path, options = {}) {
   const response = await send(path, options);
-  return response.status === 204 ? null : response.json();
+  if (response.status === 204) return null;
+  try {
+    return await response.json();
+  } catch (error) {
+    if (error.name === "AbortError") throw error;
+    // The connection broke while the body came (or something else answered, not JSON).
+    throw new ConnectionLost(`the chat service's answer did not come whole (${error.message})`);
+  }
 }
 
 /** The body as text (exports). */

@@ -27,15 +27,8 @@ async function start() {
     if (!state.signedIn) $("#login-dialog").showModal();
   });
   if (welcome()) return; // a sign-in link: the page starts after the password is chosen
-  try {
-    state.config = await api("/api/config");
-  } catch (error) {
-    if (error.status === 401) return; // the token form is open; start() runs again after it
-    // A 503 is the service saying what it lacks (its database, say): its words, as given.
-    const lead = error instanceof ApiError ? "The chat service cannot serve the page now" : "The chat service did not answer";
-    document.body.replaceChildren(el("p", { className: "notice warning", text: `${lead}: ${error.message}` }));
-    return;
-  }
+  state.config = await pageConfig();
+  if (!state.config) return;
   priceSearches(state.config.search_price_per_1000);
   keepFor(state.config.person);
   state.view = new ConversationView(state.config, {
@@ -154,6 +147,80 @@ function show(name) {
 
 /** Only these addresses are routes; any other fragment (a citation's #a2-source-1, say)
  * is a place in the page and must not change the conversation shown. */
+// While the service cannot answer what the page starts from or its list (restarting, a
+// proxy's 502, its database down: a 503 saying so), it is asked again, each wait longer
+// than the last, and the page comes back by itself once it answers: no reload needed.
+const RETRY_SECONDS = [2, 4, 8, 15, 30];
+
+/** /api/config, once the service gives it; null when it will not: a sign-in is asked (start()
+ * runs again after it) or a refusal that asking again would not change. */
+async function pageConfig() {
+  for (let attempt = 0; ; attempt++) {
+    let failure;
+    try {
+      const config = await api("/api/config");
+      unserved(null);
+      return config;
+    } catch (error) {
+      failure = error;
+    }
+    if (failure.status === 401) {
+      unserved(null); // the sign-in form, over the page
+      return null;
+    }
+    // A 503 is the service saying what it lacks (its database, say): its words, as given.
+    const lead = failure instanceof ApiError ? "The chat service cannot serve the page now" : "The chat service did not answer";
+    const notice = unserved(`${lead}: ${failure.message}`);
+    // Another refusal (a 403 for an address it does not serve, say) would only come again.
+    if (failure instanceof ApiError && failure.status < 500) return null;
+    await retryIn(notice, RETRY_SECONDS[Math.min(attempt, RETRY_SECONDS.length - 1)]);
+  }
+}
+
+/** The page's shell hidden behind a notice saying `reason`, or shown again (null). */
+function unserved(reason) {
+  let notice = $("#start-notice");
+  $("#app").hidden = $("#skip-link").hidden = reason !== null;
+  if (reason === null) {
+    if (notice) notice.remove();
+    return null;
+  }
+  if (!notice) {
+    notice = el("div", { id: "start-notice", className: "notice warning start-notice" },
+      el("p", { className: "start-reason", role: "alert" }),
+      el("p", { className: "start-retry", hidden: true }, el("span"), " ", el("button", { type: "button", text: "Try now" })));
+    document.body.prepend(notice);
+  }
+  const said = $(".start-reason", notice);
+  if (said.textContent !== reason) said.textContent = reason; // said once, not at each try
+  return notice;
+}
+
+/** Counts `seconds` down in the notice, or less when Try now is pressed; then "Trying…". */
+function retryIn(notice, seconds) {
+  const line = $(".start-retry", notice);
+  const [left, now] = [$("span", line), $("button", line)];
+  line.hidden = false;
+  now.disabled = false;
+  return new Promise((resolve) => {
+    const tick = () => {
+      if (seconds <= 0) return go();
+      left.textContent = `Trying again in ${seconds} s.`;
+      seconds -= 1;
+    };
+    const go = () => {
+      clearInterval(timer);
+      now.onclick = null;
+      now.disabled = true;
+      left.textContent = "Trying again…";
+      resolve();
+    };
+    const timer = setInterval(tick, 1000);
+    now.onclick = go;
+    tick();
+  });
+}
+
 function isRoute(hash) {
   return ["", "#", "#/", "#/lab", "#/status"].includes(hash) || hash.startsWith("#/c/");
 }
@@ -191,6 +258,7 @@ async function route() {
 // Refreshes overlap (a turn ends while a search is typed): only the latest one is shown,
 // whichever answer arrives last.
 let listRequests = 0;
+let listFailures = 0; // in a row: how long the next ask waits
 const RECHECK_MS = 3000;
 
 async function refreshList() {
@@ -199,16 +267,21 @@ async function refreshList() {
   try {
     conversations = await api(`/api/conversations${state.query ? `?q=${encodeURIComponent(state.query)}` : ""}`);
   } catch (error) {
-    if (error instanceof ApiError && request === listRequests) {
-      // The service answered without the list (its database does not answer): say so
-      // rather than show no conversations.
+    if (!(error instanceof ApiError || error instanceof ConnectionLost)) throw error;
+    if (request === listRequests) {
+      // No list came (the service, or its database, does not answer): say so rather than
+      // show no conversations, and ask again by itself, each wait longer, until it comes.
       clear($("#conversation-list")).append(el("p", { className: "conversation-empty list-error", role: "alert", text: `Conversations could not be loaded: ${error.message}` }));
-      return;
+      clearTimeout(state.recheck);
+      state.recheck = setTimeout(() => {
+        state.recheck = null;
+        refreshList();
+      }, RETRY_SECONDS[Math.min(listFailures++, RETRY_SECONDS.length - 1)] * 1000);
     }
-    if (!(error instanceof ConnectionLost)) throw error;
     return;
   }
   if (request !== listRequests) return;
+  listFailures = 0;
   state.conversations = conversations;
   streams.serverRunning(conversations.filter((c) => c.running).map((c) => c.id));
   // A turn no stream of this page follows (another tab's, or one left by a reload): the
