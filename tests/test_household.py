@@ -12,6 +12,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import httpx2
 import openai
 import pytest
@@ -36,6 +37,7 @@ from tests.people import (
     brave_queries,
     home,
     mcp_search,
+    named_by_proxy,
     new_token,
     searched,
     shared_home,
@@ -416,6 +418,14 @@ def test_the_proxys_people_each_see_their_own(proxied, llm):
     assert [c["id"] for c in carol.http.get("/api/conversations").json()] == [carols]
 
 
+def test_a_person_the_proxy_names_has_no_password_here_to_change(proxied):
+    carol = named_by_proxy(proxied, "carol")
+    assert "password" not in carol.http.get("/api/session").json()
+    given = {"current": "anything at all", "password": "a new long password"}
+    answer = carol.http.put("/api/password", json=given)
+    assert answer.status_code == 409 and "home lab's login" in answer.json()["detail"]
+
+
 @pytest.mark.parametrize(
     "headers",
     [
@@ -619,6 +629,50 @@ def test_the_sessions_list_shows_the_other_browser_and_ends_it(home):
     assert [s["this_browser"] for s in laptop.http.get("/api/sessions").json()] == [True]
 
 
+def test_a_person_changes_their_own_password_and_their_other_browsers_are_signed_out(home):
+    laptop, phone = signed_in(home, "alice"), signed_in(home, "alice")
+    bob = signed_in(home, "bob")
+    token = new_token(phone)
+    newer = "alice's newer long password"
+
+    def change(current: str, password: str) -> httpx.Response:
+        return laptop.http.put("/api/password", json={"current": current, "password": password})
+
+    wrong = change("not her password", newer)
+    assert (wrong.status_code, wrong.json()) == (403, {"detail": "the current password is wrong"})
+    short = change(PASSWORDS["alice"], "short")
+    assert short.status_code == 400
+    assert short.json() == {"detail": "a password has at least 8 characters"}
+    assert phone.http.get("/api/conversations").status_code == 200  # nothing changed yet
+    assert change(PASSWORDS["alice"], newer).json() == {"sessions": 1, "tokens": 0}
+    assert phone.http.get("/api/conversations").status_code == 401
+    assert laptop.http.get("/api/conversations").status_code == 200  # this browser stays
+    assert bob.http.get("/api/conversations").status_code == 200
+    # Tokens are revoked on their own (Account), or all at once with Sign out everywhere.
+    assert home.http.get("/api/conversations", headers=bearer(token)).status_code == 200
+    old = home.client().post("/api/session", json={"name": "alice", "password": PASSWORDS["alice"]})
+    assert old.status_code == 401
+    assert signed_in(home, "alice", newer).http.get("/api/conversations").status_code == 200
+    # A token's request changes no password: a token outlives no revocation of the account.
+    by_token = home.http.put(
+        "/api/password", json={"current": newer, "password": "a third one"}, headers=bearer(token)
+    )
+    assert by_token.status_code == 403
+
+
+def test_guessing_the_current_password_is_limited_as_the_sign_in_is(home):
+    laptop = signed_in(home, "alice")
+    answers = [
+        laptop.http.put("/api/password", json={"current": f"guess {n}", "password": "x" * 12})
+        for n in range(6)
+    ]
+    assert [a.status_code for a in answers] == [403] * 5 + [429]
+    assert "retry-after" in answers[-1].headers
+    # The right one still counts (a proxy's clients share its address), as at the sign-in.
+    right = {"current": PASSWORDS["alice"], "password": "alice's newer long password"}
+    assert laptop.http.put("/api/password", json=right).json() == {"sessions": 0, "tokens": 0}
+
+
 def test_signing_out_everywhere_ends_one_persons_sessions_and_tokens_only(home):
     laptop, phone = signed_in(home, "alice"), signed_in(home, "alice")
     bob = signed_in(home, "bob")
@@ -711,6 +765,51 @@ def test_the_account_makes_copies_and_revokes_a_token_shown_once(
             assert service.http.get("/api/conversations", headers=bearer_).status_code == 401
             # Only the page's first request, before signing in, was refused.
             assert [e for e in page.log.errors if "401" not in e] == []
+        finally:
+            page.context.close()
+
+
+@pytest.mark.parametrize("width", [1280, 390])  # a laptop's, a phone's
+def test_the_account_changes_the_password_and_signs_the_other_browsers_out(
+    browser, llm, pages, searxng, tmp_path, request, width
+):
+    add_people(tmp_path / "data")
+    newer = "alice's newer long password"
+    with service_for(request, chat_env(llm, tmp_path, pages), searxng.url) as service:
+        phone = signed_in(service, "alice")
+        page = open_page(browser, service.url, width=width, ready=False)
+        try:
+            sign_in_on_page(page, "alice")
+            open_account(page, width)
+            expect(page.locator("#account-sessions li")).to_have_count(2)
+            form = page.locator("#password-form")
+            change = form.get_by_role("button", name="Change password")
+            page.fill("#password-current", "not her password")
+            page.fill("#password-new", newer)
+            page.fill("#password-again", newer.replace("newer", "nwer"))
+            change.click()
+            expect(form.locator(".field-error")).to_have_text(
+                "The two new passwords differ: type it the same twice."
+            )
+            page.fill("#password-again", newer)
+            change.click()
+            expect(form.locator(".field-error")).to_have_text("the current password is wrong")
+            page.fill("#password-current", PASSWORDS["alice"])
+            change.click()
+            expect(form.locator(".saved")).to_have_text(
+                "Password changed. 1 other session signed out."
+            )
+            expect(form.locator(".field-error")).to_have_text("")
+            expect(page.locator("#password-current")).to_have_value("")
+            expect(page.locator("#account-sessions li")).to_have_count(1)  # the phone's gone
+            assert phone.http.get("/api/conversations").status_code == 401
+            assert signed_in(service, "alice", newer).http.get("/api/conversations").is_success
+            fits = "(d) => d.scrollWidth <= d.clientWidth"
+            assert page.locator("#settings-dialog").evaluate(fits)
+            # This browser stays signed in: a reload opens the page, not the sign-in.
+            page.reload()
+            expect(page.locator("body")).to_have_attribute("data-ready", "yes")
+            expect(page.locator("#login-dialog")).to_be_hidden()
         finally:
             page.context.close()
 

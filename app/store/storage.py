@@ -347,6 +347,9 @@ class Storage:
     async def use_sign_in_link(self, key: str, password: str) -> User | None:
         return await self.run(self.database.use_sign_in_link, key, password)
 
+    async def change_password(self, person: int, password: str, kept: str) -> int:
+        return await self.run(self.database.change_password, person, password, kept)
+
     async def remove_user(self, person_id: int, cache: OwnCache) -> RemovedUser:
         """Database.remove_user, then their memory.md once that has committed."""
         return await self.run(self.removed, person_id, cache)

@@ -194,6 +194,18 @@ class UserRows(Connection):
             self.db.execute("UPDATE users SET password = ? WHERE rowid = ?", (password, person))
         return self.person(int(person))
 
+    def change_password(self, person: int, password: str, kept: str) -> int:
+        """The person's new password (its hash), and every session of theirs but the one
+        whose key is `kept` ended: a password changed because someone else learnt it must
+        not leave that someone signed in. How many ended."""
+        with self.write():
+            self.db.execute("UPDATE users SET password = ? WHERE rowid = ?", (password, person))
+            return int(
+                self.db.execute(
+                    "DELETE FROM sessions WHERE person = ? AND key <> ?", (person, kept)
+                ).rowcount
+            )
+
     def remove_user(self, person_id: int, cache: OwnCache) -> RemovedUser:
         """That person and everything of theirs, in one transaction: their conversations
         (their messages and versions go with them), the turns and research runs kept for

@@ -1,20 +1,23 @@
-"""Household mode's account, for the signed-in person (docs/household.md): their sessions
-(listed, ended one by one or all but this browser's) and their personal API tokens (made
-with a label and shown once, listed without the token, revoked one by one), and signing out
-everywhere, which ends every session and revokes every token of theirs at once."""
+"""Household mode's account, for the signed-in person (docs/household.md): their password
+(changed with the current one given), their sessions (listed, ended one by one or all but
+this browser's) and their personal API tokens (made with a label and shown once, listed
+without the token, revoked one by one), and signing out everywhere, which ends every
+session and revokes every token of theirs at once."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Request, Response
+from fastapi import APIRouter, Depends, HTTPException, Request, Response
 from fastapi import Path as PathParam
 from pydantic import BaseModel, ConfigDict, Field
 
-from app.api.access import SESSION_COOKIE, SESSION_SECONDS, by_token
+from app.api.access import SESSION_COOKIE, SESSION_SECONDS, by_token, retry_after
 from app.api.bodies import REFUSALS, errors, refused
 from app.api.deps import GuardDep, PersonDep, StorageDep
 from app.api.routes.session import drop_cookie
+from app.store.passwords import MAX_PASSWORD_CHARS, hash_password, password_matches
 from app.store.sessions import AccessReset, ApiToken
 from app.store.users import MAX_NAME_CHARS, User, checked_text
 
@@ -64,6 +67,36 @@ class SessionListed(BaseModel):
 class Ended(BaseModel):
     sessions: int
     tokens: int = 0
+
+
+class PasswordChange(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    current: str = Field(max_length=MAX_PASSWORD_CHARS)
+    """The password the person signs in with now."""
+    password: str = Field(max_length=MAX_PASSWORD_CHARS)
+    """The new one (at least 8 characters)."""
+
+
+@router.put("/password", responses=errors(400, 401, 403, 404, 409, 422, 429))
+async def change_password(
+    body: PasswordChange, request: Request, guard: GuardDep, storage: StorageDep, person: Account
+) -> Ended:
+    """The person's own password, the current one given (a browser left signed in is not
+    the account); every other session of theirs ends, this browser stays signed in. A wrong
+    current password counts as a wrong sign-in from this address and is limited alike (the
+    right one first, as at the sign-in)."""
+    if person.password is None:
+        raise refused("you sign in through the home lab's login: there is no password here", 409)
+    client = request.client.host if request.client else "unknown"
+    if not await asyncio.to_thread(password_matches, person.password, body.current):
+        if (wait := guard.limiter.wait(client)) > 0:
+            detail = "too many wrong passwords: wait before trying again"
+            raise HTTPException(429, detail, headers=retry_after(wait))
+        guard.limiter.fail(client)
+        raise refused("the current password is wrong", 403)
+    hashed = await asyncio.to_thread(hash_password, body.password)  # Refused (400): too short
+    kept = current_key(request, guard) or ""
+    return Ended(sessions=await storage.change_password(person.id, hashed, kept))
 
 
 @router.get("/tokens", responses=errors(401, 403, 404))

@@ -42,6 +42,9 @@ class SessionState(BaseModel):
     admin: bool | None = None
     """Household mode: true for an admin, who may manage the household (the page's
     People); absent otherwise."""
+    password: bool | None = None
+    """Household mode: true when the person signs in with a password of the stack's, which
+    they may change (PUT /api/password); absent for one the proxy names."""
 
 
 @router.get("", response_model=SessionState, response_model_exclude_none=True)
@@ -55,8 +58,14 @@ async def session_state(request: Request, guard: GuardDep) -> SessionState:
             person = await guard.sessions.person(cookie)
         shown = (person.display_name or person.name) if person else None
         admin = True if person and person.admin else None
+        password = True if person and person.password else None
         return SessionState(
-            auth=True, signed_in=bool(person), household=True, person=shown, admin=admin
+            auth=True,
+            signed_in=bool(person),
+            household=True,
+            person=shown,
+            admin=admin,
+            password=password,
         )
     return SessionState(auth=True, signed_in=bool(cookie and await guard.sessions.valid(cookie)))
 

@@ -1,6 +1,7 @@
-// Settings → Account (household mode only): the person's signed-in sessions (one signed
-// out, all the others, or everywhere) and their personal API tokens (made with a label,
-// shown once with how to use it, listed without the token, revoked one by one).
+// Settings → Account (household mode only): the person's password (changed with the
+// current one given), their signed-in sessions (one signed out, all the others, or
+// everywhere) and their personal API tokens (made with a label, shown once with how to use
+// it, listed without the token, revoked one by one).
 
 import { api } from "./api.js";
 import { el, clear } from "./dom.js";
@@ -12,9 +13,47 @@ function when(value) {
   return date.toLocaleString(undefined, { dateStyle: "medium", timeStyle: "short" });
 }
 
-/** The account's two sections, drawn into `body`. */
-export function renderAccount(body) {
-  body.append(sessionsSection(), tokensSection());
+/** The account's sections, drawn into `body`; the password's for a person who has one of
+ * the stack's (not one the home lab's login names). */
+export function renderAccount(body, { password }) {
+  const sessions = sessionsSection();
+  body.append(...(password ? [passwordSection(sessions.draw)] : []), sessions.section, tokensSection());
+}
+
+/** The password changed; `changed` then (the other sessions it ended are gone). */
+function passwordSection(changed) {
+  const field = (id, label, autocomplete) =>
+    el("label", { className: "password-field" }, label, el("input", { type: "password", id, autocomplete, required: true, maxlength: "1024" }));
+  const error = el("p", { className: "field-error", role: "alert" });
+  const done = el("span", { className: "saved", role: "status" });
+  const form = el(
+    "form",
+    { className: "password-form", id: "password-form" },
+    field("password-current", "Current password", "current-password"),
+    field("password-new", "New password (at least 8 characters)", "new-password"),
+    field("password-again", "New password again", "new-password"),
+    el("div", { className: "settings-foot" }, el("button", { type: "submit", text: "Change password" }), done),
+    error,
+  );
+  form.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    error.textContent = done.textContent = "";
+    const [current, password, again] = ["#password-current", "#password-new", "#password-again"].map((id) => form.querySelector(id));
+    if (password.value !== again.value) {
+      error.textContent = "The two new passwords differ: type it the same twice.";
+      again.focus();
+      return;
+    }
+    try {
+      const { sessions } = await api("/api/password", { method: "PUT", body: { current: current.value, password: password.value } });
+      form.reset();
+      done.textContent = `Password changed.${sessions ? ` ${sessions} other ${sessions === 1 ? "session" : "sessions"} signed out.` : ""}`;
+      changed();
+    } catch (failure) {
+      error.textContent = failure.message;
+    }
+  });
+  return el("section", { className: "field account" }, el("h3", { text: "Password" }), form);
 }
 
 function sessionsSection() {
@@ -56,8 +95,10 @@ function sessionsSection() {
       },
     },
   });
-  draw().catch((failure) => (error.textContent = `Could not list the sessions: ${failure.message}`));
-  return el("section", { className: "field account" }, el("h3", { text: "Sessions" }), list, el("div", { className: "settings-foot account-actions" }, others, everywhere, done), error);
+  const redraw = () => draw().catch((failure) => (error.textContent = `Could not list the sessions: ${failure.message}`));
+  redraw();
+  const section = el("section", { className: "field account" }, el("h3", { text: "Sessions" }), list, el("div", { className: "settings-foot account-actions" }, others, everywhere, done), error);
+  return { section, draw: redraw };
 }
 
 function tokensSection() {

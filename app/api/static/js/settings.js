@@ -62,10 +62,12 @@ export class SettingsDialog {
   learnSession() {
     this.household = false;
     this.admin = false;
+    this.password = false;
     if (!this.config.auth) return;
     api("/api/session").then((session) => {
       this.household = Boolean(session.household);
       this.admin = Boolean(session.admin);
+      this.password = Boolean(session.password);
       const tabs = this.dialog.open && this.dialog.querySelector(".tabs");
       if (tabs) tabs.replaceChildren(...this.tabButtons());
     }, () => {});
@@ -89,7 +91,7 @@ export class SettingsDialog {
     clear(this.dialog).append(head, body);
     if (this.tab === "global") this.renderGlobal(body);
     else if (this.tab === "people" && this.admin) renderPeople(body);
-    else if (this.tab === "account" && this.household) renderAccount(body);
+    else if (this.tab === "account" && this.household) renderAccount(body, { password: this.password });
     else this.renderConversation(body);
   }
 
