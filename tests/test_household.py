@@ -426,6 +426,19 @@ def test_a_person_the_proxy_names_has_no_password_here_to_change(proxied):
     assert answer.status_code == 409 and "home lab's login" in answer.json()["detail"]
 
 
+def test_on_the_page_a_person_the_proxy_names_has_an_account_but_no_password(browser, proxied):
+    page = open_page(browser, "about:blank", ready=False)
+    try:
+        page.set_extra_http_headers({"Remote-User": "carol"})  # as the proxy adds it
+        page.goto(proxied.url)
+        expect(page.locator("body")).to_have_attribute("data-ready", "yes", timeout=15_000)
+        open_account(page, 1280)
+        expect(page.locator("#account-tokens")).to_be_visible()
+        expect(page.locator("#password-form")).to_have_count(0)
+    finally:
+        page.context.close()
+
+
 @pytest.mark.parametrize(
     "headers",
     [
