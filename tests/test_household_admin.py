@@ -122,11 +122,44 @@ def test_a_sign_in_link_signs_in_once_and_never_again(home):
     assert kept and not any(token in key for key in kept)  # only digests are kept
 
 
+def test_a_new_sign_in_link_lets_someone_who_forgot_their_password_choose_another(home):
+    alice = signed_in(home, "alice")
+    bobs = person_id(alice, "bob")
+    newer = "bob's newer long password"
+
+    def link() -> str:
+        made = alice.http.post(f"/api/people/{bobs}/link")
+        assert made.status_code == 201, made.text
+        return str(made.json()["sign_in_link"]).removeprefix("/#welcome=")
+
+    earlier, latest = link(), link()
+    # His password works until a link is used: a link asked by mistake locks no one out.
+    assert signed_in(home, "bob").http.get("/api/conversations").status_code == 200
+    stale = home.http.post("/api/session", json={"link": earlier, "password": newer})
+    assert stale.status_code == 401  # one live link a person: the earlier stopped working
+    with home.client() as bob:
+        assert bob.post("/api/session", json={"link": latest, "password": newer}).is_success
+        assert bob.get("/api/session").json()["person"] == "bob"
+    old = home.http.post("/api/session", json={"name": "bob", "password": PASSWORDS["bob"]})
+    assert old.status_code == 401
+    assert signed_in(home, "bob", newer).http.get("/api/conversations").status_code == 200
+    # Not for oneself (Account changes one's own password), nor for someone disabled.
+    yours = alice.http.post(f"/api/people/{person_id(alice, 'alice')}/link")
+    assert yours.status_code == 409 and "not yourself" in yours.json()["detail"]
+    assert alice.http.patch(f"/api/people/{bobs}", json={"disabled": True}).is_success
+    disabled = alice.http.post(f"/api/people/{bobs}/link")
+    assert (disabled.status_code, disabled.json()) == (
+        409,
+        {"detail": "bob is disabled: enable them first"},
+    )
+
+
 ADMIN_ROUTES = [
     ("GET", "/api/people", None),
     ("POST", "/api/people", {"name": "mallory", "admin": True, "password": "mallory's own"}),
     ("PATCH", "/api/people/1", {"disabled": True}),
     ("POST", "/api/people/1/reset", None),
+    ("POST", "/api/people/1/link", None),
     ("DELETE", "/api/people/1", None),
 ]
 
@@ -520,6 +553,38 @@ def test_a_new_person_opens_their_link_chooses_a_password_and_is_in(
             alice.context.close()
             if carol is not None:
                 carol.context.close()
+
+
+@pytest.mark.parametrize("width", [1280, 390])  # a laptop's, a phone's
+def test_bob_forgot_his_password_the_admin_gives_him_a_new_link_and_he_is_in(
+    browser, llm, pages, searxng, tmp_path, request, width
+):
+    add_people(tmp_path / "data")
+    newer = "bob's newer long password"
+    with service_for(request, chat_env(llm, tmp_path, pages), searxng.url) as service:
+        alice = open_page(browser, service.url, width=width, ready=False)
+        bob = None
+        try:
+            sign_in_on_page(alice, "alice")
+            settings(alice, "People", narrow=width < 600)
+            alice.get_by_role("button", name="A new sign-in link for bob").click()
+            given = alice.locator("#people .person .person-link")
+            address = given.locator("input[readonly]")
+            expect(address).to_have_value(re.compile(r"/#welcome="))
+            expect(given).to_contain_text("Give bob this link")
+            assert alice.locator("#settings-dialog").evaluate("d => d.scrollWidth <= d.clientWidth")
+            link = address.input_value()
+
+            bob = open_page(browser, link, width=width, ready=False)
+            expect(bob.locator("#login-title")).to_have_text("Welcome")
+            bob.fill("#login-token", newer)
+            bob.keyboard.press("Enter")
+            expect(bob.locator("body")).to_have_attribute("data-ready", "yes")
+            assert signed_in(service, "bob", newer).http.get("/api/conversations").is_success
+        finally:
+            alice.context.close()
+            if bob is not None:
+                bob.context.close()
 
 
 @pytest.mark.socket  # Bob's client leaves his answer's stream, as a closed tab does

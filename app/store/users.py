@@ -171,8 +171,12 @@ class UserRows(Connection):
         """A one-time sign-in link for that person: `key`, its token's digest (as a session
         cookie's, access.Sessions.stored_key), until `expires` (Unix seconds). Kept as a
         row of the sessions table of its own kind (its key starts with LINK), so that what
-        ends a person's sessions (reset_access, disabling, removal) ends it too."""
+        ends a person's sessions (reset_access, disabling, removal) ends it too. A person
+        has one live link at most: an earlier unused one stops working."""
         with self.write():
+            self.db.execute(
+                "DELETE FROM sessions WHERE person = ? AND key LIKE ?", (person_id, LINK + "%")
+            )
             self.db.execute(
                 "INSERT INTO sessions (key, expires, person) VALUES (?, ?, ?)",
                 (LINK + key, expires, person_id),

@@ -1,6 +1,7 @@
 """The household's people, for its admins (docs/household.md): list, add, disable or
-enable, end someone's sessions, remove someone and everything of theirs. Anyone else is
-answered as for a path that does not exist (404), so the routes tell no one they are there.
+enable, end someone's sessions, give someone a new sign-in link, remove someone and
+everything of theirs. Anyone else is answered as for a path that does not exist (404), so
+the routes tell no one they are there.
 And every person's own download of their conversations ("Export my conversations"): an
 admin removes a person without ever reading what they wrote."""
 
@@ -130,14 +131,19 @@ async def add_person(
     )
     new = NewUser(body.name, body.display_name, body.email, body.admin, hashed)
     added = await storage.add_user(new)
-    link = None
-    if body.link and guard.sessions is not None:
-        token = secrets.token_urlsafe(32)
-        key = guard.sessions.stored_key(token)
-        assert key is not None
-        await storage.add_sign_in_link(added.id, key, time.time() + LINK_SECONDS)
-        link = f"/#welcome={token}"
+    link = await sign_in_link(added, storage, guard) if body.link else None
     return AddedPerson(**Person.of(added, asker).model_dump(), sign_in_link=link)
+
+
+async def sign_in_link(person: User, storage: StorageDep, guard: GuardDep) -> str:
+    """A one-time sign-in link for the person, valid LINK_SECONDS (only its digest kept):
+    the page's address after the service's origin. An earlier unused one stops working."""
+    assert guard.sessions is not None  # household mode: the admin dependency said so
+    token = secrets.token_urlsafe(32)
+    key = guard.sessions.stored_key(token)
+    assert key is not None
+    await storage.add_sign_in_link(person.id, key, time.time() + LINK_SECONDS)
+    return f"/#welcome={token}"
 
 
 @router.patch("/api/people/{person_id}", response_model=Person, responses=errors(404, 409, 422))
@@ -159,6 +165,27 @@ async def reset_person(person: SomeoneElse, storage: StorageDep) -> Response:
     wherever they were signed in."""
     await storage.reset_access(person.id)
     return Response(status_code=204)
+
+
+class NewLink(BaseModel):
+    sign_in_link: str
+    """The page's address to give them (after the service's own origin), valid for
+    LINK_SECONDS and once; only its digest is kept."""
+
+
+@router.post(
+    "/api/people/{person_id}/link",
+    status_code=201,
+    response_model=NewLink,
+    responses=errors(404, 409, 422),
+)
+async def new_sign_in_link(person: SomeoneElse, storage: StorageDep, guard: GuardDep) -> NewLink:
+    """A new one-time sign-in link for someone already added (a forgotten password, or a
+    password for one the proxy signed in): opened, they choose their password. Their
+    earlier unused link stops working; their password works until the link is used."""
+    if person.disabled:
+        raise Conflict(f"{person.name} is disabled: enable them first")
+    return NewLink(sign_in_link=await sign_in_link(person, storage, guard))
 
 
 @router.delete("/api/people/{person_id}", status_code=204, responses=errors(404, 409, 422))

@@ -1,6 +1,6 @@
 // Household mode (docs/household.md): Settings' People tab, for admins only (the list, add,
-// disable or enable, end sessions, remove with the name typed, each one's share of the Brave
-// plan), and every person's own
+// disable or enable, end sessions, a new sign-in link, remove with the name typed, each
+// one's share of the Brave plan), and every person's own
 // "Export my conversations". An admin never reads anyone's conversations: removing
 // someone, the page asks to have them download theirs first.
 
@@ -61,16 +61,28 @@ function row(person, redraw, error) {
   };
   const toggle = person.disabled ? "Enable" : "Disable";
   const remove = el("button", { type: "button", className: "quiet danger", "aria-label": `Remove ${person.name}`, text: "Remove" });
+  const given = el("div", { className: "person-link", hidden: true });
+  const newLink = async () => {
+    error.textContent = "";
+    try {
+      const made = await api(`/api/people/${person.id}/link`, { method: "POST" });
+      showLink(given, person.name, new URL(made.sign_in_link, location.origin).href, `person-link-address-${person.id}`);
+      given.hidden = false;
+    } catch (failure) {
+      error.textContent = failure.message;
+    }
+  };
   const actions = el(
     "div",
     { className: "person-actions" },
     share.button,
     el("button", { type: "button", className: "quiet", "aria-label": `${toggle} ${person.name}`, text: toggle, on: { click: () => act(() => api(`/api/people/${person.id}`, { method: "PATCH", body: { disabled: !person.disabled } })) } }),
     el("button", { type: "button", className: "quiet", "aria-label": `End ${person.name}'s sessions`, title: "Signs them out everywhere and revokes their API tokens: they sign in anew", text: "End sessions", on: { click: () => act(() => api(`/api/people/${person.id}/reset`, { method: "POST" })) } }),
+    person.disabled ? null : el("button", { type: "button", className: "quiet", "aria-label": `A new sign-in link for ${person.name}`, title: "A one-time link with which they choose a new password (a forgotten one); their earlier link stops working", text: "Sign-in link", on: { click: newLink } }),
     remove,
   );
   remove.addEventListener("click", () => confirmRemoval(item, person, remove, redraw));
-  item.append(actions, share.line);
+  item.append(actions, share.line, given);
   return item;
 }
 
@@ -233,9 +245,9 @@ function addForm(redraw) {
   return form;
 }
 
-/** The link to give a new person: shown once (only its digest is kept), with Copy. */
-function showLink(box, name, address) {
-  const field = el("input", { type: "text", id: "person-link-address", readonly: true, value: address, "aria-label": `${name}'s sign-in link` });
+/** The link to give a person: shown once (only its digest is kept), with Copy. */
+function showLink(box, name, address, id = "person-link-address") {
+  const field = el("input", { type: "text", id, readonly: true, value: address, "aria-label": `${name}'s sign-in link` });
   const copied = el("span", { className: "saved", role: "status" });
   const copy = async () => {
     field.select();
