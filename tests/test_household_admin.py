@@ -154,6 +154,28 @@ def test_a_new_sign_in_link_lets_someone_who_forgot_their_password_choose_anothe
     )
 
 
+def test_an_admin_makes_someone_an_admin_and_another_admin_no_longer_one(home):
+    alice = signed_in(home, "alice")
+    bobs, alices = person_id(alice, "bob"), person_id(alice, "alice")
+    bob = signed_in(home, "bob")
+    assert bob.http.get("/api/people").status_code == 404
+    made = alice.http.patch(f"/api/people/{bobs}", json={"admin": True})
+    assert made.json()["admin"] is True and made.json()["disabled"] is False
+    assert bob.http.get("/api/session").json()["admin"] is True
+    assert [p["name"] for p in bob.http.get("/api/people").json()] == ["alice", "bob"]
+    # Bob, an admin now, makes Alice no longer one: the household keeps its admin, Bob.
+    assert bob.http.patch(f"/api/people/{alices}", json={"admin": False}).json()["admin"] is False
+    assert alice.http.get("/api/people").status_code == 404
+    assert "admin" not in alice.http.get("/api/session").json()
+    yourself = bob.http.patch(f"/api/people/{bobs}", json={"admin": False})
+    assert yourself.status_code == 409 and "not yourself" in yourself.json()["detail"]
+    nothing = bob.http.patch(f"/api/people/{alices}", json={})
+    assert (nothing.status_code, nothing.json()) == (
+        400,
+        {"detail": "say what changes: disabled, admin or both"},
+    )
+
+
 ADMIN_ROUTES = [
     ("GET", "/api/people", None),
     ("POST", "/api/people", {"name": "mallory", "admin": True, "password": "mallory's own"}),
@@ -581,6 +603,30 @@ def test_bob_forgot_his_password_the_admin_gives_him_a_new_link_and_he_is_in(
             bob.keyboard.press("Enter")
             expect(bob.locator("body")).to_have_attribute("data-ready", "yes")
             assert signed_in(service, "bob", newer).http.get("/api/conversations").is_success
+        finally:
+            alice.context.close()
+            if bob is not None:
+                bob.context.close()
+
+
+def test_the_admin_makes_bob_an_admin_on_the_people_tab_and_he_finds_it(
+    browser, llm, pages, searxng, tmp_path, request
+):
+    add_people(tmp_path / "data")
+    with service_for(request, chat_env(llm, tmp_path, pages), searxng.url) as service:
+        alice = open_page(browser, service.url, ready=False)
+        bob = None
+        try:
+            sign_in_on_page(alice, "alice")
+            settings(alice, "People")
+            alice.get_by_role("button", name="Make bob an admin").click()
+            row = alice.locator("#people .person").filter(has_text="bob")
+            expect(row.locator(".person-marks")).to_contain_text("admin ·")
+            expect(row.get_by_role("button", name="bob no longer an admin")).to_be_visible()
+            bob = open_page(browser, service.url, ready=False)
+            sign_in_on_page(bob, "bob")
+            settings(bob, "People")
+            expect(bob.locator("#people .person")).to_have_count(2)
         finally:
             alice.context.close()
             if bob is not None:

@@ -338,6 +338,9 @@ class Storage:
     async def add_user(self, new: NewUser) -> User:
         return await self.run(self.database.add_user, new)
 
+    async def set_admin(self, person_id: int, admin: bool) -> bool:
+        return await self.run(self.database.set_admin, person_id, admin)
+
     async def set_disabled(self, name: str, disabled: bool) -> bool:
         return await self.run(self.database.set_disabled, name, disabled)
 

@@ -120,6 +120,14 @@ class UserRows(Connection):
                 )
             return found == 1
 
+    def set_admin(self, person_id: int, admin: bool) -> bool:
+        """That person made an admin, or no longer one; whether there is such a person."""
+        with self.write():
+            changed = self.db.execute(
+                "UPDATE users SET admin = ? WHERE rowid = ?", (int(admin), person_id)
+            ).rowcount
+            return bool(changed == 1)
+
     def set_password(self, name: str, password: str) -> bool:
         """`password` (its hash) for that user; whether there is one."""
         with self.write():

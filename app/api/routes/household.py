@@ -1,9 +1,9 @@
 """The household's people, for its admins (docs/household.md): list, add, disable or
-enable, end someone's sessions, give someone a new sign-in link, remove someone and
-everything of theirs. Anyone else is answered as for a path that does not exist (404), so
-the routes tell no one they are there.
-And every person's own download of their conversations ("Export my conversations"): an
-admin removes a person without ever reading what they wrote."""
+enable, make an admin or no longer one, end someone's sessions, give someone a new sign-in
+link, remove someone and everything of theirs. Anyone else is answered as for a path that
+does not exist (404), so the routes tell no one they are there. And every person's own
+download of their conversations ("Export my conversations"): an admin removes a person
+without ever reading what they wrote."""
 
 from __future__ import annotations
 
@@ -96,7 +96,9 @@ class AddedPerson(Person):
 
 class PersonChange(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    disabled: bool
+    disabled: bool | None = None
+    admin: bool | None = None
+    """Made an admin, or no longer one (never the asker: the household keeps its admin)."""
 
 
 async def someone_else(person_id: PersonId, asker: AdminDep, storage: StorageDep) -> User:
@@ -146,13 +148,20 @@ async def sign_in_link(person: User, storage: StorageDep, guard: GuardDep) -> st
     return f"/#welcome={token}"
 
 
-@router.patch("/api/people/{person_id}", response_model=Person, responses=errors(404, 409, 422))
+@router.patch(
+    "/api/people/{person_id}", response_model=Person, responses=errors(400, 404, 409, 422)
+)
 async def change_person(
     body: PersonChange, person: SomeoneElse, asker: AdminDep, storage: StorageDep
 ) -> Person:
     """Disabled: their sign-in refused and every session of theirs ended at once (as
-    `users disable`); enabled, they sign in anew."""
-    await storage.set_disabled(person.name, body.disabled)
+    `users disable`); enabled, they sign in anew. Made an admin, or no longer one."""
+    if body.disabled is None and body.admin is None:
+        raise Refused("say what changes: disabled, admin or both")
+    if body.disabled is not None:
+        await storage.set_disabled(person.name, body.disabled)
+    if body.admin is not None:
+        await storage.set_admin(person.id, body.admin)
     changed = await storage.person(person.id)
     if changed is None:
         raise NotFound(f"no person {person.id}")

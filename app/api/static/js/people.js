@@ -1,6 +1,6 @@
 // Household mode (docs/household.md): Settings' People tab, for admins only (the list, add,
-// disable or enable, end sessions, a new sign-in link, remove with the name typed, each
-// one's share of the Brave plan), and every person's own
+// disable or enable, make an admin or not, end sessions, a new sign-in link, remove with the
+// name typed, each one's share of the Brave plan), and every person's own
 // "Export my conversations". An admin never reads anyone's conversations: removing
 // someone, the page asks to have them download theirs first.
 
@@ -77,6 +77,7 @@ function row(person, redraw, error) {
     { className: "person-actions" },
     share.button,
     el("button", { type: "button", className: "quiet", "aria-label": `${toggle} ${person.name}`, text: toggle, on: { click: () => act(() => api(`/api/people/${person.id}`, { method: "PATCH", body: { disabled: !person.disabled } })) } }),
+    el("button", { type: "button", className: "quiet", "aria-label": person.admin ? `${person.name} no longer an admin` : `Make ${person.name} an admin`, title: "An admin manages the people, as you do; never their conversations", text: person.admin ? "Not admin" : "Make admin", on: { click: () => act(() => api(`/api/people/${person.id}`, { method: "PATCH", body: { admin: !person.admin } })) } }),
     el("button", { type: "button", className: "quiet", "aria-label": `End ${person.name}'s sessions`, title: "Signs them out everywhere and revokes their API tokens: they sign in anew", text: "End sessions", on: { click: () => act(() => api(`/api/people/${person.id}/reset`, { method: "POST" })) } }),
     person.disabled ? null : el("button", { type: "button", className: "quiet", "aria-label": `A new sign-in link for ${person.name}`, title: "A one-time link with which they choose a new password (a forgotten one); their earlier link stops working", text: "Sign-in link", on: { click: newLink } }),
     remove,
