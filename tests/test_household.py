@@ -10,6 +10,7 @@ import json
 import logging
 import time
 from collections.abc import Iterator
+from datetime import datetime
 from pathlib import Path
 
 import httpx
@@ -631,6 +632,12 @@ def test_the_sessions_list_shows_the_other_browser_and_ends_it(home):
     assert len(sessions) == 2 and [s["this_browser"] for s in sessions].count(True) == 1
     other = next(s for s in sessions if not s["this_browser"])
     assert other["created"] <= time.time() < other["expires"]
+    # When each was last used: the phone not since it signed in, until it asks something.
+    mine = next(s for s in sessions if s["this_browser"])
+    assert other["last_used"] is None and used_lately(mine["last_used"])
+    assert phone.http.get("/api/conversations").status_code == 200
+    listed = {s["id"]: s for s in laptop.http.get("/api/sessions").json()}
+    assert used_lately(listed[other["id"]]["last_used"])
     assert phone.http.get("/api/conversations").status_code == 200
     assert laptop.http.delete(f"/api/sessions/{other['id']}").status_code == 204
     assert phone.http.get("/api/conversations").status_code == 401
@@ -684,6 +691,11 @@ def test_guessing_the_current_password_is_limited_as_the_sign_in_is(home):
     # The right one still counts (a proxy's clients share its address), as at the sign-in.
     right = {"current": PASSWORDS["alice"], "password": "alice's newer long password"}
     assert laptop.http.put("/api/password", json=right).json() == {"sessions": 0, "tokens": 0}
+
+
+def used_lately(stamp: str | None) -> bool:
+    """Whether a "last used" says within the last minute (it is kept to the minute)."""
+    return stamp is not None and time.time() - datetime.fromisoformat(stamp).timestamp() < 90
 
 
 def test_signing_out_everywhere_ends_one_persons_sessions_and_tokens_only(home):
@@ -753,6 +765,7 @@ def test_the_account_makes_copies_and_revokes_a_token_shown_once(
             open_account(page, width)
             expect(page.locator("#account-sessions li")).to_have_count(1)
             expect(page.locator("#account-sessions")).to_contain_text("this browser")
+            expect(page.locator("#account-sessions")).to_contain_text("last used")
             page.fill("#token-label", "Open WebUI")
             page.get_by_role("button", name="Make a token").click()
             token = page.locator("#token-value").inner_text()

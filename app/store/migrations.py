@@ -467,6 +467,13 @@ MIGRATIONS = [
     CREATE INDEX added_models_person ON added_models (person, position);
     """
     ),
+    # When each session was last used (sessions.py), as a token's is: a person tells the
+    # browser they use from one left signed in somewhere.
+    both(
+        """
+    ALTER TABLE sessions ADD COLUMN last_used TEXT;
+    """
+    ),
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -18,7 +18,8 @@ from app.store.rows import now
 from app.store.users import LINK, USERS_COLUMNS, User, user_of
 
 LAST_USED_STEP = timedelta(minutes=1)
-"""A token's "last used" is written at most this often: not a write on every request."""
+"""A token's or a session's "last used" is written at most this often: not a write on
+every request."""
 
 
 @dataclass(frozen=True)
@@ -29,6 +30,7 @@ class PersonSession:
     """A digest of the stored key: names the session without being it."""
     key: str
     expires: float
+    last_used: str | None
 
 
 @dataclass(frozen=True)
@@ -53,6 +55,15 @@ def session_id(key: str) -> str:
     return hashlib.sha256(key.encode()).hexdigest()[:16]
 
 
+def used_now(last_used: str | None) -> str | None:
+    """The "last used" to write now (ISO 8601, UTC), or None when `last_used` is recent
+    enough (within LAST_USED_STEP)."""
+    now = datetime.now(UTC)
+    if last_used is None or datetime.fromisoformat(last_used) < now - LAST_USED_STEP:
+        return now.isoformat(timespec="seconds")
+    return None
+
+
 class SessionRows(Connection):
     """The sessions' queries; each write its own transaction."""
 
@@ -73,13 +84,21 @@ class SessionRows(Connection):
 
     def session_user(self, key: str) -> User | None:
         """The person of that session while it lives and they are not disabled; None for
-        any other (expired, unknown, a token's session, a disabled person's)."""
+        any other (expired, unknown, a token's session, a disabled person's). Its "last
+        used" brought up to date when older than LAST_USED_STEP."""
         found = self.db.execute(
-            f"SELECT {USERS_COLUMNS} FROM sessions JOIN users ON users.rowid = sessions.person "
+            f"SELECT {USERS_COLUMNS}, sessions.last_used FROM sessions "
+            "JOIN users ON users.rowid = sessions.person "
             "WHERE sessions.key = ? AND sessions.expires > ? AND users.disabled = 0",
             (key, time.time()),
         ).fetchone()
-        return None if found is None else user_of(found)
+        if found is None:
+            return None
+        *person, last_used = found
+        if (now := used_now(last_used)) is not None:
+            with self.write():
+                self.db.execute("UPDATE sessions SET last_used = ? WHERE key = ?", (now, key))
+        return user_of(person)
 
     def end_session(self, key: str) -> None:
         with self.write():
@@ -89,11 +108,14 @@ class SessionRows(Connection):
         """A person's live sessions, the newest first (not a sign-in link of theirs, kept
         in the same table)."""
         rows = self.db.execute(
-            "SELECT key, expires FROM sessions WHERE person = ? AND expires > ? "
+            "SELECT key, expires, last_used FROM sessions WHERE person = ? AND expires > ? "
             "AND key NOT LIKE ? ORDER BY expires DESC",
             (person, time.time(), LINK + "%"),
         ).fetchall()
-        return [PersonSession(session_id(key), key, float(expires)) for key, expires in rows]
+        return [
+            PersonSession(session_id(key), key, float(expires), last_used)
+            for key, expires, last_used in rows
+        ]
 
     def end_person_session(self, person: int, session: str) -> bool:
         """Ends that session of the person's (by its id); whether there was one."""
@@ -154,13 +176,9 @@ class SessionRows(Connection):
         if found is None:
             return None
         *person, last_used = found
-        used = datetime.now(UTC)
-        if last_used is None or datetime.fromisoformat(last_used) < used - LAST_USED_STEP:
+        if (now := used_now(last_used)) is not None:
             with self.write():
-                self.db.execute(
-                    "UPDATE api_tokens SET last_used = ? WHERE key = ?",
-                    (used.isoformat(timespec="seconds"), key),
-                )
+                self.db.execute("UPDATE api_tokens SET last_used = ? WHERE key = ?", (now, key))
         return user_of(person)
 
     def reset_access(self, person: int) -> AccessReset:

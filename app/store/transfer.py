@@ -107,7 +107,7 @@ TABLES = (
     Table("tool_refusals", ("model", "at", "reason")),
     Table("search_queries", ("day", "queries")),
     Table("search_cache", ("key", "response", "stored_at", "used")),
-    Table("sessions", ("key", "expires", "person")),
+    Table("sessions", ("key", "expires", "person", "last_used")),
     Table(
         "users",
         ("rowid", "name", "display_name", "email", "admin", "disabled", "created", "password"),

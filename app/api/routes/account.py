@@ -60,6 +60,8 @@ class SessionListed(BaseModel):
     created: float
     """Unix seconds."""
     expires: float
+    last_used: str | None
+    """ISO 8601, UTC, kept to the minute (None: not used since it was made)."""
     this_browser: bool
     """The session of the request that asked."""
 
@@ -134,6 +136,7 @@ async def list_sessions(
             id=live.id,
             created=live.expires - SESSION_SECONDS,
             expires=live.expires,
+            last_used=live.last_used,
             this_browser=live.key == mine,
         )
         for live in await storage.person_sessions(person.id)

@@ -1,7 +1,7 @@
 // Settings → Account (household mode only): the person's password (changed with the
-// current one given), their signed-in sessions (one signed out, all the others, or
-// everywhere) and their personal API tokens (made with a label, shown once with how to use
-// it, listed without the token, revoked one by one).
+// current one given), their signed-in sessions (when each signed in and was last used; one
+// signed out, all the others, or everywhere) and their personal API tokens (made with a
+// label, shown once with how to use it, listed without the token, revoked one by one).
 
 import { api } from "./api.js";
 import { el, clear } from "./dom.js";
@@ -75,7 +75,8 @@ function sessionsSection() {
     clear(list);
     for (const session of sessions) {
       const signOut = el("button", { type: "button", className: "quiet", "aria-label": `Sign out the session of ${when(session.created)}`, text: "Sign out", on: { click: () => act(() => api(`/api/sessions/${session.id}`, { method: "DELETE" }), () => "Signed out.") } });
-      list.append(el("li", {}, el("span", { text: `Signed in ${when(session.created)}` }), session.this_browser ? el("span", { className: "this-browser", text: "this browser" }) : signOut));
+      const used = session.last_used ? `last used ${when(session.last_used)}` : "not used since";
+      list.append(el("li", {}, el("span", { text: `Signed in ${when(session.created)}` }), el("small", { text: used }), session.this_browser ? el("span", { className: "this-browser", text: "this browser" }) : signOut));
     }
   };
   const others = el("button", { type: "button", id: "sign-out-others", text: "Sign out the others", on: { click: () => act(() => api("/api/sessions", { method: "DELETE" }), ({ sessions }) => `${sessions} signed out.`) } });
