@@ -768,6 +768,28 @@ def test_a_list_whose_answer_is_cut_is_said_and_the_page_still_starts(browser, c
         page.context.close()
 
 
+def test_a_list_the_service_refuses_is_said_and_not_asked_again(browser, chat):
+    page = open_page(browser, "about:blank", ready=False)
+    page.clock.install()
+    asked = []
+
+    def refuse(route) -> None:
+        asked.append(route.request.url)
+        route.fulfill(status=400, json={"detail": "q: a search is at most 200 characters"})
+
+    try:
+        page.route("**/api/conversations*", refuse)
+        page.goto(chat.url)
+        expect(page.locator("body")).to_have_attribute("data-ready", "yes", timeout=15_000)
+        expect(page.locator("#conversation-list .list-error")).to_have_text(
+            "Conversations could not be loaded: q: a search is at most 200 characters"
+        )
+        page.clock.run_for(120_000)
+        assert len(asked) == 1  # asking again would be refused again
+    finally:
+        page.context.close()
+
+
 # -- 15. smaller things ---------------------------------------------------------------------
 
 

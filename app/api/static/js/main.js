@@ -145,8 +145,8 @@ function show(name) {
   $("#open-status").classList.toggle("current", name === "status");
 }
 
-/** Only these addresses are routes; any other fragment (a citation's #a2-source-1, say)
- * is a place in the page and must not change the conversation shown. */
+// ---- while the service cannot answer -------------------------------------------------------
+
 // While the service cannot answer what the page starts from or its list (restarting, a
 // proxy's 502, its database down: a 503 saying so), it is asked again, each wait longer
 // than the last, and the page comes back by itself once it answers: no reload needed.
@@ -221,6 +221,8 @@ function retryIn(notice, seconds) {
   });
 }
 
+/** Only these addresses are routes; any other fragment (a citation's #a2-source-1, say)
+ * is a place in the page and must not change the conversation shown. */
 function isRoute(hash) {
   return ["", "#", "#/", "#/lab", "#/status"].includes(hash) || hash.startsWith("#/c/");
 }
@@ -259,7 +261,7 @@ async function route() {
 // whichever answer arrives last.
 let listRequests = 0;
 let listFailures = 0; // in a row: how long the next ask waits
-const RECHECK_MS = 3000;
+const RECHECK_SECONDS = 3;
 
 async function refreshList() {
   const request = ++listRequests;
@@ -272,11 +274,7 @@ async function refreshList() {
       // No list came (the service, or its database, does not answer): say so rather than
       // show no conversations, and ask again by itself, each wait longer, until it comes.
       clear($("#conversation-list")).append(el("p", { className: "conversation-empty list-error", role: "alert", text: `Conversations could not be loaded: ${error.message}` }));
-      clearTimeout(state.recheck);
-      state.recheck = setTimeout(() => {
-        state.recheck = null;
-        refreshList();
-      }, RETRY_SECONDS[Math.min(listFailures++, RETRY_SECONDS.length - 1)] * 1000);
+      if (error instanceof ConnectionLost || error.status >= 500) recheckListIn(RETRY_SECONDS[Math.min(listFailures++, RETRY_SECONDS.length - 1)]);
     }
     return;
   }
@@ -286,12 +284,7 @@ async function refreshList() {
   streams.serverRunning(conversations.filter((c) => c.running).map((c) => c.id));
   // A turn no stream of this page follows (another tab's, or one left by a reload): the
   // list is asked again until it ends, so its mark goes.
-  if (conversations.some((c) => streams.unfollowed(c.id)) && !state.recheck) {
-    state.recheck = setTimeout(() => {
-      state.recheck = null;
-      refreshList();
-    }, RECHECK_MS);
-  }
+  if (conversations.some((c) => streams.unfollowed(c.id)) && !state.recheck) recheckListIn(RECHECK_SECONDS);
   // The title a first message gave the conversation shown, once the service has it.
   const shown = state.view && state.view.conversation;
   const entry = shown && conversations.find((c) => c.id === shown.id);
@@ -314,6 +307,15 @@ async function refreshList() {
     list.append(listItem(conversation));
   }
   markCurrent();
+}
+
+/** The list asked again in `seconds` (one wait at a time: a later one replaces it). */
+function recheckListIn(seconds) {
+  clearTimeout(state.recheck);
+  state.recheck = setTimeout(() => {
+    state.recheck = null;
+    refreshList();
+  }, seconds * 1000);
 }
 
 function listItem(conversation) {
