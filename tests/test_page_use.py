@@ -6,6 +6,7 @@ wording and the smaller things. Real Chromium, the real service, the fakes outsi
 from __future__ import annotations
 
 import re
+import time
 
 import httpx
 from playwright.sync_api import expect
@@ -725,6 +726,45 @@ def test_a_page_opened_while_the_service_cannot_answer_starts_by_itself_once_it_
         expect(page.locator(".conversation-empty")).to_have_text("No conversations yet.")
         expect(page.locator("#model-picker option")).not_to_have_count(0)
         assert len(asked) == 3
+    finally:
+        page.context.close()
+
+
+def test_a_page_whose_first_ask_is_never_answered_gives_up_on_it_and_asks_again(browser, chat):
+    held = []  # a connection a proxy dropped without a word: no answer, no error
+    page, asked = opened_through(browser, chat, [held.append])
+    try:
+        notice = page.locator("#start-notice")
+        expect(page.locator("#app")).to_be_visible(timeout=15_000)  # the page is waiting
+        page.clock.run_for(19_000)
+        expect(notice).to_have_count(0)
+        page.clock.run_for(1_000)
+        expect(notice.locator(".start-reason")).to_have_text(
+            "The chat service did not answer within 20 s"
+        )
+        page.clock.run_for(2_000)
+        expect(page.locator("body")).to_have_attribute("data-ready", "yes", timeout=15_000)
+        assert len(asked) == 2
+    finally:
+        page.context.close()
+
+
+def test_a_conversation_whose_answer_never_comes_is_said_and_the_page_starts(browser, chat):
+    page = open_page(browser, "about:blank", ready=False)
+    page.clock.install()
+    held = []
+    try:
+        page.route("**/api/conversations/*", lambda route: held.append(route))  # never answered
+        page.goto(f"{chat.url}/#/c/0123456789abcdef")
+        deadline = time.monotonic() + 15
+        while not held:  # its wait starts with its request
+            assert time.monotonic() < deadline, "the page never asked for the conversation"
+            page.wait_for_timeout(50)
+        page.clock.run_for(20_000)
+        expect(page.locator("body")).to_have_attribute("data-ready", "yes", timeout=15_000)
+        expect(page.locator("#messages .notice.warning")).to_have_text(
+            "That conversation could not be opened: the chat service did not answer within 20 s"
+        )
     finally:
         page.context.close()
 

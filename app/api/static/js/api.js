@@ -16,6 +16,11 @@ export const auth = { onMissing: null };
 
 const WITH_BODY = new Set(["POST", "PUT", "PATCH"]);
 
+/** How long the page waits for what it shows (its start, the list, a conversation) before
+ * it says the service did not answer: the slowest of them, /api/config's model probe, is
+ * bounded at 5 s on the service. */
+export const ANSWER_SECONDS = 20;
+
 async function send(path, { method = "GET", body, signal, accept = "application/json" } = {}) {
   const init = { method, signal, headers: { Accept: accept }, credentials: "same-origin" };
   if (WITH_BODY.has(method)) {
@@ -52,8 +57,27 @@ function invalid(errors) {
   return errors.map((error) => (Array.isArray(error.loc) && error.loc.length > 1 ? `${error.loc.at(-1)}: ${error.msg}` : error.msg)).join("; ");
 }
 
-/** A JSON call; resolves to the parsed body (null for 204). Throws ApiError or ConnectionLost. */
-export async function api(path, options = {}) {
+/**
+ * A JSON call; resolves to the parsed body (null for 204). Throws ApiError or ConnectionLost.
+ * With `timeout` (seconds), an answer not whole by then is a ConnectionLost: a connection a
+ * proxy or a NAT dropped without a word would otherwise be waited on for many minutes.
+ */
+export async function api(path, { timeout, ...options } = {}) {
+  if (!timeout) return json(path, options);
+  const expired = new AbortController();
+  const timer = setTimeout(() => expired.abort(), timeout * 1000);
+  const signal = options.signal ? AbortSignal.any([options.signal, expired.signal]) : expired.signal;
+  try {
+    return await json(path, { ...options, signal });
+  } catch (error) {
+    if (error.name === "AbortError" && expired.signal.aborted) throw new ConnectionLost(`the chat service did not answer within ${timeout} s`);
+    throw error;
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+async function json(path, options) {
   const response = await send(path, options);
   if (response.status === 204) return null;
   try {

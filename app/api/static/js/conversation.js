@@ -2,7 +2,7 @@
 // (send, Stop, Regenerate, Edit, retry). The stream of a turn is followed by turn.js, the
 // top bar (model, tools, totals, context bar) drawn by topbar.js.
 
-import { api, text as fetchText } from "./api.js";
+import { ANSWER_SECONDS, api, text as fetchText } from "./api.js";
 import { $, el, clear } from "./dom.js";
 import { bindCitations } from "./citations.js";
 import { compressionNotice } from "./compression.js";
@@ -130,7 +130,7 @@ export class ConversationView {
       streams.seen(id); // back from the lab or Status to an answer that came meanwhile
       return;
     }
-    const conversation = await api(`/api/conversations/${encodeURIComponent(id)}`);
+    const conversation = await api(`/api/conversations/${encodeURIComponent(id)}`, { timeout: ANSWER_SECONDS });
     this.switchDraft(id);
     this.conversation = conversation;
     this.render();

@@ -1,7 +1,7 @@
 // The page's shell: the sidebar (conversations, search, rename, delete), the views
 // (#/c/<id>, #/lab, #/status), keyboard shortcuts and the token form.
 
-import { api, ApiError, auth, ConnectionLost } from "./api.js";
+import { ANSWER_SECONDS, api, ApiError, auth, ConnectionLost } from "./api.js";
 import { ConversationView } from "./conversation.js";
 import { $, el, clear } from "./dom.js";
 import { forgetDrafts } from "./drafts.js";
@@ -158,7 +158,7 @@ async function pageConfig() {
   for (let attempt = 0; ; attempt++) {
     let failure;
     try {
-      const config = await api("/api/config");
+      const config = await api("/api/config", { timeout: ANSWER_SECONDS });
       unserved(null);
       return config;
     } catch (error) {
@@ -168,13 +168,18 @@ async function pageConfig() {
       unserved(null); // the sign-in form, over the page
       return null;
     }
-    // A 503 is the service saying what it lacks (its database, say): its words, as given.
-    const lead = failure instanceof ApiError ? "The chat service cannot serve the page now" : "The chat service did not answer";
-    const notice = unserved(`${lead}: ${failure.message}`);
+    const notice = unserved(unservedBecause(failure));
     // Another refusal (a 403 for an address it does not serve, say) would only come again.
     if (failure instanceof ApiError && failure.status < 500) return null;
     await retryIn(notice, RETRY_SECONDS[Math.min(attempt, RETRY_SECONDS.length - 1)]);
   }
+}
+
+function unservedBecause(failure) {
+  // A 503 is the service saying what it lacks (its database, say): its words, as given.
+  if (failure instanceof ApiError) return `The chat service cannot serve the page now: ${failure.message}`;
+  if (failure instanceof ConnectionLost) return failure.message.charAt(0).toUpperCase() + failure.message.slice(1);
+  return `The chat service did not answer: ${failure.message}`;
 }
 
 /** The page's shell hidden behind a notice saying `reason`, or shown again (null). */
@@ -267,7 +272,8 @@ async function refreshList() {
   const request = ++listRequests;
   let conversations;
   try {
-    conversations = await api(`/api/conversations${state.query ? `?q=${encodeURIComponent(state.query)}` : ""}`);
+    const query = state.query ? `?q=${encodeURIComponent(state.query)}` : "";
+    conversations = await api(`/api/conversations${query}`, { timeout: ANSWER_SECONDS });
   } catch (error) {
     if (!(error instanceof ApiError || error instanceof ConnectionLost)) throw error;
     if (request === listRequests) {
