@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import httpx
 from playwright.sync_api import expect
@@ -673,37 +675,49 @@ def test_overflow_advice_says_what_will_happen(page, llm):
     expect(card).not_to_contain_text("folded into a summary when you retry")
 
 
-def opened_through(browser, chat, answers: list) -> tuple:
-    """The page on a fake clock (its waits pass only when the test says), its /api/config
-    answered by `answers` in turn (a route's answer each), then by the service; the page and
-    how many times it asked."""
+@contextmanager
+def clocked(browser) -> Iterator:
+    """A blank page on a fake clock (its waits pass only when the test moves it)."""
     page = open_page(browser, "about:blank", ready=False)
     page.clock.install()
-    asked = []
+    try:
+        yield page
+    finally:
+        page.context.close()
 
-    def config(route) -> None:
+
+def answered(page, path: str, answers: list) -> list[str]:
+    """Asks for `path` answered by `answers` in turn (a route's answer each), then by the
+    service: the addresses asked, as they come."""
+    asked: list[str] = []
+
+    def answer(route) -> None:
         asked.append(route.request.url)
         if len(asked) <= len(answers):
             answers[len(asked) - 1](route)
         else:
             route.continue_()
 
-    page.route("**/api/config", config)
-    page.goto(chat.url)
-    return page, asked
+    page.route(path, answer)
+    return asked
+
+
+def never(route) -> None:
+    """A connection a proxy or a NAT dropped without a word: no answer, no error."""
 
 
 def test_a_page_opened_while_the_service_cannot_answer_starts_by_itself_once_it_does(browser, chat):
     bad_gateway = "<html><body><h1>502 Bad Gateway</h1><hr>nginx</body></html>"
-    page, asked = opened_through(
-        browser,
-        chat,
-        [
-            lambda route: route.abort("connectionreset"),  # the service restarting
-            lambda route: route.fulfill(status=502, content_type="text/html", body=bad_gateway),
-        ],
-    )
-    try:
+    with clocked(browser) as page:
+        asked = answered(
+            page,
+            "**/api/config",
+            [
+                lambda route: route.abort("connectionreset"),  # the service restarting
+                lambda route: route.fulfill(status=502, content_type="text/html", body=bad_gateway),
+            ],
+        )
+        page.goto(chat.url)
         notice = page.locator("#start-notice")
         # As long as open_page gives a page to get ready (a busy machine's load).
         expect(notice.locator(".start-reason")).to_contain_text(
@@ -726,16 +740,14 @@ def test_a_page_opened_while_the_service_cannot_answer_starts_by_itself_once_it_
         expect(page.locator(".conversation-empty")).to_have_text("No conversations yet.")
         expect(page.locator("#model-picker option")).not_to_have_count(0)
         assert len(asked) == 3
-    finally:
-        page.context.close()
 
 
 def test_a_page_whose_first_ask_is_never_answered_gives_up_on_it_and_asks_again(browser, chat):
-    held = []  # a connection a proxy dropped without a word: no answer, no error
-    page, asked = opened_through(browser, chat, [held.append])
-    try:
+    with clocked(browser) as page:
+        asked = answered(page, "**/api/config", [never])
+        page.goto(chat.url)
         notice = page.locator("#start-notice")
-        expect(page.locator("#app")).to_be_visible(timeout=15_000)  # the page is waiting
+        wait_asked(page, asked)  # its wait starts with its ask
         page.clock.run_for(19_000)
         expect(notice).to_have_count(0)
         page.clock.run_for(1_000)
@@ -745,36 +757,35 @@ def test_a_page_whose_first_ask_is_never_answered_gives_up_on_it_and_asks_again(
         page.clock.run_for(2_000)
         expect(page.locator("body")).to_have_attribute("data-ready", "yes", timeout=15_000)
         assert len(asked) == 2
-    finally:
-        page.context.close()
 
 
 def test_a_conversation_whose_answer_never_comes_is_said_and_the_page_starts(browser, chat):
-    page = open_page(browser, "about:blank", ready=False)
-    page.clock.install()
-    held = []
-    try:
-        page.route("**/api/conversations/*", lambda route: held.append(route))  # never answered
+    with clocked(browser) as page:
+        asked = answered(page, "**/api/conversations/*", [never])
         page.goto(f"{chat.url}/#/c/0123456789abcdef")
-        deadline = time.monotonic() + 15
-        while not held:  # its wait starts with its request
-            assert time.monotonic() < deadline, "the page never asked for the conversation"
-            page.wait_for_timeout(50)
+        wait_asked(page, asked)
         page.clock.run_for(20_000)
         expect(page.locator("body")).to_have_attribute("data-ready", "yes", timeout=15_000)
         expect(page.locator("#messages .notice.warning")).to_have_text(
             "That conversation could not be opened: the chat service did not answer within 20 s"
         )
-    finally:
-        page.context.close()
+
+
+def wait_asked(page, asked: list[str]) -> None:
+    """Until the page has asked (15 s at most, as open_page gives a page to get ready)."""
+    deadline = time.monotonic() + 15
+    while not asked:
+        assert time.monotonic() < deadline, "the page never asked"
+        page.wait_for_timeout(50)
 
 
 def test_a_refusal_of_the_page_is_said_once_and_not_asked_again(browser, chat):
     refusal = {"detail": "this address is not one the service answers on"}
-    page, asked = opened_through(
-        browser, chat, [lambda route: route.fulfill(status=403, json=refusal)]
-    )
-    try:
+    with clocked(browser) as page:
+        asked = answered(
+            page, "**/api/config", [lambda route: route.fulfill(status=403, json=refusal)]
+        )
+        page.goto(chat.url)
         notice = page.locator("#start-notice")
         expect(notice.locator(".start-reason")).to_have_text(
             f"The chat service cannot serve the page now: {refusal['detail']}", timeout=15_000
@@ -783,19 +794,15 @@ def test_a_refusal_of_the_page_is_said_once_and_not_asked_again(browser, chat):
         page.clock.run_for(120_000)
         assert len(asked) == 1
         expect(page.locator("body")).not_to_have_attribute("data-ready", "yes")
-    finally:
-        page.context.close()
 
 
 def test_a_list_whose_answer_is_cut_is_said_and_the_page_still_starts(browser, chat):
-    page = open_page(browser, "about:blank", ready=False)
-    page.clock.install()
-    try:
-        cut = '[{"id": "4f1c", "title": "Pierogi", "upd'  # the connection broke here
-        page.route(
+    cut = '[{"id": "4f1c", "title": "Pierogi", "upd'  # the connection broke here
+    with clocked(browser) as page:
+        answered(
+            page,
             "**/api/conversations",
-            lambda route: route.fulfill(status=200, content_type="application/json", body=cut),
-            times=1,
+            [lambda route: route.fulfill(status=200, content_type="application/json", body=cut)],
         )
         page.goto(chat.url)
         expect(page.locator("body")).to_have_attribute("data-ready", "yes", timeout=15_000)
@@ -804,30 +811,21 @@ def test_a_list_whose_answer_is_cut_is_said_and_the_page_still_starts(browser, c
         )
         page.clock.run_for(2_000)  # asked again by itself
         expect(page.locator(".conversation-empty")).to_have_text("No conversations yet.")
-    finally:
-        page.context.close()
 
 
 def test_a_list_the_service_refuses_is_said_and_not_asked_again(browser, chat):
-    page = open_page(browser, "about:blank", ready=False)
-    page.clock.install()
-    asked = []
-
-    def refuse(route) -> None:
-        asked.append(route.request.url)
-        route.fulfill(status=400, json={"detail": "q: a search is at most 200 characters"})
-
-    try:
-        page.route("**/api/conversations*", refuse)
+    refusal = {"detail": "q: a search is at most 200 characters"}
+    with clocked(browser) as page:
+        asked = answered(
+            page, "**/api/conversations*", [lambda route: route.fulfill(status=400, json=refusal)]
+        )
         page.goto(chat.url)
         expect(page.locator("body")).to_have_attribute("data-ready", "yes", timeout=15_000)
         expect(page.locator("#conversation-list .list-error")).to_have_text(
-            "Conversations could not be loaded: q: a search is at most 200 characters"
+            f"Conversations could not be loaded: {refusal['detail']}"
         )
         page.clock.run_for(120_000)
         assert len(asked) == 1  # asking again would be refused again
-    finally:
-        page.context.close()
 
 
 # -- 15. smaller things ---------------------------------------------------------------------
