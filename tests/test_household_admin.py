@@ -355,6 +355,21 @@ def test_the_commands_reset_and_remove_a_person(home, llm, monkeypatch):
     assert users(home, "remove", "bob", "--yes").returncode == 1  # no one of that name
 
 
+def test_the_command_makes_an_admin_and_keeps_the_households_last(home):
+    bob = signed_in(home, "bob")
+    assert bob.http.get("/api/people").status_code == 404
+    made = users(home, "admin", "bob")
+    assert (made.returncode, made.stdout) == (0, "bob is an admin: they may manage the people\n")
+    assert bob.http.get("/api/people").status_code == 200  # at once, on his session
+    off = users(home, "admin", "alice", "--off")
+    assert (off.returncode, off.stdout) == (0, "alice is no longer an admin\n")
+    last = users(home, "admin", "bob", "--off")
+    assert last.returncode == EXIT_REFUSED
+    assert "bob is the household's last admin: add another admin first" in last.stderr
+    assert bob.http.get("/api/people").status_code == 200
+    assert users(home, "admin", "nobody").returncode == 1
+
+
 # -- each person's own export -------------------------------------------------------------------
 
 

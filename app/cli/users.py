@@ -41,6 +41,10 @@ def users_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
     enable = actions.add_parser("enable", help="let a disabled person sign in again")
     enable.add_argument("name")
     enable.set_defaults(run=cmd_users_enable)
+    admin = actions.add_parser("admin", help="make a person an admin (--off: no longer one)")
+    admin.add_argument("name")
+    admin.add_argument("--off", action="store_true", help="no longer an admin")
+    admin.set_defaults(run=cmd_users_admin)
     passwd = actions.add_parser(
         "passwd", help="set a person's password (asked twice, or standard input's first line)"
     )
@@ -80,6 +84,11 @@ def household(settings: config.Settings) -> Iterator[Database]:
         yield database
     finally:
         database.close()
+
+
+def no_user(name: str) -> int:
+    print(f"error: there is no user named {name!r}", file=sys.stderr)
+    return EXIT_ERROR
 
 
 def refused(message: str) -> int:
@@ -129,8 +138,7 @@ def cmd_users_limit(args: argparse.Namespace, settings: config.Settings) -> int:
         found = database.set_search_limits(args.name, args.daily, args.monthly)
         share = database.search_share(args.name, default_limits(settings))
     if not found or share is None:
-        print(f"error: there is no user named {args.name!r}", file=sys.stderr)
-        return EXIT_ERROR
+        return no_user(args.name)
     print(f"{args.name}: {share.described()}")
     return 0
 
@@ -169,9 +177,24 @@ def set_disabled(settings: config.Settings, name: str, disabled: bool, told: str
     with household(settings) as database:
         found = database.set_disabled(name, disabled)
     if not found:
-        print(f"error: there is no user named {name!r}", file=sys.stderr)
-        return EXIT_ERROR
+        return no_user(name)
     print(told)
+    return 0
+
+
+def cmd_users_admin(args: argparse.Namespace, settings: config.Settings) -> int:
+    from app.store.errors import Conflict
+
+    with household(settings) as database:
+        person = database.user(args.name)
+        if person is None:
+            return no_user(args.name)
+        try:
+            database.set_admin(person.id, not args.off)
+        except Conflict as exc:
+            return refused(str(exc))
+    told = "no longer an admin" if args.off else "an admin: they may manage the people"
+    print(f"{args.name} is {told}")
     return 0
 
 
@@ -186,8 +209,7 @@ def cmd_users_passwd(args: argparse.Namespace, settings: config.Settings) -> int
     with household(settings) as database:
         found = database.set_password(args.name, hashed)
     if not found:
-        print(f"error: there is no user named {args.name!r}", file=sys.stderr)
-        return EXIT_ERROR
+        return no_user(args.name)
     print(f"set the password of {args.name}")
     return 0
 
@@ -214,8 +236,7 @@ def cmd_users_remove(args: argparse.Namespace, settings: config.Settings) -> int
     with household(settings) as database:
         person = database.user(args.name)
         if person is None:
-            print(f"error: there is no user named {args.name!r}", file=sys.stderr)
-            return EXIT_ERROR
+            return no_user(args.name)
         if not args.yes:
             mine = database.list(owner=person.id)
             print(
@@ -241,8 +262,7 @@ def cmd_users_reset(args: argparse.Namespace, settings: config.Settings) -> int:
         person = database.user(args.name)
         ended = None if person is None else database.reset_access(person.id)
     if ended is None:
-        print(f"error: there is no user named {args.name!r}", file=sys.stderr)
-        return EXIT_ERROR
+        return no_user(args.name)
     print(
         f"ended {ended.sessions} sessions and revoked {ended.tokens} API tokens of "
         f"{args.name}: they sign in anew"

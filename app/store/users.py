@@ -121,12 +121,26 @@ class UserRows(Connection):
             return found == 1
 
     def set_admin(self, person_id: int, admin: bool) -> bool:
-        """That person made an admin, or no longer one; whether there is such a person."""
+        """That person made an admin, or no longer one; whether there is such a person.
+        Conflict for the household's last admin (no one could manage it any more)."""
         with self.write():
+            if not admin:
+                self.keep_an_admin(person_id)
             changed = self.db.execute(
                 "UPDATE users SET admin = ? WHERE rowid = ?", (int(admin), person_id)
             ).rowcount
             return bool(changed == 1)
+
+    def keep_an_admin(self, person_id: int) -> None:
+        """Conflict when that person is the household's last admin (enabled): removed or no
+        longer an admin, they would leave no one to manage it. Within a write."""
+        person = self.person(person_id)
+        others = self.scalar(
+            "SELECT count(*) FROM users WHERE admin = 1 AND disabled = 0 AND rowid <> ?",
+            (person_id,),
+        )
+        if person is not None and person.admin and not others:
+            raise Conflict(f"{person.name} is the household's last admin: add another admin first")
 
     def set_password(self, name: str, password: str) -> bool:
         """`password` (its hash) for that user; whether there is one."""
@@ -230,14 +244,7 @@ class UserRows(Connection):
             person = self.person(person_id)
             if person is None:
                 raise NotFound(f"no person {person_id}")
-            others = self.scalar(
-                "SELECT count(*) FROM users WHERE admin = 1 AND disabled = 0 AND rowid <> ?",
-                (person_id,),
-            )
-            if person.admin and not others:
-                raise Conflict(
-                    f"{person.name} is the household's last admin: add another admin first"
-                )
+            self.keep_an_admin(person_id)
             theirs = "SELECT id FROM conversations WHERE owner = ?"
             for table in ("turn_events", "turn_runs", "leases"):
                 self.db.execute(
