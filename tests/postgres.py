@@ -13,7 +13,6 @@ import os
 import pwd
 import shutil
 import signal
-import socket
 import subprocess
 import tempfile
 import time
@@ -21,6 +20,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from app.search.embedded import free_port
 
 SERVER_ROOT = Path("/usr/lib/postgresql")
 USER = "postgres"
@@ -45,12 +46,6 @@ def unavailable() -> str | None:
         except KeyError:
             return f"running as root, and there is no {USER} user to own the cluster"
     return None
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 @dataclass

@@ -250,11 +250,31 @@ def link_engine(vendor: Path) -> None:
         os.replace(fresh, target)
 
 
+EPHEMERAL_PORTS = Path("/proc/sys/net/ipv4/ip_local_port_range")
+LOWEST_PORT = 10_000
+
+
 def free_port() -> int:
+    """A loopback port nothing listens on, below the range the system takes outgoing
+    connections' own ports from: a port found free in that range may be taken by a
+    connection before the server binds it (on a busy machine it was), one below it cannot.
+    Where the range leaves no room below, any port the system gives."""
+    try:
+        low = int(EPHEMERAL_PORTS.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        low = 0
+    for _ in range(100 if low > LOWEST_PORT else 0):
+        port = secrets.randbelow(low - LOWEST_PORT) + LOWEST_PORT
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        return port
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
+        given: int = sock.getsockname()[1]
+        return given
 
 
 def die_with_parent() -> None:
