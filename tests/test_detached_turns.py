@@ -16,6 +16,7 @@ from playwright.sync_api import expect
 from app.chat import runs
 from app.store import turn_events
 from app.store.database import Database
+from app.store.turns import Turns
 from tests.browser import open_page
 from tests.chat_client import (
     Numbered,
@@ -202,6 +203,29 @@ def test_each_checkpoint_of_an_answer_comes_after_the_kept_events_that_sent_its_
     sent = text_of([(row.last, json.loads(row.event)) for row in rows])
     assert checkpoint and sent.startswith(checkpoint)
     assert chat.http.post(f"/api/conversations/{conversation_id}/stop").status_code == 200
+
+
+def test_an_answers_outcome_is_written_after_the_kept_events_that_sent_its_text(
+    chat, llm, monkeypatch
+):
+    """A turn's outcome releases its lease: a replica dying right after that write leaves
+    a complete answer stored, and a client reattaching on another replica is sent the kept
+    events. They hold the whole text when the outcome is written, however late the tick
+    (here 30 s, on an answer too short for a checkpoint)."""
+    monkeypatch.setattr(runs, "TICK_SECONDS", 30.0)
+    kept_at_save: list[str] = []
+    save_outcome = Turns.save_outcome
+
+    def seen_then_saved(self, conversation_id, outcome, owner):
+        rows = self.turn_events(conversation_id, 0).rows
+        kept_at_save.append(text_of([(row.last, json.loads(row.event)) for row in rows]))
+        return save_outcome(self, conversation_id, outcome, owner)
+
+    monkeypatch.setattr(Turns, "save_outcome", seen_then_saved)
+    llm.script(Reply(text="A short answer, whole.", split=4))
+    conversation_id = new_conversation(chat)
+    assert api_send(chat, conversation_id, "Quick?")[-1]["type"] == "done"
+    assert kept_at_save == ["A short answer, whole."]
 
 
 def test_a_replica_killed_mid_answer_leaves_its_partial_once_and_the_other_says_stopped(

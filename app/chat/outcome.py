@@ -414,7 +414,8 @@ class Saver:
     lost: Unavailable | None = None
     """The database stopped answering during the turn: no more checkpoints."""
     keep_sent: Callable[[], Awaitable[None]] | None = None
-    """Writes the events the turn has sent (Runs.keep_sent), before each checkpoint."""
+    """Writes the events the turn has sent (Runs.keep_sent), before each checkpoint and
+    before the outcome."""
 
     async def checkpoint(self, *, force: bool = False) -> None:
         """The answer so far, at most every CHECKPOINT_SECONDS while text arrives (and after
@@ -446,10 +447,17 @@ class Saver:
         if force:
             await self.settled()
 
+    async def sent_kept(self) -> None:
+        """The events the turn has sent, written before what would outlive them: a
+        checkpoint, or the outcome that releases the lease. A replica dying after either
+        leaves the kept events saying no less than the stored answer to a client
+        reattaching elsewhere."""
+        if self.keep_sent is not None:
+            await self.keep_sent()
+
     async def put(self, partial: Answer) -> None:
         try:
-            if self.keep_sent is not None:
-                await self.keep_sent()
+            await self.sent_kept()
             await self.storage.put_message(self.conversation_id, self.outcome.position, partial)
             self.checkpointed = True
         except Unavailable as exc:
@@ -507,6 +515,10 @@ class Saver:
             where = self.storage.database.path
             self.lost = self.lost or Unavailable(f"the database ({where}) does not answer")
             return self.hand_over()
+        try:
+            await self.sent_kept()
+        except Exception:  # the outcome is written all the same
+            logger.exception("keeping the events of turn %s failed", self.conversation_id)
         for attempt in (1, 2):
             try:
                 self.totals = await self.storage.save_outcome(
