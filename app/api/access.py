@@ -66,6 +66,7 @@ for one character) can make twelve times longer."""
 SESSION_COOKIE = "session"
 SESSION_SECONDS = 30 * 24 * 3600
 FAILURES_ALLOWED = 5
+TOO_MANY_WRONG = "too many wrong tries: wait before trying again"
 FAILURE_WINDOW_SECONDS = 600.0
 TRACKED_CLIENTS = 1024
 MAX_COOKIE_CHARS = 200
@@ -235,6 +236,15 @@ class FailureLimiter:
     def forget(self, client: str) -> None:
         self.failures.pop(client_key(client), None)
 
+    def wrong(self, client: str) -> float:
+        """A wrong token, password or sign-in link from this client, the right one having
+        been checked first (others behind the same address are not locked out): 0 with the
+        failure counted, or the seconds it must still wait, the try then not counted."""
+        wait = self.wait(client)
+        if wait <= 0:
+            self.fail(client)
+        return wait
+
 
 @dataclass
 class Credentials:
@@ -326,31 +336,28 @@ class Guard:
                 return None
         except Unavailable as exc:  # the sessions' database: said as every route says it
             return exc.status, str(exc), {}
-        wait = self.limiter.wait(client)
+        wait = self.limiter.wrong(client) if given.bearer is not None else self.limiter.wait(client)
         if wait > 0:
-            return 429, "too many wrong tokens: wait before trying again", retry_after(wait)
+            return 429, TOO_MANY_WRONG, retry_after(wait)
         if given.bearer is not None:
-            self.limiter.fail(client)
             return 401, "wrong access token", {}
         if self.household is not None:
             return 401, "sign in with your name and password", {}
         return 401, "this service needs its access token (AUTH_TOKEN)", {}
 
     async def login(self, token: str, client: str) -> str | None:
-        """A new session cookie for the right token; None (and a failure counted, unless
-        the client is already waiting) if not."""
+        """A new session cookie for the right token; None if not (the caller counts it:
+        `limiter.wrong`)."""
         if self.sessions is None:
             return None
         if hmac.compare_digest(token.encode(), self.token):
             self.limiter.forget(client)
             return await self.sessions.issue()
-        if self.limiter.wait(client) <= 0:
-            self.limiter.fail(client)
         return None
 
     async def sign_in(self, name: str, password: str, client: str) -> str | None:
-        """Household mode: a new session cookie for that person's password; None (and a
-        failure counted, as for a wrong token) for a wrong name or password or a disabled
+        """Household mode: a new session cookie for that person's password; None (counted
+        by the caller, as a wrong token is) for a wrong name or password or a disabled
         person, each after the same hashing work (0.1 s, in a thread)."""
         if self.household is None or self.sessions is None:
             return None
@@ -359,8 +366,6 @@ class Guard:
         if person is not None and await asyncio.to_thread(password_matches, stored, password):
             self.limiter.forget(client)
             return await self.sessions.issue(person.id)
-        if self.limiter.wait(client) <= 0:
-            self.limiter.fail(client)
         return None
 
 

@@ -13,7 +13,7 @@ from fastapi import APIRouter, Depends, HTTPException, Request, Response
 from fastapi import Path as PathParam
 from pydantic import BaseModel, ConfigDict, Field
 
-from app.api.access import SESSION_COOKIE, SESSION_SECONDS, by_token, retry_after
+from app.api.access import SESSION_COOKIE, SESSION_SECONDS, TOO_MANY_WRONG, by_token, retry_after
 from app.api.bodies import REFUSALS, errors, refused
 from app.api.deps import GuardDep, PersonDep, StorageDep
 from app.api.routes.session import drop_cookie
@@ -91,10 +91,8 @@ async def change_password(
         raise refused("you sign in through the home lab's login: there is no password here", 409)
     client = request.client.host if request.client else "unknown"
     if not await asyncio.to_thread(password_matches, person.password, body.current):
-        if (wait := guard.limiter.wait(client)) > 0:
-            detail = "too many wrong passwords: wait before trying again"
-            raise HTTPException(429, detail, headers=retry_after(wait))
-        guard.limiter.fail(client)
+        if (wait := guard.limiter.wrong(client)) > 0:
+            raise HTTPException(429, TOO_MANY_WRONG, headers=retry_after(wait))
         raise refused("the current password is wrong", 403)
     hashed = await asyncio.to_thread(hash_password, body.password)  # Refused (400): too short
     kept = current_key(request, guard) or ""

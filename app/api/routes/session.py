@@ -10,7 +10,14 @@ import json
 from fastapi import APIRouter, Request, Response
 from pydantic import BaseModel, ConfigDict, Field
 
-from app.api.access import SESSION_COOKIE, SESSION_SECONDS, Guard, retry_after, state_person
+from app.api.access import (
+    SESSION_COOKIE,
+    SESSION_SECONDS,
+    TOO_MANY_WRONG,
+    Guard,
+    retry_after,
+    state_person,
+)
 from app.api.bodies import REFUSALS
 from app.api.deps import GuardDep
 from app.store.passwords import MAX_PASSWORD_CHARS, hash_password
@@ -76,7 +83,7 @@ async def session_state(request: Request, guard: GuardDep) -> SessionState:
     response_model_exclude_none=True,
     responses={
         401: {"description": "wrong token, or wrong name or password"},
-        429: {"description": "too many wrong tokens"},
+        429: {"description": "too many wrong tries from this address"},
     },
 )
 async def sign_in(
@@ -101,10 +108,8 @@ async def sign_in(
         cookie = await guard.login(body.token, client)
         wrong = "wrong access token"
     if cookie is None:
-        if (wait := guard.limiter.wait(client)) > 0:
-            return json_error(
-                429, "too many wrong tokens: wait before trying again", retry_after(wait)
-            )
+        if (wait := guard.limiter.wrong(client)) > 0:
+            return json_error(429, TOO_MANY_WRONG, retry_after(wait))
         return json_error(401, wrong)
     # The scheme is the request's as uvicorn saw it: https behind a proxy only when the
     # proxy is one of TRUSTED_PROXIES (its X-Forwarded-Proto is believed from no one else).
@@ -123,15 +128,13 @@ async def sign_in(
 
 async def first_sign_in(guard: Guard, link: str, password: str, client: str) -> str | None:
     """Household mode: a one-time sign-in link traded for the password its person chooses
-    (Refused, 400, for one too short: the link is kept) and a session cookie; None, and a
-    failure counted as for a wrong password, for a link used, expired or unknown."""
+    (Refused, 400, for one too short: the link is kept) and a session cookie; None for a
+    link used, expired or unknown (counted by the caller, as a wrong password is)."""
     assert guard.household is not None and guard.sessions is not None
     hashed = await asyncio.to_thread(hash_password, password)
     key = guard.sessions.stored_key(link)
     person = None if key is None else await guard.household.storage.use_sign_in_link(key, hashed)
     if person is None:
-        if guard.limiter.wait(client) <= 0:
-            guard.limiter.fail(client)
         return None
     guard.limiter.forget(client)
     return await guard.sessions.issue(person.id)
