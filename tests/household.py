@@ -109,8 +109,7 @@ def build(store: Database, conversations: int) -> list[str]:
     store.set_models(["model-a", "model-b", "qwen3:8b"])
     store.refuse_tools("model-b", "this model does not support tools")
     store.add_user(NewUser("alice", "Alice", "alice@example.org", True, ALICE_PASSWORD))
-    store.add_user(NewUser("bob"))
-    store.set_disabled("bob", True)
+    store.change_person(store.add_user(NewUser("bob")).id, disabled=True)
     store.set_search_limits("bob", 5, "none")
     store.set_models(["alices-finetune"], 1)
     for day in ("2026-01-01", "2026-01-02"):

@@ -366,6 +366,10 @@ def test_the_command_makes_an_admin_and_keeps_the_households_last(home):
     last = users(home, "admin", "bob", "--off")
     assert last.returncode == EXIT_REFUSED
     assert "bob is the household's last admin: add another admin first" in last.stderr
+    # Disabled, he would leave no one to manage it either.
+    disabled = users(home, "disable", "bob")
+    assert disabled.returncode == EXIT_REFUSED
+    assert "bob is the household's last admin: add another admin first" in disabled.stderr
     assert bob.http.get("/api/people").status_code == 200
     assert users(home, "admin", "nobody").returncode == 1
 

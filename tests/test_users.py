@@ -97,15 +97,15 @@ def test_the_longest_name_and_one_in_any_script_are_kept(database):
 
 
 def test_disabling_and_a_new_password_are_kept(database):
-    database.add_user(NewUser("bob"))
+    bob_id = database.add_user(NewUser("bob")).id
     assert database.set_password("bob", hash_password("correct horse"))
-    assert database.set_disabled("bob", True)
+    assert database.change_person(bob_id, disabled=True)
     bob = database.user("bob")
     assert bob is not None and bob.disabled and password_matches(bob.password, "correct horse")
-    assert database.set_disabled("bob", False)
+    assert database.change_person(bob_id, disabled=False)
     bob = database.user("bob")
     assert bob is not None and not bob.disabled
-    assert not database.set_disabled("carol", True)
+    assert not database.change_person(bob_id + 1, disabled=True)
     assert not database.set_password("carol", hash_password("correct horse"))
 
 

@@ -174,27 +174,35 @@ def cmd_users_enable(args: argparse.Namespace, settings: config.Settings) -> int
 
 
 def set_disabled(settings: config.Settings, name: str, disabled: bool, told: str) -> int:
-    with household(settings) as database:
-        found = database.set_disabled(name, disabled)
-    if not found:
-        return no_user(name)
-    print(told)
-    return 0
+    return change_person(settings, name, told, disabled=disabled)
 
 
 def cmd_users_admin(args: argparse.Namespace, settings: config.Settings) -> int:
+    told = "no longer an admin" if args.off else "an admin: they may manage the people"
+    return change_person(settings, args.name, f"{args.name} is {told}", admin=not args.off)
+
+
+def change_person(
+    settings: config.Settings,
+    name: str,
+    told: str,
+    *,
+    disabled: bool | None = None,
+    admin: bool | None = None,
+) -> int:
+    """As the page's People does (Database.change_person): the household's last admin is
+    kept (exit 2)."""
     from app.store.errors import Conflict
 
     with household(settings) as database:
-        person = database.user(args.name)
+        person = database.user(name)
         if person is None:
-            return no_user(args.name)
+            return no_user(name)
         try:
-            database.set_admin(person.id, not args.off)
+            database.change_person(person.id, disabled=disabled, admin=admin)
         except Conflict as exc:
             return refused(str(exc))
-    told = "no longer an admin" if args.off else "an admin: they may manage the people"
-    print(f"{args.name} is {told}")
+    print(told)
     return 0
 
 

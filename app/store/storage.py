@@ -338,11 +338,12 @@ class Storage:
     async def add_user(self, new: NewUser) -> User:
         return await self.run(self.database.add_user, new)
 
-    async def set_admin(self, person_id: int, admin: bool) -> bool:
-        return await self.run(self.database.set_admin, person_id, admin)
-
-    async def set_disabled(self, name: str, disabled: bool) -> bool:
-        return await self.run(self.database.set_disabled, name, disabled)
+    async def change_person(
+        self, person_id: int, *, disabled: bool | None = None, admin: bool | None = None
+    ) -> bool:
+        return await self.run(
+            self.database.change_person, person_id, disabled=disabled, admin=admin
+        )
 
     async def add_sign_in_link(self, person_id: int, key: str, expires: float) -> None:
         await self.run(self.database.add_sign_in_link, person_id, key, expires)

@@ -106,30 +106,29 @@ class UserRows(Connection):
     def user_count(self) -> int:
         return int(self.scalar("SELECT count(*) FROM users"))
 
-    def set_disabled(self, name: str, disabled: bool) -> bool:
-        """Whether there is such a user (disabled, or enabled, now or already). Disabling
-        ends their sessions too, so enabling them again revives none: they sign in anew."""
+    def change_person(
+        self, person_id: int, *, disabled: bool | None = None, admin: bool | None = None
+    ) -> bool:
+        """That person disabled or enabled, made an admin or no longer one, in one write;
+        whether there is such a person. Disabling ends their sessions too, so enabling them
+        again revives none: they sign in anew. Conflict for the household's last admin,
+        disabled or no longer an admin (no one could manage it any more)."""
         with self.write():
-            found = self.db.execute(
-                "UPDATE users SET disabled = ? WHERE name = ?", (int(disabled), name)
-            ).rowcount
-            if found and disabled:
-                self.db.execute(
-                    "DELETE FROM sessions WHERE person = (SELECT rowid FROM users WHERE name = ?)",
-                    (name,),
-                )
-            return found == 1
-
-    def set_admin(self, person_id: int, admin: bool) -> bool:
-        """That person made an admin, or no longer one; whether there is such a person.
-        Conflict for the household's last admin (no one could manage it any more)."""
-        with self.write():
-            if not admin:
+            if disabled or admin is False:
                 self.keep_an_admin(person_id)
-            changed = self.db.execute(
-                "UPDATE users SET admin = ? WHERE rowid = ?", (int(admin), person_id)
-            ).rowcount
-            return bool(changed == 1)
+            if self.person(person_id) is None:
+                return False
+            if disabled is not None:
+                self.db.execute(
+                    "UPDATE users SET disabled = ? WHERE rowid = ?", (int(disabled), person_id)
+                )
+            if disabled:
+                self.db.execute("DELETE FROM sessions WHERE person = ?", (person_id,))
+            if admin is not None:
+                self.db.execute(
+                    "UPDATE users SET admin = ? WHERE rowid = ?", (int(admin), person_id)
+                )
+            return True
 
     def keep_an_admin(self, person_id: int) -> None:
         """Conflict when that person is the household's last admin (enabled): removed or no

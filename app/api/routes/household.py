@@ -158,10 +158,7 @@ async def change_person(
     `users disable`); enabled, they sign in anew. Made an admin, or no longer one."""
     if body.disabled is None and body.admin is None:
         raise Refused("say what changes: disabled, admin or both")
-    if body.disabled is not None:
-        await storage.set_disabled(person.name, body.disabled)
-    if body.admin is not None:
-        await storage.set_admin(person.id, body.admin)
+    await storage.change_person(person.id, disabled=body.disabled, admin=body.admin)
     changed = await storage.person(person.id)
     if changed is None:
         raise NotFound(f"no person {person.id}")
