@@ -17,6 +17,9 @@ from playwright.sync_api import expect
 
 from app.cli.exits import EXIT_REFUSED
 from app.store.database import Database
+from app.store.files import stored_token
+from app.store.sessions import CookieDigest
+from app.store.users import LINK
 from tests import page_actions
 from tests.browser import open_page
 from tests.chat_client import new_conversation, numbered
@@ -319,14 +322,61 @@ def test_in_a_shared_cache_the_searches_a_removed_person_ran_go_with_them(shared
 # -- the commands ------------------------------------------------------------------------------
 
 
-def users(service: ChatService, *args: str):
+def users(service: ChatService, *args: str, **env: str):
     return run_main(
         "users",
         *args,
         searxng_url=NO_SEARXNG,
-        DATA_DIR=str(service.settings.data_dir),
-        DATABASE_URL=service.settings.database_url,
+        **{
+            "DATA_DIR": str(service.settings.data_dir),
+            "DATABASE_URL": service.settings.database_url,
+            "AUTH_TOKEN": service.settings.auth_token,
+            **env,
+        },
     )
+
+
+def test_the_command_gives_a_new_sign_in_link_as_people_does(home):
+    newer = "bob's newer long password"
+    made = users(home, "link", "bob")
+    assert made.returncode == 0, made.stderr
+    told, path = made.stdout.splitlines()
+    assert told.startswith("a sign-in link for bob, once and within 24 hours")
+    # Kept under the service's AUTH_TOKEN: made under another, it opens nothing.
+    elsewhere = users(home, "link", "bob", AUTH_TOKEN="another-token-0123456789abcdef")
+    foreign = elsewhere.stdout.splitlines()[-1].removeprefix("/#welcome=")
+    refused = home.http.post("/api/session", json={"link": foreign, "password": newer})
+    assert refused.status_code == 401
+    made = users(home, "link", "bob")  # the one above ended this one's predecessor
+    link = made.stdout.splitlines()[-1].removeprefix("/#welcome=")
+    with home.client() as bob:
+        assert bob.post("/api/session", json={"link": link, "password": newer}).is_success
+        assert bob.get("/api/session").json()["person"] == "bob"
+    assert signed_in(home, "bob", newer).http.get("/api/conversations").status_code == 200
+    assert users(home, "disable", "bob").returncode == 0
+    disabled = users(home, "link", "bob")
+    assert (disabled.returncode, disabled.stderr) == (
+        EXIT_REFUSED,
+        "refused: bob is disabled: enable them first\n",
+    )
+    assert users(home, "link", "nobody").returncode == 1
+
+
+def test_under_compose_the_link_is_keyed_with_the_token_the_service_made(home):
+    """Compose without AUTH_TOKEN: serve keys sessions with the token it made and keeps in
+    DATA_DIR, and so does `users link` (before that token exists it says to start first)."""
+    data_dir = home.settings.data_dir
+    compose = {"PUBLISHED_ON_LOOPBACK": "1", "AUTH_TOKEN": ""}
+    early = users(home, "link", "bob", **compose)
+    assert early.returncode == EXIT_REFUSED and "start it once" in early.stderr
+    made, _ = stored_token(data_dir)
+    link = users(home, "link", "bob", **compose).stdout.splitlines()[-1]
+    database = Database(store_of(data_dir, home.settings.database_url))
+    try:
+        kept = [row[0] for row in database.db.execute("SELECT key FROM sessions")]
+    finally:
+        database.close()
+    assert kept == [LINK + str(CookieDigest(made).of(link.removeprefix("/#welcome=")))]
 
 
 def test_the_commands_reset_and_remove_a_person(home, llm, monkeypatch):

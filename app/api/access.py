@@ -42,7 +42,7 @@ from app.api.openai_shapes import error_body
 from app.api.people import PERSON, Household
 from app.store.errors import Unavailable
 from app.store.passwords import password_matches
-from app.store.sessions import ApiToken
+from app.store.sessions import MAX_COOKIE_CHARS, ApiToken, CookieDigest
 from app.store.storage import Storage
 from app.store.users import User
 
@@ -69,7 +69,6 @@ FAILURES_ALLOWED = 5
 TOO_MANY_WRONG = "too many wrong tries: wait before trying again"
 FAILURE_WINDOW_SECONDS = 600.0
 TRACKED_CLIENTS = 1024
-MAX_COOKIE_CHARS = 200
 OPEN_PATHS = frozenset({"/api/session"})
 """The login itself, and the question "is a login needed?", need no token."""
 OPENAI_PREFIX = "/v1"
@@ -125,15 +124,12 @@ class Sessions:
     session, and changing the token signs everyone out."""
 
     def __init__(self, token: str, storage: Storage) -> None:
-        self.key = hmac.new(token.encode(), b"session cookie", hashlib.sha256).digest()
+        self.digest = CookieDigest(token)
         self.storage = storage
 
     def stored_key(self, cookie: str) -> str | None:
-        """What the database holds for this cookie; None for one we cannot have made.
-        (A cookie is whatever the client sends: non-ASCII text must not crash us.)"""
-        if not (cookie.isascii() and 0 < len(cookie) <= MAX_COOKIE_CHARS):
-            return None
-        return hmac.new(self.key, cookie.encode(), hashlib.sha256).hexdigest()
+        """What the database holds for this cookie; None for one we cannot have made."""
+        return self.digest.of(cookie)
 
     async def issue(self, person: int | None = None) -> str:
         """A new session: the token's, or in household mode a person's (users.rowid)."""

@@ -21,7 +21,8 @@ if TYPE_CHECKING:
 
 def users_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     users = commands.add_parser(
-        "users", help="the household: add, list, disable, enable, passwd, limit, remove, reset"
+        "users",
+        help="the household: add, list, disable, enable, admin, passwd, link, limit, remove, reset",
     )
     actions = users.add_subparsers(dest="action", required=True, metavar="ACTION")
     add = actions.add_parser("add", help="add a person (no password: signs in through a proxy)")
@@ -70,6 +71,11 @@ def users_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
     remove.add_argument("name")
     remove.add_argument("--yes", action="store_true", help="remove without asking")
     remove.set_defaults(run=cmd_users_remove)
+    link = actions.add_parser(
+        "link", help="a new one-time sign-in link for a person (a forgotten password)"
+    )
+    link.add_argument("name")
+    link.set_defaults(run=cmd_users_link)
     reset = actions.add_parser("reset", help="end every session of a person's")
     reset.add_argument("name")
     reset.set_defaults(run=cmd_users_reset)
@@ -204,6 +210,45 @@ def change_person(
             return refused(str(exc))
     print(told)
     return 0
+
+
+def cmd_users_link(args: argparse.Namespace, settings: config.Settings) -> int:
+    """As People → Sign-in link on the page: its digest keyed as the service keys its
+    sessions, so the link works only for a service with the same settings."""
+    from app.store.sessions import LINK_SECONDS, CookieDigest
+
+    token = sessions_token(settings)
+    if token is None:
+        return refused(
+            "the service has not made its access token yet (no AUTH_TOKEN): start it once, "
+            "then ask for the link"
+        )
+    with household(settings) as database:
+        person = database.user(args.name)
+        if person is None:
+            return no_user(args.name)
+        if person.disabled:
+            return refused(f"{args.name} is disabled: enable them first")
+        link = CookieDigest(token).new_link()
+        database.add_sign_in_link(person.id, link.key, link.expires)
+    hours = LINK_SECONDS // 3600
+    print(
+        f"a sign-in link for {args.name}, once and within {hours} hours (an earlier one no "
+        "longer works; their password does until it is used): the service's address "
+        f"followed by\n{link.path}"
+    )
+    return 0
+
+
+def sessions_token(settings: config.Settings) -> str | None:
+    """What the service keys its sessions and links with: AUTH_TOKEN, or under Compose
+    without one, the token serve made and keeps in DATA_DIR (app.cli.serve.compose_token);
+    None when it has not made it yet."""
+    from app.store.files import kept_token
+
+    if settings.auth_token or not settings.published_on_loopback:
+        return settings.auth_token
+    return kept_token(settings.data_dir)
 
 
 def cmd_users_passwd(args: argparse.Namespace, settings: config.Settings) -> int:

@@ -58,6 +58,13 @@ def stored_token(data_dir: Path) -> tuple[str, bool]:
     return token, True
 
 
+def kept_token(data_dir: Path) -> str | None:
+    """The access token serve made and kept in DATA_DIR (stored_token), without making one:
+    None when there is none yet."""
+    path = data_dir / TOKEN_FILE
+    return path.read_text(encoding="utf-8").strip() if path.exists() else None
+
+
 def write_atomic(path: Path, text: str) -> None:
     """A reader sees the old text or the new, never part of it; a crash meanwhile leaves a
     hidden .tmp file beside it, which `remove_leftovers` takes at the next start."""

@@ -9,6 +9,8 @@ and last used. `reset_access` ends both of one person's at once."""
 from __future__ import annotations
 
 import hashlib
+import hmac
+import secrets
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -17,9 +19,49 @@ from app.store.connection import Connection
 from app.store.rows import now
 from app.store.users import LINK, USERS_COLUMNS, User, user_of
 
+MAX_COOKIE_CHARS = 200
+"""Longer than any cookie, token or link we make: a longer one is not ours."""
+LINK_SECONDS = 24 * 3600
+"""How long a one-time sign-in link works."""
 LAST_USED_STEP = timedelta(minutes=1)
 """A token's or a session's "last used" is written at most this often: not a write on
 every request."""
+
+
+@dataclass(frozen=True)
+class SignInLink:
+    """A new one-time sign-in link, for Database.add_sign_in_link."""
+
+    path: str
+    """The page's address after the service's own origin (``/#welcome=...``)."""
+    key: str
+    """What the database keeps: the digest of its token."""
+    expires: float
+    """Unix seconds."""
+
+
+class CookieDigest:
+    """What the database keeps of a session cookie or a sign-in link's token: its HMAC
+    under a key derived from AUTH_TOKEN, so that a copy of the database opens no session
+    and changing the token signs everyone out. The service and `users link` derive the
+    same from the same setting."""
+
+    def __init__(self, token: str) -> None:
+        self.key = hmac.new(token.encode(), b"session cookie", hashlib.sha256).digest()
+
+    def of(self, cookie: str) -> str | None:
+        """None for a cookie we cannot have made (a cookie is whatever the client sends:
+        non-ASCII text must not crash us)."""
+        if not (cookie.isascii() and 0 < len(cookie) <= MAX_COOKIE_CHARS):
+            return None
+        return hmac.new(self.key, cookie.encode(), hashlib.sha256).hexdigest()
+
+    def new_link(self) -> SignInLink:
+        """256 random bits, valid LINK_SECONDS from now."""
+        token = secrets.token_urlsafe(32)
+        key = self.of(token)
+        assert key is not None
+        return SignInLink(f"/#welcome={token}", key, time.time() + LINK_SECONDS)
 
 
 @dataclass(frozen=True)

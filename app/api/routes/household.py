@@ -8,8 +8,6 @@ without ever reading what they wrote."""
 from __future__ import annotations
 
 import asyncio
-import secrets
-import time
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, Depends, HTTPException, Request, Response
@@ -28,8 +26,6 @@ from app.store.users import MAX_NAME_CHARS, NewUser, User
 
 router = APIRouter(tags=["household"], responses=REFUSALS)
 
-LINK_SECONDS = 24 * 3600
-"""How long a sign-in link is valid, unused."""
 NOT_THERE = "Not Found"
 """What a path that does not exist answers: a non-admin learns nothing more."""
 
@@ -141,11 +137,9 @@ async def sign_in_link(person: User, storage: StorageDep, guard: GuardDep) -> st
     """A one-time sign-in link for the person, valid LINK_SECONDS (only its digest kept):
     the page's address after the service's origin. An earlier unused one stops working."""
     assert guard.sessions is not None  # household mode: the admin dependency said so
-    token = secrets.token_urlsafe(32)
-    key = guard.sessions.stored_key(token)
-    assert key is not None
-    await storage.add_sign_in_link(person.id, key, time.time() + LINK_SECONDS)
-    return f"/#welcome={token}"
+    link = guard.sessions.digest.new_link()
+    await storage.add_sign_in_link(person.id, link.key, link.expires)
+    return link.path
 
 
 @router.patch(
