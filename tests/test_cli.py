@@ -70,6 +70,7 @@ def imported_by(*args: str, **env: str) -> set[str]:
         pytest.param(("export", "--all"), HEAVY + SENDING, id="export --all"),
         pytest.param(("doctor",), HEAVY, id="doctor"),
         pytest.param(("searxng-settings", "{tmp}"), HEAVY + SENDING, id="searxng-settings"),
+        pytest.param(("users", "list"), HEAVY + SENDING, id="users list"),
     ],
 )
 def test_a_quick_command_starts_without_what_only_others_use(args, unused, tmp_path):

@@ -63,11 +63,6 @@ class Services:
         )
 
 
-def default_limits(settings: config.Settings) -> ShareLimits:
-    """SEARCH_USER_DAILY_LIMIT and SEARCH_USER_MONTHLY_LIMIT: each person's, unless their own."""
-    return ShareLimits(settings.search_user_daily_limit, settings.search_user_monthly_limit)
-
-
 @dataclass(frozen=True)
 class StoredShares:
     """The searcher's ShareGate: each person's share kept in the database, the settings'
@@ -77,7 +72,7 @@ class StoredShares:
     storage: Storage
 
     async def spend(self, person: int, queries: int) -> None:
-        limits = default_limits(self.settings)
+        limits = ShareLimits.default(self.settings)
         refused = await self.storage.spend_search_share(person, queries, limits)
         if refused is not None:
             raise used_up(

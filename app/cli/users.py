@@ -136,13 +136,13 @@ def limit_value(text: str) -> Limit:
 
 
 def cmd_users_limit(args: argparse.Namespace, settings: config.Settings) -> int:
-    from app.chat.services import default_limits
+    from app.store.search_shares import ShareLimits
 
     if args.daily is None and args.monthly is None:
         return refused("say --daily, --monthly or both")
     with household(settings) as database:
         found = database.set_search_limits(args.name, args.daily, args.monthly)
-        share = database.search_share(args.name, default_limits(settings))
+        share = database.search_share(args.name, ShareLimits.default(settings))
     if not found or share is None:
         return no_user(args.name)
     print(f"{args.name}: {share.described()}")
@@ -150,11 +150,12 @@ def cmd_users_limit(args: argparse.Namespace, settings: config.Settings) -> int:
 
 
 def cmd_users_list(args: argparse.Namespace, settings: config.Settings) -> int:
-    from app.chat.services import default_limits
+    from app.store.search_shares import ShareLimits
 
     with household(settings) as database:
         users = database.users()
-        shares = {share.name: share for share in database.search_shares(default_limits(settings))}
+        every = database.search_shares(ShareLimits.default(settings))
+        shares = {share.name: share for share in every}
     if not users:
         print("no users: the service serves one person (docs/household.md)")
     for user in users:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final, Literal
 
+from app import config
 from app.store.connection import Connection
 from app.store.errors import Refused
 from app.store.searches import utc_day
@@ -30,6 +31,12 @@ class ShareLimits:
 
     daily: int | None
     monthly: int | None
+
+    @classmethod
+    def default(cls, settings: config.Settings) -> ShareLimits:
+        """SEARCH_USER_DAILY_LIMIT and SEARCH_USER_MONTHLY_LIMIT: each person's, unless
+        their own."""
+        return cls(settings.search_user_daily_limit, settings.search_user_monthly_limit)
 
 
 @dataclass(frozen=True)

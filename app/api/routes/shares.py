@@ -23,8 +23,7 @@ from pydantic_core import PydanticCustomError
 from app.api.bodies import REFUSALS
 from app.api.deps import PersonDep, ServicesDep, StorageDep
 from app.api.routes.household import AdminDep, PersonId
-from app.chat.services import default_limits
-from app.store.search_shares import DEFAULT, NO_LIMIT, Limit, PersonShare
+from app.store.search_shares import DEFAULT, NO_LIMIT, Limit, PersonShare, ShareLimits
 from app.store.users import User
 
 router = APIRouter(tags=["household"], responses=REFUSALS)
@@ -120,7 +119,7 @@ async def own_share(asker: PersonDep, services: ServicesDep) -> Share:
     """The asker's share of the Brave plan."""
     if asker is None:
         raise HTTPException(status_code=404)
-    share = await services.storage.search_share(asker.name, default_limits(services.settings))
+    share = await services.storage.search_share(asker.name, ShareLimits.default(services.settings))
     if share is None:
         raise HTTPException(status_code=404)
     return share_of(share)
@@ -129,7 +128,7 @@ async def own_share(asker: PersonDep, services: ServicesDep) -> Share:
 @router.get("/api/people/{person_id}/limits", responses={404: {"description": "no such person"}})
 async def person_limits(person: Named, services: ServicesDep) -> Share:
     """A person's limits and use (an admin's)."""
-    share = await services.storage.search_share(person.name, default_limits(services.settings))
+    share = await services.storage.search_share(person.name, ShareLimits.default(services.settings))
     if share is None:
         raise HTTPException(status_code=404, detail=f"no person {person.id}")
     return share_of(share)
@@ -145,7 +144,7 @@ async def set_person_limits(person: Named, limits: Limits, services: ServicesDep
     storage = services.storage
     if not await storage.set_search_limits(person.name, daily, monthly):
         raise HTTPException(status_code=404, detail=f"no person {person.id}")
-    share = await storage.search_share(person.name, default_limits(services.settings))
+    share = await storage.search_share(person.name, ShareLimits.default(services.settings))
     assert share is not None
     return share_of(share)
 

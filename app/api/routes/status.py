@@ -20,7 +20,7 @@ from typing_extensions import TypedDict
 from app.api.access import state_person
 from app.api.bodies import REFUSALS
 from app.api.deps import ServicesDep
-from app.chat.services import Services, default_limits
+from app.chat.services import Services
 from app.doctor.check import Check, first_failure
 from app.doctor.model import (
     key_refused_check,
@@ -29,6 +29,7 @@ from app.doctor.model import (
     tool_check,
 )
 from app.doctor.searxng import brave_key_check, plan_check, searxng_free_checks, suspension_checks
+from app.store.search_shares import ShareLimits
 from app.store.users import User
 
 router = APIRouter(prefix="/api/status", responses=REFUSALS)
@@ -76,7 +77,7 @@ async def share_checks(services: Services, asker: User | None) -> list[Check]:
     only). Nothing outside household mode, or for the access token alone."""
     if asker is None:
         return []
-    shares = await services.storage.search_shares(default_limits(services.settings))
+    shares = await services.storage.search_shares(ShareLimits.default(services.settings))
     own = next((share for share in shares if share.name == asker.name), None)
     if own is None:
         return []
