@@ -223,6 +223,13 @@ def test_search_shows_dated_results_with_their_languages(page, chat):
     from playwright.sync_api import expect
 
     open_lab(page, chat.url)
+    # The Fresh box sits under its label's first letter, a box's size, not stretched
+    # across its column with the box drawn in the middle.
+    fresh, label = (
+        page.locator("#lab-fresh").bounding_box(),
+        page.locator("label[for='lab-fresh']").bounding_box(),
+    )
+    assert fresh and label and abs(fresh["x"] - label["x"]) <= 4 and fresh["width"] < 30, fresh
     run_search(page, QUERY)
     expect(page.locator(".lab-result").first).to_be_visible()
     expected = ok(lab(chat, "search", q=QUERY, locale="pl-PL"))["results"]
