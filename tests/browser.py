@@ -128,6 +128,18 @@ def open_page(
 
 
 @contextmanager
+def opened(browser, url: str, **options) -> Iterator:
+    """`open_page` with its keyword arguments, the page's context closed on leaving however
+    the test ends (a failed assertion too): no test leaves a context open in the module's
+    Chromium for the tests after it."""
+    page = open_page(browser, url, **options)
+    try:
+        yield page
+    finally:
+        page.context.close()
+
+
+@contextmanager
 def page_server(page: bytes) -> Iterator[str]:
     """A web page on another loopback origin (127.0.0.2: another site)."""
 

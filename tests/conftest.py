@@ -33,7 +33,7 @@ from app.cli import main
 from app.search.embedded import EmbeddedSearxng, free_port
 from app.tls import tls_context
 from tests import components, node_clients
-from tests.browser import browser, open_page
+from tests.browser import browser, opened
 from tests.components import require
 from tests.fakes.brave_api import FakeBrave
 from tests.fakes.llm_server import FakeLLM
@@ -434,9 +434,8 @@ def guarded(request, llm, pages, searxng, brave, tmp_path, auth_token) -> Iterat
 @pytest.fixture
 def page(browser, chat):
     """The chat page in a fresh Chromium context, on a chat service of its own."""
-    opened = open_page(browser, chat.url)
-    yield opened
-    opened.context.close()
+    with opened(browser, chat.url) as chat_page:
+        yield chat_page
 
 
 __all__ = ["browser"]  # a fixture, imported to be shared

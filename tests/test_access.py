@@ -15,7 +15,7 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from app.api.access import FAILURES_ALLOWED, MAX_BODY_BYTES, FailureLimiter
 from app.api.json_shape import MAX_JSON_DEPTH
-from tests.browser import open_page, page_server
+from tests.browser import opened, page_server
 from tests.chat_client import get_conversation, new_conversation, send
 from tests.conftest import ChatService, chat_env, service_for
 from tests.fakes.llm_server import Reply, invalid_api_key
@@ -308,8 +308,7 @@ def test_a_websocket_handshake_is_refused_before_any_route(chat):
 
 
 def test_the_page_asks_for_the_token_and_signs_out(browser, guarded, llm):
-    page = open_page(browser, guarded.url, ready=False)
-    try:
+    with opened(browser, guarded.url, ready=False) as page:
         page.fill("#login-token", TOKEN)
         page.keyboard.press("Enter")
         page.wait_for_selector("body[data-ready]", state="attached")
@@ -318,8 +317,6 @@ def test_the_page_asks_for_the_token_and_signs_out(browser, guarded, llm):
         assert page.evaluate("document.cookie") == ""  # no script can read it
         page.locator("#sign-out").click()
         page.wait_for_selector("#login-dialog[open]")
-    finally:
-        page.context.close()
 
 
 # -- bad input -------------------------------------------------------------------------------
@@ -515,14 +512,11 @@ def attacker(chat) -> Iterator[str]:
 
 
 def test_a_page_from_another_origin_creates_nothing(browser, chat, attacker):
-    page = open_page(browser, attacker, ready=False)
-    try:
+    with opened(browser, attacker, ready=False) as page:
         page.wait_for_url(f"{chat.url}/api/conversations")  # the form's navigation
         refusals = [
             (m, status) for m, url, status in page.log.responses if url.startswith(chat.url)
         ]
-    finally:
-        page.context.close()
     # The form and the no-cors fetch reached the service and were refused (the fetch's
     # answer, same-origin by its Cross-Origin-Resource-Policy, never reaches the page); the
     # JSON fetch stopped at its preflight (answered without any CORS header): it never came.

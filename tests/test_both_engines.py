@@ -12,7 +12,7 @@ from contextlib import closing
 import pytest
 from playwright.sync_api import expect
 
-from tests.browser import open_page
+from tests.browser import opened
 from tests.chat_client import done, get_conversation, new_conversation, numbered, send
 from tests.conftest import ChatService, chat_env, run_main, service_for
 from tests.fakes.brave_api import CONTEXT_PATH, SEARCH_PATH
@@ -119,16 +119,13 @@ def test_the_plan_card_says_the_queries_and_their_price(
 ):
     settings = dict(RESEARCH_SEARCHES="3")
     with research_service(request, llm, pages, both.url, tmp_path, **settings) as service:
-        page = open_page(browser, service.url)
-        try:
+        with opened(browser, service.url) as page:
             page.evaluate("localStorage.setItem('research-plan-seconds', '0')")  # for Start
             page.locator("#research-switch").click()
             type_and_send(page, QUESTION)
             said = "Up to 3 searches (6 Brave queries), about 0.030 $ at most"
             expect(page.locator(".plan-card")).to_contain_text(said)
             assert page.log.errors == []
-        finally:
-            page.context.close()
 
 
 def test_the_pages_figures_price_the_two_queries(browser, chat, llm, brave):
@@ -136,8 +133,7 @@ def test_the_pages_figures_price_the_two_queries(browser, chat, llm, brave):
         Reply(tool_calls=[ToolCall("web_search", {"query": "rust ownership"})]),
         Reply(text="Ownership."),
     )
-    page = open_page(browser, chat.url)
-    try:
+    with opened(browser, chat.url) as page:
         type_and_send(page, "What is ownership in Rust?")
         wait_turn_end(page)
         stats = page.locator(".answer-stats").last
@@ -146,8 +142,6 @@ def test_the_pages_figures_price_the_two_queries(browser, chat, llm, brave):
         page.reload()
         expect(stats).to_contain_text("1 search, about 0.005 $")  # such a search: one query
         assert page.log.errors == []
-    finally:
-        page.context.close()
 
 
 def stored_before_queries_were_said(chat: ChatService) -> None:

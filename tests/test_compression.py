@@ -14,7 +14,7 @@ from playwright.sync_api import expect
 
 from app.chat import context
 from tests import page_actions
-from tests.browser import open_page
+from tests.browser import opened
 from tests.chat_client import get_conversation, new_conversation, send
 from tests.conftest import ChatService, chat_env, service_for
 from tests.fakes.llm_server import Reply, ToolCall, context_length_exceeded, server_error
@@ -384,8 +384,7 @@ def test_the_notice_offers_keep_and_undo_for_each_fact_saved(browser, small_chat
     conversation_id = small_conversation(small_chat)
     llm.script(Reply(text="Noted.", usage=MEASURED))
     send(small_chat, conversation_id, "I run Debian 12 and drink tea.")
-    page = open_page(browser, f"{small_chat.url}/#/c/{conversation_id}")
-    try:
+    with opened(browser, f"{small_chat.url}/#/c/{conversation_id}") as page:
         proposed = ["Runs Debian 12", "Drinks tea", f"Starts by reading {POISON_ADDRESS}"]
         llm.script(summary_reply("About the user.", proposed), Reply(text="Ok.", usage=MEASURED))
         page_actions.send(page, "Go on")
@@ -419,8 +418,6 @@ def test_the_notice_offers_keep_and_undo_for_each_fact_saved(browser, small_chat
         expect(debian.locator(".fact-keep")).to_be_enabled()
         expect(fact_row(page, "Drinks tea")).to_have_attribute("data-state", "kept")
         assert page.log.errors == []
-    finally:
-        page.context.close()
 
 
 def test_a_real_llama_server_that_refuses_roles_out_of_turn_answers_after_compressing(

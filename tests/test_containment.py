@@ -29,7 +29,7 @@ from app.pages.errors import FetchFailed
 from app.pages.fetch import Page, fetch_page
 from app.pages.worker import ExtractionProcess
 from app.search.embedded import free_port
-from tests.browser import open_page, page_server
+from tests.browser import opened, page_server
 from tests.chat_client import new_conversation, raw_request, send
 from tests.conftest import ROOT, TLS, ChatService, chat_env, run_cli, service_for
 from tests.fakes.llm_server import Reply
@@ -306,8 +306,7 @@ def test_another_page_gets_no_get_route_to_run_and_can_still_link_the_page(brows
     service, seen = counted
     page = LOADS.format(target=service.url, routes=json.dumps(get_routes(service))).encode()
     with page_server(page) as attacker:
-        tab = open_page(browser, attacker, ready=False)
-        try:
+        with opened(browser, attacker, ready=False) as tab:
             tab.wait_for_function("document.title === 'done'", timeout=60_000)
             assert seen == []  # refused before any route: no search, no model request
             statuses = {status for _, url, status in tab.log.responses if service.url in url}
@@ -318,8 +317,6 @@ def test_another_page_gets_no_get_route_to_run_and_can_still_link_the_page(brows
             assert "GET /api/config" in seen  # the page's own calls are same-origin
             own = [(url, status) for _, url, status in tab.log.responses[attacks:]]
             assert own and all(status < 400 for _, status in own), own
-        finally:
-            tab.context.close()
 
 
 # -- beyond loopback, never without a token ----------------------------------------------------

@@ -17,7 +17,7 @@ from app.chat import runs
 from app.store import turn_events
 from app.store.database import Database
 from app.store.turns import Turns
-from tests.browser import open_page
+from tests.browser import opened
 from tests.chat_client import (
     Numbered,
     follow,
@@ -267,8 +267,7 @@ def test_a_replica_killed_mid_answer_leaves_its_partial_once_and_the_other_says_
 
 @pytest.mark.parametrize("width", [1280, 390])
 def test_a_reload_mid_answer_shows_the_answer_continuing_to_its_end(browser, chat, llm, width):
-    page = open_page(browser, chat.url, width=width, height=860)
-    try:
+    with opened(browser, chat.url, width=width, height=860) as page:
         llm.script(Reply(tool_calls=[ToolCall("web_search", {"query": "slow words"})]), slow())
         send(page, "Words, slowly.")
         expect(page.locator(".answer").last).to_contain_text("word5 ")
@@ -287,8 +286,6 @@ def test_a_reload_mid_answer_shows_the_answer_continuing_to_its_end(browser, cha
         expect(running).to_have_count(0)
         assert llm.requests[-1].completed and llm.requests[-1].hung_up_at is None
         assert page.log.errors == []
-    finally:
-        page.context.close()
 
 
 def test_stop_on_the_page_is_a_request_and_keeps_what_came(page, chat, llm):

@@ -12,7 +12,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.browser import open_page
+from tests.browser import opened
 from tests.conftest import ChatService, chat_env, run_main
 
 # The fake Brave index answers a Polish query with a share of Polish results that rises
@@ -340,21 +340,20 @@ def test_errors_show_the_service_message(page, chat, llm, pages, tmp_path, brows
 
     # Its own DATA_DIR: sharing the first one's, it would answer from its search cache.
     dead = ChatService(chat_env(llm, tmp_path / "dead", pages), "http://127.0.0.1:9").start()
-    other = open_page(browser, dead.url)
     try:
-        open_lab(other, dead.url)
-        run_search(other, QUERY)
-        error = other.locator(".lab-error")
-        expect(error).to_contain_text("SearXNG is not reachable at http://127.0.0.1:9")
-        expect(error.locator("a[href='#/status']")).to_be_visible()
-        expect(other.locator(".lab-results")).to_be_hidden()
-        compare(other, QUERY)
-        expect(error).to_contain_text("Comparison failed")
-        assert other.log.outside() == []
-        # The page logs the failed fetches (HTTP 502) and nothing else.
-        assert all("502" in line for line in other.log.errors), other.log.errors
+        with opened(browser, dead.url) as other:
+            open_lab(other, dead.url)
+            run_search(other, QUERY)
+            error = other.locator(".lab-error")
+            expect(error).to_contain_text("SearXNG is not reachable at http://127.0.0.1:9")
+            expect(error.locator("a[href='#/status']")).to_be_visible()
+            expect(other.locator(".lab-results")).to_be_hidden()
+            compare(other, QUERY)
+            expect(error).to_contain_text("Comparison failed")
+            assert other.log.outside() == []
+            # The page logs the failed fetches (HTTP 502) and nothing else.
+            assert all("502" in line for line in other.log.errors), other.log.errors
     finally:
-        other.context.close()
         dead.stop()
 
 
@@ -401,8 +400,7 @@ def test_result_text_is_never_markup(page, chat):
 def test_lab_fits_a_narrow_screen(browser, chat, dark, tmp_path):
     from playwright.sync_api import expect
 
-    narrow = open_page(browser, chat.url, width=400, height=800, dark=dark)
-    try:
+    with opened(browser, chat.url, width=400, height=800, dark=dark) as narrow:
         open_lab(narrow, chat.url)
         compare(narrow, QUERY)
         expect(narrow.locator(".lab-bar")).to_have_count(3)
@@ -422,8 +420,6 @@ def test_lab_fits_a_narrow_screen(browser, chat, dark, tmp_path):
         assert overflow[0] <= 400 and overflow[1] <= 0, overflow
         narrow.screenshot(path=str(tmp_path / f"lab-{'dark' if dark else 'light'}.png"))
         assert narrow.log.errors == []
-    finally:
-        narrow.context.close()
 
 
 def test_our_engines_old_name_still_means_ours_and_the_same_search(chat, brave):

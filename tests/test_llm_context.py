@@ -17,7 +17,7 @@ from playwright.sync_api import expect
 from app.chat.fitting import CUT_MARKER
 from app.search.client import Searxng
 from app.search.embedded import EmbeddedSearxng
-from tests.browser import open_page
+from tests.browser import opened
 from tests.chat_client import done, get_conversation, new_conversation, send
 from tests.conftest import API_KEY, chat_env, run_main, searxng_env, service_for
 from tests.fakes.brave_api import CONTEXT_PATH, CorpusPage
@@ -258,8 +258,7 @@ def test_the_trail_says_the_pages_were_read_through_brave(
         Reply(text="Until they float, then two minutes more [1]."),
     )
     with service_for(request, chat_env(llm, tmp_path, pages), context_only.url) as chat:
-        page = open_page(browser, chat.url)
-        try:
+        with opened(browser, chat.url) as page:
             type_and_send(page, "How long do I boil pierogi?")
             wait_turn_end(page)
             trail = page.locator(".trail").last
@@ -267,8 +266,6 @@ def test_the_trail_says_the_pages_were_read_through_brave(
             step = trail.locator(".timeline li").first
             expect(step).to_contain_text("1 read through Brave, your address not shown")
             assert page.log.errors == []
-        finally:
-            page.context.close()
 
 
 def test_doctor_spends_no_llm_context_query_when_it_is_on(brave, tmp_path):

@@ -22,7 +22,7 @@ from app.chat.pending import PendingSaves
 from app.search.embedded import free_port
 from app.store.database import DATABASE, Database
 from app.store.storage import Storage
-from tests.browser import open_page
+from tests.browser import opened
 from tests.chat_client import Events, get_conversation, new_conversation, stream
 from tests.chat_client import send as api_send
 from tests.conftest import ChatService, chat_env, run_cli
@@ -332,8 +332,7 @@ def test_the_page_names_the_lost_database_keeps_the_answer_and_comes_back_by_its
 ):
     chat, name = service
     where = f"PostgreSQL at 127.0.0.1:{cluster.port}/{name}"
-    page = open_page(browser, chat.url)
-    try:
+    with opened(browser, chat.url) as page:
         llm.script(SLOW)
         send(page, "Tell me slowly.")
         expect(page.locator("#messages")).to_contain_text("piece 9 ", timeout=20_000)
@@ -364,5 +363,3 @@ def test_the_page_names_the_lost_database_keeps_the_answer_and_comes_back_by_its
         expect(page.locator("#conversation-list")).to_contain_text("Tell me slowly.")
         page.evaluate(f"location.hash = '#/c/{asked}'")
         expect(page.locator("#messages")).to_contain_text("piece 59")
-    finally:
-        page.context.close()

@@ -11,7 +11,7 @@ import httpx
 import pytest
 from playwright.sync_api import Page, expect
 
-from tests.browser import open_page
+from tests.browser import opened
 from tests.chat_client import get_conversation
 from tests.conftest import ChatService, chat_env
 from tests.fakes.conventions import llamacpp_stream_unparsed, ollama_routes, ollama_stream
@@ -352,10 +352,9 @@ def small_page(browser, llm, pages, searxng, brave, tmp_path) -> Iterator[Page]:
     llm.clear()
     env = chat_env(llm, tmp_path, pages, KEEP_RECENT_MESSAGES="2", MAX_COMPLETION_TOKENS="200")
     service = ChatService(env, searxng.url).start()
-    opened = open_page(browser, service.url)
-    opened.service = service
-    yield opened
-    opened.context.close()
+    with opened(browser, service.url) as page:
+        page.service = service
+        yield page
     service.stop()
 
 
@@ -557,21 +556,17 @@ def test_a_new_conversation_offers_examples_in_the_search_language(page, llm):
 
 
 def test_the_search_locale_stays_one_word_on_a_phone(browser, chat):
-    page = open_page(browser, chat.url, width=400, height=700)
-    try:
+    with opened(browser, chat.url, width=400, height=700) as page:
         locale = page.locator(".empty p .nowrap")
         expect(locale).to_have_text("pl-PL")
         for width in range(320, 400, 2):  # wherever the line happens to break
             page.set_viewport_size({"width": width, "height": 700})
             lines = locale.evaluate("node => node.getClientRects().length")
             assert lines == 1, f"pl-PL broken over {lines} lines at {width} px"
-    finally:
-        page.context.close()
 
 
 def test_the_page_is_usable_at_400_px(browser, chat, llm):
-    page = open_page(browser, chat.url, width=400, height=800)
-    try:
+    with opened(browser, chat.url, width=400, height=800) as page:
         expect(page.locator("#sidebar")).not_to_be_in_viewport()
         page.locator("#open-sidebar").click()
         expect(page.locator("#new-conversation")).to_be_in_viewport()
@@ -582,8 +577,6 @@ def test_the_page_is_usable_at_400_px(browser, chat, llm):
         wait_turn_end(page)
         width = page.evaluate("document.documentElement.scrollWidth")
         assert width <= 400, f"the page scrolls sideways ({width}px)"
-    finally:
-        page.context.close()
 
 
 def test_shift_enter_adds_a_line_and_ctrl_shift_o_starts_a_new_conversation(page, llm):
@@ -606,8 +599,7 @@ def test_shift_enter_adds_a_line_and_ctrl_shift_o_starts_a_new_conversation(page
 
 
 def test_with_a_token_the_page_asks_for_it_and_then_works(browser, llm, guarded, auth_token):
-    page = open_page(browser, guarded.url, ready=False)
-    try:
+    with opened(browser, guarded.url, ready=False) as page:
         dialog = page.locator("#login-dialog")
         expect(dialog).to_be_visible()
         page.fill("#login-token", "wrong")
@@ -620,13 +612,10 @@ def test_with_a_token_the_page_asks_for_it_and_then_works(browser, llm, guarded,
         send(page, "Hello with a token")
         wait_turn_end(page)
         expect(page.locator(".message.assistant .answer")).to_have_text("Authorised.")
-    finally:
-        page.context.close()
 
 
 def test_the_menu_reaches_every_view_at_400_px(browser, chat):
-    page = open_page(browser, f"{chat.url}/#/lab", width=400, height=800)
-    try:
+    with opened(browser, f"{chat.url}/#/lab", width=400, height=800) as page:
         expect(page.locator("#view-lab")).to_be_visible()
         page.locator("#open-sidebar").click()
         page.locator("#open-status").click()
@@ -635,8 +624,6 @@ def test_the_menu_reaches_every_view_at_400_px(browser, chat):
         page.locator("#open-sidebar").click()
         page.locator("#new-conversation").click()
         expect(page.locator(".empty")).to_be_visible()
-    finally:
-        page.context.close()
 
 
 OVERLAPS = """([a, b]) => !(a.right <= b.left || b.right <= a.left || a.bottom <= b.top
@@ -659,8 +646,7 @@ def covered(page, selector: str) -> list[str]:
 
 @pytest.mark.parametrize(("width", "height"), [(1280, 700), (390, 760)], ids=["wide", "phone"])
 def test_jump_to_latest_covers_no_answers_figures_or_sources(browser, chat, llm, width, height):
-    page = open_page(browser, chat.url, width=width, height=height)
-    try:
+    with opened(browser, chat.url, width=width, height=height) as page:
         for n in range(3):
             llm.script(Reply(text=[f"Paragraph {k} of answer {n}.\n\n" for k in range(12)]))
             send(page, f"Question {n}")
@@ -683,28 +669,22 @@ def test_jump_to_latest_covers_no_answers_figures_or_sources(browser, chat, llm,
             if index < 2:
                 expect(page.locator("#jump-latest")).to_be_visible()
             assert covered(page, ".answer-stats > :not(.spacer), .source-chip") == [], each
-    finally:
-        page.context.close()
 
 
 def test_on_a_phone_the_lab_and_status_scroll_below_the_menu_button(browser, chat):
     """The ☰ floats over the page on a phone: a view that scrolls under it had its first
     words (the lab chart's "all") hidden behind it."""
-    page = open_page(browser, chat.url + "/#/lab", width=390, height=700)
-    try:
+    with opened(browser, chat.url + "/#/lab", width=390, height=700) as page:
         for view in ("lab", "status"):
             page.evaluate(f"location.hash = '#/{view}'")
             expect(page.locator(f"#view-{view}")).to_be_visible()
             menu = page.locator("#open-sidebar").bounding_box()
             scroller = page.locator(f"#view-{view}").bounding_box()
             assert scroller["y"] >= menu["y"] + menu["height"], (view, scroller, menu)
-    finally:
-        page.context.close()
 
 
 def test_the_view_follows_the_stream_until_the_reader_scrolls_up(browser, chat, llm):
-    page = open_page(browser, chat.url, width=1000, height=500)
-    try:
+    with opened(browser, chat.url, width=1000, height=500) as page:
         llm.script(Reply(text=[f"Paragraph {n}.\n\n" for n in range(120)], chunk_delay=0.03))
         send(page, "A long answer, please.")
         expect(page.locator(".answer")).to_contain_text("Paragraph 20")
@@ -719,8 +699,6 @@ def test_the_view_follows_the_stream_until_the_reader_scrolls_up(browser, chat, 
         page.wait_for_function(f"{at_bottom}(document.querySelector('#messages'))")
         page.keyboard.press("Escape")
         wait_turn_end(page)
-    finally:
-        page.context.close()
 
 
 def test_a_refused_and_unsolicited_fetch_shows_in_the_trail(page, llm):
@@ -744,19 +722,18 @@ def test_ollamas_default_window_is_noted_on_the_context_bar(browser, pages, sear
     routes = ollama_routes("fake-model")  # not loaded, no num_ctx: Ollama's default window
     with FakeLLM(models=["fake-model", "fake-small"], routes=routes) as fake:
         service = ChatService(chat_env(fake, tmp_path, pages), searxng.url).start()
-        page = open_page(browser, service.url)
         try:
-            fake.script(ollama_stream("fake-model", ["Warsaw."]))
-            send(page, "What is the capital of Poland?")
-            wait_turn_end(page)
-            note = page.locator(".context-label .window-note.warning")
-            expect(note).to_be_visible()
-            expect(note).to_contain_text("default window (assumed 4096 tokens)")
-            expect(note).to_contain_text("OLLAMA_CONTEXT_LENGTH")
-            # Reopened, the conversation's stored budget brings the note back.
-            page.reload()
-            expect(page.locator(".context-label .window-note.warning")).to_be_visible()
-            assert page.log.errors == []
+            with opened(browser, service.url) as page:
+                fake.script(ollama_stream("fake-model", ["Warsaw."]))
+                send(page, "What is the capital of Poland?")
+                wait_turn_end(page)
+                note = page.locator(".context-label .window-note.warning")
+                expect(note).to_be_visible()
+                expect(note).to_contain_text("default window (assumed 4096 tokens)")
+                expect(note).to_contain_text("OLLAMA_CONTEXT_LENGTH")
+                # Reopened, the conversation's stored budget brings the note back.
+                page.reload()
+                expect(page.locator(".context-label .window-note.warning")).to_be_visible()
+                assert page.log.errors == []
         finally:
-            page.context.close()
             service.stop()

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from playwright.sync_api import expect
 
-from tests.browser import open_page
+from tests.browser import opened
 from tests.fakes.llm_server import Reply, ToolCall
 from tests.page_actions import send, wait_turn_end
 
@@ -17,8 +17,7 @@ FINGER = 44  # px: the target a fingertip hits, as the sidebar's row menu has
 def test_settings_chosen_in_the_menu_closes_it_and_closing_settings_returns_to_the_chat(
     browser, chat
 ):
-    page = open_page(browser, chat.url, **PHONE)
-    try:
+    with opened(browser, chat.url, **PHONE) as page:
         page.locator("#open-sidebar").click()
         page.locator("#open-settings").click()
         expect(page.locator("#settings-dialog")).to_be_visible()
@@ -29,13 +28,10 @@ def test_settings_chosen_in_the_menu_closes_it_and_closing_settings_returns_to_t
         expect(page.locator("#scrim")).to_be_hidden()
         expect(page.locator("#open-sidebar")).to_be_focused()
         page.locator("#composer-input").click(timeout=2_000)  # nothing lies over it
-    finally:
-        page.context.close()
 
 
 def test_the_closed_menu_takes_no_tab_stops_and_the_keyboard_goes_in_and_out(browser, chat):
-    page = open_page(browser, chat.url, **PHONE)
-    try:
+    with opened(browser, chat.url, **PHONE) as page:
         page.locator("#skip-link").focus()  # the page's first stop
         page.keyboard.press("Tab")  # the ☰, not a control of the menu out of sight
         expect(page.locator("#open-sidebar")).to_be_focused()
@@ -46,8 +42,6 @@ def test_the_closed_menu_takes_no_tab_stops_and_the_keyboard_goes_in_and_out(bro
         page.keyboard.press("Escape")
         expect(page.locator("#sidebar")).not_to_be_in_viewport()
         expect(page.locator("#open-sidebar")).to_be_focused()
-    finally:
-        page.context.close()
 
 
 def test_on_a_touch_screen_the_menu_button_and_each_answers_controls_take_a_finger(

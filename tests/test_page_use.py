@@ -13,7 +13,7 @@ from contextlib import contextmanager
 import httpx
 from playwright.sync_api import expect
 
-from tests.browser import open_page
+from tests.browser import opened
 from tests.chat_client import new_conversation
 from tests.chat_client import send as api_send
 from tests.conftest import ChatService, chat_env
@@ -286,8 +286,7 @@ def test_settings_saved_on_a_new_conversation_do_not_list_it(page):
 
 
 def test_escape_does_not_dismiss_the_sign_in(browser, guarded, auth_token):
-    page = open_page(browser, guarded.url, ready=False)
-    try:
+    with opened(browser, guarded.url, ready=False) as page:
         dialog = page.locator("#login-dialog")
         expect(dialog).to_be_visible()
         for _ in range(3):
@@ -298,8 +297,6 @@ def test_escape_does_not_dismiss_the_sign_in(browser, guarded, auth_token):
         page.keyboard.press("Enter")
         expect(page.locator("body")).to_have_attribute("data-ready", "yes")
         expect(page.locator("#model-picker option")).not_to_have_count(0)
-    finally:
-        page.context.close()
 
 
 # -- 8. the answer's controls and the title --------------------------------------------------
@@ -351,8 +348,7 @@ def test_a_chip_shows_the_pages_title_and_host_and_numbers_start_at_one(page, ll
 
 
 def test_the_top_bar_on_a_phone_is_one_line_with_details_on_demand(browser, chat, llm):
-    page = open_page(browser, chat.url, width=400, height=800)
-    try:
+    with opened(browser, chat.url, width=400, height=800) as page:
         llm.script(server_error(500))  # the message comes back: the attempt left nothing
         send(page, "Hello from a phone")
         wait_turn_end(page)
@@ -369,8 +365,6 @@ def test_the_top_bar_on_a_phone_is_one_line_with_details_on_demand(browser, chat
         expect(page.locator(".context-label")).to_be_hidden()
         totals.click()
         expect(page.locator(".context-label")).to_be_visible()
-    finally:
-        page.context.close()
 
 
 # -- 11. the sidebar ------------------------------------------------------------------------
@@ -571,8 +565,7 @@ def test_an_answer_says_only_what_its_server_reported(page, llm):
 
 def test_help_tips_stay_inside_the_viewport(browser, chat):
     for width, height in ((1280, 900), (400, 800)):
-        page = open_page(browser, chat.url, width=width, height=height)
-        try:
+        with opened(browser, chat.url, width=width, height=height) as page:
             page.locator("#conversation-settings").click()
             buttons = page.locator("#settings-dialog button.help")
             for index in range(buttons.count()):
@@ -591,13 +584,10 @@ def test_help_tips_stay_inside_the_viewport(browser, chat):
                       return at === t || t.contains(at); }"""
                 )
                 assert corner, (width, index, "the tip is cut off")
-        finally:
-            page.context.close()
 
 
 def test_a_refused_value_reads_in_plain_words_and_save_stays_in_sight(browser, chat):
-    page = open_page(browser, chat.url, width=1280, height=700)
-    try:
+    with opened(browser, chat.url, width=1280, height=700) as page:
         page.locator("#conversation-settings").click()
         save = page.locator("#settings-dialog button[type=submit]")
         expect(save).to_be_in_viewport()
@@ -615,25 +605,22 @@ def test_a_refused_value_reads_in_plain_words_and_save_stays_in_sight(browser, c
         page.fill("#setting-search_locale", "pt-BR")  # free entry still taken
         save.click()
         expect(page.locator("#settings-dialog .saved")).to_contain_text("Saved")
-    finally:
-        page.context.close()
 
 
 def test_the_budget_is_checked_against_the_served_window(browser, pages, searxng, tmp_path):
     with FakeLLM(models=["fake-model", "fake-small"], n_ctx=32768) as fake:
         service = ChatService(chat_env(fake, tmp_path, pages), searxng.url).start()
-        page = open_page(browser, service.url)
         try:
-            page.locator("#conversation-settings").click()
-            page.fill("#setting-context_budget", "40000")
-            page.locator("#settings-dialog button[type=submit]").click()
-            error = page.locator('.field[data-name="context_budget"] .field-error')
-            expect(error).to_contain_text("At most 32,768 tokens")
-            page.fill("#setting-context_budget", "30000")
-            page.locator("#settings-dialog button[type=submit]").click()
-            expect(page.locator("#settings-dialog .saved")).to_contain_text("Saved 1 change")
+            with opened(browser, service.url) as page:
+                page.locator("#conversation-settings").click()
+                page.fill("#setting-context_budget", "40000")
+                page.locator("#settings-dialog button[type=submit]").click()
+                error = page.locator('.field[data-name="context_budget"] .field-error')
+                expect(error).to_contain_text("At most 32,768 tokens")
+                page.fill("#setting-context_budget", "30000")
+                page.locator("#settings-dialog button[type=submit]").click()
+                expect(page.locator("#settings-dialog .saved")).to_contain_text("Saved 1 change")
         finally:
-            page.context.close()
             service.stop()
 
 
@@ -678,12 +665,9 @@ def test_overflow_advice_says_what_will_happen(page, llm):
 @contextmanager
 def clocked(browser) -> Iterator:
     """A blank page on a fake clock (its waits pass only when the test moves it)."""
-    page = open_page(browser, "about:blank", ready=False)
-    page.clock.install()
-    try:
+    with opened(browser, "about:blank", ready=False) as page:
+        page.clock.install()
         yield page
-    finally:
-        page.context.close()
 
 
 def answered(page, path: str, answers: list) -> list[str]:
@@ -842,8 +826,7 @@ def test_a_bullet_list_before_a_numbered_list_stays_tight(page, llm):
 
 
 def test_the_placeholder_fits_the_message_box_on_a_phone(browser, chat):
-    page = open_page(browser, chat.url, width=400, height=800)
-    try:
+    with opened(browser, chat.url, width=400, height=800) as page:
         fits = page.locator("#composer-input").evaluate(
             """box => {
               const copy = box.cloneNode(); copy.value = box.placeholder;
@@ -853,8 +836,6 @@ def test_the_placeholder_fits_the_message_box_on_a_phone(browser, chat):
               copy.remove(); return ok; }"""
         )
         assert fits, "the placeholder is clipped"
-    finally:
-        page.context.close()
 
 
 def test_export_names_the_file_after_the_title(page, llm):
@@ -867,8 +848,7 @@ def test_export_names_the_file_after_the_title(page, llm):
 
 
 def test_the_theme_switch_picks_light_dark_or_the_system(browser, chat):
-    page = open_page(browser, chat.url, dark=False)
-    try:
+    with opened(browser, chat.url, dark=False) as page:
         background = "getComputedStyle(document.body).backgroundColor"
         light = page.evaluate(background)
         page.select_option("#theme", "dark")
@@ -879,8 +859,6 @@ def test_the_theme_switch_picks_light_dark_or_the_system(browser, chat):
         assert page.evaluate(background) == dark
         page.select_option("#theme", "system")
         assert page.evaluate(background) == light
-    finally:
-        page.context.close()
 
 
 def test_the_status_panel_says_the_tool_check_generates_tokens(page):

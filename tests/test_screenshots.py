@@ -12,7 +12,7 @@ from pathlib import Path
 
 from playwright.sync_api import expect
 
-from tests.browser import open_page
+from tests.browser import opened
 from tests.fakes.llm_server import Reply, ToolCall
 
 QUESTION = "Jak długo gotować pierogi z kapustą?"
@@ -56,8 +56,7 @@ def test_screenshots_of_a_finished_search_and_fetch_answer(browser, chat, llm, p
         ),
     )
     for scheme, width, height in (("light", 1280, 900), ("dark", 1280, 900), ("phone", 400, 800)):
-        page = open_page(browser, chat.url, width=width, height=height, dark=scheme == "dark")
-        try:
+        with opened(browser, chat.url, width=width, height=height, dark=scheme == "dark") as page:
             if scheme == "light":
                 page.fill("#composer-input", f"{QUESTION} {pages.url}/article")
                 page.keyboard.press("Enter")
@@ -80,8 +79,6 @@ def test_screenshots_of_a_finished_search_and_fetch_answer(browser, chat, llm, p
             page.screenshot(path=str(path))
             assert path.stat().st_size > 20_000
             assert page.log.errors == [] and page.log.outside() == []
-        finally:
-            page.context.close()
 
 
 VERSION_QUESTION = "Suggest a name for a small pierogi shop in Kraków."
@@ -109,8 +106,7 @@ def test_screenshot_of_a_regenerated_answer_with_its_versions(browser, chat, llm
         Reply(text=FIRST_VERSION, usage=usage, chunk_delay=0.005),
         Reply(text=SECOND_VERSION, usage=usage, chunk_delay=0.005),
     )
-    page = open_page(browser, chat.url, width=1280, height=900)
-    try:
+    with opened(browser, chat.url, width=1280, height=900) as page:
         page.fill("#composer-input", VERSION_QUESTION)
         page.keyboard.press("Enter")
         expect(page.locator("body")).to_have_attribute("data-turns-ended", "1")
@@ -123,8 +119,6 @@ def test_screenshot_of_a_regenerated_answer_with_its_versions(browser, chat, llm
         page.screenshot(path=str(path))
         assert path.stat().st_size > 20_000
         assert page.log.errors == [] and page.log.outside() == []
-    finally:
-        page.context.close()
 
 
 TABLE_QUESTION = "Porównaj popularne serwery WWW"
@@ -152,8 +146,7 @@ def test_screenshot_of_a_wide_table(browser, chat, llm, tmp_path):
     target = Path(os.environ.get("SCREENSHOT_DIR") or tmp_path)
     target.mkdir(parents=True, exist_ok=True)
     llm.script(Reply(text=TABLE_ANSWER, usage={"prompt_tokens": 900, "completion_tokens": 180}))
-    page = open_page(browser, chat.url, width=1280, height=900)
-    try:
+    with opened(browser, chat.url, width=1280, height=900) as page:
         page.fill("#composer-input", TABLE_QUESTION)
         page.keyboard.press("Enter")
         expect(page.locator("body")).to_have_attribute("data-turns-ended", "1")
@@ -164,5 +157,3 @@ def test_screenshot_of_a_wide_table(browser, chat, llm, tmp_path):
         page.screenshot(path=str(path))
         assert path.stat().st_size > 20_000
         assert page.log.errors == [] and page.log.outside() == []
-    finally:
-        page.context.close()

@@ -18,7 +18,7 @@ from app import config
 from app.search.client import Searxng
 from app.search.embedded import EmbeddedSearxng, write_settings
 from app.search.plan import PlanReader
-from tests.browser import open_page
+from tests.browser import opened
 from tests.chat_client import new_conversation, send
 from tests.conftest import (
     API_KEY,
@@ -269,8 +269,7 @@ def test_a_used_up_month_is_named_in_the_pages_trail_and_status_panel(
         Reply(tool_calls=[ToolCall("web_search", {"query": "rust ownership"})]),
         Reply(text="I could not search."),
     )
-    page = open_page(browser, chat.url)
-    try:
+    with opened(browser, chat.url) as page:
         page.fill("#composer-input", "What is ownership in Rust?")
         page.keyboard.press("Enter")
         expect(page.locator("body")).to_have_attribute("data-turns-ended", "1", timeout=30_000)
@@ -280,8 +279,6 @@ def test_a_used_up_month_is_named_in_the_pages_trail_and_status_panel(
         page.locator("#open-status").click()
         expect(page.locator(".status-panel")).to_contain_text(MONTH_END)
         expect(page.locator(".status-panel")).to_contain_text("Brave plan")
-    finally:
-        page.context.close()
 
 
 def test_a_commands_searches_count_with_the_services(
@@ -341,8 +338,7 @@ def test_an_answers_figures_and_the_labs_say_what_its_searches_cost(
     search = Reply(tool_calls=[ToolCall("web_search", {"query": "rust ownership"})])
     other = Reply(tool_calls=[ToolCall("web_search", {"query": "rust borrowing"})])
     llm.script(search, other, Reply(text="Ownership."), search, Reply(text="Again."))
-    page = open_page(browser, chat.url)
-    try:
+    with opened(browser, chat.url) as page:
         send(page, "What is ownership in Rust?")
         wait_turn_end(page)
         stats = page.locator(".answer-stats")
@@ -358,18 +354,13 @@ def test_an_answers_figures_and_the_labs_say_what_its_searches_cost(
             page.click(".lab-actions button[type=submit]")
             expect(summary).to_contain_text(said)
         assert page.log.errors == []
-    finally:
-        page.context.close()
     chat.stop()
     free = plan_service(BRAVE_PRICE_PER_1000="0")  # an old free plan: no money anywhere
     traits = Reply(tool_calls=[ToolCall("web_search", {"query": "rust traits"})])
     llm.script(traits, Reply(text="Traits."))
-    page = open_page(browser, free.url)
-    try:
+    with opened(browser, free.url) as page:
         send(page, "What are traits?")
         wait_turn_end(page)
         shown = page.locator(".answer-stats")
         expect(shown).to_contain_text("1 search")
         expect(shown).not_to_contain_text("$")
-    finally:
-        page.context.close()

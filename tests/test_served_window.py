@@ -11,7 +11,7 @@ import pytest
 from playwright.sync_api import expect
 
 from app.chat.fitting import CUT_MARKER, NO_ROOM
-from tests.browser import open_page
+from tests.browser import opened
 from tests.chat_client import done, get_conversation, new_conversation, send
 from tests.conftest import ChatService, chat_env, run_main, service_for
 from tests.fakes.conventions import vllm_models
@@ -204,8 +204,7 @@ def test_search_results_left_out_of_the_window_are_said_not_given_on_v1(small_wi
 def test_the_trail_shows_a_page_left_out_as_fetched_not_read(browser, small_window, pages):
     chat, small = small_window
     article, question = search_then_read(small, pages)
-    page = open_page(browser, chat.url)
-    try:
+    with opened(browser, chat.url) as page:
         type_and_send(page, question)
         wait_turn_end(page)
         trail = page.locator(".trail").last
@@ -215,5 +214,3 @@ def test_the_trail_shows_a_page_left_out_as_fetched_not_read(browser, small_wind
         expect(step).to_contain_text("Fetched “")
         expect(step).to_contain_text(LEFT_OUT)
         assert page.log.errors == []
-    finally:
-        page.context.close()

@@ -13,7 +13,7 @@ from playwright.sync_api import expect
 
 from app import config
 from app.search.embedded import EmbeddedSearxng, free_port
-from tests.browser import open_page
+from tests.browser import opened
 from tests.chat_client import new_conversation, send
 from tests.conftest import ChatService, chat_env, on_socket, searxng_env
 from tests.fakes.llm_server import FakeLLM, Reply, invalid_api_key, tools_unsupported
@@ -268,33 +268,29 @@ def screenshot(page, name: str) -> None:
 def test_status_view_shows_every_check(browser, service, brave):
     stated = FakeLLM(models=["fake-model", "fake-small"], n_ctx=32768)  # its window proven
     with stated:
-        page = open_page(browser, service(fake=stated).url + "/#/status", height=1100)
-        check_every_row(page, brave)
+        with opened(browser, service(fake=stated).url + "/#/status", height=1100) as page:
+            check_every_row(page, brave)
 
 
 def check_every_row(page, brave) -> None:
     """The panel with every check ok: each in words, no fix, the Brave plan untouched."""
-    try:
-        wait_checked(page)
-        assert page.locator("#view-status").is_visible()
-        heading = page.locator("#view-status h1").inner_text()
-        assert heading == "Status: is everything connected?"
-        assert rows(page) == dict.fromkeys([*QUICK_IDS, "model_tools"], "ok")
-        labels = page.eval_on_selector_all(
-            "#view-status .status-row .status-icon", "nodes => nodes.map(n => n.ariaLabel)"
-        )
-        assert set(labels) == {"ok"}  # the state in words, not colour alone
-        assert page.locator("#view-status .status-fix").count() == 0  # no fix when all is ok
-        screenshot(page, "status.png")
-        assert brave.requests == []
-        assert page.log.errors == [] and page.log.outside() == []
-    finally:
-        page.context.close()
+    wait_checked(page)
+    assert page.locator("#view-status").is_visible()
+    heading = page.locator("#view-status h1").inner_text()
+    assert heading == "Status: is everything connected?"
+    assert rows(page) == dict.fromkeys([*QUICK_IDS, "model_tools"], "ok")
+    labels = page.eval_on_selector_all(
+        "#view-status .status-row .status-icon", "nodes => nodes.map(n => n.ariaLabel)"
+    )
+    assert set(labels) == {"ok"}  # the state in words, not colour alone
+    assert page.locator("#view-status .status-fix").count() == 0  # no fix when all is ok
+    screenshot(page, "status.png")
+    assert brave.requests == []
+    assert page.log.errors == [] and page.log.outside() == []
 
 
 def test_brave_check_runs_only_on_its_button(browser, chat, brave):
-    page = open_page(browser, chat.url + "/#/status")
-    try:
+    with opened(browser, chat.url + "/#/status") as page:
         wait_checked(page)
         page.get_by_role("button", name="Check again").click()
         wait_checked(page)
@@ -309,13 +305,10 @@ def test_brave_check_runs_only_on_its_button(browser, chat, brave):
         assert rows(page)["brave_key"] == "ok"  # the last answer stays; no new query for it
         assert len(brave.requests) == 1
         assert page.log.errors == []
-    finally:
-        page.context.close()
 
 
 def test_rows_are_reached_with_the_keyboard(browser, chat):
-    page = open_page(browser, chat.url + "/#/status")
-    try:
+    with opened(browser, chat.url + "/#/status") as page:
         wait_checked(page)
         page.get_by_role("button", name="Check again").focus()
         page.keyboard.press("Tab")
@@ -323,8 +316,6 @@ def test_rows_are_reached_with_the_keyboard(browser, chat):
         assert focused == "searxng_reachable"
         page.keyboard.press("Tab")
         assert page.evaluate("() => document.activeElement.dataset.check") == "searxng_json"
-    finally:
-        page.context.close()
 
 
 @pytest.mark.parametrize("dark", [False, True], ids=["light", "dark"])
@@ -332,8 +323,7 @@ def test_a_dead_model_server_opens_the_status_view_by_itself(browser, service, b
     with FakeLLM(models=["fake-model"], n_ctx=4096) as small:
         healthy_but_small = service(fake=small)  # for the warning row in the screenshot
         running = service(LLM_BASE_URL=f"http://127.0.0.1:{free_port()}/v1")
-        page = open_page(browser, running.url + "/", width=400, height=1500, dark=dark)
-        try:
+        with opened(browser, running.url + "/", width=400, height=1500, dark=dark) as page:
             page.wait_for_selector("#view-status [data-check='model_reachable'][data-state='fail']")
             wait_checked(page)
             assert page.locator("#view-status").is_visible()
@@ -349,17 +339,12 @@ def test_a_dead_model_server_opens_the_status_view_by_itself(browser, service, b
             screenshot(page, f"status-fail-{'dark' if dark else 'light'}.png")
             assert brave.requests == []
             assert page.log.outside() == []
-        finally:
-            page.context.close()
-        page = open_page(browser, healthy_but_small.url + "/#/status", height=1100, dark=dark)
-        try:
+        with opened(browser, healthy_but_small.url + "/#/status", height=1100, dark=dark) as page:
             wait_checked(page)
             assert rows(page)["model_window"] == "warning"
             fix = page.locator("#view-status [data-check='model_window'] .status-fix").inner_text()
             assert "num_ctx" in fix
             screenshot(page, f"status-warning-{'dark' if dark else 'light'}.png")
-        finally:
-            page.context.close()
 
 
 def test_the_sidebar_dots_follow_what_the_turns_meet(browser, service, brave):
@@ -369,8 +354,7 @@ def test_the_sidebar_dots_follow_what_the_turns_meet(browser, service, brave):
     with FakeLLM(models=["fake-model"], n_ctx=32768) as model_server:  # its window proven
         port = int(model_server.url.rsplit(":", 1)[1])
         running = service(fake=model_server)
-        page = open_page(browser, running.url + "/")
-        try:
+        with opened(browser, running.url + "/") as page:
             page.wait_for_selector("body[data-ready]", state="attached")
             expect(page.locator(model_dot)).to_have_class(re.compile(r"\bok\b"))
             model_server.stop()
@@ -384,16 +368,13 @@ def test_the_sidebar_dots_follow_what_the_turns_meet(browser, service, brave):
             wait_turn_end(page)
             expect(page.locator(".message.assistant .answer").last).to_have_text("It is.")
             expect(page.locator(model_dot)).to_have_class(re.compile(r"\bok\b"))
-        finally:
-            page.context.close()
 
 
 def test_a_refused_key_is_what_open_status_shows_until_an_answer_comes(browser, chat, llm):
     """A server that lists its models without a key (llama-server does) passes every free
     check while it refuses each answer: the card's Open status must show the refusal, and
     an answer given later clears it."""
-    page = open_page(browser, chat.url + "/")
-    try:
+    with opened(browser, chat.url + "/") as page:
         page.wait_for_selector("body[data-ready]", state="attached")
         llm.script(invalid_api_key())
         type_and_send(page, "Hello?")
@@ -407,8 +388,6 @@ def test_a_refused_key_is_what_open_status_shows_until_an_answer_comes(browser, 
         expect(page.locator("#status-dots .status-dot[title^='model server']")).to_have_class(
             re.compile(r"\bfail\b")
         )
-    finally:
-        page.context.close()
     llm.script(Reply(text="Hi."))
     assert send(chat, new_conversation(chat), "Hello again?")[-1]["type"] == "done"
     assert "model_key_refused" not in by_id(status(chat, quick=True))
