@@ -14,10 +14,12 @@ from typing import Any
 
 import pytest
 
+from tests.browser import opened
 from tests.conftest import ChatService, chat_env, service_for
 from tests.fakes.brave_api import FakeBrave
 from tests.fakes.llm_server import FakeLLM, Reply
 from tests.fakes.pages import PageServer
+from tests.page_actions import turns_ended
 from tests.resolving import resolve_everything_privately
 
 STEP = re.compile(r"Research step: (\w+)\.")
@@ -135,6 +137,18 @@ def research_service(
     env = chat_env(llm, tmp, pages, SEARCH_RATE="50", **extra)
     with service_for(request, env, searxng_url) as started:
         yield started
+
+
+@contextmanager
+def research_page(
+    browser: Any, service: ChatService, *, pause: float, **options: Any
+) -> Iterator[Any]:
+    """The service's page (`opened` with its keyword arguments), its research plans starting
+    by themselves after `pause` seconds (0: only on Start), as the Settings field keeps it."""
+    with opened(browser, service.url, **options) as page:
+        page.evaluate(f"localStorage.setItem('research-plan-seconds', '{pause}')")
+        page.ended_before = turns_ended(page)
+        yield page
 
 
 # The fixtures of the research test modules, imported by each (a module may define its

@@ -7,26 +7,17 @@ from __future__ import annotations
 
 from playwright.sync_api import expect
 
-from tests.browser import open_page
-from tests.page_actions import send, turns_ended, wait_turn_end
-from tests.research_model import QUESTION, article, researcher, service
+from tests.page_actions import send, wait_turn_end
+from tests.research_model import QUESTION, article, research_page, researcher, service
 
 __all__ = ["article", "researcher", "service"]  # fixtures, imported to be used here
-
-
-def opened(browser, service, *, pause: str):
-    page = open_page(browser, service.url)
-    page.evaluate(f"localStorage.setItem('research-plan-seconds', '{pause}')")
-    page.ended_before = turns_ended(page)
-    return page
 
 
 def test_the_switch_turns_off_once_a_research_is_sent_and_a_reload_agrees(
     browser, service, researcher, article
 ):
-    page = opened(browser, service, pause="0.5")
-    switch = page.locator("#research-switch")
-    try:
+    with research_page(browser, service, pause=0.5) as page:
+        switch = page.locator("#research-switch")
         switch.click()
         expect(page.locator("#composer-input")).to_have_attribute(
             "placeholder", "A question to research… (Enter shows the plan)"
@@ -47,15 +38,13 @@ def test_the_switch_turns_off_once_a_research_is_sent_and_a_reload_agrees(
         expect(page.locator(".plan-card")).to_have_count(0)
         assert researcher.asked.count("plan") == planned
         assert page.log.errors == []
-    finally:
-        page.context.close()
 
 
 def test_a_research_refused_before_it_starts_comes_back_to_the_box_as_a_research(
     browser, service, researcher, article
 ):
-    page = opened(browser, service, pause="99999")  # beyond the service's hour: refused
-    try:
+    # a pause beyond the service's hour: refused
+    with research_page(browser, service, pause=99999) as page:
         page.locator("#research-switch").click()
         send(page, QUESTION)
         expect(page.locator(".notice")).to_contain_text("Not sent")
@@ -65,5 +54,3 @@ def test_a_research_refused_before_it_starts_comes_back_to_the_box_as_a_research
         expect(page.locator(".message.user").last).to_have_text(QUESTION)
         wait_turn_end(page)
         assert researcher.asked[0] == "plan"
-    finally:
-        page.context.close()

@@ -12,8 +12,6 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Page, expect
 
-from tests.browser import open_page
-from tests.conftest import ChatService
 from tests.page_actions import conversation_id, send, turns_ended, wait_turn_end
 from tests.research_model import (
     ARTICLE_QUOTE,
@@ -21,6 +19,7 @@ from tests.research_model import (
     ScriptedResearcher,
     article,
     plan_of,
+    research_page,
     research_service,
     scripted_on,
     service,
@@ -36,15 +35,6 @@ def researcher(llm, monkeypatch) -> ScriptedResearcher:
     scripted = scripted_on(llm, monkeypatch)
     scripted.plan = plan_of("pierogi boiling time", "pierogi fillings")
     return scripted
-
-
-def opened(browser, service: ChatService, *, pause: float, width: int = 1280, dark=False) -> Page:
-    """The page, its research plans starting by themselves after `pause` seconds (0: only
-    on Start), as the Settings field keeps it."""
-    page = open_page(browser, service.url, width=width, height=860, dark=dark)
-    page.evaluate(f"localStorage.setItem('research-plan-seconds', '{pause}')")
-    page.ended_before = turns_ended(page)
-    return page
 
 
 def research(page: Page, question: str = QUESTION) -> None:
@@ -65,8 +55,7 @@ def test_the_switch_shows_the_plan_which_runs_as_edited_on_start_with_live_progr
     browser, service, researcher, article, tmp_path
 ):
     researcher.slow = {"notes": 1.5}  # a page's notes take a while: the progress is seen
-    page = opened(browser, service, pause=0)
-    try:
+    with research_page(browser, service, pause=0) as page:
         research(page)
         card = page.locator(".plan-card")
         expect(card.locator("input")).to_have_count(2)
@@ -97,13 +86,10 @@ def test_the_switch_shows_the_plan_which_runs_as_edited_on_start_with_live_progr
         expect(trail).to_contain_text(ARTICLE_QUOTE)
         shot(page, "report-light", tmp_path)
         assert page.log.errors == []
-    finally:
-        page.context.close()
 
 
 def test_a_plan_left_alone_starts_by_itself_after_the_pause(browser, service, researcher, article):
-    page = opened(browser, service, pause=2)
-    try:
+    with research_page(browser, service, pause=2) as page:
         send(page, f"/research {QUESTION}")  # the prefix, the switch left off
         expect(page.locator(".plan-card")).to_contain_text("starts by itself in")
         expect(page.locator(".message.user").last).to_have_text(QUESTION)
@@ -111,16 +97,13 @@ def test_a_plan_left_alone_starts_by_itself_after_the_pause(browser, service, re
         expect(page.locator(".plan-card")).to_have_count(0)
         expect(page.locator(".message.assistant .answer").last).to_contain_text(REPORT_START)
         assert researcher.asked[:2] == ["plan", "notes"]
-    finally:
-        page.context.close()
 
 
 def test_stop_keeps_the_notes_then_the_report_is_written_from_them_and_regenerate_adds_one(
     browser, service, researcher, article, tmp_path
 ):
     researcher.slow = {"reflect": 30}
-    page = opened(browser, service, pause=0.1)
-    try:
+    with research_page(browser, service, pause=0.1) as page:
         research(page)
         expect(page.locator(".research-progress")).to_contain_text("Reflecting", timeout=20_000)
         page.locator("#stop").click()
@@ -145,15 +128,12 @@ def test_stop_keeps_the_notes_then_the_report_is_written_from_them_and_regenerat
         expect(page.locator(".message.assistant .answer").last).to_contain_text(REPORT_START)
         expect(page.locator(".versions").last).to_contain_text("3/3")
         assert researcher.asked.count("plan") == 2 and researcher.asked.count("report") == 2
-    finally:
-        page.context.close()
 
 
 def test_a_reports_figures_say_what_the_run_spent_and_no_tokens_a_second(
     browser, service, researcher, article
 ):
-    page = opened(browser, service, pause=0.1)
-    try:
+    with research_page(browser, service, pause=0.1) as page:
         research(page)
         wait_turn_end(page)
         expect(page.locator(".message.assistant .answer").last).to_contain_text(REPORT_START)
@@ -173,8 +153,6 @@ def test_a_reports_figures_say_what_the_run_spent_and_no_tokens_a_second(
             expect(time).to_have_count(1)  # the run's time
             expect(stats).not_to_contain_text("tok/s")
         assert page.log.errors == []
-    finally:
-        page.context.close()
 
 
 def test_a_plan_nobody_starts_ends_on_the_page_saying_so_with_regenerate(
@@ -182,8 +160,7 @@ def test_a_plan_nobody_starts_ends_on_the_page_saying_so_with_regenerate(
 ):
     wait = {"RESEARCH_PLAN_WAIT_SECONDS": "1"}
     with research_service(request, llm, pages, searxng.url, tmp_path, **wait) as waiting:
-        page = opened(browser, waiting, pause=0)
-        try:
+        with research_page(browser, waiting, pause=0) as page:
             research(page)
             expect(page.locator(".plan-card")).to_contain_text("waits for Start")
             wait_turn_end(page)
@@ -199,8 +176,6 @@ def test_a_plan_nobody_starts_ends_on_the_page_saying_so_with_regenerate(
             page.get_by_role("button", name="Regenerate").last.click()
             expect(page.locator(".plan-card")).to_contain_text("waits for Start")
             assert page.log.errors == []
-        finally:
-            page.context.close()
 
 
 @pytest.mark.parametrize("width", [1280, 390])
@@ -208,8 +183,7 @@ def test_a_reload_while_the_plan_waits_shows_it_again_and_the_run_goes_on(
     browser, service, researcher, article, width
 ):
     researcher.slow = {"notes": 1.0}
-    page = opened(browser, service, pause=0, width=width)
-    try:
+    with research_page(browser, service, pause=0, width=width) as page:
         research(page)
         expect(page.locator(".plan-card input")).to_have_count(2)
         page.reload()
@@ -234,8 +208,6 @@ def test_a_reload_while_the_plan_waits_shows_it_again_and_the_run_goes_on(
             ]
         )
         assert page.log.errors == []
-    finally:
-        page.context.close()
 
 
 def within(page: Page, selector: str, width: int) -> None:
@@ -260,8 +232,7 @@ def test_on_a_phone_the_switch_the_plan_and_the_progress_fit(
 ):
     researcher.slow = {"notes": 1.5}
     width = 390
-    page = opened(browser, service, pause=0, width=width, dark=dark)
-    try:
+    with research_page(browser, service, pause=0, width=width, dark=dark) as page:
         for control in ("#research-switch", "#send", "#composer-input"):
             within(page, control, width)
         assert not overlap(page, "#research-switch", "#send")
@@ -289,15 +260,12 @@ def test_on_a_phone_the_switch_the_plan_and_the_progress_fit(
         wait_turn_end(page)
         assert page.evaluate("document.documentElement.scrollWidth") <= width
         shot(page, f"report-phone-{scheme}", tmp_path)
-    finally:
-        page.context.close()
 
 
 def test_screenshots_of_the_plan_and_the_report_in_the_dark(
     browser, service, researcher, article, tmp_path
 ):
-    page = opened(browser, service, pause=0, dark=True)
-    try:
+    with research_page(browser, service, pause=0, dark=True) as page:
         research(page)
         expect(page.locator(".plan-card input")).to_have_count(2)
         shot(page, "plan-dark", tmp_path)
@@ -305,15 +273,12 @@ def test_screenshots_of_the_plan_and_the_report_in_the_dark(
         wait_turn_end(page)
         expect(page.locator(".message.assistant .answer").last).to_contain_text(REPORT_START)
         shot(page, "report-dark", tmp_path)
-    finally:
-        page.context.close()
 
 
 def test_a_budget_set_in_settings_is_the_next_researchs_and_its_plan_says_what_it_may_cost(
     browser, service, researcher, article
 ):
-    page = opened(browser, service, pause=0)
-    try:
+    with research_page(browser, service, pause=0) as page:
         page.locator("#open-settings").click()
         page.locator("#research-searches").fill("3")
         page.locator("#research-minutes").fill("99")
@@ -330,5 +295,3 @@ def test_a_budget_set_in_settings_is_the_next_researchs_and_its_plan_says_what_i
         page.reload()  # kept in this browser
         page.locator("#open-settings").click()
         expect(page.locator("#research-searches")).to_have_value("3")
-    finally:
-        page.context.close()
