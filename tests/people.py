@@ -6,6 +6,7 @@ and one whose answer searched."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -21,6 +22,7 @@ from playwright.sync_api import expect
 from app.store.database import Database
 from app.store.passwords import hash_password
 from app.store.users import NewUser
+from tests.browser import opened
 from tests.chat_client import done, new_conversation, send
 from tests.conftest import ChatService, chat_env, service_for, store_of
 from tests.fakes.brave_api import SEARCH_PATH, FakeBrave
@@ -94,6 +96,15 @@ def sign_in_on_page(page, name: str) -> None:
     page.fill("#login-token", PASSWORDS[name])
     page.keyboard.press("Enter")
     expect(page.locator("body")).to_have_attribute("data-ready", "yes")
+
+
+@contextmanager
+def signed_in_page(browser, url: str, name: str, **options) -> Iterator:
+    """A page at `url` (`opened` with its keyword arguments) signed in there as that person
+    on its sign-in form, its context closed on leaving."""
+    with opened(browser, url, ready=False, **options) as page:
+        sign_in_on_page(page, name)
+        yield page
 
 
 def named_by_proxy(service: ChatService, name: str) -> Person:

@@ -24,7 +24,7 @@ from playwright.sync_api import expect
 
 from app.store.database import Database
 from tests import page_actions
-from tests.browser import open_page
+from tests.browser import opened
 from tests.chat_client import send
 from tests.conftest import NO_SEARXNG, ChatService, chat_env, run_main, service_for, store_of
 from tests.fakes.llm_server import Reply
@@ -44,6 +44,7 @@ from tests.people import (
     shared_home,
     sign_in_on_page,
     signed_in,
+    signed_in_page,
     talk,
 )
 from tests.summaries import MEASURED, SMALL_CHAT, small_conversation, summary_reply
@@ -89,8 +90,7 @@ def test_the_token_alone_signs_no_one_in(home):
 def test_the_page_asks_for_a_name_and_a_password(browser, llm, pages, searxng, tmp_path, request):
     add_people(tmp_path / "data")
     with service_for(request, chat_env(llm, tmp_path, pages), searxng.url) as service:
-        page = open_page(browser, service.url, ready=False)
-        try:
+        with opened(browser, service.url, ready=False) as page:
             expect(page.locator("#login-dialog")).to_be_visible()
             expect(page.locator("#login-title")).to_have_text("Sign in")
             page.fill("#login-name", "bob")
@@ -104,8 +104,6 @@ def test_the_page_asks_for_a_name_and_a_password(browser, llm, pages, searxng, t
             page_actions.send(page, "Hello")
             page_actions.wait_turn_end(page)
             expect(page.locator(".message.assistant .answer")).to_have_text("Hello, Alice.")
-        finally:
-            page.context.close()
 
 
 def test_a_persons_draft_and_research_defaults_are_no_one_elses_on_the_same_browser(
@@ -113,10 +111,8 @@ def test_a_persons_draft_and_research_defaults_are_no_one_elses_on_the_same_brow
 ):
     add_people(tmp_path / "data")
     with service_for(request, chat_env(llm, tmp_path, pages), searxng.url) as service:
-        page = open_page(browser, service.url, ready=False)
-        box = page.locator("#composer-input")
-        try:
-            sign_in_on_page(page, "bob")
+        with signed_in_page(browser, service.url, "bob") as page:
+            box = page.locator("#composer-input")
             box.fill("A surprise party for Alice on Friday")
             page.reload()
             expect(box).to_have_value("A surprise party for Alice on Friday")  # his, kept
@@ -139,8 +135,6 @@ def test_a_persons_draft_and_research_defaults_are_no_one_elses_on_the_same_brow
             expect(page.locator("#research-pause")).to_have_value("45")
             kept = page.evaluate("JSON.stringify(Object.entries(localStorage))")
             assert "Half-typed by Alice" not in kept  # her sign-out took hers away
-        finally:
-            page.context.close()
 
 
 TOKEN = "s3cret-token-for-the-household-1234567890"
@@ -429,16 +423,13 @@ def test_a_person_the_proxy_names_has_no_password_here_to_change(proxied):
 
 
 def test_on_the_page_a_person_the_proxy_names_has_an_account_but_no_password(browser, proxied):
-    page = open_page(browser, "about:blank", ready=False)
-    try:
+    with opened(browser, "about:blank", ready=False) as page:
         page.set_extra_http_headers({"Remote-User": "carol"})  # as the proxy adds it
         page.goto(proxied.url)
         expect(page.locator("body")).to_have_attribute("data-ready", "yes", timeout=15_000)
         open_account(page, 1280)
         expect(page.locator("#account-tokens")).to_be_visible()
         expect(page.locator("#password-form")).to_have_count(0)
-    finally:
-        page.context.close()
 
 
 @pytest.mark.parametrize(
@@ -760,9 +751,7 @@ def test_the_account_makes_copies_and_revokes_a_token_shown_once(
 ):
     add_people(tmp_path / "data")
     with service_for(request, chat_env(llm, tmp_path, pages), searxng.url) as service:
-        page = open_page(browser, service.url, width=width, ready=False)
-        try:
-            sign_in_on_page(page, "alice")
+        with signed_in_page(browser, service.url, "alice", width=width) as page:
             open_account(page, width)
             expect(page.locator("#account-sessions li")).to_have_count(1)
             expect(page.locator("#account-sessions")).to_contain_text("this browser")
@@ -792,8 +781,6 @@ def test_the_account_makes_copies_and_revokes_a_token_shown_once(
             assert service.http.get("/api/conversations", headers=bearer_).status_code == 401
             # Only the page's first request, before signing in, was refused.
             assert [e for e in page.log.errors if "401" not in e] == []
-        finally:
-            page.context.close()
 
 
 @pytest.mark.parametrize("width", [1280, 390])  # a laptop's, a phone's
@@ -804,9 +791,7 @@ def test_the_account_changes_the_password_and_signs_the_other_browsers_out(
     newer = "alice's newer long password"
     with service_for(request, chat_env(llm, tmp_path, pages), searxng.url) as service:
         phone = signed_in(service, "alice")
-        page = open_page(browser, service.url, width=width, ready=False)
-        try:
-            sign_in_on_page(page, "alice")
+        with signed_in_page(browser, service.url, "alice", width=width) as page:
             open_account(page, width)
             expect(page.locator("#account-sessions li")).to_have_count(2)
             form = page.locator("#password-form")
@@ -837,8 +822,6 @@ def test_the_account_changes_the_password_and_signs_the_other_browsers_out(
             page.reload()
             expect(page.locator("body")).to_have_attribute("data-ready", "yes")
             expect(page.locator("#login-dialog")).to_be_hidden()
-        finally:
-            page.context.close()
 
 
 def open_account(page, width: int) -> None:

@@ -10,6 +10,7 @@ import logging
 import os
 import re
 import time
+from contextlib import ExitStack
 from pathlib import Path
 
 import pytest
@@ -21,7 +22,7 @@ from app.store.files import stored_token
 from app.store.sessions import CookieDigest
 from app.store.users import LINK
 from tests import page_actions
-from tests.browser import open_page
+from tests.browser import opened
 from tests.chat_client import new_conversation, numbered
 from tests.conftest import NO_SEARXNG, ChatService, chat_env, run_main, service_for, store_of
 from tests.fakes.llm_server import Reply, ToolCall
@@ -35,8 +36,8 @@ from tests.people import (
     person_id,
     searched,
     shared_home,
-    sign_in_on_page,
     signed_in,
+    signed_in_page,
     talk,
 )
 
@@ -458,12 +459,14 @@ def test_two_people_in_two_browsers_and_only_the_admin_manages_them(
 ):
     add_people(tmp_path / "data")
     target = Path(os.environ.get("SCREENSHOT_DIR") or tmp_path)
-    with service_for(request, chat_env(llm, tmp_path, pages), searxng.url) as service:
+    with (
+        service_for(request, chat_env(llm, tmp_path, pages), searxng.url) as service,
+        ExitStack() as stack,
+    ):
         seen = {}
         for name, width in (("alice", 1280), ("bob", 390)):
-            page = open_page(browser, service.url, width=width, ready=False)
+            page = stack.enter_context(signed_in_page(browser, service.url, name, width=width))
             seen[name] = page
-            sign_in_on_page(page, name)
             llm.script(Reply(text=f"Hello, {name}."))
             page_actions.send(page, f"I am {name}")
             page_actions.wait_turn_end(page)
@@ -473,64 +476,58 @@ def test_two_people_in_two_browsers_and_only_the_admin_manages_them(
             expect(page.locator("#settings-dialog")).to_contain_text("Memory saved.")
             page.keyboard.press("Escape")
         alice, bob = seen["alice"], seen["bob"]
-        try:
-            for name, page in seen.items():
-                page.reload()
-                expect(page.locator("body")).to_have_attribute("data-ready", "yes")
-                expect(page.locator(".conversation-item")).to_have_count(1)
-                expect(page.locator(".conversation-item")).to_contain_text(f"I am {name}")
-                settings(page, "Global", narrow=page is bob)
-                expect(page.locator("#memory-text")).to_have_value(f"- Is {name}\n")
-                # This conversation, Global, Account; and People for the admin only.
-                expect(page.get_by_role("tab")).to_have_count(4 if page is alice else 3)
-            bob.screenshot(path=str(target / "people-not-an-admin-phone.png"))
+        for name, page in seen.items():
+            page.reload()
+            expect(page.locator("body")).to_have_attribute("data-ready", "yes")
+            expect(page.locator(".conversation-item")).to_have_count(1)
+            expect(page.locator(".conversation-item")).to_contain_text(f"I am {name}")
+            settings(page, "Global", narrow=page is bob)
+            expect(page.locator("#memory-text")).to_have_value(f"- Is {name}\n")
+            # This conversation, Global, Account; and People for the admin only.
+            expect(page.get_by_role("tab")).to_have_count(4 if page is alice else 3)
+        bob.screenshot(path=str(target / "people-not-an-admin-phone.png"))
 
-            alice.get_by_role("tab", name="People").click()
-            people = alice.locator("#people")
-            row = people.locator(".person", has_text="bob")
-            expect(row).to_contain_text("password")
-            expect(people.locator(".person", has_text="alice")).to_contain_text("you")
-            alice.fill("#person-name", "bob")
-            alice.get_by_role("button", name="Add", exact=True).click()
-            expect(alice.locator("#person-error")).to_have_text(
-                "there is already a user named 'bob'"
-            )
-            alice.screenshot(path=str(target / "people.png"))
+        alice.get_by_role("tab", name="People").click()
+        people = alice.locator("#people")
+        row = people.locator(".person", has_text="bob")
+        expect(row).to_contain_text("password")
+        expect(people.locator(".person", has_text="alice")).to_contain_text("you")
+        alice.fill("#person-name", "bob")
+        alice.get_by_role("button", name="Add", exact=True).click()
+        expect(alice.locator("#person-error")).to_have_text("there is already a user named 'bob'")
+        alice.screenshot(path=str(target / "people.png"))
 
-            # Remove asks for the name; Escape cancels and gives the focus back to the row.
-            remove = row.get_by_role("button", name="Remove bob")
-            remove.click()
-            confirm = alice.locator("#people-remove")
-            expect(confirm).to_contain_text("Export my conversations")
-            expect(confirm.get_by_role("button", name="Remove bob")).to_be_disabled()
-            alice.keyboard.type("bo")
-            expect(confirm.get_by_role("button", name="Remove bob")).to_be_disabled()
-            alice.keyboard.press("Escape")
-            expect(confirm).to_be_hidden()
-            expect(remove).to_be_focused()
-            expect(alice.locator("#settings-dialog")).to_be_visible()
+        # Remove asks for the name; Escape cancels and gives the focus back to the row.
+        remove = row.get_by_role("button", name="Remove bob")
+        remove.click()
+        confirm = alice.locator("#people-remove")
+        expect(confirm).to_contain_text("Export my conversations")
+        expect(confirm.get_by_role("button", name="Remove bob")).to_be_disabled()
+        alice.keyboard.type("bo")
+        expect(confirm.get_by_role("button", name="Remove bob")).to_be_disabled()
+        alice.keyboard.press("Escape")
+        expect(confirm).to_be_hidden()
+        expect(remove).to_be_focused()
+        expect(alice.locator("#settings-dialog")).to_be_visible()
 
-            # On a phone: the row and the question fit the screen, nothing scrolls sideways.
-            alice.set_viewport_size({"width": 390, "height": 844})
-            remove.click()
-            expect(confirm).to_be_visible()
-            for part in (".settings-head", ".settings-body"):
-                fits = alice.locator(part).evaluate("node => node.scrollWidth <= node.clientWidth")
-                assert fits, part
-            expect(alice.get_by_role("tab", name="People")).to_be_in_viewport(ratio=1)
-            alice.screenshot(path=str(target / "people-remove-phone.png"))
-            alice.keyboard.press("Escape")
-            expect(remove).to_be_focused()
+        # On a phone: the row and the question fit the screen, nothing scrolls sideways.
+        alice.set_viewport_size({"width": 390, "height": 844})
+        remove.click()
+        expect(confirm).to_be_visible()
+        for part in (".settings-head", ".settings-body"):
+            fits = alice.locator(part).evaluate("node => node.scrollWidth <= node.clientWidth")
+            assert fits, part
+        expect(alice.get_by_role("tab", name="People")).to_be_in_viewport(ratio=1)
+        alice.screenshot(path=str(target / "people-remove-phone.png"))
+        alice.keyboard.press("Escape")
+        expect(remove).to_be_focused()
 
-            row.get_by_role("button", name="Disable bob").click()
-            expect(row).to_contain_text("disabled")
-            expect(row.get_by_role("button", name="Enable bob")).to_be_visible()
-            bob.keyboard.press("Escape")
-            bob.reload()
-            expect(bob.locator("#login-dialog")).to_be_visible()  # his next request refused
-        finally:
-            alice.context.close()
-            bob.context.close()
+        row.get_by_role("button", name="Disable bob").click()
+        expect(row).to_contain_text("disabled")
+        expect(row.get_by_role("button", name="Enable bob")).to_be_visible()
+        bob.keyboard.press("Escape")
+        bob.reload()
+        expect(bob.locator("#login-dialog")).to_be_visible()  # his next request refused
 
 
 def test_the_admin_sets_bobs_daily_share_on_the_people_tab_and_his_second_search_is_refused(
@@ -538,112 +535,102 @@ def test_the_admin_sets_bobs_daily_share_on_the_people_tab_and_his_second_search
 ):
     add_people(tmp_path / "data")
     target = Path(os.environ.get("SCREENSHOT_DIR") or tmp_path)
-    with service_for(request, chat_env(llm, tmp_path, pages), searxng.url) as service:
-        alice = open_page(browser, service.url, width=390, height=844, ready=False)
-        bob = None
-        try:
-            sign_in_on_page(alice, "alice")
-            settings(alice, "People", narrow=True)
-            people = alice.locator("#people")
-            row, own = (people.locator(".person", has_text=n) for n in ("bob", "alice"))
-            unlimited = "today 0, no limit (default) · this month 0, no limit (default)"
-            expect(row.locator(".person-share")).to_have_text(f"{unlimited} Brave queries")
-            expect(own.locator(".person-share")).to_have_text(f"{unlimited} Brave queries")
-            expect(own.get_by_role("button", name="alice's limits")).to_be_enabled()
+    with (
+        service_for(request, chat_env(llm, tmp_path, pages), searxng.url) as service,
+        signed_in_page(browser, service.url, "alice", width=390, height=844) as alice,
+        ExitStack() as stack,
+    ):
+        settings(alice, "People", narrow=True)
+        people = alice.locator("#people")
+        row, own = (people.locator(".person", has_text=n) for n in ("bob", "alice"))
+        unlimited = "today 0, no limit (default) · this month 0, no limit (default)"
+        expect(row.locator(".person-share")).to_have_text(f"{unlimited} Brave queries")
+        expect(own.locator(".person-share")).to_have_text(f"{unlimited} Brave queries")
+        expect(own.get_by_role("button", name="alice's limits")).to_be_enabled()
 
-            # By keyboard: Limits, the daily choice, a number; a bad one is the server's to refuse.
-            opener = row.get_by_role("button", name="bob's limits")
-            opener.focus()
-            alice.keyboard.press("Enter")
-            form = row.get_by_role("form", name="bob's limits")
-            daily = form.get_by_label("Daily limit")
-            expect(daily).to_be_focused()
-            daily.select_option("number")
-            count = form.get_by_label("Daily Brave queries for bob")
-            expect(count).to_be_focused()
-            alice.keyboard.type("-1")
-            alice.keyboard.press("Enter")
-            expect(form.get_by_role("alert")).to_have_text(
-                'daily: a limit is a whole number from 0, null (no limit) or "default"'
-            )
-            expect(count).to_have_value("-1")  # what was typed is kept, to be put right
-            expect(row.locator(".person-share")).to_contain_text(unlimited)
-            for part in (".settings-head", ".settings-body"):
-                fits = alice.locator(part).evaluate("node => node.scrollWidth <= node.clientWidth")
-                assert fits, part
-            form.get_by_role("alert").scroll_into_view_if_needed()
-            alice.screenshot(path=str(target / "people-limits-refused-phone.png"))
-            count.fill("1")
-            alice.keyboard.press("Enter")
-            expect(form).to_be_hidden()
-            expect(opener).to_be_focused()
-            expect(row.locator(".person-share")).to_have_text(
-                "today 0 of 1 · this month 0, no limit (default) Brave queries"
-            )
+        # By keyboard: Limits, the daily choice, a number; a bad one is the server's to refuse.
+        opener = row.get_by_role("button", name="bob's limits")
+        opener.focus()
+        alice.keyboard.press("Enter")
+        form = row.get_by_role("form", name="bob's limits")
+        daily = form.get_by_label("Daily limit")
+        expect(daily).to_be_focused()
+        daily.select_option("number")
+        count = form.get_by_label("Daily Brave queries for bob")
+        expect(count).to_be_focused()
+        alice.keyboard.type("-1")
+        alice.keyboard.press("Enter")
+        expect(form.get_by_role("alert")).to_have_text(
+            'daily: a limit is a whole number from 0, null (no limit) or "default"'
+        )
+        expect(count).to_have_value("-1")  # what was typed is kept, to be put right
+        expect(row.locator(".person-share")).to_contain_text(unlimited)
+        for part in (".settings-head", ".settings-body"):
+            fits = alice.locator(part).evaluate("node => node.scrollWidth <= node.clientWidth")
+            assert fits, part
+        form.get_by_role("alert").scroll_into_view_if_needed()
+        alice.screenshot(path=str(target / "people-limits-refused-phone.png"))
+        count.fill("1")
+        alice.keyboard.press("Enter")
+        expect(form).to_be_hidden()
+        expect(opener).to_be_focused()
+        expect(row.locator(".person-share")).to_have_text(
+            "today 0 of 1 · this month 0, no limit (default) Brave queries"
+        )
 
-            bob = open_page(browser, service.url, ready=False)  # a browser of his own
-            sign_in_on_page(bob, "bob")
-            for query in ("longest river", "highest peak"):
-                llm.script(
-                    Reply(tool_calls=[ToolCall("web_search", {"query": query})]),
-                    Reply(text="Nile."),
-                )
-                page_actions.send(bob, f"Tell me: {query}?")
-                page_actions.wait_turn_end(bob)
-            assert brave_queries(brave) == 1  # the second was refused before Brave was asked
-            trail = bob.locator(".trail").last
-            trail.locator("summary").click()
-            expect(trail.locator(".timeline")).to_contain_text(
-                "search failed: your share of today's searches is used up (1 of 1); ask alice"
+        # a browser of his own
+        bob = stack.enter_context(signed_in_page(browser, service.url, "bob"))
+        for query in ("longest river", "highest peak"):
+            llm.script(
+                Reply(tool_calls=[ToolCall("web_search", {"query": query})]),
+                Reply(text="Nile."),
             )
+            page_actions.send(bob, f"Tell me: {query}?")
+            page_actions.wait_turn_end(bob)
+        assert brave_queries(brave) == 1  # the second was refused before Brave was asked
+        trail = bob.locator(".trail").last
+        trail.locator("summary").click()
+        expect(trail.locator(".timeline")).to_contain_text(
+            "search failed: your share of today's searches is used up (1 of 1); ask alice"
+        )
 
-            alice.get_by_role("tab", name="Global").click()
-            alice.get_by_role("tab", name="People").click()
-            expect(row.locator(".person-share")).to_contain_text("today 1 of 1 ·")
-            alice.screenshot(path=str(target / "people-limits-phone.png"))
-        finally:
-            alice.context.close()
-            if bob is not None:
-                bob.context.close()
+        alice.get_by_role("tab", name="Global").click()
+        alice.get_by_role("tab", name="People").click()
+        expect(row.locator(".person-share")).to_contain_text("today 1 of 1 ·")
+        alice.screenshot(path=str(target / "people-limits-phone.png"))
 
 
 def test_a_new_person_opens_their_link_chooses_a_password_and_is_in(
     browser, llm, pages, searxng, tmp_path, request
 ):
     add_people(tmp_path / "data")
-    with service_for(request, chat_env(llm, tmp_path, pages), searxng.url) as service:
-        alice = open_page(browser, service.url, ready=False)
-        carol = None
-        try:
-            sign_in_on_page(alice, "alice")
-            settings(alice, "People")
-            alice.fill("#person-name", "carol")
-            alice.locator("#person-link").check()
-            expect(alice.locator("#person-password")).to_be_disabled()
-            alice.get_by_role("button", name="Add", exact=True).click()
-            address = alice.locator("#person-link-address")
-            expect(address).to_have_value(re.compile(r"/#welcome="))
-            link = address.input_value()
+    with (
+        service_for(request, chat_env(llm, tmp_path, pages), searxng.url) as service,
+        signed_in_page(browser, service.url, "alice") as alice,
+    ):
+        settings(alice, "People")
+        alice.fill("#person-name", "carol")
+        alice.locator("#person-link").check()
+        expect(alice.locator("#person-password")).to_be_disabled()
+        alice.get_by_role("button", name="Add", exact=True).click()
+        address = alice.locator("#person-link-address")
+        expect(address).to_have_value(re.compile(r"/#welcome="))
+        link = address.input_value()
 
-            carol = open_page(browser, link, width=390, ready=False)
+        with opened(browser, link, width=390, ready=False) as carol:
             expect(carol.locator("#login-title")).to_have_text("Welcome")
             expect(carol.locator("#login-name-field")).to_be_hidden()
             carol.fill("#login-token", CAROL)
             carol.keyboard.press("Enter")
             expect(carol.locator("body")).to_have_attribute("data-ready", "yes")
             assert "welcome" not in carol.url  # the used link is out of the address bar
-            carol.context.close()
-            carol = open_page(browser, link, ready=False)  # the same link again, elsewhere
+        with opened(browser, link, ready=False) as carol:  # the same link again, elsewhere
             carol.fill("#login-token", "another password")
             carol.keyboard.press("Enter")
             expect(carol.locator("#login-error")).to_have_text(
                 "this sign-in link was used already, has expired, or is not one"
             )
             expect(carol.locator("body")).not_to_have_attribute("data-ready", "yes")
-        finally:
-            alice.context.close()
-            if carol is not None:
-                carol.context.close()
 
 
 @pytest.mark.parametrize("width", [1280, 390])  # a laptop's, a phone's
@@ -652,54 +639,45 @@ def test_bob_forgot_his_password_the_admin_gives_him_a_new_link_and_he_is_in(
 ):
     add_people(tmp_path / "data")
     newer = "bob's newer long password"
-    with service_for(request, chat_env(llm, tmp_path, pages), searxng.url) as service:
-        alice = open_page(browser, service.url, width=width, ready=False)
-        bob = None
-        try:
-            sign_in_on_page(alice, "alice")
-            settings(alice, "People", narrow=width < 600)
-            alice.get_by_role("button", name="A new sign-in link for bob").click()
-            given = alice.locator("#people .person .person-link")
-            address = given.locator("input[readonly]")
-            expect(address).to_have_value(re.compile(r"/#welcome="))
-            expect(given).to_contain_text("Give bob this link")
-            assert alice.locator("#settings-dialog").evaluate("d => d.scrollWidth <= d.clientWidth")
-            link = address.input_value()
+    with (
+        service_for(request, chat_env(llm, tmp_path, pages), searxng.url) as service,
+        signed_in_page(browser, service.url, "alice", width=width) as alice,
+        ExitStack() as stack,
+    ):
+        settings(alice, "People", narrow=width < 600)
+        alice.get_by_role("button", name="A new sign-in link for bob").click()
+        given = alice.locator("#people .person .person-link")
+        address = given.locator("input[readonly]")
+        expect(address).to_have_value(re.compile(r"/#welcome="))
+        expect(given).to_contain_text("Give bob this link")
+        assert alice.locator("#settings-dialog").evaluate("d => d.scrollWidth <= d.clientWidth")
+        link = address.input_value()
 
-            bob = open_page(browser, link, width=width, ready=False)
-            expect(bob.locator("#login-title")).to_have_text("Welcome")
-            bob.fill("#login-token", newer)
-            bob.keyboard.press("Enter")
-            expect(bob.locator("body")).to_have_attribute("data-ready", "yes")
-            assert signed_in(service, "bob", newer).http.get("/api/conversations").is_success
-        finally:
-            alice.context.close()
-            if bob is not None:
-                bob.context.close()
+        bob = stack.enter_context(opened(browser, link, width=width, ready=False))
+        expect(bob.locator("#login-title")).to_have_text("Welcome")
+        bob.fill("#login-token", newer)
+        bob.keyboard.press("Enter")
+        expect(bob.locator("body")).to_have_attribute("data-ready", "yes")
+        assert signed_in(service, "bob", newer).http.get("/api/conversations").is_success
 
 
 def test_the_admin_makes_bob_an_admin_on_the_people_tab_and_he_finds_it(
     browser, llm, pages, searxng, tmp_path, request
 ):
     add_people(tmp_path / "data")
-    with service_for(request, chat_env(llm, tmp_path, pages), searxng.url) as service:
-        alice = open_page(browser, service.url, ready=False)
-        bob = None
-        try:
-            sign_in_on_page(alice, "alice")
-            settings(alice, "People")
-            alice.get_by_role("button", name="Make bob an admin").click()
-            row = alice.locator("#people .person").filter(has_text="bob")
-            expect(row.locator(".person-marks")).to_contain_text("admin ·")
-            expect(row.get_by_role("button", name="bob no longer an admin")).to_be_visible()
-            bob = open_page(browser, service.url, ready=False)
-            sign_in_on_page(bob, "bob")
-            settings(bob, "People")
-            expect(bob.locator("#people .person")).to_have_count(2)
-        finally:
-            alice.context.close()
-            if bob is not None:
-                bob.context.close()
+    with (
+        service_for(request, chat_env(llm, tmp_path, pages), searxng.url) as service,
+        signed_in_page(browser, service.url, "alice") as alice,
+        ExitStack() as stack,
+    ):
+        settings(alice, "People")
+        alice.get_by_role("button", name="Make bob an admin").click()
+        row = alice.locator("#people .person").filter(has_text="bob")
+        expect(row.locator(".person-marks")).to_contain_text("admin ·")
+        expect(row.get_by_role("button", name="bob no longer an admin")).to_be_visible()
+        bob = stack.enter_context(signed_in_page(browser, service.url, "bob"))
+        settings(bob, "People")
+        expect(bob.locator("#people .person")).to_have_count(2)
 
 
 @pytest.mark.socket  # Bob's client leaves his answer's stream, as a closed tab does

@@ -13,7 +13,6 @@ import pytest
 from anyio.from_thread import start_blocking_portal
 from playwright.sync_api import expect
 
-from tests.browser import open_page
 from tests.chat_client import done, new_conversation, send
 from tests.conftest import NO_SEARXNG, ChatService, chat_env, run_main, service_for, two_replicas
 from tests.fakes.llm_server import Reply, ToolCall
@@ -26,8 +25,8 @@ from tests.people import (
     new_token,
     person_id,
     searched,
-    sign_in_on_page,
     signed_in,
+    signed_in_page,
 )
 from tests.research_model import QUESTION, article, plan_of, research_service, researcher
 
@@ -200,16 +199,12 @@ def test_the_status_panel_shows_a_persons_own_use(
     env = chat_env(llm, tmp_path, pages, SEARCH_USER_DAILY_LIMIT="1")
     with service_for(request, env, searxng.url) as service:
         assert "error" not in searched(signed_in(service, "bob"), llm, "longest river")
-        page = open_page(browser, service.url + "/#/status", ready=False)
-        try:
-            sign_in_on_page(page, "bob")
+        with signed_in_page(browser, service.url + "/#/status", "bob") as page:
             mine = page.locator("#view-status .status-row[data-check='search-share']")
             expect(mine).to_contain_text("Your searches")
             expect(mine).to_contain_text("today 1 of 1 (default) · this month 1, no limit")
             expect(mine).to_have_attribute("data-state", "warning")
             assert page.locator("[data-check='search-shares']").count() == 0  # the admin's
-        finally:
-            page.context.close()
 
 
 def test_a_research_run_stops_searching_when_the_persons_share_is_used_up(
