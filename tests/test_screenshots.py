@@ -14,6 +14,7 @@ from playwright.sync_api import expect
 
 from tests.browser import opened
 from tests.fakes.llm_server import Reply, ToolCall
+from tests.page_actions import send, wait_turn_end
 
 QUESTION = "Jak długo gotować pierogi z kapustą?"
 ANSWER = """Pierogi gotuje się krótko: wrzuca się je na osolony wrzątek i liczy od chwili, \
@@ -58,9 +59,10 @@ def test_screenshots_of_a_finished_search_and_fetch_answer(browser, chat, llm, p
     for scheme, width, height in (("light", 1280, 900), ("dark", 1280, 900), ("phone", 400, 800)):
         with opened(browser, chat.url, width=width, height=height, dark=scheme == "dark") as page:
             if scheme == "light":
-                page.fill("#composer-input", f"{QUESTION} {pages.url}/article")
-                page.keyboard.press("Enter")
-                expect(page.locator("body")).to_have_attribute("data-turns-ended", "1")
+                # A search and a page read (the first starts the extraction worker): waited
+                # for as every page test waits for a turn, not Playwright's 5 s.
+                send(page, f"{QUESTION} {pages.url}/article")
+                wait_turn_end(page)
                 address = page.url
             else:
                 page.goto(address)
@@ -107,11 +109,10 @@ def test_screenshot_of_a_regenerated_answer_with_its_versions(browser, chat, llm
         Reply(text=SECOND_VERSION, usage=usage, chunk_delay=0.005),
     )
     with opened(browser, chat.url, width=1280, height=900) as page:
-        page.fill("#composer-input", VERSION_QUESTION)
-        page.keyboard.press("Enter")
-        expect(page.locator("body")).to_have_attribute("data-turns-ended", "1")
+        send(page, VERSION_QUESTION)
+        wait_turn_end(page)
         page.get_by_role("button", name="Regenerate").click()
-        expect(page.locator("body")).to_have_attribute("data-turns-ended", "2")
+        wait_turn_end(page)
         expect(page.locator(".versions .version-count")).to_have_text("2/2")
         expect(page.locator(".answer")).to_contain_text("Ulep")
         page.locator("#composer-input").focus()
@@ -147,9 +148,8 @@ def test_screenshot_of_a_wide_table(browser, chat, llm, tmp_path):
     target.mkdir(parents=True, exist_ok=True)
     llm.script(Reply(text=TABLE_ANSWER, usage={"prompt_tokens": 900, "completion_tokens": 180}))
     with opened(browser, chat.url, width=1280, height=900) as page:
-        page.fill("#composer-input", TABLE_QUESTION)
-        page.keyboard.press("Enter")
-        expect(page.locator("body")).to_have_attribute("data-turns-ended", "1")
+        send(page, TABLE_QUESTION)
+        wait_turn_end(page)
         table = page.locator(".answer table")
         expect(table.locator("td.align-right").last).to_have_text("13,5%")
         assert table.evaluate("t => t.scrollWidth > t.clientWidth"), "the table does not scroll"
