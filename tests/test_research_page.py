@@ -280,6 +280,10 @@ def test_a_budget_set_in_settings_is_the_next_researchs_and_its_plan_says_what_i
 ):
     with research_page(browser, service, pause=0) as page:
         page.locator("#open-settings").click()
+        # The budget's heading stands apart from the pause's box above it, as a field's does.
+        pause = page.locator("#research-pause").bounding_box()
+        heading = page.get_by_text("Research budget: searches").bounding_box()
+        assert pause and heading and heading["y"] - (pause["y"] + pause["height"]) >= 12
         page.locator("#research-searches").fill("3")
         page.locator("#research-minutes").fill("99")
         page.locator("#save-research-pause").click()
