@@ -14,6 +14,7 @@ import secrets
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from app.store.connection import Connection
 from app.store.rows import now
@@ -134,13 +135,7 @@ class SessionRows(Connection):
             "WHERE sessions.key = ? AND sessions.expires > ? AND users.disabled = 0",
             (key, time.time()),
         ).fetchone()
-        if found is None:
-            return None
-        *person, last_used = found
-        if (now := used_now(last_used)) is not None:
-            with self.write():
-                self.db.execute("UPDATE sessions SET last_used = ? WHERE key = ?", (now, key))
-        return user_of(person)
+        return self.used_by(found, "sessions", key)
 
     def end_session(self, key: str) -> None:
         with self.write():
@@ -208,19 +203,23 @@ class SessionRows(Connection):
 
     def token_owner(self, key: str) -> User | None:
         """Whose token that digest is, disabled or not (None: revoked, never made, or its
-        person removed);
-        its "last used" brought up to date when older than LAST_USED_STEP."""
+        person removed); its "last used" brought up to date when older than LAST_USED_STEP."""
         found = self.db.execute(
             f"SELECT {USERS_COLUMNS}, api_tokens.last_used FROM api_tokens "
             "JOIN users ON users.rowid = api_tokens.person WHERE api_tokens.key = ?",
             (key,),
         ).fetchone()
+        return self.used_by(found, "api_tokens", key)
+
+    def used_by(self, found: tuple[Any, ...] | None, table: str, key: str) -> User | None:
+        """The person of a row found with its "last used" last (sessions or api_tokens),
+        that "last used" written when older than LAST_USED_STEP."""
         if found is None:
             return None
         *person, last_used = found
         if (now := used_now(last_used)) is not None:
             with self.write():
-                self.db.execute("UPDATE api_tokens SET last_used = ? WHERE key = ?", (now, key))
+                self.db.execute(f"UPDATE {table} SET last_used = ? WHERE key = ?", (now, key))
         return user_of(person)
 
     def reset_access(self, person: int) -> AccessReset:
