@@ -98,6 +98,14 @@ def sign_in_on_page(page, name: str) -> None:
     expect(page.locator("body")).to_have_attribute("data-ready", "yes")
 
 
+def choose_password(page, password: str) -> None:
+    """On a page opened at a sign-in link: the password chosen, and the page ready behind."""
+    expect(page.locator("#login-title")).to_have_text("Welcome")
+    page.fill("#login-token", password)
+    page.keyboard.press("Enter")
+    expect(page.locator("body")).to_have_attribute("data-ready", "yes")
+
+
 @contextmanager
 def signed_in_page(browser, url: str, name: str, **options) -> Iterator:
     """A page at `url` (`opened` with its keyword arguments) signed in there as that person

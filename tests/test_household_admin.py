@@ -10,11 +10,12 @@ import logging
 import os
 import re
 import time
-from contextlib import ExitStack
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 import pytest
-from playwright.sync_api import expect
+from playwright.sync_api import Page, expect
 
 from app.cli.exits import EXIT_REFUSED
 from app.store.database import Database
@@ -31,6 +32,7 @@ from tests.people import (
     add_people,
     bearer,
     brave_queries,
+    choose_password,
     home,
     new_token,
     person_id,
@@ -454,6 +456,21 @@ def settings(page, tab: str, narrow: bool = False) -> None:
     page.get_by_role("tab", name=tab).click()
 
 
+@contextmanager
+def alice_at_people(
+    request, browser, llm, pages, searxng, tmp_path, **options
+) -> Iterator[tuple[ChatService, Page]]:
+    """Alice and Bob's household served, and Alice signed in on a page (`opened` with
+    `options`) open at Settings → People."""
+    add_people(tmp_path / "data")
+    with (
+        service_for(request, chat_env(llm, tmp_path, pages), searxng.url) as service,
+        signed_in_page(browser, service.url, "alice", **options) as alice,
+    ):
+        settings(alice, "People", narrow=options.get("width", 1280) < 600)
+        yield service, alice
+
+
 def test_two_people_in_two_browsers_and_only_the_admin_manages_them(
     browser, llm, pages, searxng, tmp_path, request
 ):
@@ -533,14 +550,12 @@ def test_two_people_in_two_browsers_and_only_the_admin_manages_them(
 def test_the_admin_sets_bobs_daily_share_on_the_people_tab_and_his_second_search_is_refused(
     browser, llm, pages, searxng, brave, tmp_path, request
 ):
-    add_people(tmp_path / "data")
     target = Path(os.environ.get("SCREENSHOT_DIR") or tmp_path)
+    opened_at = (request, browser, llm, pages, searxng, tmp_path)
     with (
-        service_for(request, chat_env(llm, tmp_path, pages), searxng.url) as service,
-        signed_in_page(browser, service.url, "alice", width=390, height=844) as alice,
+        alice_at_people(*opened_at, width=390, height=844) as (service, alice),
         ExitStack() as stack,
     ):
-        settings(alice, "People", narrow=True)
         people = alice.locator("#people")
         row, own = (people.locator(".person", has_text=n) for n in ("bob", "alice"))
         unlimited = "today 0, no limit (default) · this month 0, no limit (default)"
@@ -603,12 +618,8 @@ def test_the_admin_sets_bobs_daily_share_on_the_people_tab_and_his_second_search
 def test_a_new_person_opens_their_link_chooses_a_password_and_is_in(
     browser, llm, pages, searxng, tmp_path, request
 ):
-    add_people(tmp_path / "data")
-    with (
-        service_for(request, chat_env(llm, tmp_path, pages), searxng.url) as service,
-        signed_in_page(browser, service.url, "alice") as alice,
-    ):
-        settings(alice, "People")
+    opened_at = (request, browser, llm, pages, searxng, tmp_path)
+    with alice_at_people(*opened_at) as (_, alice):
         alice.fill("#person-name", "carol")
         alice.locator("#person-link").check()
         expect(alice.locator("#person-password")).to_be_disabled()
@@ -618,11 +629,8 @@ def test_a_new_person_opens_their_link_chooses_a_password_and_is_in(
         link = address.input_value()
 
         with opened(browser, link, width=390, ready=False) as carol:
-            expect(carol.locator("#login-title")).to_have_text("Welcome")
             expect(carol.locator("#login-name-field")).to_be_hidden()
-            carol.fill("#login-token", CAROL)
-            carol.keyboard.press("Enter")
-            expect(carol.locator("body")).to_have_attribute("data-ready", "yes")
+            choose_password(carol, CAROL)
             assert "welcome" not in carol.url  # the used link is out of the address bar
         with opened(browser, link, ready=False) as carol:  # the same link again, elsewhere
             carol.fill("#login-token", "another password")
@@ -637,14 +645,9 @@ def test_a_new_person_opens_their_link_chooses_a_password_and_is_in(
 def test_bob_forgot_his_password_the_admin_gives_him_a_new_link_and_he_is_in(
     browser, llm, pages, searxng, tmp_path, request, width
 ):
-    add_people(tmp_path / "data")
     newer = "bob's newer long password"
-    with (
-        service_for(request, chat_env(llm, tmp_path, pages), searxng.url) as service,
-        signed_in_page(browser, service.url, "alice", width=width) as alice,
-        ExitStack() as stack,
-    ):
-        settings(alice, "People", narrow=width < 600)
+    opened_at = (request, browser, llm, pages, searxng, tmp_path)
+    with alice_at_people(*opened_at, width=width) as (service, alice):
         alice.get_by_role("button", name="A new sign-in link for bob").click()
         given = alice.locator("#people .person .person-link")
         address = given.locator("input[readonly]")
@@ -653,31 +656,23 @@ def test_bob_forgot_his_password_the_admin_gives_him_a_new_link_and_he_is_in(
         assert alice.locator("#settings-dialog").evaluate("d => d.scrollWidth <= d.clientWidth")
         link = address.input_value()
 
-        bob = stack.enter_context(opened(browser, link, width=width, ready=False))
-        expect(bob.locator("#login-title")).to_have_text("Welcome")
-        bob.fill("#login-token", newer)
-        bob.keyboard.press("Enter")
-        expect(bob.locator("body")).to_have_attribute("data-ready", "yes")
+        with opened(browser, link, width=width, ready=False) as bob:
+            choose_password(bob, newer)
         assert signed_in(service, "bob", newer).http.get("/api/conversations").is_success
 
 
 def test_the_admin_makes_bob_an_admin_on_the_people_tab_and_he_finds_it(
     browser, llm, pages, searxng, tmp_path, request
 ):
-    add_people(tmp_path / "data")
-    with (
-        service_for(request, chat_env(llm, tmp_path, pages), searxng.url) as service,
-        signed_in_page(browser, service.url, "alice") as alice,
-        ExitStack() as stack,
-    ):
-        settings(alice, "People")
+    opened_at = (request, browser, llm, pages, searxng, tmp_path)
+    with alice_at_people(*opened_at) as (service, alice):
         alice.get_by_role("button", name="Make bob an admin").click()
         row = alice.locator("#people .person").filter(has_text="bob")
         expect(row.locator(".person-marks")).to_contain_text("admin ·")
         expect(row.get_by_role("button", name="bob no longer an admin")).to_be_visible()
-        bob = stack.enter_context(signed_in_page(browser, service.url, "bob"))
-        settings(bob, "People")
-        expect(bob.locator("#people .person")).to_have_count(2)
+        with signed_in_page(browser, service.url, "bob") as bob:
+            settings(bob, "People")
+            expect(bob.locator("#people .person")).to_have_count(2)
 
 
 @pytest.mark.socket  # Bob's client leaves his answer's stream, as a closed tab does
