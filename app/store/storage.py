@@ -340,7 +340,7 @@ class Storage:
 
     async def change_person(
         self, person_id: int, *, disabled: bool | None = None, admin: bool | None = None
-    ) -> bool:
+    ) -> User | None:
         return await self.run(
             self.database.change_person, person_id, disabled=disabled, admin=admin
         )

@@ -108,16 +108,17 @@ class UserRows(Connection):
 
     def change_person(
         self, person_id: int, *, disabled: bool | None = None, admin: bool | None = None
-    ) -> bool:
+    ) -> User | None:
         """That person disabled or enabled, made an admin or no longer one, in one write;
-        whether there is such a person. Disabling ends their sessions too, so enabling them
-        again revives none: they sign in anew. Conflict for the household's last admin,
-        disabled or no longer an admin (no one could manage it any more)."""
+        the person as they now are (None: no such person). Disabling ends their sessions
+        too, so enabling them again revives none: they sign in anew. Conflict for the
+        household's last admin, disabled or no longer an admin (no one could manage it any
+        more)."""
         with self.write():
             if disabled or admin is False:
                 self.keep_an_admin(person_id)
             if self.person(person_id) is None:
-                return False
+                return None
             if disabled is not None:
                 self.db.execute(
                     "UPDATE users SET disabled = ? WHERE rowid = ?", (int(disabled), person_id)
@@ -128,7 +129,7 @@ class UserRows(Connection):
                 self.db.execute(
                     "UPDATE users SET admin = ? WHERE rowid = ?", (int(admin), person_id)
                 )
-            return True
+            return self.person(person_id)
 
     def keep_an_admin(self, person_id: int) -> None:
         """Conflict when that person is the household's last admin (enabled): removed or no

@@ -152,8 +152,7 @@ async def change_person(
     `users disable`); enabled, they sign in anew. Made an admin, or no longer one."""
     if body.disabled is None and body.admin is None:
         raise Refused("say what changes: disabled, admin or both")
-    await storage.change_person(person.id, disabled=body.disabled, admin=body.admin)
-    changed = await storage.person(person.id)
+    changed = await storage.change_person(person.id, disabled=body.disabled, admin=body.admin)
     if changed is None:
         raise NotFound(f"no person {person.id}")
     return Person.of(changed, asker)
