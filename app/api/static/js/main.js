@@ -151,6 +151,8 @@ function show(name) {
 // proxy's 502, its database down: a 503 saying so), it is asked again, each wait longer
 // than the last, and the page comes back by itself once it answers: no reload needed.
 const RETRY_SECONDS = [2, 4, 8, 15, 30];
+/** The wait before asking again after `failures` failures in a row. */
+const retryWait = (failures) => RETRY_SECONDS[Math.min(failures, RETRY_SECONDS.length - 1)];
 
 /** /api/config, once the service gives it; null when it will not: a sign-in is asked (start()
  * runs again after it) or a refusal that asking again would not change. */
@@ -171,7 +173,7 @@ async function pageConfig() {
     const notice = unserved(unservedBecause(failure));
     // Another refusal (a 403 for an address it does not serve, say) would only come again.
     if (failure instanceof ApiError && failure.status < 500) return null;
-    await retryIn(notice, RETRY_SECONDS[Math.min(attempt, RETRY_SECONDS.length - 1)]);
+    await retryIn(notice, retryWait(attempt));
   }
 }
 
@@ -280,7 +282,7 @@ async function refreshList() {
       // No list came (the service, or its database, does not answer): say so rather than
       // show no conversations, and ask again by itself, each wait longer, until it comes.
       clear($("#conversation-list")).append(el("p", { className: "conversation-empty list-error", role: "alert", text: `Conversations could not be loaded: ${error.message}` }));
-      if (error instanceof ConnectionLost || error.status >= 500) recheckListIn(RETRY_SECONDS[Math.min(listFailures++, RETRY_SECONDS.length - 1)]);
+      if (error instanceof ConnectionLost || error.status >= 500) recheckListIn(retryWait(listFailures++));
     }
     return;
   }
